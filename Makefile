@@ -1,0 +1,43 @@
+# astral-testbed: `make run` launches the fabric, `make test` runs every test.
+# Both set the machine up first (idempotent), so a fresh Debian 12 needs nothing else.
+
+VENV     := .venv
+PY       := $(VENV)/bin/python
+STAMP    := $(VENV)/.installed
+# Debian packages: Mininet needs its own `mnexec` (pip's mininet lacks it), ping for
+# reachability checks, cpp for the P4 preprocessor (as p4c uses it), tcpdump to read pcaps.
+APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump cpp python3-venv python3-dev
+FABRIC   ?= topo/fabrics/default.yaml
+
+.PHONY: setup test run bench clean stop
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	# The venv comes from Debian's python so that --system-site-packages sees Debian's mininet.
+	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+test: setup
+	$(PY) -m pytest -q tests
+
+run: setup
+	$(PY) -m p4sim.cli --help >/dev/null
+	$(VENV)/bin/p4sim demo-fabric $(FABRIC)
+
+bench: setup
+	$(PY) -m bench
+
+stop:
+	-mn -c >/dev/null 2>&1
+
+clean:
+	rm -rf $(VENV) build *.egg-info bench/results/latest.json
+	find . -name __pycache__ -prune -exec rm -rf {} +
