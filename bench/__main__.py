@@ -1,0 +1,53 @@
+"""``make bench``: run every benchmark, print one table, write ``results/latest.json``.
+
+Each ``bench/bench_*.py`` module exposes ``run() -> dict[str, float]`` returning named
+figures with the unit in the name (``pipeline_kpps_64B``). The JSON is one flat object
+so later parts of the system simply add their figures; a benchmark that fails is
+reported and leaves its figures out rather than hiding the failure.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import sys
+import time
+import traceback
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results" / "latest.json"
+
+
+def main(argv: list[str]) -> int:
+    only = set(argv)
+    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent))
+                   if m.name.startswith("bench_"))
+    figures: dict[str, float] = {}
+    failed = []
+    for name in names:
+        if only and name.removeprefix("bench_") not in only:
+            continue
+        started = time.perf_counter()
+        print(f"# {name} ...", file=sys.stderr, flush=True)
+        try:
+            figures.update(importlib.import_module(f"bench.{name}").run())
+        except Exception:  # one broken benchmark must not hide the others' numbers
+            traceback.print_exc()
+            failed.append(name)
+        print(f"# {name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    width = max((len(k) for k in figures), default=10)
+    print(f"{'figure':<{width}}  value")
+    for key, value in figures.items():
+        print(f"{key:<{width}}  {value:.4g}")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {RESULTS}")
+    if failed:
+        print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,60 @@
+"""Packets/s of the v1model engine alone (no I/O) on the fabric program: LPM + ECMP
+(hash + next-hop table) + ECN marking, every packet a RoCEv2 frame taking the ECMP
+path with a queue deep enough that the ECN table is consulted.
+(``pipeline_kpps_64B``, ``pipeline_kpps_1000B``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from scapy.contrib.roce import BTH
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from p4sim.compiler import compile_file
+from p4sim.switch.match import Exact, Lpm, Range
+from p4sim.switch.v1model import V1Switch
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKETS = 20000
+FLOWS = 64  # distinct source ports, so ECMP spreads them
+
+
+def _switch() -> V1Switch:
+    program = compile_file(str(ROOT / "p4src" / "astral.p4"))
+    sw = V1Switch(program.bmv2_json)
+    sw.table_set_default("AstralIngress.switch_config", "AstralIngress.set_switch_config", [0x5A17, 1, 0])
+    sw.table_add("AstralIngress.ipv4_lpm", "AstralIngress.ecmp_select", [Lpm(0x0A000000, 8)], [1, 4])
+    for index in range(4):
+        sw.table_add("AstralIngress.ecmp_nhop", "AstralIngress.forward",
+                     [Exact(1), Exact(index)], [10 + index, 0x02000000AA00 + index])
+    sw.table_add("AstralEgress.ecn_threshold", "AstralEgress.set_mark_threshold", [Range(0, 1000)], [0])
+    return sw
+
+
+def _frames(size: int) -> list[bytes]:
+    frames = []
+    for flow in range(FLOWS):
+        head = (Ether(dst="02:00:00:00:00:01", src="02:00:00:00:00:02")
+                / IP(src="10.1.0.1", dst="10.2.0.1", tos=0x02, ttl=64)
+                / UDP(sport=49152 + flow, dport=4791) / BTH(opcode=4, dqpn=17, psn=flow))
+        raw = bytes(head)
+        frames.append(raw + bytes(max(size - len(raw), 0)))
+    return frames
+
+
+def _kpps(sw: V1Switch, frames: list[bytes]) -> float:
+    for frame in frames:  # warm-up: first packet of each flow
+        sw.process(1, frame)
+    started = time.perf_counter()
+    for i in range(PACKETS):
+        sw.process(1, frames[i % FLOWS])
+    return PACKETS / (time.perf_counter() - started) / 1000.0
+
+
+def run() -> dict[str, float]:
+    sw = _switch()
+    out = sw.process(1, _frames(64)[0])
+    assert out and out[0][0] in (10, 11, 12, 13), f"benchmark program does not forward: {out}"
+    return {f"pipeline_kpps_{size}B": _kpps(sw, _frames(size)) for size in (64, 1000)}

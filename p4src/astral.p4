@@ -1,0 +1,365 @@
+/* astral.p4 -- one v1model program for every leaf and spine of the rail fabric.
+ *
+ * The role of a switch is chosen by its table entries, not by the program:
+ *   - ipv4_lpm: a leaf maps its directly attached NICs (/32) to `forward`, and the rest
+ *     to `ecmp_select`; a spine maps each rail/block subnet to `forward` (its leaf).
+ *   - ecmp_nhop: (group, index) -> port. index = hash(salt, 5-tuple) % group size, so
+ *     the controller and the host agents can predict the uplink of a flow off-switch.
+ *   - ecn_threshold: egress queue depth -> marking threshold out of 65536, filled by
+ *     the controller from the DCQCN profile (Kmin, Kmax, Pmax).
+ *   - switch_config: per-switch salt, switch id and the 1-in-N sampling rate.
+ * Standard P4-16 that p4c accepts unchanged.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+const bit<16> TYPE_IPV4 = 0x0800;
+const bit<16> TYPE_ARP  = 0x0806;
+const bit<8>  PROTO_ICMP = 1;
+const bit<8>  PROTO_UDP  = 17;
+const bit<16> ROCE_V2_PORT = 4791;
+const bit<8>  BTH_OPCODE_CNP = 0x81;
+const bit<32> CPU_CLONE_SESSION = 100;
+const bit<32> NUM_PORTS = 64;
+/* The CPU port number is the switch's --cpu-port; 255 as in the P4 tutorials. */
+#ifndef CPU_PORT
+#define CPU_PORT 255
+#endif
+/* Field list id preserved into the sampled clone (see clone_preserving_field_list). */
+#define SAMPLE_FIELDS 1
+
+typedef bit<9>  port_t;
+typedef bit<48> mac_t;
+typedef bit<32> ip4_t;
+
+@controller_header("packet_in")
+header packet_in_t {
+    bit<16> ingress_port;
+    bit<16> egress_port;
+    bit<32> qdepth;
+    bit<32> switch_id;
+}
+
+@controller_header("packet_out")
+header packet_out_t {
+    bit<16> egress_port;
+}
+
+header ethernet_t {
+    mac_t   dstAddr;
+    mac_t   srcAddr;
+    bit<16> etherType;
+}
+
+header arp_t {
+    bit<16> htype;
+    bit<16> ptype;
+    bit<8>  hlen;
+    bit<8>  plen;
+    bit<16> oper;
+    mac_t   sha;
+    ip4_t   spa;
+    mac_t   tha;
+    ip4_t   tpa;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<6>  dscp;
+    bit<2>  ecn;
+    bit<16> totalLen;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> fragOffset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdrChecksum;
+    ip4_t   srcAddr;
+    ip4_t   dstAddr;
+}
+
+header icmp_t {
+    bit<8>  icmpType;
+    bit<8>  code;
+    bit<16> checksum;
+}
+
+header udp_t {
+    bit<16> srcPort;
+    bit<16> dstPort;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+/* InfiniBand Base Transport Header as carried by RoCEv2. */
+header bth_t {
+    bit<8>  opcode;
+    bit<1>  solicitedEvent;
+    bit<1>  migReq;
+    bit<2>  padCount;
+    bit<4>  transportVersion;
+    bit<16> partitionKey;
+    bit<1>  fecn;
+    bit<1>  becn;
+    bit<6>  reserved1;
+    bit<24> destQP;
+    bit<1>  ackRequest;
+    bit<7>  reserved2;
+    bit<24> psn;
+}
+
+struct headers_t {
+    packet_out_t packet_out;
+    packet_in_t  packet_in;
+    ethernet_t   ethernet;
+    arp_t        arp;
+    ipv4_t       ipv4;
+    icmp_t       icmp;
+    udp_t        udp;
+    bth_t        bth;
+}
+
+struct metadata_t {
+    bit<16> ecmp_group;
+    bit<16> ecmp_index;
+    bit<32> salt;
+    @field_list(SAMPLE_FIELDS) bit<32> switch_id;
+    bit<32> sample_rate;
+    bit<16> mark_threshold;
+    @field_list(SAMPLE_FIELDS) bit<16> ingress_port;
+}
+
+parser AstralParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+                    inout standard_metadata_t standard_metadata) {
+    state start {
+        transition select(standard_metadata.ingress_port) {
+            CPU_PORT: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+    state parse_packet_out {
+        packet.extract(hdr.packet_out);
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.etherType) {
+            TYPE_IPV4: parse_ipv4;
+            TYPE_ARP: parse_arp;
+            default: accept;
+        }
+    }
+    state parse_arp {
+        packet.extract(hdr.arp);
+        transition accept;
+    }
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        transition select(hdr.ipv4.protocol) {
+            PROTO_UDP: parse_udp;
+            PROTO_ICMP: parse_icmp;
+            default: accept;
+        }
+    }
+    state parse_icmp {
+        packet.extract(hdr.icmp);
+        transition accept;
+    }
+    state parse_udp {
+        packet.extract(hdr.udp);
+        transition select(hdr.udp.dstPort) {
+            ROCE_V2_PORT: parse_bth;
+            default: accept;
+        }
+    }
+    state parse_bth {
+        packet.extract(hdr.bth);
+        transition accept;
+    }
+}
+
+control AstralVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        verify_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+              hdr.ipv4.totalLen, hdr.ipv4.identification, hdr.ipv4.flags,
+              hdr.ipv4.fragOffset, hdr.ipv4.ttl, hdr.ipv4.protocol,
+              hdr.ipv4.srcAddr, hdr.ipv4.dstAddr },
+            hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
+    }
+}
+
+control AstralIngress(inout headers_t hdr, inout metadata_t meta,
+                      inout standard_metadata_t standard_metadata) {
+    counter(NUM_PORTS, CounterType.packets_and_bytes) rx_port_counter;
+    counter(NUM_PORTS, CounterType.packets) no_route_counter;
+    register<bit<32>>(1) sample_countdown;
+
+    action drop() {
+        mark_to_drop(standard_metadata);
+    }
+
+    action set_switch_config(bit<32> salt, bit<32> switch_id, bit<32> sample_rate) {
+        meta.salt = salt;
+        meta.switch_id = switch_id;
+        meta.sample_rate = sample_rate;
+    }
+
+    /* Keyless: the controller sets the default action once per switch. */
+    table switch_config {
+        actions = { set_switch_config; }
+        default_action = set_switch_config(0, 0, 0);
+    }
+
+    action forward(port_t port, mac_t dst_mac) {
+        standard_metadata.egress_spec = port;
+        hdr.ethernet.srcAddr = hdr.ethernet.dstAddr;
+        hdr.ethernet.dstAddr = dst_mac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    action ecmp_select(bit<16> group, bit<16> size) {
+        meta.ecmp_group = group;
+        hash(meta.ecmp_index, HashAlgorithm.crc32, (bit<16>)0,
+             { meta.salt, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr, hdr.ipv4.protocol,
+               hdr.udp.srcPort, hdr.udp.dstPort },
+             size);
+    }
+
+    table ipv4_lpm {
+        key = { hdr.ipv4.dstAddr: lpm; }
+        actions = { forward; ecmp_select; drop; }
+        size = 1024;
+        default_action = drop();
+    }
+
+    table ecmp_nhop {
+        key = {
+            meta.ecmp_group: exact;
+            meta.ecmp_index: exact;
+        }
+        actions = { forward; drop; }
+        size = 1024;
+        default_action = drop();
+    }
+
+    action send_to_port(port_t port) {
+        standard_metadata.egress_spec = port;
+    }
+
+    apply {
+        meta.ingress_port = (bit<16>)standard_metadata.ingress_port;
+        if (hdr.packet_out.isValid()) {
+            /* A controller-originated frame: send it out of the port it names. */
+            send_to_port((port_t)hdr.packet_out.egress_port);
+            hdr.packet_out.setInvalid();
+            return;
+        }
+        if (!hdr.ipv4.isValid() || !hdr.udp.isValid() && !hdr.icmp.isValid()) {
+            drop();
+            return;
+        }
+        rx_port_counter.count((bit<32>)standard_metadata.ingress_port);
+        if (hdr.ipv4.ttl <= 1) {
+            drop();
+            return;
+        }
+        switch_config.apply();
+        switch (ipv4_lpm.apply().action_run) {
+            ecmp_select: { ecmp_nhop.apply(); }
+            drop: { no_route_counter.count((bit<32>)standard_metadata.ingress_port); }
+        }
+        /* CNPs jump the queue when the switch runs priority queues. */
+        if (hdr.bth.isValid() && hdr.bth.opcode == BTH_OPCODE_CNP) {
+            standard_metadata.priority = 7;
+        }
+        /* sFlow-style 1-in-N sampling of RoCE data packets to the CPU port. */
+        if (hdr.bth.isValid() && hdr.bth.opcode != BTH_OPCODE_CNP && meta.sample_rate != 0) {
+            bit<32> left;
+            sample_countdown.read(left, 0);
+            if (left <= 1) {
+                sample_countdown.write(0, meta.sample_rate);
+                clone_preserving_field_list(CloneType.I2E, CPU_CLONE_SESSION, SAMPLE_FIELDS);
+            } else {
+                sample_countdown.write(0, left - 1);
+            }
+        }
+    }
+}
+
+control AstralEgress(inout headers_t hdr, inout metadata_t meta,
+                     inout standard_metadata_t standard_metadata) {
+    counter(NUM_PORTS, CounterType.packets_and_bytes) tx_port_counter;
+    counter(NUM_PORTS, CounterType.packets) ecn_marked_counter;
+    register<bit<32>>(NUM_PORTS) max_qdepth;
+
+    action set_mark_threshold(bit<16> threshold) {
+        meta.mark_threshold = threshold;
+    }
+
+    /* Queue depth (packets) -> marking threshold in 1/65536: the DCQCN RED profile
+     * (0 below Kmin, rising to Pmax at Kmax, 65535 above) written by the controller. */
+    table ecn_threshold {
+        key = { standard_metadata.enq_qdepth: range; }
+        actions = { set_mark_threshold; NoAction; }
+        size = 256;
+        default_action = NoAction();
+    }
+
+    apply {
+        if (standard_metadata.instance_type == 1) {
+            /* Ingress clone of a sampled packet: describe it for the controller. */
+            hdr.packet_in.setValid();
+            hdr.packet_in.ingress_port = meta.ingress_port;
+            hdr.packet_in.egress_port = (bit<16>)standard_metadata.egress_port;
+            hdr.packet_in.qdepth = (bit<32>)standard_metadata.enq_qdepth;
+            hdr.packet_in.switch_id = meta.switch_id;
+            truncate(128);
+            return;
+        }
+        bit<32> port = (bit<32>)standard_metadata.egress_port;
+        tx_port_counter.count(port);
+        bit<32> seen;
+        max_qdepth.read(seen, port);
+        if ((bit<32>)standard_metadata.enq_qdepth > seen) {
+            max_qdepth.write(port, (bit<32>)standard_metadata.enq_qdepth);
+        }
+        if (hdr.ipv4.isValid() && hdr.ipv4.ecn != 0) {
+            meta.mark_threshold = 0;
+            ecn_threshold.apply();
+            bit<16> draw;
+            random(draw, 0, 65534);
+            if (meta.mark_threshold != 0 && draw < meta.mark_threshold) {
+                hdr.ipv4.ecn = 3;
+                ecn_marked_counter.count(port);
+            }
+        }
+    }
+}
+
+control AstralComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+              hdr.ipv4.totalLen, hdr.ipv4.identification, hdr.ipv4.flags,
+              hdr.ipv4.fragOffset, hdr.ipv4.ttl, hdr.ipv4.protocol,
+              hdr.ipv4.srcAddr, hdr.ipv4.dstAddr },
+            hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
+    }
+}
+
+control AstralDeparser(packet_out packet, in headers_t hdr) {
+    apply {
+        packet.emit(hdr.packet_in);
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.arp);
+        packet.emit(hdr.ipv4);
+        packet.emit(hdr.icmp);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.bth);
+    }
+}
+
+V1Switch(AstralParser(), AstralVerifyChecksum(), AstralIngress(), AstralEgress(),
+         AstralComputeChecksum(), AstralDeparser()) main;
