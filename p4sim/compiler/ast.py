@@ -1,12 +1,16 @@
 """The P4-16 syntax tree: the contract between the front end and the back end.
 
 The parser (`parse.py`) builds these nodes from source; the front-end passes
-(`resolve.py`, `typecheck.py`) then fill in two annotation slots that the back end
+(`resolve.py`, `typecheck.py`) then fill in annotation slots that the back end
 relies on, so the back end never re-derives a name or a width:
 
 * ``Expr.type``  -- the semantic type of every expression (a `types.Type`);
 * ``PathExpr.ref`` / ``MemberExpr.ref`` -- the declaration a name denotes (a `Decl`
   node, a `Param`, or an `EnumMember`), when it denotes one.
+* ``TypeRef.type`` -- the semantic type a piece of type syntax denotes (parameter,
+  variable, field, instance types), so the back end need not resolve names itself.
+
+The full contract is in the docstring of `typecheck.py`.
 
 Every node carries ``pos`` (file, line, column of its first token) for diagnostics.
 The nodes mirror the P4-16 grammar closely (spec section numbers in comments) so that a
@@ -40,7 +44,8 @@ class Annotation(Node):
 
 @dataclass(eq=False)
 class TypeRef(Node):
-    pass
+    # Filled by typecheck.py: the semantic type this syntax denotes (`types.Type`).
+    type: Any = field(default=None, init=False, repr=False, compare=False)
 
 
 @dataclass(eq=False)
@@ -138,6 +143,8 @@ class MemberExpr(Expr):
     expr: Expr
     member: str
     ref: Any = field(default=None, init=False, repr=False, compare=False)
+    # Position of the member name itself (set by the parser), for diagnostics.
+    member_pos: Optional[SrcPos] = field(default=None, init=False, repr=False, compare=False)
 
 
 @dataclass(eq=False)
@@ -508,6 +515,7 @@ class TableProperty(Node):
     name: str
     value: Expr
     is_const: bool = False
+    annotations: list[Annotation] = field(default_factory=list)
 
 
 @dataclass(eq=False)

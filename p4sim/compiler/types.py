@@ -188,6 +188,15 @@ class ValueSetT(Type):
 
 
 @dataclass(frozen=True)
+class TypeVarT(Type):
+    """A type parameter (``T`` of ``extern register<T>``, ``H`` of ``Parser<H, M>``)
+    where it is not bound: inside a generic declaration, or an extern instance's
+    parameter that nothing determines (matches any type)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class MethodT(Type):
     """The type of a callable expression (before it is called)."""
 

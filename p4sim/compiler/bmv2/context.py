@@ -1,0 +1,177 @@
+"""State shared by the whole BMv2 lowering, and the lexical scopes it runs in.
+
+`Context` owns every JSON array that is program-wide (actions, calculations, field and
+learn lists, extern arrays, ...) and the control-plane inventory. A `Scope` maps the
+declarations visible in one control/parser instance (or one inlined action/function
+body) to what they are in BMv2: storage (`storage.Loc`), an action, a table, an extern
+instance, a sub-control instance or the packet. Inlining a sub-control or an action is
+"lower its body in a new scope whose parameters are bound to the caller's arguments".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from p4sim.compiler import ast
+from p4sim.compiler import types as T
+from p4sim.compiler.bmv2.jsonutil import NameGen
+from p4sim.compiler.bmv2.storage import ConstLoc, Layout
+from p4sim.compiler.diagnostics import CompileError
+from p4sim.compiler.midend import Design
+from p4sim.compiler.midend.constfold import const_value
+from p4sim.compiler.midend.controlplane import ControlPlane
+from p4sim.compiler.midend.names import control_plane_name
+
+
+@dataclass
+class ActionValue:
+    decl: ast.ActionDecl
+    scope: "Scope"
+
+    @property
+    def name(self) -> str:
+        return control_plane_name(self.decl, self.scope.prefix)
+
+
+@dataclass
+class TableValue:
+    decl: ast.TableDecl
+    scope: "Scope"
+
+    @property
+    def name(self) -> str:
+        return control_plane_name(self.decl, self.scope.prefix)
+
+
+@dataclass
+class ExternValue:
+    """An extern object instance (counter, register, action_selector...)."""
+
+    decl: ast.Decl
+    name: str
+    type: T.ExternT
+    args: list[ast.Argument]
+    scope: "Scope"
+    info: dict = field(default_factory=dict)  # facts found later (direct meter target...)
+
+
+@dataclass
+class BlockValue:
+    """An instance of a sub-control or sub-parser, inlined where it is applied."""
+
+    decl: ast.Decl  # ControlDecl | ParserDecl
+    name: str  # control-plane prefix of its contents
+    args: list[ast.Argument]
+    scope: "Scope"
+    applied: bool = False
+    inner: Optional["Scope"] = None  # its own scope, created when instantiated
+
+
+@dataclass
+class PacketValue:
+    direction: str  # "in" (packet_in) | "out" (packet_out)
+
+
+@dataclass
+class FunctionValue:
+    decl: ast.FunctionDecl
+
+
+class Scope:
+    """Declarations -> values, chained to the enclosing scope."""
+
+    def __init__(self, ctx: "Context", prefix: str, parent: Optional["Scope"] = None, block: str = ""):
+        self.ctx = ctx
+        self.prefix = prefix
+        self.parent = parent
+        self.block = block or (parent.block if parent else "")
+        self.bindings: dict[int, Any] = {}
+
+    def child(self, prefix: Optional[str] = None) -> "Scope":
+        return Scope(self.ctx, self.prefix if prefix is None else prefix, self)
+
+    def bind(self, decl: object, value: Any) -> None:
+        self.bindings[id(decl)] = value
+
+    def find(self, decl: object) -> Any:
+        s: Optional[Scope] = self
+        key = id(decl)
+        while s is not None:
+            if key in s.bindings:
+                return s.bindings[key]
+            s = s.parent
+        return None
+
+    def lookup(self, decl: object, e: ast.Expr) -> Any:
+        v = self.find(decl)
+        if v is not None:
+            return v
+        return self.ctx.global_value(decl, e)
+
+
+class Context:
+    def __init__(self, design: Design):
+        self.design = design
+        self.types = design.types
+        self.layout = Layout()
+        self.cp = ControlPlane()
+        self.names = NameGen()  # actions, tables, conditionals, calculations...
+        self.actions: list[dict] = []
+        self.action_ids: dict[tuple[int, str], int] = {}
+        self.calculations: list[dict] = []
+        self.field_lists: list[dict] = []
+        self.learn_lists: list[dict] = []
+        self.counter_arrays: list[dict] = []
+        self.meter_arrays: list[dict] = []
+        self.register_arrays: list[dict] = []
+        self.parse_vsets: list[dict] = []
+        self.checksums: list[dict] = []
+        self.extern_instances: list[dict] = []
+        self.errors = {name: i for i, name in enumerate(design.errors)}
+        self.globals = Scope(self, "")
+        self.node_counter = 0
+        self.user_meta_decl: Optional[ast.StructDecl] = None
+        self.user_meta: Any = None  # StructLoc of the user metadata parameter
+        self.preserved_lists: dict[int, int] = {}  # @field_list index -> field list id
+        self.direct_meters: list[Any] = []  # ExternValues bound to tables, emitted last
+
+    # -------------------------------------------------------------- naming
+    def node_name(self) -> str:
+        self.node_counter += 1
+        return f"node_{self.node_counter}"
+
+    # -------------------------------------------------------------- globals
+    def global_value(self, decl: object, e: ast.Expr) -> Any:
+        """Values of top-level declarations referenced from anywhere."""
+        if isinstance(decl, ast.ConstDecl):
+            v = const_value(decl.value)
+            if v is None:
+                raise CompileError(f"constant '{decl.name}' has no compile-time value", e.pos)
+            return ConstLoc(v, e.type if e.type is not None else self.types.resolve(decl.type_ref))
+        if isinstance(decl, ast.ActionDecl):
+            return ActionValue(decl, self.globals)
+        if isinstance(decl, ast.FunctionDecl):
+            return FunctionValue(decl)
+        if isinstance(decl, ast.InstantiationDecl):
+            v = self.globals.find(decl)
+            if v is None:
+                from p4sim.compiler.bmv2.externs import instantiate
+
+                v = instantiate(self.globals, decl)
+                self.globals.bind(decl, v)
+            return v
+        if decl is None:
+            raise CompileError("name was not resolved by the front end", e.pos)
+        what = getattr(decl, "name", type(decl).__name__)
+        raise CompileError(f"'{what}' cannot be used here", e.pos)
+
+    def error_value(self, name: str, pos: Any) -> int:
+        if name not in self.errors:
+            raise CompileError(f"unknown error constant 'error.{name}'", pos)
+        return self.errors[name]
+
+    def add_field_list(self, name: str, elements: list[dict]) -> int:
+        fid = len(self.field_lists) + 1
+        self.field_lists.append({"id": fid, "name": name, "elements": elements})
+        return fid

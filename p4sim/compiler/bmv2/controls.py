@@ -1,0 +1,415 @@
+"""Control blocks -> BMv2 pipelines (tables + conditionals), actions and their tables.
+
+The apply block becomes a graph, as p4c builds it: each table application is a table
+node whose ``next_tables`` say where each action (or ``__HIT__``/``__MISS__``) leads,
+each ``if`` a conditional node, and every run of plain statements (assignments, extern
+calls) a synthesized action ``act``/``act_0``... applied by a key-less table
+``tbl_act`` with that action as its const default. A direct action call with constant
+arguments gets its own table ``tbl_<action>``. Sub-controls are inlined where applied:
+their tables become ``<Outer>.<instance>.<table>``.
+
+The graph is built back to front: lowering a statement takes the name of the node
+that follows it and returns the name of its own first node, so ``return`` and
+``exit`` are just "continue at the end".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from p4sim.compiler import ast
+from p4sim.compiler.bmv2.context import ActionValue, BlockValue, Context, Scope, TableValue
+from p4sim.compiler.bmv2.expressions import ExprLowerer
+from p4sim.compiler.bmv2.externs import instantiate
+from p4sim.compiler.bmv2.jsonutil import hexstr
+from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
+from p4sim.compiler.bmv2.storage import ConstLoc, ParamLoc, scalar_width
+from p4sim.compiler.diagnostics import CompileError
+from p4sim.compiler.midend.constfold import const_value
+from p4sim.compiler.midend.controlplane import CPAction
+from p4sim.compiler.bmv2.tables import DEFAULT_TABLE_SIZE, convert_table
+
+def expr_text(e: ast.Expr) -> str:
+    """Source-like text of a key expression (p4c names keys after their source)."""
+    if isinstance(e, ast.PathExpr):
+        return ("." if e.top_level else "") + e.name
+    if isinstance(e, ast.MemberExpr):
+        return f"{expr_text(e.expr)}.{e.member}"
+    if isinstance(e, ast.IndexExpr):
+        return f"{expr_text(e.expr)}[{expr_text(e.index)}]"
+    if isinstance(e, ast.CallExpr):
+        return f"{expr_text(e.target)}()"
+    if isinstance(e, ast.SliceExpr):
+        return f"{expr_text(e.expr)}[{expr_text(e.hi)}:{expr_text(e.lo)}]"
+    if isinstance(e, ast.IntLit):
+        return str(e.value)
+    return "key"
+
+
+def action_id(ctx: Context, av: ActionValue) -> int:
+    """Emit the JSON action for ``av`` (once) and return its id."""
+    key = (id(av.decl), av.scope.prefix)
+    if key in ctx.action_ids:
+        return ctx.action_ids[key]
+    scope = av.scope.child()
+    runtime_data, params = [], []
+    for i, p in enumerate(av.decl.params):
+        if p.direction is not None:
+            raise CompileError(f"action '{av.decl.name}' has a directional parameter '{p.name}'; such actions "
+                               "can only be called directly", p.pos, "unsupported")
+        pt = ctx.types.resolve(p.type_ref)
+        w = scalar_width(pt)
+        if w is None:
+            raise CompileError(f"action parameter '{p.name}' must have a bit, int or bool type", p.pos)
+        scope.bind(p, ParamLoc(i, pt))
+        runtime_data.append({"name": p.name, "bitwidth": w})
+        params.append((p.name, w))
+    lw = StmtLowerer(scope)
+    lw.inline_body(scope, av.decl.body, None)
+    aid = len(ctx.actions)
+    ctx.action_ids[key] = aid
+    ctx.actions.append({"name": av.name, "id": aid, "runtime_data": runtime_data, "primitives": lw.out})
+    ctx.cp.add("actions", CPAction(av.name, av.decl, params))
+    return aid
+
+
+def synthesized_action(ctx: Context, base: str, primitives: list[dict]) -> tuple[str, int]:
+    name = ctx.names.fresh(base)
+    aid = len(ctx.actions)
+    ctx.actions.append({"name": name, "id": aid, "runtime_data": [], "primitives": primitives})
+    return name, aid
+
+
+class ControlLowerer:
+    """Builds one BMv2 pipeline (``ingress`` or ``egress``) from a control instance."""
+
+    def __init__(self, ctx: Context, name: str, first_ids: dict[str, int]):
+        self.ctx = ctx
+        self.name = name
+        self.tables: list[dict] = []
+        self.conditionals: list[dict] = []
+        self.action_profiles: list[dict] = []
+        self.ids = first_ids  # shared counters: ids unique across pipelines
+        self.returns: list[Optional[str]] = []
+        self.applied: set[str] = set()
+
+    # ------------------------------------------------------------------ scopes
+    def enter(self, decl: ast.ControlDecl, prefix: str, bindings: dict[int, Any], ctor_args: list[ast.Argument],
+              ctor_scope: Scope) -> Scope:
+        scope = Scope(self.ctx, prefix, self.ctx.globals, block=self.name)
+        scope.bindings.update(bindings)
+        bind_ctor_params(ctor_scope, scope, decl.ctor_params, ctor_args)
+        for d in decl.locals:
+            if isinstance(d, ast.ActionDecl):
+                scope.bind(d, ActionValue(d, scope))
+            elif isinstance(d, ast.TableDecl):
+                scope.bind(d, TableValue(d, scope))
+            elif isinstance(d, ast.InstantiationDecl):
+                v = instantiate(scope, d)
+                if isinstance(v, BlockValue) and isinstance(v.decl, ast.ControlDecl):
+                    # create its instances now, in declaration order; parameters are
+                    # bound where it is applied
+                    v.inner = self.enter(v.decl, v.name, {}, v.args, scope)
+                scope.bind(d, v)
+            elif isinstance(d, ast.ConstDecl):
+                v = const_value(d.value)
+                if v is None:
+                    raise CompileError("constant needs a compile-time value", d.value.pos)
+                scope.bind(d, ConstLoc(v, self.ctx.types.resolve(d.type_ref)))
+            elif isinstance(d, ast.VarDecl):
+                scope.bind(d, self.ctx.layout.storage(d.name, self.ctx.types.resolve(d.type_ref), d.pos))
+            else:
+                raise CompileError(f"'{d.name}' is not allowed in a control", d.pos)
+        return scope
+
+    def lower_control(self, decl: ast.ControlDecl, scope: Scope, next_: Optional[str]) -> Optional[str]:
+        inits: list[ast.Stmt] = [ast.AssignStmt(d.pos, _path_to(d, scope), d.init)
+                                 for d in decl.locals if isinstance(d, ast.VarDecl) and d.init is not None]
+        self.returns.append(next_)
+        try:
+            return self.block(scope, inits + list(decl.apply.stmts), next_)
+        finally:
+            self.returns.pop()
+
+    # ------------------------------------------------------------------ statements
+    def block(self, scope: Scope, stmts: list[ast.Stmt], next_: Optional[str]) -> Optional[str]:
+        for s in stmts:
+            if isinstance(s, ast.VarDecl) and scope.find(s) is None:
+                scope.bind(s, self.ctx.layout.storage(s.name, self.ctx.types.resolve(s.type_ref), s.pos))
+            elif isinstance(s, ast.ConstDecl):
+                v = const_value(s.value)
+                if v is None:
+                    raise CompileError("constant needs a compile-time value", s.value.pos)
+                scope.bind(s, ConstLoc(v, self.ctx.types.resolve(s.type_ref)))
+        segments: list[tuple[bool, Any]] = []
+        run: list[ast.Stmt] = []
+        for s in stmts:
+            if self.is_plain(scope, s):
+                run.append(s)
+            else:
+                if run:
+                    segments.append((True, run))
+                    run = []
+                segments.append((False, s))
+        if run:
+            segments.append((True, run))
+        nxt = next_
+        for plain, item in reversed(segments):
+            nxt = self.run(scope, item, nxt) if plain else self.control_stmt(scope, item, nxt)
+        return nxt
+
+    def is_plain(self, scope: Scope, s: ast.Stmt) -> bool:
+        if isinstance(s, (ast.AssignStmt, ast.VarDecl, ast.ConstDecl, ast.EmptyStmt)):
+            return True
+        if isinstance(s, ast.CallStmt):
+            t = s.call.target
+            if isinstance(t, ast.MemberExpr) and t.member == "apply":
+                return False
+            av = scope.find(t.ref) or _maybe_global(scope, t) if isinstance(t, ast.PathExpr) else None
+            if isinstance(av, ActionValue):
+                # an action called with constants gets its own table (tbl_<action>),
+                # otherwise it is inlined into the synthesized action of its run
+                return not (all(p.direction is None for p in av.decl.params)
+                            and all(const_value(a.value) is not None for a in s.call.args))
+            return True
+        return False
+
+    def run(self, scope: Scope, stmts: list[ast.Stmt], next_: Optional[str]) -> Optional[str]:
+        lw = StmtLowerer(scope)
+        lw.stmts(stmts)
+        if not lw.out:
+            return next_
+        name, aid = synthesized_action(self.ctx, "act", lw.out)
+        return self.synth_table(f"tbl_{name}", name, aid, [], next_)
+
+    def synth_table(self, tname: str, aname: str, aid: int, data: list[str], next_: Optional[str]) -> str:
+        name = self.ctx.names.fresh(tname)
+        self.tables.append({
+            "name": name, "id": self.new_id("tables"), "key": [], "match_type": "exact", "type": "simple",
+            "max_size": DEFAULT_TABLE_SIZE, "with_counters": False, "support_timeout": False,
+            "direct_meters": None, "action_ids": [aid], "actions": [aname], "base_default_next": next_,
+            "next_tables": {aname: next_},
+            "default_entry": {"action_id": aid, "action_const": True, "action_data": data, "action_entry_const": True},
+        })
+        return name
+
+    def new_id(self, kind: str) -> int:
+        n = self.ids.get(kind, 0)
+        self.ids[kind] = n + 1
+        return n
+
+    def control_stmt(self, scope: Scope, s: ast.Stmt, next_: Optional[str]) -> Optional[str]:
+        if isinstance(s, ast.BlockStmt):
+            return self.block(scope, s.stmts, next_)
+        if isinstance(s, ast.IfStmt):
+            return self.if_(scope, s, next_)
+        if isinstance(s, ast.SwitchStmt):
+            return self.switch(scope, s, next_)
+        if isinstance(s, ast.ReturnStmt):
+            if s.value is not None:
+                raise CompileError("return in a control must not have a value", s.pos)
+            return self.returns[-1]
+        if isinstance(s, ast.ExitStmt):
+            lw = StmtLowerer(scope)
+            lw.stmt(s)
+            name, aid = synthesized_action(self.ctx, "act", lw.out)
+            return self.synth_table(f"tbl_{name}", name, aid, [], None)
+        if isinstance(s, ast.CallStmt):
+            return self.call(scope, s.call, next_)
+        raise CompileError(f"statement not supported in an apply block ({type(s).__name__})", s.pos, "unsupported")
+
+    def stmt(self, scope: Scope, s: Optional[ast.Stmt], next_: Optional[str]) -> Optional[str]:
+        if s is None:
+            return next_
+        return self.block(scope, s.stmts if isinstance(s, ast.BlockStmt) else [s], next_)
+
+    def call(self, scope: Scope, c: ast.CallExpr, next_: Optional[str]) -> Optional[str]:
+        t = c.target
+        if isinstance(t, ast.MemberExpr) and t.member == "apply":
+            target = ExprLowerer(scope).loc(t.expr)
+            if isinstance(target, TableValue):
+                return self.table(target, {}, next_, pos=c.pos)
+            if isinstance(target, BlockValue):
+                return self.inline_control(scope, target, c, next_)
+            raise CompileError("only tables and controls can be applied here", c.pos)
+        if isinstance(t, ast.PathExpr):
+            av = scope.find(t.ref) or _maybe_global(scope, t)
+            if isinstance(av, ActionValue):
+                aid = action_id(self.ctx, av)
+                data = []
+                for p, a in zip(av.decl.params, ordered_args(av.decl.params, c.args, c.pos)):
+                    w = scalar_width(self.ctx.types.resolve(p.type_ref))
+                    data.append(hexstr(const_value(a), w))
+                return self.synth_table(f"tbl_{av.decl.name}", av.name, aid, data, next_)
+        raise CompileError("unsupported call in an apply block", c.pos, "unsupported")
+
+    def if_(self, scope: Scope, s: ast.IfStmt, next_: Optional[str]) -> Optional[str]:
+        c = const_value(s.cond)
+        if c is not None:
+            return self.stmt(scope, s.then if c else s.else_, next_)
+        then_n = self.stmt(scope, s.then, next_)
+        else_n = self.stmt(scope, s.else_, next_)
+        hit = _hit_test(s.cond)
+        if hit is not None:
+            apply_call, is_hit = hit
+            tv = ExprLowerer(scope).loc(apply_call.target.expr)
+            if not isinstance(tv, TableValue):
+                raise CompileError("hit/miss needs a table", s.cond.pos)
+            on_hit, on_miss = (then_n, else_n) if is_hit else (else_n, then_n)
+            return self.table(tv, {"__HIT__": on_hit, "__MISS__": on_miss}, next_, pos=apply_call.pos)
+        lw = StmtLowerer(scope)
+        cond = lw.rv(s.cond)
+        name = self.ctx.node_name()
+        self.conditionals.append({"name": name, "id": self.new_id("conditionals"), "expression": cond,
+                                  "true_next": then_n, "false_next": else_n})
+        if lw.out:  # the condition called a function: compute it first
+            aname, aid = synthesized_action(self.ctx, "act", lw.out)
+            return self.synth_table(f"tbl_{aname}", aname, aid, [], name)
+        return name
+
+    def switch(self, scope: Scope, s: ast.SwitchStmt, next_: Optional[str]) -> Optional[str]:
+        e = s.expr
+        if isinstance(e, ast.MemberExpr) and e.member == "action_run" and isinstance(e.expr, ast.CallExpr):
+            tv = ExprLowerer(scope).loc(e.expr.target.expr)
+            if not isinstance(tv, TableValue):
+                raise CompileError("action_run needs a table", e.pos)
+            nexts: dict[str, Optional[str]] = {}
+            pending: list[ast.Expr] = []
+            default_next = next_
+            for case in s.cases:
+                pending.append(case.label)
+                if case.body is None:
+                    continue
+                body = self.stmt(scope, case.body, next_)
+                for label in pending:
+                    if isinstance(label, ast.DefaultExpr):
+                        default_next = body
+                    else:
+                        av = ExprLowerer(scope).loc(label)
+                        if not isinstance(av, ActionValue):
+                            raise CompileError("switch label must be an action of the table", label.pos)
+                        nexts[av.name] = body
+                pending = []
+            return self.table(tv, nexts, next_, default_next, pos=e.pos)
+        # switch on a value: a chain of conditionals, built from the last case back
+        groups: list[tuple[list[ast.Expr], ast.BlockStmt]] = []
+        pending = []
+        for case in s.cases:
+            pending.append(case.label)
+            if case.body is not None:
+                groups.append((pending, case.body))
+                pending = []
+        nxt = next_
+        lw = ExprLowerer(scope)
+        key = lw.data(e)
+        for labels, body in reversed(groups):
+            body_n = self.stmt(scope, body, next_)
+            if any(isinstance(l, ast.DefaultExpr) for l in labels):
+                nxt = body_n
+                continue
+            cond: Optional[dict] = None
+            for l in labels:
+                c = {"type": "expression", "value": {"op": "==", "left": key, "right": lw.data(l)}}
+                cond = c if cond is None else {"type": "expression", "value": {"op": "or", "left": cond, "right": c}}
+            name = self.ctx.node_name()
+            self.conditionals.append({"name": name, "id": self.new_id("conditionals"), "expression": cond,
+                                      "true_next": body_n, "false_next": nxt})
+            nxt = name
+        return nxt
+
+    def inline_control(self, scope: Scope, bv: BlockValue, c: ast.CallExpr, next_: Optional[str]) -> Optional[str]:
+        decl = bv.decl
+        if not isinstance(decl, ast.ControlDecl):
+            raise CompileError("only controls can be applied in a control", c.pos)
+        if bv.applied:
+            raise CompileError(f"control instance '{bv.name}' is applied more than once; BMv2 tables can only "
+                               "appear once in a pipeline", c.pos, "unsupported")
+        bv.applied = True
+        lw = StmtLowerer(scope)
+        bindings: dict[int, Any] = {}
+        for p, a in zip(decl.params, ordered_args(decl.params, c.args, c.pos)):
+            if a is None:
+                raise CompileError(f"missing argument for '{p.name}'", c.pos)
+            pt = self.ctx.types.resolve(p.type_ref)
+            v = const_value(a) if p.direction in (None, "in") else None
+            if v is not None:
+                bindings[id(p)] = ConstLoc(v, pt)
+            elif isinstance(a, (ast.PathExpr, ast.MemberExpr, ast.IndexExpr)):
+                bindings[id(p)] = lw.loc(a)
+            else:
+                tmp = self.ctx.layout.storage(p.name, pt, a.pos)
+                lw.assign_to(tmp, a)
+                bindings[id(p)] = tmp
+        sub = bv.inner
+        sub.bindings.update(bindings)
+        first = self.lower_control(decl, sub, next_)
+        if lw.out:
+            aname, aid = synthesized_action(self.ctx, "act", lw.out)
+            return self.synth_table(f"tbl_{aname}", aname, aid, [], first)
+        return first
+
+    # ------------------------------------------------------------------ tables
+    def table(self, tv: TableValue, nexts: dict[str, Optional[str]], next_: Optional[str],
+              default_next: Optional[str] = None, pos: Any = None) -> str:
+        name = tv.name
+        if name in self.applied:
+            raise CompileError(f"table '{name}' is applied more than once; a BMv2 table can appear only once "
+                               "in a pipeline", pos or tv.decl.pos, "unsupported")
+        self.applied.add(name)
+        pre, table = convert_table(self, tv)
+        actions = table["actions"]
+        if "__HIT__" in nexts:
+            table["next_tables"] = {"__HIT__": nexts["__HIT__"], "__MISS__": nexts["__MISS__"]}
+        else:
+            dn = next_ if default_next is None else default_next
+            table["next_tables"] = {a: nexts.get(a, dn) for a in actions}
+        table["base_default_next"] = next_
+        self.tables.append(table)
+        if pre:
+            aname, aid = synthesized_action(self.ctx, "act", pre)
+            return self.synth_table(f"tbl_{aname}", aname, aid, [], name)
+        return name
+
+    def pipeline(self, init: Optional[str], pid: int) -> dict:
+        return {"name": self.name, "id": pid, "init_table": init, "tables": self.tables,
+                "action_profiles": self.action_profiles, "conditionals": self.conditionals}
+
+
+def _maybe_global(scope: Scope, t: ast.PathExpr) -> Any:
+    if isinstance(t.ref, ast.ActionDecl):
+        return scope.ctx.global_value(t.ref, t)
+    return None
+
+
+def _hit_test(cond: ast.Expr) -> Optional[tuple[ast.CallExpr, bool]]:
+    """``t.apply().hit`` / ``.miss`` / ``!t.apply().hit`` -> (apply call, tests-hit)."""
+    neg = False
+    while isinstance(cond, ast.UnaryExpr) and cond.op == "!":
+        neg, cond = not neg, cond.expr
+    if isinstance(cond, ast.MemberExpr) and cond.member in ("hit", "miss") and isinstance(cond.expr, ast.CallExpr):
+        call = cond.expr
+        if isinstance(call.target, ast.MemberExpr) and call.target.member == "apply":
+            return call, (cond.member == "hit") != neg
+    return None
+
+
+def _path_to(d: ast.VarDecl, scope: Scope) -> ast.PathExpr:
+    p = ast.PathExpr(d.pos, d.name)
+    p.ref = d
+    p.type = scope.ctx.types.resolve(d.type_ref)
+    return p
+
+
+def bind_ctor_params(arg_scope: Scope, scope: Scope, params: list[ast.Param], args: list[ast.Argument]) -> None:
+    """Constructor parameters of a control/parser: constants or extern instances."""
+    for p, a in zip(params, ordered_args(params, args, None)):
+        if a is None:
+            raise CompileError(f"missing constructor argument '{p.name}'", p.pos)
+        v = const_value(a)
+        if v is not None:
+            scope.bind(p, ConstLoc(v, scope.ctx.types.resolve(p.type_ref)))
+        elif isinstance(a, ast.PathExpr):
+            scope.bind(p, arg_scope.lookup(a.ref, a))
+        else:
+            raise CompileError("constructor arguments must be constants or instances", a.pos, "unsupported")
+

@@ -1,0 +1,268 @@
+"""The v1model parser -> BMv2 ``parsers[0]`` (parse states), plus ``parse_vsets``.
+
+Each state's statements become parser ops (``extract``, ``extract_VL``, ``advance``,
+``set``, ``verify``, ``primitive``); its ``select`` becomes a ``transition_key`` and
+``transitions`` whose values/masks are the byte-padded concatenation of the key
+fields (JSON_format.md). ``transition accept`` (and ``reject``, as p4c emits it) has
+``next_state`` null. Ranges are expanded into value/mask pairs; a key that is not a
+field or a lookahead is first copied into a ``scalars`` temporary by a ``set`` op.
+A sub-parser applied in a state is inlined: the state is split around the call and
+the sub-parser's states are added with its ``accept`` leading to the continuation.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+from typing import Any, Optional
+
+from p4sim.compiler import ast
+from p4sim.compiler.bmv2.context import BlockValue, Context, PacketValue, Scope
+from p4sim.compiler.bmv2.controls import bind_ctor_params
+from p4sim.compiler.bmv2.expressions import lookahead_field
+from p4sim.compiler.bmv2.externs import instantiate
+from p4sim.compiler.bmv2.jsonutil import as_param, mask, nbytes
+from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
+from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StackLoc, scalar_width
+from p4sim.compiler.diagnostics import CompileError
+from p4sim.compiler.midend.constfold import const_value
+from p4sim.compiler.midend.controlplane import CPValueSet
+from p4sim.compiler.midend.names import control_plane_name
+
+
+class ParserStmtLowerer(StmtLowerer):
+    def __init__(self, scope: Scope):
+        super().__init__(scope, parser=True)
+
+    def packet_call(self, pkt: PacketValue, method: str, c: ast.CallExpr) -> None:
+        if pkt.direction != "in":
+            raise CompileError(f"packet_out.{method} is only allowed in the deparser", c.pos)
+        args = [a.value for a in c.args]
+        if method == "extract":
+            target = self.extract_target(args[0])
+            if len(args) == 1:
+                self.out.append({"op": "extract", "parameters": [target]})
+            else:
+                self.out.append({"op": "extract_VL", "parameters": [
+                    target, {"type": "expression", "value": self.data(args[1])}]})
+        elif method == "advance":
+            self.out.append({"op": "advance", "parameters": [as_param(self.data(args[0]))]})
+        elif method == "lookahead":
+            pass  # a lookahead whose value is unused has no effect
+        else:
+            raise CompileError(f"packet_in.{method} is not supported by the BMv2 back end", c.pos, "unsupported")
+
+    def extract_target(self, e: ast.Expr) -> dict:
+        if isinstance(e, ast.MemberExpr) and e.member == "next":
+            base = self.loc(e.expr)
+            if isinstance(base, StackLoc):
+                return {"type": "stack", "value": base.name}
+        loc = self.loc(e)
+        if isinstance(loc, HeaderLoc):
+            return {"type": "regular", "value": loc.name}
+        raise CompileError("extract needs a header", e.pos)
+
+
+class ParserLowerer:
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.states: list[dict] = []
+        self.state_names = ctx.names  # unique across the JSON file
+
+    def lower(self, decl: ast.ParserDecl, scope: Scope) -> dict:
+        self.declare_locals(decl, scope)
+        start = self.lower_states(decl, scope, "", None)
+        return {"name": "parser", "id": 0, "init_state": start, "parse_states": self.states}
+
+    def declare_locals(self, decl: ast.ParserDecl, scope: Scope) -> None:
+        for d in decl.locals:
+            if isinstance(d, ast.VarDecl):
+                loc = self.ctx.layout.storage(d.name, self.ctx.types.resolve(d.type_ref), d.pos)
+                scope.bind(d, loc)
+            elif isinstance(d, ast.ConstDecl):
+                v = const_value(d.value)
+                if v is None:
+                    raise CompileError("constant needs a compile-time value", d.value.pos)
+                scope.bind(d, ConstLoc(v, self.ctx.types.resolve(d.type_ref)))
+            elif isinstance(d, ast.InstantiationDecl):
+                scope.bind(d, instantiate(scope, d))
+            elif isinstance(d, ast.ValueSetDecl):
+                scope.bind(d, self.value_set(d, scope))
+            else:
+                raise CompileError(f"'{d.name}' is not supported in a parser", d.pos, "unsupported")
+
+    def value_set(self, d: ast.ValueSetDecl, scope: Scope) -> "ValueSetValue":
+        name = control_plane_name(d, scope.prefix)
+        t = self.ctx.types.resolve(d.element)
+        fields = getattr(t, "fields", None)
+        match = [(f.name, scalar_width(f.type) or 0) for f in fields] if fields else [("", scalar_width(t) or 0)]
+        size = const_value(d.size)
+        if size is None:
+            raise CompileError("value_set size must be a compile-time constant", d.size.pos)
+        self.ctx.parse_vsets.append({"name": name, "id": len(self.ctx.parse_vsets),
+                                     "compressed_bitwidth": sum(w for _, w in match)})
+        self.ctx.cp.add("value_sets", CPValueSet(name, d, match, size))
+        return ValueSetValue(name)
+
+    def lower_states(self, decl: ast.ParserDecl, scope: Scope, prefix: str, accept: Optional[str]) -> Optional[str]:
+        names = {s.name: self.state_names.fresh(prefix + s.name) for s in decl.states}
+        if "start" not in names:
+            raise CompileError(f"parser '{decl.name}' has no start state", decl.pos)
+
+        def target(n: str) -> Optional[str]:
+            if n == "accept":
+                return accept
+            if n == "reject":
+                return None
+            if n not in names:
+                raise CompileError(f"no parser state '{n}'", decl.pos)
+            return names[n]
+
+        # parser-local variables with an initializer are set on entry, in start
+        inits: list[ast.Stmt] = []
+        for d in decl.locals:
+            if isinstance(d, ast.VarDecl) and d.init is not None:
+                lhs = ast.PathExpr(d.pos, d.name)
+                lhs.ref, lhs.type = d, self.ctx.types.resolve(d.type_ref)
+                inits.append(ast.AssignStmt(d.pos, lhs, d.init))
+        for s in decl.states:
+            stmts = (inits if s.name == "start" else []) + list(s.stmts)
+            self.lower_state(scope, names[s.name], stmts, s.transition, target)
+        return names["start"]
+
+    def lower_state(self, scope: Scope, name: str, stmts: list[ast.Stmt], transition: Any, target: Any) -> None:
+        for i, st in enumerate(stmts):
+            bv = self.sub_parser_call(scope, st)
+            if bv is None:
+                continue
+            cont = self.state_names.fresh(f"{name}_cont")
+            sub_start = self.inline_parser(scope, bv, st.call, cont)  # type: ignore[attr-defined]
+            self.emit_state(scope, name, stmts[:i], None, lambda _: sub_start, goto=sub_start)
+            self.lower_state(scope, cont, stmts[i + 1:], transition, target)
+            return
+        self.emit_state(scope, name, stmts, transition, target)
+
+    def sub_parser_call(self, scope: Scope, st: ast.Stmt) -> Optional[BlockValue]:
+        if isinstance(st, ast.CallStmt) and isinstance(st.call.target, ast.MemberExpr) \
+                and st.call.target.member == "apply":
+            v = ParserStmtLowerer(scope).loc(st.call.target.expr)
+            if isinstance(v, BlockValue):
+                return v
+        return None
+
+    def inline_parser(self, scope: Scope, bv: BlockValue, c: ast.CallExpr, accept: str) -> Optional[str]:
+        decl = bv.decl
+        if not isinstance(decl, ast.ParserDecl):
+            raise CompileError("only parsers can be applied in a parser", c.pos)
+        sub = Scope(self.ctx, bv.name, self.ctx.globals, block=scope.block)
+        lw = ParserStmtLowerer(scope)
+        for p, a in zip(decl.params, ordered_args(decl.params, c.args, c.pos)):
+            if a is None:
+                raise CompileError(f"missing argument for '{p.name}'", c.pos)
+            sub.bind(p, lw.loc(a) if isinstance(a, (ast.PathExpr, ast.MemberExpr, ast.IndexExpr)) else
+                     ConstLoc(lw.require_const(a), self.ctx.types.resolve(p.type_ref)))
+        bind_ctor_params(bv.scope, sub, decl.ctor_params, bv.args)
+        self.declare_locals(decl, sub)
+        local = bv.name.rsplit(".", 1)[-1]
+        return self.lower_states(decl, sub, f"{local}_", accept)
+
+    def emit_state(self, scope: Scope, name: str, stmts: list[ast.Stmt], transition: Any, target: Any,
+                   goto: Optional[str] = None) -> None:
+        lw = ParserStmtLowerer(scope)
+        lw.stmts(stmts)
+        keys: list[dict] = []
+        transitions: list[dict] = []
+        if goto is not None or isinstance(transition, str):
+            nxt = goto if goto is not None else target(transition)
+            transitions.append(_default(nxt))
+        else:
+            widths = []
+            for k in transition.keys:
+                node, w = self.key(lw, k)
+                keys.append(node)
+                widths.append(w)
+            for case in transition.cases:
+                transitions.extend(self.case(lw, case, widths, target(case.next_state)))
+        self.states.append({"name": name, "id": len(self.states), "parser_ops": lw.out,
+                            "transitions": transitions, "transition_key": keys})
+
+    def key(self, lw: ParserStmtLowerer, e: ast.Expr) -> tuple[dict, int]:
+        w = scalar_width(e.type)
+        if isinstance(e, ast.CallExpr) and isinstance(e.target, ast.MemberExpr) and e.target.member == "lookahead":
+            return lw.rv(e), w or 0
+        if isinstance(e, ast.MemberExpr) and lookahead_field(e) is not None:
+            return lookahead_field(e), w or 0
+        if isinstance(e, ast.MemberExpr) and isinstance(e.expr, ast.MemberExpr) and e.expr.member == "last":
+            base = lw.loc(e.expr.expr)
+            if isinstance(base, StackLoc):
+                return {"type": "stack_field", "value": [base.name, e.member]}, w or 0
+        if isinstance(e, (ast.PathExpr, ast.MemberExpr)):
+            loc = lw.loc(e)
+            if isinstance(loc, FieldLoc) and w is not None:
+                return loc.node(), w
+        if w is None:
+            raise CompileError("select key must have a bit, int or bool type", e.pos)
+        tmp = lw.temp(e.type, "tmp")
+        lw.set_field(tmp, lw.data(e))
+        return tmp.node(), w
+
+    def case(self, lw: ParserStmtLowerer, case: ast.SelectCase, widths: list[int], nxt: Optional[str]) -> list[dict]:
+        ks = case.keyset
+        if len(ks) == 1 and len(widths) > 1 and isinstance(ks[0], ast.ListExpr):
+            ks = ks[0].elements
+        if all(isinstance(k, (ast.DefaultExpr, ast.DontCareExpr)) for k in ks):
+            return [_default(nxt)]
+        if len(ks) == 1 and isinstance(ks[0], ast.PathExpr):
+            v = lw.scope.find(ks[0].ref)
+            if isinstance(v, ValueSetValue):
+                return [{"type": "parse_vset", "value": v.name, "mask": None, "next_state": nxt}]
+        if len(ks) != len(widths):
+            raise CompileError(f"select case has {len(ks)} values for {len(widths)} keys", case.pos)
+        options = [_value_masks(k, w) for k, w in zip(ks, widths)]
+        out = []
+        for combo in product(*options):
+            value = "".join(format(v, "x").rjust(2 * nbytes(w), "0") for (v, _), w in zip(combo, widths))
+            full = all(m == mask(w) for (_, m), w in zip(combo, widths))
+            m = None if full else "0x" + "".join(format(m, "x").rjust(2 * nbytes(w), "0")
+                                                 for (_, m), w in zip(combo, widths))
+            out.append({"type": "hexstr", "value": "0x" + value, "mask": m, "next_state": nxt})
+        return out
+
+
+class ValueSetValue:
+    def __init__(self, name: str):
+        self.name = name
+
+
+def _default(nxt: Optional[str]) -> dict:
+    return {"type": "default", "value": None, "mask": None, "next_state": nxt}
+
+
+def _const(e: ast.Expr, what: str) -> int:
+    v = const_value(e)
+    if v is None:
+        raise CompileError(f"{what} must be a compile-time constant", e.pos)
+    return v
+
+
+def _value_masks(k: ast.Expr, w: int) -> list[tuple[int, int]]:
+    full = mask(w)
+    if isinstance(k, (ast.DefaultExpr, ast.DontCareExpr)):
+        return [(0, 0)]
+    if isinstance(k, ast.BinaryExpr) and k.op == "&&&":
+        m = _const(k.right, "mask") & full
+        return [(_const(k.left, "select value") & m, m)]
+    if isinstance(k, ast.BinaryExpr) and k.op == "..":
+        return range_to_masks(_const(k.left, "range start") & full, _const(k.right, "range end") & full, w)
+    return [(_const(k, "select value") & full, full)]
+
+
+def range_to_masks(lo: int, hi: int, w: int) -> list[tuple[int, int]]:
+    """Cover [lo, hi] with aligned power-of-two blocks, as (value, mask) pairs."""
+    out = []
+    while lo <= hi:
+        size = 1
+        while lo % (size * 2) == 0 and lo + size * 2 - 1 <= hi and size * 2 <= (1 << w):
+            size *= 2
+        out.append((lo, mask(w) & ~(size - 1)))
+        lo += size
+    return out

@@ -1,0 +1,422 @@
+"""P4 statements -> BMv2 primitives (action bodies) or parser operations.
+
+Action bodies become a flat primitive list; ``if`` becomes ``_jump_if_zero``/``_jump``
+with absolute offsets, as p4c emits it. Calls to actions and functions are inlined:
+their body is lowered in a scope whose parameters are bound to the arguments
+(``in`` arguments copied into temporaries unless constant, ``out``/``inout`` aliased),
+``return`` jumps to the end of the inlined body. In a parser state the same lowering
+produces parser ops: assignments are ``set``, everything else a ``primitive`` op.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from p4sim.compiler import ast
+from p4sim.compiler import types as T
+from p4sim.compiler.bmv2.context import ActionValue, BlockValue, ExternValue, FunctionValue, PacketValue, Scope, TableValue
+from p4sim.compiler.bmv2.expressions import ExprLowerer, const_node, to_data
+from p4sim.compiler.bmv2.jsonutil import as_param, expr_node, hex_node, mask
+from p4sim.compiler.bmv2.storage import (
+    ConstLoc, DynFieldLoc, DynHeaderLoc, FieldLoc, HeaderLoc, ParamLoc, StackLoc, StructLoc, UnionLoc,
+    ValueLoc, base_type, scalar_width,
+)
+from p4sim.compiler.diagnostics import CompileError
+from p4sim.compiler.midend.constfold import const_value
+
+
+def ordered_args(params: list[ast.Param], args: list[ast.Argument], pos: Any) -> list[Optional[ast.Expr]]:
+    """Arguments in parameter order (named arguments placed; defaults left None)."""
+    out: list[Optional[ast.Expr]] = [None] * len(params)
+    names = [p.name for p in params]
+    for i, a in enumerate(args):
+        if a.name is not None:
+            if a.name not in names:
+                raise CompileError(f"no parameter named '{a.name}'", a.pos)
+            out[names.index(a.name)] = a.value
+        elif i < len(out):
+            out[i] = a.value
+        else:
+            raise CompileError("too many arguments", a.pos)
+    for i, p in enumerate(params):
+        if out[i] is None and p.default is not None:
+            out[i] = p.default
+    return out
+
+
+class StmtLowerer(ExprLowerer):
+    def __init__(self, scope: Scope, parser: bool = False):
+        super().__init__(scope, parser)
+        self.out: list[dict] = []
+        # one frame per inlined body: (jumps to patch at its end, result location)
+        self.returns: list[tuple[list[dict], Any]] = []
+
+    # ------------------------------------------------------------------ output
+    def prim(self, op: str, params: list[dict]) -> dict:
+        p = {"op": op, "parameters": params}
+        self.out.append({"op": "primitive", "parameters": [p]} if self.parser else p)
+        return p
+
+    def set_field(self, dst: Any, value: dict) -> None:
+        if self.parser and isinstance(dst, FieldLoc):
+            self.out.append({"op": "set", "parameters": [dst.node(), as_param(value)]})
+        else:
+            self.prim("assign", [as_param(dst.node()), as_param(value)])
+
+    def temp(self, t: T.Type, base: str = "tmp") -> FieldLoc:
+        return self.ctx.layout.scalar(base, t)
+
+    # ------------------------------------------------------------------ statements
+    def stmts(self, stmts: list[ast.Stmt]) -> None:
+        for s in stmts:
+            self.stmt(s)
+
+    def stmt(self, s: ast.Stmt) -> None:
+        if isinstance(s, ast.AssignStmt):
+            self.assign(s.lhs, s.rhs)
+        elif isinstance(s, ast.CallStmt):
+            self.call(s.call)
+        elif isinstance(s, ast.BlockStmt):
+            self.stmts(s.stmts)
+        elif isinstance(s, ast.IfStmt):
+            self.if_(s)
+        elif isinstance(s, ast.VarDecl):
+            self.var_decl(s)
+        elif isinstance(s, ast.ConstDecl):
+            self.scope.bind(s, ConstLoc(self.require_const(s.value), self.ctx.types.resolve(s.type_ref)))
+        elif isinstance(s, ast.ExitStmt):
+            if self.parser:
+                raise CompileError("exit is not allowed in a parser", s.pos)
+            self.prim("exit", [])
+        elif isinstance(s, ast.ReturnStmt):
+            self.return_(s)
+        elif isinstance(s, ast.EmptyStmt):
+            pass
+        elif isinstance(s, ast.SwitchStmt):
+            self.switch_on_value(s)
+        else:
+            raise CompileError(f"statement not supported here ({type(s).__name__})", s.pos, "unsupported")
+
+    def require_const(self, e: ast.Expr) -> int:
+        v = const_value(e)
+        if v is None:
+            raise CompileError("expected a compile-time constant", e.pos)
+        return v
+
+    def var_decl(self, s: ast.VarDecl) -> None:
+        loc = self.scope.find(s)  # control-flow lowering pre-allocates its locals
+        if loc is None:
+            loc = self.ctx.layout.storage(s.name, self.ctx.types.resolve(s.type_ref), s.pos)
+            self.scope.bind(s, loc)
+        if s.init is not None:
+            self.assign_to(loc, s.init)
+
+    def if_(self, s: ast.IfStmt) -> None:
+        c = const_value(s.cond)
+        if c is not None:
+            branch = s.then if c else s.else_
+            if branch is not None:
+                self.stmt(branch)
+            return
+        if self.parser:
+            raise CompileError("if statements in parser states are not supported by the BMv2 back end; "
+                               "use select transitions", s.pos, "unsupported")
+        jz = self.prim("_jump_if_zero", [as_param(to_data(self.rv(s.cond), T.BoolT())), hex_node(0)])
+        self.stmt(s.then)
+        if s.else_ is not None:
+            j = self.prim("_jump", [hex_node(0)])
+            jz["parameters"][1] = hex_node(len(self.out))
+            self.stmt(s.else_)
+            j["parameters"][0] = hex_node(len(self.out))
+        else:
+            jz["parameters"][1] = hex_node(len(self.out))
+
+    def switch_on_value(self, s: ast.SwitchStmt) -> None:
+        """``switch (x) { 1: {...} 2: {...} default: {...} }`` as an if-chain."""
+        if isinstance(s.expr.type, (T.ActionEnumT,)):
+            raise CompileError("switch on action_run is only allowed in a control's apply block", s.pos)
+        ends: list[dict] = []
+        pending: list[ast.Expr] = []
+        key = self.data(s.expr)
+        for case in s.cases:
+            pending.append(case.label)
+            if case.body is None:
+                continue
+            labels, pending = pending, []
+            if any(isinstance(l, ast.DefaultExpr) for l in labels):
+                self.stmt(case.body)
+                break
+            cond: Optional[dict] = None
+            for l in labels:
+                c = expr_node("==", key, self.data(l))
+                cond = c if cond is None else expr_node("or", cond, c)
+            jz = self.prim("_jump_if_zero", [as_param(expr_node("b2d", None, cond)), hex_node(0)])
+            self.stmt(case.body)
+            ends.append(self.prim("_jump", [hex_node(0)]))
+            jz["parameters"][1] = hex_node(len(self.out))
+        for j in ends:
+            j["parameters"][0] = hex_node(len(self.out))
+
+    def return_(self, s: ast.ReturnStmt) -> None:
+        if not self.returns:
+            raise CompileError("return outside of an action or function", s.pos)
+        jumps, result = self.returns[-1]
+        if s.value is not None:
+            if result is None:
+                raise CompileError("this return must not have a value", s.pos)
+            self.assign_to(result, s.value)
+        if self.parser:
+            jumps.append({"parser_return": True})
+            return
+        jumps.append(self.prim("_jump", [hex_node(0)]))
+
+    # ------------------------------------------------------------------ assignment
+    def assign(self, lhs: ast.Expr, rhs: ast.Expr) -> None:
+        if isinstance(lhs, ast.SliceExpr):
+            self.assign_slice(lhs, rhs)
+            return
+        if isinstance(lhs, ast.DontCareExpr):
+            return
+        self.assign_to(self.loc(lhs), rhs)
+
+    def assign_slice(self, lhs: ast.SliceExpr, rhs: ast.Expr) -> None:
+        dst = self.loc(lhs.expr)
+        hi, lo = self.require_const(lhs.hi), self.require_const(lhs.lo)
+        w = scalar_width(dst.type)
+        m = mask(hi - lo + 1) << lo
+        keep = expr_node("&", dst.node(), hex_node(mask(w) & ~m, w))
+        v = self.data(rhs)
+        new = expr_node("&", expr_node("<<", v, hex_node(lo)), hex_node(m, w))
+        self.set_field(dst, expr_node("|", keep, new))
+
+    def assign_to(self, dst: Any, rhs: ast.Expr) -> None:
+        if isinstance(dst, (FieldLoc, DynFieldLoc)):
+            self.set_field(dst, to_data(self.rv(rhs), dst.type))
+            return
+        if isinstance(rhs, (ast.ListExpr, ast.StructInitExpr)):
+            self.assign_aggregate(dst, rhs)
+            return
+        if isinstance(rhs, ast.CallExpr) and isinstance(rhs.target, ast.MemberExpr) \
+                and rhs.target.member == "lookahead" and isinstance(dst, HeaderLoc):
+            self.lookahead_header(dst, rhs)
+            return
+        if isinstance(rhs, ast.CallExpr):
+            src = self.call_result_loc(rhs)
+        else:
+            src = self.loc(rhs)
+        self.copy(dst, src, rhs)
+
+    def copy(self, dst: Any, src: Any, where: ast.Node) -> None:
+        if isinstance(dst, (FieldLoc, DynFieldLoc)):
+            if isinstance(src, (FieldLoc, DynFieldLoc, ParamLoc, ValueLoc)):
+                self.set_field(dst, src.node())
+            elif isinstance(src, ConstLoc):
+                self.set_field(dst, to_data(const_node(src.value, src.type), src.type))
+            else:
+                raise CompileError("cannot assign this value to a field", where.pos)
+        elif isinstance(dst, (HeaderLoc, DynHeaderLoc)) and isinstance(src, (HeaderLoc, DynHeaderLoc)):
+            self.prim("assign_header", [as_param(dst.node()), as_param(src.node())])
+        elif isinstance(dst, StackLoc) and isinstance(src, StackLoc):
+            self.prim("assign_header_stack", [dst.node(), src.node()])
+        elif isinstance(dst, UnionLoc) and isinstance(src, UnionLoc):
+            self.prim("assign_union", [dst.node(), src.node()])
+        elif isinstance(dst, StructLoc) and isinstance(src, StructLoc):
+            for name, d in dst.fields.items():
+                self.copy(d, src.fields[name], where)
+        else:
+            raise CompileError("unsupported assignment", where.pos, "unsupported")
+
+    def assign_aggregate(self, dst: Any, rhs: ast.Expr) -> None:
+        if isinstance(dst, StructLoc):
+            fields = dst.fields
+        elif isinstance(dst, HeaderLoc):
+            self.prim("add_header", [dst.node()])
+            fields = {f.name: dst.field(f.name, rhs.pos) for f in dst.type.fields}
+        else:
+            raise CompileError("a list or struct expression can only be assigned to a struct or header",
+                               rhs.pos, "unsupported")
+        if isinstance(rhs, ast.ListExpr):
+            if len(rhs.elements) != len(fields):
+                raise CompileError(f"expected {len(fields)} values, got {len(rhs.elements)}", rhs.pos)
+            pairs = zip(fields.values(), rhs.elements)
+        else:
+            given = dict(rhs.fields)
+            missing = [n for n in fields if n not in given]
+            if missing:
+                raise CompileError(f"missing field '{missing[0]}' in struct expression", rhs.pos)
+            pairs = ((fields[n], given[n]) for n in fields)
+        for d, v in pairs:
+            self.assign_to(d, v)
+
+    def lookahead_header(self, dst: HeaderLoc, rhs: ast.CallExpr) -> None:
+        if not self.parser:
+            raise CompileError("lookahead is only allowed in a parser", rhs.pos)
+        offset = 0
+        for f in dst.type.fields:
+            w = scalar_width(f.type)
+            if w is None:
+                raise CompileError("lookahead of a header with a varbit field is not supported",
+                                   rhs.pos, "unsupported")
+            self.set_field(dst.field(f.name, rhs.pos), {"type": "lookahead", "value": [offset, w]})
+            offset += w
+        self.prim("add_header", [dst.node()])
+
+    # ------------------------------------------------------------------ calls
+    def call(self, c: ast.CallExpr) -> None:
+        t = c.target
+        if isinstance(t, ast.PathExpr):
+            ref = t.ref
+            if isinstance(ref, ast.ExternFunctionDecl):
+                from p4sim.compiler.bmv2.externs import extern_function
+
+                extern_function(self, ref, c)
+                return
+            v = self.scope.lookup(ref, t)
+            if isinstance(v, ActionValue):
+                self.inline_action(v, c)
+                return
+            if isinstance(v, FunctionValue):
+                self.inline_function(v.decl, c, None)
+                return
+            raise CompileError(f"'{t.name}' cannot be called", t.pos)
+        if isinstance(t, ast.MemberExpr):
+            base = self.loc(t.expr)
+            m = t.member
+            if isinstance(base, (HeaderLoc, DynHeaderLoc)):
+                if m == "setValid":
+                    self.prim("add_header", [as_param(base.node())])
+                elif m == "setInvalid":
+                    self.prim("remove_header", [as_param(base.node())])
+                elif m != "isValid":
+                    raise CompileError(f"headers have no method '{m}'", t.pos)
+                return
+            if isinstance(base, StackLoc) and m in ("push_front", "pop_front"):
+                n = self.require_const(c.args[0].value) if c.args else 1
+                self.prim("push" if m == "push_front" else "pop", [base.node(), hex_node(n)])
+                return
+            if isinstance(base, ExternValue):
+                from p4sim.compiler.bmv2.externs import extern_method
+
+                extern_method(self, base, m, c)
+                return
+            if isinstance(base, PacketValue):
+                self.packet_call(base, m, c)
+                return
+            if isinstance(base, TableValue):
+                raise CompileError("tables cannot be applied inside actions or functions", c.pos)
+            if isinstance(base, BlockValue):
+                raise CompileError("controls and parsers cannot be applied here", c.pos)
+        raise CompileError("unsupported call", c.pos, "unsupported")
+
+    def packet_call(self, pkt: PacketValue, method: str, c: ast.CallExpr) -> None:
+        raise CompileError(f"packet method '{method}' is not allowed here", c.pos)
+
+    def bind_params(self, scope: Scope, params: list[ast.Param], c: ast.CallExpr) -> None:
+        """Bind callee parameters in ``scope`` to the call's arguments, evaluated here."""
+        for p, a in zip(params, ordered_args(params, c.args, c.pos)):
+            if a is None:
+                raise CompileError(f"missing argument for parameter '{p.name}'", c.pos)
+            pt = self.ctx.types.resolve(p.type_ref)
+            if p.direction in ("out", "inout"):
+                if isinstance(a, ast.DontCareExpr):
+                    scope.bind(p, self.ctx.layout.storage(p.name, pt))
+                else:
+                    scope.bind(p, self.loc(a))
+                continue
+            v = const_value(a) if isinstance(base_type(pt), (T.BitT, T.BoolT)) else None
+            if v is not None:
+                scope.bind(p, ConstLoc(v, pt))
+            elif isinstance(a, (ast.PathExpr, ast.MemberExpr)) and not isinstance(base_type(pt), (T.BitT, T.BoolT)):
+                scope.bind(p, self.loc(a))  # aggregates/enums read-only: alias
+            else:
+                tmp = self.ctx.layout.storage(p.name, pt, a.pos)
+                self.assign_to(tmp, a)
+                scope.bind(p, tmp)
+
+    def inline_body(self, scope: Scope, body: ast.BlockStmt, result: Any) -> None:
+        saved = self.scope
+        self.scope = scope
+        jumps: list[dict] = []
+        self.returns.append((jumps, result))
+        try:
+            stmts = body.stmts
+            for i, s in enumerate(stmts):
+                if self.parser and isinstance(s, ast.ReturnStmt) and i != len(stmts) - 1:
+                    raise CompileError("return before the end of a function is not supported in a parser",
+                                       s.pos, "unsupported")
+                self.stmt(s)
+        finally:
+            self.returns.pop()
+            self.scope = saved
+        # a return that ends the body would jump to where it already is: drop it
+        if body.stmts and isinstance(body.stmts[-1], ast.ReturnStmt) and jumps \
+                and self.out and self.out[-1] is jumps[-1]:
+            self.out.pop()
+            jumps.pop()
+        for j in jumps:
+            if "parameters" in j:
+                j["parameters"][0] = hex_node(len(self.out))
+
+    def inline_action(self, av: ActionValue, c: ast.CallExpr) -> None:
+        scope = av.scope.child()
+        self.bind_params(scope, av.decl.params, c)
+        self.inline_body(scope, av.decl.body, None)
+
+    def inline_function(self, f: ast.FunctionDecl, c: ast.CallExpr, result: Any) -> None:
+        scope = Scope(self.ctx, "", self.ctx.globals)
+        self.bind_params(scope, f.params, c)
+        self.inline_body(scope, f.body, result)
+
+    def call_result_loc(self, c: ast.CallExpr) -> Any:
+        t = c.target
+        if isinstance(t, ast.PathExpr):
+            v = self.scope.lookup(t.ref, t)
+            if isinstance(v, FunctionValue):
+                rt = self.ctx.types.resolve(v.decl.return_type)
+                result = self.ctx.layout.storage("retval", rt, c.pos)
+                self.inline_function(v.decl, c, result)
+                return result
+        return ValueLoc(self.rv(c), c.type)
+
+    def call_with_result(self, e: ast.CallExpr) -> dict:
+        t = e.target
+        if isinstance(t, ast.PathExpr) and isinstance(self.scope.lookup(t.ref, t), FunctionValue):
+            loc = self.call_result_loc(e)
+            return self.loc_value(loc, e)
+        return super().call_with_result(e)
+
+    # ------------------------------------------------------------------ helpers for externs
+    def field_dest(self, e: ast.Expr) -> tuple[dict, Any]:
+        """A field node for an ``out`` argument of a primitive; if ``e`` is not a plain
+        field, a temporary plus the location to copy it to afterwards."""
+        if isinstance(e, ast.DontCareExpr):
+            raise CompileError("'_' cannot receive a value here", e.pos, "unsupported")
+        if isinstance(e, ast.SliceExpr):
+            tmp = self.temp(e.type)
+            return tmp.node(), (e, tmp)
+        loc = self.loc(e)
+        if isinstance(loc, FieldLoc) and not isinstance(base_type(loc.type), T.BoolT):
+            return loc.node(), None
+        if isinstance(loc, (FieldLoc, DynFieldLoc)):
+            tmp = self.temp(e.type)
+            return tmp.node(), (loc, tmp)
+        raise CompileError("expected a field here", e.pos)
+
+    def finish_dest(self, pending: Any) -> None:
+        if pending is None:
+            return
+        target, tmp = pending
+        if isinstance(target, ast.SliceExpr):
+            self.assign_slice_from(target, tmp)
+        else:
+            self.set_field(target, tmp.node())
+
+    def assign_slice_from(self, lhs: ast.SliceExpr, tmp: FieldLoc) -> None:
+        dst = self.loc(lhs.expr)
+        hi, lo = self.require_const(lhs.hi), self.require_const(lhs.lo)
+        w = scalar_width(dst.type)
+        m = mask(hi - lo + 1) << lo
+        keep = expr_node("&", dst.node(), hex_node(mask(w) & ~m, w))
+        new = expr_node("&", expr_node("<<", tmp.node(), hex_node(lo)), hex_node(m, w))
+        self.set_field(dst, expr_node("|", keep, new))
+

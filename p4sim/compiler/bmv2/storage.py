@@ -1,0 +1,277 @@
+"""Where P4 values live in BMv2: header instances, stacks, unions and ``scalars``.
+
+BMv2 only has header instances with fields. p4c maps every P4 storage location onto
+them, and so do we:
+
+* each header (in the headers struct, a local header variable) is a header instance
+  named by its path (``ethernet``; stack elements ``srcRoutes[0]``);
+* ``standard_metadata`` is an instance of the ``standard_metadata`` header type;
+* user metadata fields, local variables and compiler temporaries are fields of the one
+  metadata instance ``scalars`` (type ``scalars_0``): ``metadata.sw_id``, ``tmp``...
+
+A `Loc` says where an l-value lives; `Layout` allocates storage and accumulates the
+``header_types`` / ``headers`` / ``header_stacks`` / ``header_union*`` JSON arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from p4sim.compiler import types as T
+from p4sim.compiler.bmv2.jsonutil import NameGen
+from p4sim.compiler.diagnostics import CompileError, SrcPos
+
+
+def base_type(t: T.Type) -> T.Type:
+    """The representation type: new types and serializable enums by their base."""
+    while isinstance(t, T.NewT):
+        t = t.base
+    if isinstance(t, T.EnumT) and t.underlying is not None:
+        return t.underlying
+    return t
+
+
+def scalar_width(t: T.Type) -> Optional[int]:
+    """Bits a value of ``t`` occupies as a BMv2 field (None: not a scalar type)."""
+    t = base_type(t)
+    if isinstance(t, T.BitT):
+        return t.width
+    if isinstance(t, T.BoolT):
+        return 1
+    if isinstance(t, (T.ErrorT, T.EnumT)):
+        return 32
+    return None
+
+
+@dataclass
+class FieldLoc:
+    header: str
+    field: str
+    type: T.Type
+
+    def node(self) -> dict:
+        return {"type": "field", "value": [self.header, self.field]}
+
+
+@dataclass
+class DynFieldLoc:
+    """A field of a header chosen at run time (``stack[i].f``)."""
+
+    header: dict  # type-value node producing a header
+    offset: int
+    type: T.Type
+
+    def node(self) -> dict:
+        return {"type": "expression", "value": {"op": "access_field", "left": self.header, "right": self.offset}}
+
+
+@dataclass
+class HeaderLoc:
+    name: str
+    type: T.HeaderT
+
+    def node(self) -> dict:
+        return {"type": "header", "value": self.name}
+
+    def field(self, name: str, pos: SrcPos) -> FieldLoc:
+        f = self.type.field(name)
+        if f is None:
+            raise CompileError(f"header type '{self.type.name}' has no field '{name}'", pos)
+        return FieldLoc(self.name, name, f.type)
+
+
+@dataclass
+class DynHeaderLoc:
+    """``stack[i]`` with a run-time index: a ``dereference_header_stack`` expression."""
+
+    expr: dict
+    type: T.HeaderT
+
+    def node(self) -> dict:
+        return self.expr
+
+    def field(self, name: str, pos: SrcPos) -> DynFieldLoc:
+        for i, f in enumerate(self.type.fields):
+            if f.name == name:
+                return DynFieldLoc(self.expr, i, f.type)
+        raise CompileError(f"header type '{self.type.name}' has no field '{name}'", pos)
+
+
+@dataclass
+class StackLoc:
+    name: str
+    type: T.StackT
+    elements: list[HeaderLoc]
+
+    def node(self) -> dict:
+        return {"type": "header_stack", "value": self.name}
+
+
+@dataclass
+class UnionLoc:
+    name: str
+    type: T.HeaderUnionT
+    members: dict[str, HeaderLoc]
+
+    def node(self) -> dict:
+        return {"type": "header_union", "value": self.name}
+
+
+@dataclass
+class StructLoc:
+    type: T.Type
+    fields: dict[str, "Loc"]
+
+
+@dataclass
+class ParamLoc:
+    """An action parameter: entry ``runtime_data[index]``."""
+
+    index: int
+    type: T.Type
+
+    def node(self) -> dict:
+        return {"type": "local", "value": self.index}
+
+
+@dataclass
+class ConstLoc:
+    value: int
+    type: T.Type
+
+
+@dataclass
+class ValueLoc:
+    """An r-value already converted (a constructor argument bound to an expression)."""
+
+    node_: dict
+    type: T.Type
+
+    def node(self) -> dict:
+        return self.node_
+
+
+Loc = Union[FieldLoc, DynFieldLoc, HeaderLoc, DynHeaderLoc, StackLoc, UnionLoc, StructLoc, ParamLoc, ConstLoc, ValueLoc]
+
+SCALARS = "scalars"
+
+
+@dataclass
+class Layout:
+    """Allocates storage and records the header-related JSON arrays."""
+
+    header_types: list[dict] = field(default_factory=list)
+    headers: list[dict] = field(default_factory=list)
+    header_stacks: list[dict] = field(default_factory=list)
+    header_union_types: list[dict] = field(default_factory=list)
+    header_unions: list[dict] = field(default_factory=list)
+    scalars: list[list] = field(default_factory=list)
+    instance_names: NameGen = field(default_factory=NameGen)
+    scalar_names: NameGen = field(default_factory=NameGen)
+    _type_names: dict[T.HeaderT, str] = field(default_factory=dict)
+    _type_name_gen: NameGen = field(default_factory=NameGen)
+
+    def __post_init__(self) -> None:
+        # scalars_0 is header type 0 and scalars instance 0, as p4c emits them;
+        # its fields are filled in by `finish`.
+        self._type_name_gen.reserve("scalars_0")
+        self.header_types.append({"name": "scalars_0", "id": 0, "fields": self.scalars})
+        self.instance_names.reserve(SCALARS)
+        self.headers.append({"name": SCALARS, "id": 0, "header_type": "scalars_0", "metadata": True, "pi_omit": True})
+
+    # ------------------------------------------------------------- header types
+    def header_type(self, ht: T.HeaderT, name: Optional[str] = None) -> str:
+        if ht in self._type_names:
+            return self._type_names[ht]
+        tname = self._type_name_gen.fresh(name or ht.name)
+        fields: list[list] = []
+        max_bytes = 0
+        has_varbit = False
+        for f in ht.fields:
+            ft = base_type(f.type)
+            if isinstance(ft, T.VarbitT):
+                fields.append([f.name, "*"])
+                max_bytes += ft.max_width // 8
+                has_varbit = True
+                continue
+            w = scalar_width(ft)
+            if w is None:
+                raise CompileError(f"header field '{ht.name}.{f.name}' has a type BMv2 cannot hold")
+            fields.append([f.name, w, isinstance(ft, T.BitT) and ft.signed])
+            max_bytes += 0
+        entry: dict = {"name": tname, "id": len(self.header_types), "fields": fields}
+        if has_varbit:
+            entry["max_length"] = (ht.bit_width + 7) // 8 + max_bytes
+        self.header_types.append(entry)
+        self._type_names[ht] = tname
+        return tname
+
+    # ------------------------------------------------------------- instances
+    def header_instance(self, name: str, ht: T.HeaderT, metadata: bool = False,
+                        type_name: Optional[str] = None) -> HeaderLoc:
+        iname = self.instance_names.fresh(name)
+        tname = self.header_type(ht, type_name)
+        self.headers.append({"name": iname, "id": len(self.headers), "header_type": tname,
+                             "metadata": metadata, "pi_omit": True})
+        return HeaderLoc(iname, ht)
+
+    def header_id(self, name: str) -> int:
+        for h in self.headers:
+            if h["name"] == name:
+                return h["id"]
+        raise KeyError(name)
+
+    def stack(self, name: str, st: T.StackT) -> StackLoc:
+        if not isinstance(st.element, T.HeaderT):
+            raise CompileError(f"stack '{name}': only stacks of headers are supported", kind="unsupported")
+        sname = self.instance_names.fresh(name)
+        elems = [self.header_instance(f"{sname}[{i}]", st.element) for i in range(st.size)]
+        self.header_stacks.append({"name": sname, "id": len(self.header_stacks),
+                                   "header_type": self.header_type(st.element),
+                                   "header_ids": [self.header_id(e.name) for e in elems]})
+        return StackLoc(sname, st, elems)
+
+    def union(self, name: str, ut: T.HeaderUnionT) -> UnionLoc:
+        uname = self.instance_names.fresh(name)
+        tname = ut.name
+        if all(u["name"] != tname for u in self.header_union_types):
+            self.header_union_types.append({
+                "name": tname, "id": len(self.header_union_types),
+                "headers": [[f.name, self.header_type(f.type)] for f in ut.fields]})
+        members = {f.name: self.header_instance(f"{uname}.{f.name}", f.type) for f in ut.fields}
+        self.header_unions.append({"name": uname, "id": len(self.header_unions), "union_type": tname,
+                                   "header_ids": [self.header_id(m.name) for m in members.values()]})
+        return UnionLoc(uname, ut, members)
+
+    def scalar(self, name: str, t: T.Type) -> FieldLoc:
+        w = scalar_width(t)
+        if w is None:
+            raise CompileError(f"cannot store a value of type {t} in a metadata field", kind="unsupported")
+        fname = self.scalar_names.fresh(name)
+        bt = base_type(t)
+        self.scalars.append([fname, w, isinstance(bt, T.BitT) and bt.signed])
+        return FieldLoc(SCALARS, fname, t)
+
+    def storage(self, name: str, t: T.Type, pos: Optional[SrcPos] = None) -> Loc:
+        """Fresh storage for a variable called ``name`` of type ``t``."""
+        bt = base_type(t)
+        if isinstance(bt, T.HeaderT):
+            return self.header_instance(name, bt)
+        if isinstance(bt, T.StackT):
+            return self.stack(name, bt)
+        if isinstance(bt, T.HeaderUnionT):
+            return self.union(name, bt)
+        if isinstance(bt, T.StructT):
+            return StructLoc(t, {f.name: self.storage(f"{name}.{f.name}", f.type, pos) for f in bt.fields})
+        if isinstance(bt, T.TupleT):
+            return StructLoc(t, {str(i): self.storage(f"{name}.{i}", e, pos) for i, e in enumerate(bt.elements)})
+        if scalar_width(t) is None:
+            raise CompileError(f"cannot allocate storage for '{name}' of type {t}", pos, "unsupported")
+        return self.scalar(name, t)
+
+    def finish(self) -> None:
+        """Pad ``scalars_0`` to whole bytes, as p4c does."""
+        total = sum(f[1] for f in self.scalars)
+        if total % 8:
+            self.scalars.append([self.scalar_names.fresh("_padding_0"), 8 - total % 8, False])

@@ -1,0 +1,278 @@
+"""One P4 table -> its BMv2 JSON table object (and its P4Info inventory entry).
+
+Keys become ``key`` entries on fields (``["ipv4", "dstAddr"]``), validity bits
+(``["ipv4", "$valid$"]``) or, for any other expression, a ``scalars`` temporary that a
+synthesized action computes just before the table (p4c does the same). Keys of match
+kind ``selector`` are the action selector's hash input, not part of the key. The
+table's ``match_type`` follows JSON_format.md: ``range`` if any key is range,
+``ternary`` if any is ternary/optional, else ``lpm`` if any is lpm, else ``exact``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from p4sim.compiler import ast
+from p4sim.compiler.bmv2.context import ActionValue, ExternValue, TableValue
+from p4sim.compiler.bmv2.expressions import ExprLowerer
+from p4sim.compiler.bmv2.externs import COUNTER_UNITS, METER_UNITS, _enum_arg
+from p4sim.compiler.bmv2.jsonutil import hexstr, mask
+from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
+from p4sim.compiler.bmv2.storage import FieldLoc, HeaderLoc, scalar_width
+from p4sim.compiler.diagnostics import CompileError
+from p4sim.compiler.midend.constfold import const_value
+from p4sim.compiler.midend.controlplane import (
+    CPActionProfile, CPActionRef, CPCounter, CPMatchField, CPMeter, CPTable,
+)
+
+if TYPE_CHECKING:
+    from p4sim.compiler.bmv2.controls import ControlLowerer
+
+DEFAULT_TABLE_SIZE = 1024  # p4c's default when a table has no size property
+MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional")
+
+
+def table_match_type(kinds: list[str]) -> str:
+    if "range" in kinds:
+        return "range"
+    if "ternary" in kinds or "optional" in kinds:
+        return "ternary"
+    if "lpm" in kinds:
+        return "lpm"
+    return "exact"
+
+
+def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dict]:
+    from p4sim.compiler.bmv2.controls import action_id, expr_text
+
+    ctx, decl, scope, name = cl.ctx, tv.decl, tv.scope, tv.name
+    lw = StmtLowerer(scope)
+    keys: list[dict] = []
+    widths: list[int] = []
+    kinds: list[str] = []
+    cp_fields: list[CPMatchField] = []
+    selector_inputs: list[dict] = []
+    for k in decl.keys:
+        mk = k.match_kind
+        if mk == "selector":
+            selector_inputs.append(_key_target(lw, k.expr, as_node=True))
+            continue
+        if mk not in MATCH_KINDS:
+            raise CompileError(f"match kind '{mk}' is not supported by BMv2", k.pos, "unsupported")
+        target = _key_target(lw, k.expr, as_node=False)
+        w = scalar_width(k.expr.type) or 1
+        kname = _key_name(k) or expr_text(k.expr)
+        keys.append({"match_type": mk, "name": kname, "target": target, "mask": None})
+        widths.append(w)
+        kinds.append(mk)
+        cp_fields.append(CPMatchField(kname, w, mk, list(k.annotations)))
+
+    action_names: list[str] = []
+    action_ids: list[int] = []
+    refs: list[CPActionRef] = []
+    for ar in decl.actions:
+        av = _action_of(scope, ar)
+        action_ids.append(action_id(ctx, av))
+        action_names.append(av.name)
+        names = {a.name for a in ar.annotations}
+        sc = "DEFAULT_ONLY" if "defaultonly" in names else "TABLE_ONLY" if "tableonly" in names else "TABLE_AND_DEFAULT"
+        refs.append(CPActionRef(av.name, sc, [a for a in ar.annotations if a.name not in ("defaultonly", "tableonly")]))
+
+    size = DEFAULT_TABLE_SIZE
+    sp = decl.prop("size")
+    if sp is not None:
+        size = _const(sp.value, "table size")
+    table: dict = {
+        "name": name, "id": cl.new_id("tables"), "key": keys, "match_type": table_match_type(kinds),
+        "type": "simple", "max_size": size, "with_counters": False, "support_timeout": False,
+        "direct_meters": None, "action_ids": action_ids, "actions": action_names,
+        "base_default_next": None, "next_tables": {},
+    }
+    cpt = CPTable(name, decl, cp_fields, refs, size)
+
+    impl = decl.prop("implementation")
+    if impl is not None:
+        prof = _instance(lw, impl.value, ("action_profile", "action_selector"), "implementation")
+        with_selector = prof.type.name == "action_selector"
+        table["type"] = "indirect_ws" if with_selector else "indirect"
+        table["action_profile"] = prof.name
+        _action_profile(cl, prof, name, selector_inputs)
+        cpt.implementation = prof.name
+    elif selector_inputs:
+        raise CompileError("selector keys need an action_selector implementation", decl.pos)
+
+    counters = decl.prop("counters")
+    if counters is not None:
+        dc = _instance(lw, counters.value, ("direct_counter",), "counters")
+        table["with_counters"] = True
+        ctx.counter_arrays.append({"name": dc.name, "id": len(ctx.counter_arrays), "is_direct": True,
+                                   "binding": name})
+        unit = COUNTER_UNITS.get(_enum_arg(dc.args, 0, "counter type", dc.decl.pos), "BOTH")
+        ctx.cp.add("counters", CPCounter(dc.name, dc.decl, unit, size, direct_table=name))
+        cpt.direct_resources.append(dc.name)
+    meters = decl.prop("meters")
+    if meters is not None:
+        dm = _instance(lw, meters.value, ("direct_meter",), "meters")
+        table["direct_meters"] = dm.name
+        dm.info.update(table=name, size=size)
+        ctx.direct_meters.append(dm)
+        unit = METER_UNITS.get(_enum_arg(dm.args, 0, "meter type", dm.decl.pos), "BYTES")
+        ctx.cp.add("meters", CPMeter(dm.name, dm.decl, unit, size, direct_table=name))
+        cpt.direct_resources.append(dm.name)
+    timeout = decl.prop("support_timeout")
+    if timeout is not None and const_value(timeout.value):
+        table["support_timeout"] = True
+        cpt.support_timeout = True
+
+    default = decl.default_action
+    if default is None and "NoAction" in action_names:
+        table["default_entry"] = {"action_id": action_ids[action_names.index("NoAction")], "action_const": False,
+                                  "action_data": [], "action_entry_const": False}
+    elif default is not None:
+        av = _action_of(scope, default)
+        aid = action_id(ctx, av)
+        if table["type"] == "simple":
+            table["default_entry"] = {"action_id": aid, "action_const": decl.default_action_const,
+                                      "action_data": _action_data(ctx, av, default),
+                                      "action_entry_const": decl.default_action_const}
+        if decl.default_action_const:
+            cpt.const_default_action = av.name
+
+    if decl.entries is not None:
+        if table["type"] != "simple":
+            raise CompileError("entries on a table with an implementation are not supported", decl.pos, "unsupported")
+        table["entries"] = [_entry(ctx, scope, e, kinds, widths, i) for i, e in enumerate(decl.entries)]
+        cpt.is_const = decl.entries_const
+        cpt.has_initial_entries = True
+
+    ctx.cp.add("tables", cpt)
+    return lw.out, table
+
+
+def _key_name(k: ast.KeyElement) -> Optional[str]:
+    for a in k.annotations:
+        if a.name == "name" and a.args and isinstance(a.args[0], ast.StringLit):
+            return a.args[0].value
+    return None
+
+
+def _key_target(lw: StmtLowerer, e: ast.Expr, as_node: bool) -> Any:
+    """Where a key is read from; other expressions go through a temporary."""
+    if isinstance(e, ast.CallExpr) and isinstance(e.target, ast.MemberExpr) and e.target.member == "isValid":
+        h = lw.loc(e.target.expr)
+        if isinstance(h, HeaderLoc):
+            return {"type": "field", "value": [h.name, "$valid$"]} if as_node else [h.name, "$valid$"]
+    if isinstance(e, (ast.PathExpr, ast.MemberExpr)):
+        loc = lw.loc(e)
+        if isinstance(loc, FieldLoc):
+            return loc.node() if as_node else [loc.header, loc.field]
+    tmp = lw.temp(e.type, "key")
+    lw.set_field(tmp, lw.data(e))
+    return tmp.node() if as_node else [tmp.header, tmp.field]
+
+
+def _const(e: ast.Expr, what: str) -> int:
+    v = const_value(e)
+    if v is None:
+        raise CompileError(f"{what} must be a compile-time constant", e.pos)
+    return v
+
+
+def _action_of(scope: Any, ar: ast.ActionRef) -> ActionValue:
+    e = ar.name
+    av = ExprLowerer(scope).loc(e) if isinstance(e, ast.PathExpr) else None
+    if not isinstance(av, ActionValue):
+        raise CompileError("expected an action", e.pos)
+    return av
+
+
+def _action_data(ctx: Any, av: ActionValue, ar: ast.ActionRef) -> list[str]:
+    out = []
+    args = ordered_args(av.decl.params, ar.args, ar.pos)
+    for p, a in zip(av.decl.params, args):
+        if a is None:
+            raise CompileError(f"missing argument for action parameter '{p.name}'", ar.pos)
+        w = scalar_width(ctx.types.resolve(p.type_ref)) or 1
+        out.append(hexstr(_const(a, "action argument") & mask(w), w))
+    return out
+
+
+def _instance(lw: StmtLowerer, e: ast.Expr, kinds: tuple[str, ...], prop: str) -> ExternValue:
+    v = lw.loc(e) if isinstance(e, ast.PathExpr) else None
+    if not isinstance(v, ExternValue) or v.type.name not in kinds:
+        raise CompileError(f"table property '{prop}' must name an instance of {' or '.join(kinds)}", e.pos,
+                           "unsupported")
+    return v
+
+
+def _action_profile(cl: "ControlLowerer", prof: ExternValue, table: str, selector_inputs: list[dict]) -> None:
+    ctx = cl.ctx
+    for ap in cl.action_profiles:
+        if ap["name"] == prof.name:
+            for cp in ctx.cp.action_profiles:
+                if cp.name == prof.name:
+                    cp.tables.append(table)
+            return
+    with_selector = prof.type.name == "action_selector"
+    size_index = 1 if with_selector else 0
+    size = _const(prof.args[size_index].value, "action profile size")
+    entry: dict = {"name": prof.name, "id": cl.new_id("action_profiles"), "max_size": size}
+    if with_selector:
+        algo = _enum_arg(prof.args, 0, "selector algorithm", prof.decl.pos)
+        if not selector_inputs:
+            raise CompileError("a table with an action_selector needs 'selector' keys", prof.decl.pos)
+        entry["selector"] = {"algo": algo, "input": selector_inputs}
+    cl.action_profiles.append(entry)
+    ctx.cp.add("action_profiles", CPActionProfile(prof.name, prof.decl, [table], with_selector, size))
+
+
+def _entry(ctx: Any, scope: Any, e: ast.TableEntry, kinds: list[str], widths: list[int], index: int) -> dict:
+    keys = e.keys
+    if len(keys) == 1 and len(kinds) > 1 and isinstance(keys[0], ast.ListExpr):
+        keys = keys[0].elements
+    if len(keys) == 1 and len(kinds) > 1 and isinstance(keys[0], (ast.DefaultExpr, ast.DontCareExpr)):
+        keys = [keys[0]] * len(kinds)
+    if len(keys) != len(kinds):
+        raise CompileError(f"entry has {len(keys)} key values, the table has {len(kinds)} keys", e.pos)
+    match_key = [_match(k, mk, w) for k, mk, w in zip(keys, kinds, widths)]
+    av = _action_of(scope, e.action)
+    from p4sim.compiler.bmv2.controls import action_id
+
+    return {"match_key": match_key,
+            "action_entry": {"action_id": action_id(ctx, av), "action_data": _action_data(ctx, av, e.action)},
+            "priority": _const(e.priority, "priority") if e.priority is not None else index + 1}
+
+
+def _match(k: ast.Expr, mk: str, w: int) -> dict:
+    full = mask(w)
+    wild = isinstance(k, (ast.DefaultExpr, ast.DontCareExpr))
+    if mk == "exact":
+        if wild:
+            raise CompileError("an exact key cannot be a wildcard", k.pos)
+        return {"match_type": "exact", "key": hexstr(_const(k, "key") & full, w)}
+    if isinstance(k, ast.BinaryExpr) and k.op == "&&&":
+        v, m = _const(k.left, "key") & full, _const(k.right, "mask") & full
+    elif isinstance(k, ast.BinaryExpr) and k.op == "..":
+        lo, hi = _const(k.left, "range start") & full, _const(k.right, "range end") & full
+        if mk != "range":
+            raise CompileError("a range needs a key of match kind range", k.pos)
+        return {"match_type": "range", "start": hexstr(lo, w), "end": hexstr(hi, w)}
+    elif wild:
+        v, m = 0, 0
+    else:
+        v, m = _const(k, "key") & full, full
+    if mk == "range":
+        if m not in (0, full):
+            raise CompileError("a masked value cannot be used for a range key", k.pos)
+        return {"match_type": "range", "start": hexstr(v if m else 0, w), "end": hexstr(v if m else full, w)}
+    if mk == "lpm":
+        plen = bin(m).count("1")
+        if m != (full >> (w - plen) << (w - plen) if plen else 0):
+            raise CompileError("an lpm mask must be a prefix", k.pos)
+        return {"match_type": "lpm", "key": hexstr(v & m, w), "prefix_length": plen}
+    if mk == "optional":
+        if m not in (0, full):
+            raise CompileError("an optional key is either a value or a wildcard", k.pos)
+        return {"match_type": "optional", "key": hexstr(v & m, w), "mask": hexstr(m, w)}
+    return {"match_type": "ternary", "key": hexstr(v & m, w), "mask": hexstr(m, w)}
+

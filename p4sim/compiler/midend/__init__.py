@@ -1,0 +1,41 @@
+"""Mid end: target-independent facts about a typed program, computed once.
+
+Passes, each one job:
+
+* `blocks`     -- find ``main`` and the six v1model blocks it is built from;
+* `typeref`    -- semantic types of declarations (parameters, locals, instances);
+* `constfold`  -- values of compile-time constant expressions;
+* `names`      -- control-plane names (``@name``, qualification by control).
+
+`analyse` runs them and returns a `Design`, the input of the BMv2 back end.
+`controlplane` holds the inventory the back end fills for the P4Info builder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from p4sim.compiler import ast
+from p4sim.compiler.midend.blocks import V1Blocks, v1model_blocks
+from p4sim.compiler.midend.typeref import TypeResolver
+
+
+@dataclass
+class Design:
+    program: ast.Program
+    types: TypeResolver
+    blocks: V1Blocks
+    errors: list[str]  # every error constant, program-wide declaration order
+
+
+def collect_errors(program: ast.Program) -> list[str]:
+    out: list[str] = []
+    for d in program.decls:
+        if isinstance(d, ast.ErrorDecl):
+            out.extend(m for m in d.members if m not in out)
+    return out
+
+
+def analyse(program: ast.Program) -> Design:
+    types = TypeResolver(program)
+    return Design(program, types, v1model_blocks(program, types), collect_errors(program))

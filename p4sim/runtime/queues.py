@@ -1,0 +1,142 @@
+"""Runtime queue control: change a port's rate or queue depth while the switch runs.
+
+P4Runtime does not cover traffic management, so p4sim adds a tiny gRPC service next to
+P4Runtime on the same address, ``p4sim.QueueControl``, whose messages are
+``google.protobuf.Struct`` (no extra .proto to compile; any gRPC client can call it):
+
+=============== ========================================= ===============================
+method          request fields                            effect
+=============== ========================================= ===============================
+SetPortRate     port, rate_mbps (null: unlimited)         line rate of the port
+SetQueueRate    port (absent: all), pps (null: unlimited) packets/s limit (BMv2's
+                                                          set_queue_rate)
+SetQueueDepth   port (absent: all), packets               queue capacity in packets
+GetQueueStats   (none)                                    {"ports": {"<port>": {...}}}
+=============== ========================================= ===============================
+
+The server forwards each call to a `QueueControl` (in-process: the switch device);
+`QueueControlClient` is the client side, used by experiments and the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+import grpc
+from google.protobuf import json_format, struct_pb2
+
+SERVICE = "p4sim.QueueControl"
+
+
+class QueueControl(Protocol):
+    """The traffic-manager side (implemented by ``p4sim.switch.device.Device``)."""
+
+    def set_port_rate(self, port: int, bytes_per_s: float | None) -> None: ...
+
+    def set_queue_rate(self, port: int | None, pps: float | None) -> None: ...
+
+    def set_queue_depth(self, port: int | None, packets: int) -> None: ...
+
+    def queue_stats(self) -> dict[int, dict[str, Any]]: ...
+
+
+def _struct(d: dict) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    out.update(d)
+    return out
+
+
+def _port(req: dict, required: bool) -> int | None:
+    port = req.get("port")
+    if port is None:
+        if required:
+            raise ValueError("'port' is required")
+        return None
+    if not float(port).is_integer() or port < 0:
+        raise ValueError(f"'port' must be a port number, got {port}")
+    return int(port)
+
+
+def _number(req: dict, key: str, allow_null: bool) -> float | None:
+    if key not in req:
+        raise ValueError(f"'{key}' is required")
+    value = req[key]
+    if value is None and allow_null:
+        return None
+    if not isinstance(value, (int, float)):
+        raise ValueError(f"'{key}' must be a number{' or null' if allow_null else ''}, got {value!r}")
+    return float(value)
+
+
+def handler(control: QueueControl) -> grpc.GenericRpcHandler:
+    """The gRPC handler serving ``control`` as the ``p4sim.QueueControl`` service."""
+
+    def set_port_rate(req: dict) -> dict:
+        mbps = _number(req, "rate_mbps", allow_null=True)
+        control.set_port_rate(_port(req, True), None if mbps is None else mbps * 1e6 / 8)
+        return {}
+
+    def set_queue_rate(req: dict) -> dict:
+        control.set_queue_rate(_port(req, False), _number(req, "pps", allow_null=True))
+        return {}
+
+    def set_queue_depth(req: dict) -> dict:
+        packets = _number(req, "packets", allow_null=False)
+        if packets is None or not packets.is_integer():
+            raise ValueError(f"'packets' must be a whole number, got {packets}")
+        control.set_queue_depth(_port(req, False), int(packets))
+        return {}
+
+    def queue_stats(req: dict) -> dict:
+        return {"ports": {str(p): s for p, s in control.queue_stats().items()}}
+
+    def wrap(fn: Callable[[dict], dict]):
+        def call(request: struct_pb2.Struct, context: grpc.ServicerContext) -> struct_pb2.Struct:
+            try:
+                return _struct(fn(json_format.MessageToDict(request)))
+            except ValueError as exc:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+        return grpc.unary_unary_rpc_method_handler(
+            call, request_deserializer=struct_pb2.Struct.FromString, response_serializer=struct_pb2.Struct.SerializeToString
+        )
+
+    return grpc.method_handlers_generic_handler(
+        SERVICE,
+        {
+            "SetPortRate": wrap(set_port_rate),
+            "SetQueueRate": wrap(set_queue_rate),
+            "SetQueueDepth": wrap(set_queue_depth),
+            "GetQueueStats": wrap(queue_stats),
+        },
+    )
+
+
+class QueueControlClient:
+    """Client of the ``p4sim.QueueControl`` service on a gRPC channel."""
+
+    def __init__(self, channel: grpc.Channel, timeout: float = 10.0):
+        self._timeout = timeout
+        self._calls = {
+            name: channel.unary_unary(
+                f"/{SERVICE}/{name}",
+                request_serializer=struct_pb2.Struct.SerializeToString,
+                response_deserializer=struct_pb2.Struct.FromString,
+            )
+            for name in ("SetPortRate", "SetQueueRate", "SetQueueDepth", "GetQueueStats")
+        }
+
+    def _call(self, name: str, **fields: Any) -> dict:
+        return json_format.MessageToDict(self._calls[name](_struct(fields), timeout=self._timeout))
+
+    def set_port_rate(self, port: int, rate_mbps: float | None) -> None:
+        self._call("SetPortRate", port=port, rate_mbps=rate_mbps)
+
+    def set_queue_rate(self, pps: float | None, port: int | None = None) -> None:
+        self._call("SetQueueRate", pps=pps, **({} if port is None else {"port": port}))
+
+    def set_queue_depth(self, packets: int, port: int | None = None) -> None:
+        self._call("SetQueueDepth", packets=packets, **({} if port is None else {"port": port}))
+
+    def queue_stats(self) -> dict[int, dict[str, Any]]:
+        return {int(p): s for p, s in self._call("GetQueueStats").get("ports", {}).items()}

@@ -1,0 +1,72 @@
+"""Start and stop a P4Runtime gRPC server for one device.
+
+    server = RuntimeServer(device, "0.0.0.0:9559", device_id=1, queue_control=device)
+    server.start()          # returns once listening; server.port is the bound port
+    ...
+    server.stop()
+
+9559 is the IANA port for P4Runtime (and simple_switch_grpc's default); an address
+ending in ``:0`` binds a free port (tests). The queue-control service (queues.py) is
+served on the same address when a `QueueControl` is given.
+"""
+
+from __future__ import annotations
+
+from concurrent import futures
+
+import grpc
+
+from p4sim.proto import p4r_grpc
+from p4sim.runtime import queues
+from p4sim.runtime.dataplane import Dataplane
+from p4sim.runtime.service import P4RuntimeService
+
+DEFAULT_ADDRESS = "0.0.0.0:9559"
+# Every StreamChannel holds a worker for its lifetime; this leaves room for several
+# controllers (primary + backups per role) plus concurrent unary calls.
+MAX_WORKERS = 32
+# P4Info + BMv2 JSON of a large program exceed gRPC's default 4 MiB message limit.
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+
+class RuntimeServer:
+    """A gRPC server serving `P4RuntimeService` (and queue control) on ``address``."""
+
+    def __init__(self, dataplane: Dataplane, address: str = DEFAULT_ADDRESS, *, device_id: int = 0,
+                 queue_control: queues.QueueControl | None = None):
+        self.address = address
+        self.service = P4RuntimeService(dataplane, device_id)
+        self._queue_control = queue_control
+        self._server: grpc.Server | None = None
+        self.port: int | None = None
+
+    def start(self) -> None:
+        """Bind and serve; raise RuntimeError naming the address if it cannot be bound."""
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="p4rt"),
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        p4r_grpc.add_P4RuntimeServicer_to_server(self.service, server)
+        if self._queue_control is not None:
+            server.add_generic_rpc_handlers((queues.handler(self._queue_control),))
+        try:
+            port = server.add_insecure_port(self.address)
+        except RuntimeError as exc:
+            raise RuntimeError(f"cannot listen for P4Runtime on {self.address}: {exc}") from None
+        if port == 0:
+            raise RuntimeError(f"cannot listen for P4Runtime on {self.address}")
+        self.port = port
+        self.service.start()
+        server.start()
+        self._server = server
+
+    def stop(self, grace: float | None = 1.0) -> None:
+        """Stop serving (open streams are cancelled after ``grace`` seconds)."""
+        if self._server is not None:
+            self._server.stop(grace).wait()
+            self._server = None
+        self.service.stop()

@@ -1,0 +1,392 @@
+"""The gRPC ``p4.v1.P4Runtime`` service of a p4sim switch.
+
+Transport only: each RPC checks who is asking (arbitration.py), what pipeline is set
+(config.py / pipeline.py), runs the request against the device's engine under the
+device lock, and maps errors to statuses as the spec says. A Write batch with failed
+updates ends with UNKNOWN and one ``p4.v1.Error`` per update in the
+``grpc-status-details-bin`` trailer (OK for the updates that were applied).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Iterator
+
+import grpc
+
+from p4sim.proto import p4r, p4r_grpc, rpc_code, rpc_status
+from p4sim.runtime import codec
+from p4sim.runtime.arbitration import Arbitrator, Controller, RolePolicy
+from p4sim.runtime.config import PipelineConfig, verify
+from p4sim.runtime.dataplane import Dataplane
+from p4sim.runtime.digests import DigestBatcher, DigestPump
+from p4sim.runtime.errors import (
+    NO_PIPELINE,
+    FailedPrecondition,
+    InvalidArgument,
+    P4RuntimeError,
+    PermissionDenied,
+    Unimplemented,
+)
+from p4sim.runtime.pipeline import Pipeline
+from p4sim.runtime.schema import DigestInfo
+
+log = logging.getLogger(__name__)
+
+P4RUNTIME_API_VERSION = "1.5.0"  # the version of the protos p4sim.proto provides
+READ_CHUNK = 1000  # entities per ReadResponse message
+_END = object()  # end-of-stream marker in a stream's outgoing queue
+Action = p4r.SetForwardingPipelineConfigRequest
+
+
+@dataclass(frozen=True)
+class _Status:
+    """A grpc.Status carrying a google.rpc.Status in the trailing metadata."""
+
+    code: grpc.StatusCode
+    details: str
+    trailing_metadata: tuple
+
+
+def _abort(context: grpc.ServicerContext, err: P4RuntimeError) -> None:
+    context.abort(err.code, err.message)
+
+
+def _code_number(code: grpc.StatusCode) -> int:
+    return code.value[0]
+
+
+class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
+    """P4Runtime for one device (``dataplane``); see the module docstring."""
+
+    def __init__(self, dataplane: Dataplane, device_id: int = 0):
+        self.dataplane = dataplane
+        self.device_id = device_id
+        self.arbitrator = Arbitrator(device_id)
+        self.pipeline: Pipeline | None = None
+        self._saved: tuple[PipelineConfig, object] | None = None  # VERIFY_AND_SAVE'd config, engine
+        self._config_lock = threading.Lock()  # one SetForwardingPipelineConfig at a time
+        self._digest_lock = threading.Lock()
+        self._batcher = DigestBatcher(self._deliver_digest)
+        self._pump = DigestPump(self._collect_digests)
+        dataplane.packet_in_handler = self.packet_in
+
+    def start(self) -> None:
+        self._pump.start()
+
+    def stop(self) -> None:
+        self._pump.stop()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _require_pipeline(self) -> Pipeline:
+        pipeline = self.pipeline
+        if pipeline is None:
+            raise FailedPrecondition(NO_PIPELINE)
+        return pipeline
+
+    # -- Write / Read ---------------------------------------------------------------------------
+
+    def Write(self, request: p4r.WriteRequest, context: grpc.ServicerContext) -> p4r.WriteResponse:
+        try:
+            election = request.election_id if request.HasField("election_id") else None
+            policy = self.arbitrator.check_primary(request.device_id, request.role, election)
+            if request.atomicity != p4r.WriteRequest.CONTINUE_ON_ERROR:
+                names = dict(p4r.WriteRequest.Atomicity.items())
+                name = next((n for n, v in names.items() if v == request.atomicity), str(request.atomicity))
+                raise Unimplemented(f"atomicity {name} is not supported: p4sim applies batches with CONTINUE_ON_ERROR")
+            errors = self.apply_updates(request.updates, policy)
+        except P4RuntimeError as err:
+            _abort(context, err)
+        if any(e is not None for e in errors):
+            self._abort_batch(context, errors)
+        return p4r.WriteResponse()
+
+    def apply_updates(self, updates, policy: RolePolicy) -> list[P4RuntimeError | None]:
+        """Apply updates in order (CONTINUE_ON_ERROR); one error or None per update."""
+        errors: list[P4RuntimeError | None] = []
+        with self.dataplane.lock:
+            pipeline = self._require_pipeline()
+            for update in updates:
+                try:
+                    pipeline.write(update, policy)
+                    errors.append(None)
+                except P4RuntimeError as err:
+                    errors.append(err)
+                except Exception as exc:  # noqa: BLE001 - a server bug: report it, keep serving
+                    log.exception("update failed unexpectedly: %s", update)
+                    errors.append(P4RuntimeError(f"internal error: {exc!r}", grpc.StatusCode.INTERNAL))
+        return errors
+
+    @staticmethod
+    def _abort_batch(context: grpc.ServicerContext, errors: list[P4RuntimeError | None]) -> None:
+        failed = sum(e is not None for e in errors)
+        status = rpc_status.Status(code=rpc_code.UNKNOWN, message=f"{failed} of {len(errors)} updates failed")
+        for err in errors:
+            detail = p4r.Error(canonical_code=rpc_code.OK)
+            if err is not None:
+                detail = p4r.Error(canonical_code=_code_number(err.code), message=err.message)
+            status.details.add().Pack(detail)
+        first = next(e for e in errors if e is not None)
+        context.abort_with_status(
+            _Status(
+                grpc.StatusCode.UNKNOWN,
+                f"{status.message}; first: {first.message}",
+                (("grpc-status-details-bin", status.SerializeToString()),),
+            )
+        )
+
+    def Read(self, request: p4r.ReadRequest, context: grpc.ServicerContext) -> Iterator[p4r.ReadResponse]:
+        try:
+            self.arbitrator.check_device(request.device_id)
+            pipeline = self._require_pipeline()
+            with self.dataplane.lock:
+                entities = [out for entity in request.entities for out in pipeline.read(entity)]
+        except P4RuntimeError as err:
+            _abort(context, err)
+        for start in range(0, len(entities), READ_CHUNK):
+            yield p4r.ReadResponse(entities=entities[start : start + READ_CHUNK])
+
+    # -- pipeline config -------------------------------------------------------------------------
+
+    def SetForwardingPipelineConfig(
+        self, request: p4r.SetForwardingPipelineConfigRequest, context: grpc.ServicerContext
+    ) -> p4r.SetForwardingPipelineConfigResponse:
+        try:
+            election = request.election_id if request.HasField("election_id") else None
+            policy = self.arbitrator.check_primary(request.device_id, request.role, election)
+            if not policy.can_push_pipeline:
+                raise PermissionDenied(f"role '{request.role}' may not push a forwarding pipeline config")
+            with self._config_lock:
+                self._set_config(request)
+        except P4RuntimeError as err:
+            _abort(context, err)
+        return p4r.SetForwardingPipelineConfigResponse()
+
+    def _set_config(self, request: p4r.SetForwardingPipelineConfigRequest) -> None:
+        action = request.action
+        if action == Action.COMMIT:
+            if self._saved is None:
+                raise FailedPrecondition("COMMIT: no forwarding pipeline config was saved with VERIFY_AND_SAVE")
+            config, engine = self._saved
+            self._commit(config, engine, reconcile=False)
+            return
+        if action not in (Action.VERIFY, Action.VERIFY_AND_SAVE, Action.VERIFY_AND_COMMIT, Action.RECONCILE_AND_COMMIT):
+            raise InvalidArgument(f"SetForwardingPipelineConfig action {Action.Action.Name(action)} is not valid")
+        config = verify(request.config)
+        try:
+            engine = self.dataplane.make_engine(config.bmv2)
+        except Exception as exc:  # noqa: BLE001 - any loader failure means a bad device config
+            raise InvalidArgument(f"p4_device_config rejected by the switch engine: {exc}") from exc
+        if action == Action.VERIFY:
+            return
+        if action == Action.VERIFY_AND_SAVE:
+            self._saved = (config, engine)
+            return
+        self._commit(config, engine, reconcile=action == Action.RECONCILE_AND_COMMIT)
+
+    def _commit(self, config: PipelineConfig, engine, reconcile: bool) -> None:
+        new = Pipeline(config, engine)
+        with self.dataplane.lock:
+            if reconcile and self.pipeline is not None:
+                self._replay(self.pipeline, new)
+            self.dataplane.install(engine)
+            self.pipeline = new
+            self._saved = None
+        with self._digest_lock:
+            self._batcher = DigestBatcher(self._deliver_digest)
+        self._pump.set_active(len(config.schema.digests) > 0)
+        log.info("forwarding pipeline committed%s", " (state reconciled)" if reconcile else "")
+
+    @staticmethod
+    def _replay(old: Pipeline, new: Pipeline) -> None:
+        """RECONCILE_AND_COMMIT: re-create the old forwarding state in the new pipeline."""
+        everything = [
+            p4r.Entity(action_profile_member=p4r.ActionProfileMember()),
+            p4r.Entity(action_profile_group=p4r.ActionProfileGroup()),
+            p4r.Entity(packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(multicast_group_entry={})),
+            p4r.Entity(packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(clone_session_entry={})),
+            p4r.Entity(digest_entry=p4r.DigestEntry()),
+            p4r.Entity(table_entry=p4r.TableEntry(counter_data={}, meter_config={})),
+        ]
+        updates = [
+            p4r.Update(type=p4r.Update.INSERT, entity=e)
+            for q in everything
+            for e in old.read(q)
+            if not (e.HasField("table_entry") and e.table_entry.is_const)  # the program's own
+        ]
+        updates += [
+            p4r.Update(type=p4r.Update.MODIFY, entity=p4r.Entity(table_entry=te))
+            for te in old.tables.defaults.values()
+        ]
+        for q in (p4r.Entity(counter_entry={}), p4r.Entity(register_entry={}), p4r.Entity(value_set_entry={})):
+            updates += [p4r.Update(type=p4r.Update.MODIFY, entity=e) for e in old.read(q)]
+        updates += [
+            p4r.Update(type=p4r.Update.MODIFY, entity=e)
+            for e in old.read(p4r.Entity(meter_entry={}))
+            if e.meter_entry.HasField("config")
+        ]
+        for update in updates:
+            try:
+                new.write(update, RolePolicy())
+            except P4RuntimeError as err:
+                raise FailedPrecondition(f"RECONCILE_AND_COMMIT: the current state does not fit the new pipeline: {err.message}") from None
+
+    def GetForwardingPipelineConfig(
+        self, request: p4r.GetForwardingPipelineConfigRequest, context: grpc.ServicerContext
+    ) -> p4r.GetForwardingPipelineConfigResponse:
+        rt = p4r.GetForwardingPipelineConfigRequest
+        try:
+            self.arbitrator.check_device(request.device_id)
+            pipeline = self._require_pipeline()
+            if request.response_type not in (rt.ALL, rt.COOKIE_ONLY, rt.P4INFO_AND_COOKIE, rt.DEVICE_CONFIG_AND_COOKIE):
+                raise InvalidArgument(f"unknown response_type {request.response_type}")
+        except P4RuntimeError as err:
+            _abort(context, err)
+        with_p4info = request.response_type in (rt.ALL, rt.P4INFO_AND_COOKIE)
+        with_device = request.response_type in (rt.ALL, rt.DEVICE_CONFIG_AND_COOKIE)
+        return p4r.GetForwardingPipelineConfigResponse(config=pipeline.config.to_proto(with_p4info, with_device))
+
+    def Capabilities(self, request: p4r.CapabilitiesRequest, context: grpc.ServicerContext) -> p4r.CapabilitiesResponse:
+        return p4r.CapabilitiesResponse(p4runtime_api_version=P4RUNTIME_API_VERSION)
+
+    # -- stream channel ------------------------------------------------------------------------
+
+    def StreamChannel(self, request_iterator, context: grpc.ServicerContext) -> Iterator[p4r.StreamMessageResponse]:
+        outgoing: queue.SimpleQueue = queue.SimpleQueue()
+        ctl = Controller(send=outgoing.put)
+        context.add_callback(lambda: outgoing.put(_END))
+
+        def read_requests() -> None:
+            try:
+                for request in request_iterator:
+                    failure = self._stream_request(ctl, request)
+                    if failure is not None:
+                        outgoing.put(failure)
+                        return
+            except Exception as exc:  # noqa: BLE001 - the client went away mid-stream
+                log.debug("stream %d closed: %r", ctl.number, exc)
+            outgoing.put(_END)
+
+        threading.Thread(target=read_requests, name=f"p4rt-stream-{ctl.number}", daemon=True).start()
+        try:
+            while True:
+                item = outgoing.get()
+                if item is _END:
+                    return
+                if isinstance(item, P4RuntimeError):
+                    _abort(context, item)
+                yield item
+        finally:
+            self.arbitrator.remove(ctl)
+
+    def _stream_request(self, ctl: Controller, request: p4r.StreamMessageRequest) -> P4RuntimeError | None:
+        """Handle one stream message; a returned error terminates the stream with it."""
+        which = request.WhichOneof("update")
+        if which == "arbitration":
+            try:
+                self.arbitrator.update(ctl, request.arbitration)
+            except P4RuntimeError as err:
+                return err
+            return None
+        try:
+            if not ctl.arbitrated:
+                raise FailedPrecondition("send a MasterArbitrationUpdate before any other stream message")
+            if which == "packet":
+                self._packet_out(ctl, request.packet)
+            elif which == "digest_ack":
+                with self._digest_lock:
+                    self._batcher.ack(request.digest_ack.digest_id, request.digest_ack.list_id)
+            else:
+                raise Unimplemented(f"stream message {which or 'without content'} is not supported")
+        except P4RuntimeError as err:
+            stream_error = p4r.StreamError(canonical_code=_code_number(err.code), message=err.message)
+            if which == "packet":
+                stream_error.packet_out.packet_out.CopyFrom(request.packet)
+            elif which == "digest_ack":
+                stream_error.digest_list_ack.digest_list_ack.CopyFrom(request.digest_ack)
+            ctl.send(p4r.StreamMessageResponse(error=stream_error))
+        return None
+
+    # -- packet I/O ----------------------------------------------------------------------------
+
+    def _packet_out(self, ctl: Controller, packet: p4r.PacketOut) -> None:
+        primaries = [c for c, _ in self.arbitrator.primaries()]
+        if ctl not in primaries:
+            raise PermissionDenied("PacketOut from a controller that is not primary")
+        pipeline = self._require_pipeline()
+        if self.dataplane.cpu_port is None:
+            raise FailedPrecondition("PacketOut needs a CPU port: start the switch with --cpu-port")
+        header = pipeline.schema.packet_out()
+        data = bytes(packet.payload)
+        if header is not None:
+            values = {f.id: 0 for f in header.fields}
+            for md in packet.metadata:
+                info = header.fields_by_id.get(md.metadata_id)
+                if info is None:
+                    raise InvalidArgument(f"packet_out has no metadata id {md.metadata_id}")
+                values[md.metadata_id] = codec.bytes_to_int(md.value, info.bitwidth, f"packet_out metadata '{info.name}'")
+            data = codec.pack_fields([values[f.id] for f in header.fields], [f.bitwidth for f in header.fields]) + data
+        self.dataplane.inject(data)
+        self._pump.wake()
+
+    def packet_in(self, data: bytes) -> None:
+        """A packet the pipeline sent to the CPU port: strip packet_in, stream it to primaries."""
+        pipeline = self.pipeline
+        if pipeline is None:
+            return
+        header = pipeline.schema.packet_in()
+        msg = p4r.PacketIn(payload=data)
+        if header is not None:
+            if len(data) < header.byte_length:
+                log.warning("dropping a %d-byte packet to the CPU port: shorter than its packet_in header", len(data))
+                return
+            values = codec.unpack_fields(data, [f.bitwidth for f in header.fields])
+            msg = p4r.PacketIn(
+                payload=data[header.byte_length :],
+                metadata=[p4r.PacketMetadata(metadata_id=f.id, value=codec.int_to_bytes(v)) for f, v in zip(header.fields, values)],
+            )
+        for ctl, policy in self.arbitrator.primaries():
+            if not policy.receives_packet_ins:
+                continue
+            if policy.packet_in_filter is not None:
+                mid, value = policy.packet_in_filter
+                if not any(md.metadata_id == mid and md.value == value for md in msg.metadata):
+                    continue
+            ctl.send(p4r.StreamMessageResponse(packet=msg))
+
+    # -- digests -------------------------------------------------------------------------------
+
+    def _collect_digests(self, now_ns: int) -> int | None:
+        with self.dataplane.lock:
+            pipeline = self.pipeline
+            if pipeline is None:
+                return None
+            raw = pipeline.switch.pop_digests()
+            configs = {
+                did: (pipeline.schema.digests.get(did), cfg) for did, cfg in pipeline.externs.digest_configs.items()
+            }
+        with self._digest_lock:
+            for name, messages in raw:
+                info = _digest_named(pipeline, name)
+                if info is None or info.id not in configs:
+                    continue
+                for values in messages:
+                    self._batcher.add(info, configs[info.id][1], tuple(values), now_ns)
+            return self._batcher.flush_due(configs, now_ns)
+
+    def _deliver_digest(self, digest: p4r.DigestList) -> None:
+        for ctl, policy in self.arbitrator.primaries():
+            if policy.writable_ids is None or digest.digest_id in policy.writable_ids:
+                ctl.send(p4r.StreamMessageResponse(digest=digest))
+
+
+def _digest_named(pipeline: Pipeline, name: str) -> DigestInfo | None:
+    """The P4Info digest for an engine learn-list name (same name, or same last component)."""
+    for info in pipeline.schema.digests:
+        if info.name == name or info.name.split(".")[-1] == name.split(".")[-1]:
+            return info
+    return None

@@ -1,0 +1,992 @@
+"""Turn a BMv2 JSON program into Python source, compiled once at load time.
+
+Every parser state, action, conditional, key builder, calculation, checksum and the
+deparser becomes a plain Python function working on the flat PHV list `F` (see
+`program.Layout`), so the per-packet work is straight-line code with constant slot
+indexes: no expression tree is walked per packet. `Generator.build()` returns the
+source text; `V1Switch` executes it in a namespace that already holds the runtime
+objects the code refers to (tables, extern arrays, hash functions, helpers).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+from typing import Any
+
+from .errors import ProgramError
+from .program import HeaderInfo, Layout
+from .tables import lookup_mode
+
+# --------------------------------------------------------------------------------
+# Helpers the generated code calls (placed in its namespace by `runtime_namespace`).
+
+
+class ParserException(Exception):
+    """Raised by generated parser code; carries the error code and bytes parsed."""
+
+    def __init__(self, code: int, pos: int) -> None:
+        super().__init__(code)
+        self.code = code
+        self.pos = pos
+
+
+class ExitPipeline(Exception):
+    """The P4 `exit` statement: stops the current control (BMv2 `mark_for_exit`)."""
+
+
+class P4AssertionError(RuntimeError):
+    """A P4 `assert`/`assume` failed; BMv2 logs and aborts, p4sim raises this."""
+
+
+def _sx(value: int, width: int) -> int:
+    """Wrap `value` into a signed `width`-bit integer (two's complement)."""
+    half = 1 << (width - 1)
+    return ((value + half) & ((1 << width) - 1)) - half
+
+
+def _usat(value: int, width: int) -> int:
+    top = (1 << width) - 1
+    return 0 if value < 0 else top if value > top else value
+
+
+def _sat(value: int, width: int) -> int:
+    lo = -(1 << (width - 1))
+    hi = (1 << (width - 1)) - 1
+    return lo if value < lo else hi if value > hi else value
+
+
+def _peek(data: bytes, pos: int, bitoff: int, width: int) -> int:
+    """`width` bits starting `bitoff` bits after `pos`, zero beyond the packet end."""
+    start = pos + (bitoff >> 3)
+    lead = bitoff & 7
+    nbytes = (lead + width + 7) >> 3
+    chunk = data[start:start + nbytes]
+    if len(chunk) < nbytes:
+        chunk = chunk + b"\x00" * (nbytes - len(chunk))
+    return (int.from_bytes(chunk, "big") >> (nbytes * 8 - lead - width)) & ((1 << width) - 1)
+
+
+def _shl(value: int, amount: int) -> int:
+    """`value << amount`, without building huge integers for absurd run-time amounts
+    (every P4 result is masked to at most a few thousand bits, so those give 0)."""
+    return value << amount if amount < 4096 else 0
+
+
+_p4log = logging.getLogger("p4sim.switch.log_msg")
+
+
+def _log_msg(fmt: str, values: tuple) -> None:
+    """P4 `log_msg`: BMv2 prints it with --log-console; p4sim logs it at INFO."""
+    if _p4log.isEnabledFor(logging.INFO):
+        parts = fmt.split("{}")
+        text = parts[0] + "".join(str(v) + p for v, p in zip(values, parts[1:]))
+        _p4log.info("%s", text)
+
+
+def _rng(lo: int, hi: int) -> int:
+    return random.randint(lo, hi) if lo <= hi else lo
+
+
+class HeaderOps:
+    """Run-time header operations for headers only known at run time (stack items).
+
+    `info[hid]` = (valid_slot, field slots, wire bytes, sibling valid slots,
+    varbit length slots) for every header id.
+    """
+
+    def __init__(self, layout: Layout) -> None:
+        self.info: dict[int, tuple] = {}
+        for h in layout.headers:
+            self.info[h.id] = (
+                h.valid_slot, tuple(f.slot for f in h.fields), h.nbytes,
+                tuple(layout.by_id[s].valid_slot for s in h.union_siblings),
+                tuple(f.len_slot for f in h.fields if f.varbit))
+
+    def set_valid(self, F: list, S: Any, hid: int) -> None:
+        """BMv2 `add_header`: zero an invalid header and make it valid."""
+        vslot, slots, nbytes, siblings, lens = self.info[hid]
+        if not F[vslot]:
+            for s in slots:
+                F[s] = 0
+            for s in lens:
+                F[s] = 0
+            F[vslot] = True
+            for s in siblings:
+                F[s] = False
+            S.plen += nbytes
+
+    def set_invalid(self, F: list, S: Any, hid: int) -> None:
+        """BMv2 `remove_header`."""
+        vslot, _slots, nbytes, _siblings, _lens = self.info[hid]
+        if F[vslot]:
+            S.plen -= nbytes
+            F[vslot] = False
+
+    def copy(self, F: list, dst: int, src: int) -> None:
+        """BMv2 `assign_header`: copy validity and (when valid) every field."""
+        dv, dslots, _n, dsib, dlens = self.info[dst]
+        sv, sslots, _n2, _ssib, slens = self.info[src]
+        if not F[sv]:
+            F[dv] = False
+            return
+        F[dv] = True
+        for s in dsib:
+            F[s] = False
+        for d, s in zip(dslots, sslots):
+            F[d] = F[s]
+        for d, s in zip(dlens, slens):
+            F[d] = F[s]
+
+    def swap(self, F: list, a: int, b: int) -> None:
+        av, aslots, _n, _as, alens = self.info[a]
+        bv, bslots, _n2, _bs, blens = self.info[b]
+        for x, y in zip((av,) + aslots + alens, (bv,) + bslots + blens):
+            F[x], F[y] = F[y], F[x]
+
+    def equal(self, F: list, a: int, b: int) -> bool:
+        """BMv2 `==h`: both invalid, or both valid with equal fields."""
+        av, aslots, _n, _as, _al = self.info[a]
+        bv, bslots, _n2, _bs, _bl = self.info[b]
+        if not F[av] or not F[bv]:
+            return not F[av] and not F[bv]
+        return all(F[x] == F[y] for x, y in zip(aslots, bslots))
+
+    def push_front(self, F: list, hids: tuple, count_slot: int, num: int) -> None:
+        """P4-16 `push_front(num)` as BMv2's StackP4_16 does it."""
+        if num <= 0:
+            return
+        size = len(hids)
+        F[count_slot] = min(size, F[count_slot] + num)
+        for i in range(size - 1, num - 1, -1):
+            self.swap(F, hids[i], hids[i - num])
+        for i in range(min(size, num)):
+            F[self.info[hids[i]][0]] = False
+
+    def pop_front(self, F: list, hids: tuple, count_slot: int, num: int) -> None:
+        """P4-16 `pop_front(num)` as BMv2's StackP4_16 does it."""
+        if num <= 0:
+            return
+        size = len(hids)
+        F[count_slot] -= min(F[count_slot], num)
+        i = 0
+        if num < size:
+            for i in range(size - num):
+                self.swap(F, hids[i], hids[i + num])
+            i = size - num
+        for j in range(i, size):
+            F[self.info[hids[j]][0]] = False
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+class Generator:
+    """Emit the Python source for one BMv2 JSON program.
+
+    `env` is the namespace the code will run in; the generator adds to it the
+    constants it needs (stack tables, hash functions...) and records, for the
+    caller, which runtime objects must be bound under which names.
+    """
+
+    def __init__(self, js: dict[str, Any], layout: Layout, env: dict[str, Any],
+                 hash_factory: Any) -> None:
+        self.js = js
+        self.L = layout
+        self.env = env
+        self.hash_factory = hash_factory
+        self.out: list[str] = []
+        self._tmp = itertools.count()
+        self.actions = {a["id"]: a for a in js.get("actions", [])}
+        self.calcs = {c["name"]: c for c in js.get("calculations", [])}
+        self.counters = {c["name"]: c for c in js.get("counter_arrays", [])}
+        self.meters = {m["name"]: m for m in js.get("meter_arrays", [])}
+        self.registers = {r["name"]: r for r in js.get("register_arrays", [])}
+        self.vsets = {v["name"]: v for v in js.get("parse_vsets", [])}
+        self.hdr_ops = HeaderOps(layout)
+        self.late: list[str] = []          # module-level lines emitted after all functions
+        self._states: list[dict] = []      # parse states of the parser being emitted
+        self.vset_keys: dict[str, list[int]] = {}   # value set -> key field widths
+        env.update(_sx=_sx, _usat=_usat, _sat=_sat, _peek=_peek, _rng=_rng, _shl=_shl,
+                   _PE=ParserException, _Exit=ExitPipeline, _HO=self.hdr_ops, _log_msg=_log_msg,
+                   _AssertFail=P4AssertionError)
+        env["HF"] = {h.id: tuple(f.slot for f in h.fields) for h in layout.headers}
+        env["HV"] = {h.id: h.valid_slot for h in layout.headers}
+        for s in layout.stacks.values():
+            env["STK_" + _ident(s.name)] = tuple(s.header_ids)
+        env["UH"] = {uid: tuple(u.header_ids) for uid, u in layout.union_by_id.items()}
+        union_ids = {u.name: uid for uid, u in layout.union_by_id.items()}
+        for s in layout.union_stacks.values():
+            env["USTK_" + _ident(s.name)] = tuple(s.header_ids)
+        self._union_ids = union_ids
+        self.std = {n: layout.find_field("standard_metadata." + n) for n in (
+            "egress_spec", "mcast_grp", "parser_error")}
+        mcast = layout.find_field("intrinsic_metadata.mcast_grp")
+        if mcast is not None:
+            self.std["mcast_grp"] = mcast
+
+    # -- small utilities --------------------------------------------------------
+    def tmp(self) -> str:
+        return f"_t{next(self._tmp)}"
+
+    def emit(self, line: str, indent: int = 0) -> None:
+        self.out.append("    " * indent + line)
+
+    # -- headers ----------------------------------------------------------------
+    def href(self, tv: dict) -> tuple[bool, str, HeaderInfo]:
+        """(is_static, code giving the header id, a header of the right type)."""
+        t, v = tv["type"], tv["value"]
+        if t in ("header", "regular"):
+            h = self.L.header(v)
+            return True, str(h.id), h
+        if t == "expression":
+            if "op" not in v:
+                return self.href(v)
+            op = v["op"]
+            if op in ("dereference_header_stack", "dereference_stack"):
+                stack = self.stack(v["left"]["value"])
+                idx = self.expr(v["right"])
+                return False, f"STK_{_ident(stack.name)}[{idx}]", self.L.by_id[stack.header_ids[0]]
+            if op == "access_union_header":
+                ucode, sample = self.uref(v["left"])
+                off = int(v["right"])
+                hid = sample.header_ids[off]
+                if ucode.isdigit():
+                    return True, str(hid), self.L.by_id[hid]
+                return False, f"UH[{ucode}][{off}]", self.L.by_id[hid]
+        raise ProgramError(f"expected a header reference, got {tv!r}")
+
+    def uref(self, tv: dict):
+        """(code giving the union id, a union of the right type)."""
+        t, v = tv["type"], tv["value"]
+        if t in ("header_union", "union"):
+            u = self.L.unions.get(v)
+            if u is None:
+                raise ProgramError(f"unknown header union {v!r}")
+            return str(self._union_ids[v]), u
+        if t == "expression" and "op" not in v:
+            return self.uref(v)
+        if t == "expression" and v["op"] == "dereference_union_stack":
+            st = self.L.union_stacks[v["left"]["value"]]
+            idx = self.expr(v["right"])
+            return f"USTK_{_ident(st.name)}[{idx}]", self.L.union_by_id[st.header_ids[0]]
+        raise ProgramError(f"expected a header union reference, got {tv!r}")
+
+    def stack(self, name: str):
+        try:
+            return self.L.stacks[name]
+        except KeyError:
+            raise ProgramError(f"unknown header stack {name!r}") from None
+
+    def valid_code(self, tv: dict) -> str:
+        static, code, h = self.href(tv)
+        return f"F[{self.L.by_id[int(code)].valid_slot}]" if static else f"F[HV[{code}]]"
+
+    # -- expressions ------------------------------------------------------------
+    def lvalue(self, tv: dict) -> tuple[str, int, bool]:
+        """(assignable code, width, signed) for a field-like destination."""
+        t, v = tv["type"], tv["value"]
+        if t == "field":
+            f = self.L.field(v[0], v[1])
+            return f"F[{f.slot}]", f.width, f.signed
+        if t == "expression":
+            if "op" not in v:
+                return self.lvalue(v)
+            if v["op"] == "access_field":
+                static, code, h = self.href(v["left"])
+                f = h.fields[int(v["right"])]
+                if static:
+                    return f"F[{self.L.by_id[int(code)].fields[int(v['right'])].slot}]", f.width, f.signed
+                return f"F[HF[{code}][{int(v['right'])}]]", f.width, f.signed
+        if t == "stack_field":
+            st = self.stack(v[0])
+            h = self.L.by_id[st.header_ids[0]]
+            off = [f.name for f in h.fields].index(v[1])
+            f = h.fields[off]
+            return (f"F[HF[STK_{_ident(st.name)}[F[{st.count_slot}] - 1]][{off}]]",
+                    f.width, f.signed)
+        raise ProgramError(f"expected a field destination, got {tv!r}")
+
+    def assign(self, dst: dict, src: str) -> str:
+        code, width, signed = self.lvalue(dst)
+        if signed:
+            return f"{code} = _sx({src}, {width})"
+        return f"{code} = ({src}) & {hex((1 << width) - 1)}"
+
+    def expr(self, tv: Any) -> str:
+        """Python source for a BMv2 type-value object (data or boolean)."""
+        if not isinstance(tv, dict):
+            raise ProgramError(f"expected an expression object, got {tv!r}")
+        t = tv.get("type")
+        v = tv.get("value")
+        if t == "field":
+            return self.lvalue(tv)[0]
+        if t == "hexstr":
+            n = int(v, 16)
+            return f"({n})" if n < 0 else str(n)
+        if t == "bool":
+            return "True" if v else "False"
+        if t in ("runtime_data", "local"):
+            return f"d[{int(v)}]"
+        if t == "stack_field":
+            return self.lvalue(tv)[0]
+        if t == "lookahead":
+            return f"_peek(data, pos, {int(v[0])}, {int(v[1])})"
+        if t == "string":
+            return repr(v)
+        if t == "register":
+            reg = self.register(v[0])
+            return f"{reg}[{self.expr(v[1])}]"
+        if t == "expression":
+            if "op" not in v:
+                return self.expr(v)
+            return self.op(v)
+        raise ProgramError(f"unsupported expression operand type {t!r}")
+
+    def op(self, v: dict) -> str:
+        op = v["op"]
+        left, right = v.get("left"), v.get("right")
+        if op == "<<" and right.get("type") != "hexstr":
+            return f"_shl({self.expr(left)}, {self.expr(right)})"
+        if op in ("+", "-", "*", "<<", ">>", "&", "|", "^"):
+            return f"({self.expr(left)} {op} {self.expr(right)})"
+        if op == "/":
+            return f"({self.expr(left)} // {self.expr(right)})"
+        if op == "%":
+            return f"({self.expr(left)} % {self.expr(right)})"
+        if op in ("==", "!=", ">", "<", ">=", "<="):
+            return f"({self.expr(left)} {op} {self.expr(right)})"
+        if op in ("==b", "!=b"):
+            return f"({self.expr(left)} {op[:2]} {self.expr(right)})"
+        if op in ("==h", "!=h"):
+            _s1, c1, _h1 = self.href(left)
+            _s2, c2, _h2 = self.href(right)
+            neg = "not " if op == "!=h" else ""
+            return f"({neg}_HO.equal(F, {c1}, {c2}))"
+        if op in ("==u", "!=u"):
+            u1, s1 = self.uref(left)
+            u2, _ = self.uref(right)
+            n = len(s1.header_ids)
+            eq = " and ".join(f"_HO.equal(F, UH[{u1}][{i}], UH[{u2}][{i}])" for i in range(n))
+            return f"({'not ' if op == '!=u' else ''}({eq or 'True'}))"
+        if op == "and":
+            return f"({self.expr(left)} and {self.expr(right)})"
+        if op == "or":
+            return f"({self.expr(left)} or {self.expr(right)})"
+        if op == "not":
+            return f"(not {self.expr(right)})"
+        if op == "~":
+            return f"(~{self.expr(right)})"
+        if op == "valid":
+            return f"bool({self.valid_code(right)})"
+        if op == "valid_union":
+            ucode, sample = self.uref(right)
+            n = len(sample.header_ids)
+            return "(" + " or ".join(f"bool(F[HV[UH[{ucode}][{i}]]])" for i in range(n)) + ")"
+        if op == "?":
+            return f"({self.expr(left)} if {self.expr(v['cond'])} else {self.expr(right)})"
+        if op == "two_comp_mod":
+            return f"_sx({self.expr(left)}, {self.expr(right)})"
+        if op == "usat_cast":
+            return f"_usat({self.expr(left)}, {self.expr(right)})"
+        if op == "sat_cast":
+            return f"_sat({self.expr(left)}, {self.expr(right)})"
+        if op == "d2b":
+            return f"({self.expr(right)} != 0)"
+        if op == "b2d":
+            return f"(1 if {self.expr(right)} else 0)"
+        if op == "last_stack_index":
+            return f"(F[{self.stack(right['value']).count_slot}] - 1)"
+        if op == "size_stack":
+            return f"F[{self.stack(right['value']).count_slot}]"
+        if op == "access_field":
+            return self.lvalue({"type": "expression", "value": v})[0]
+        raise ProgramError(f"unsupported expression operator {op!r}")
+
+    # -- extern arrays ----------------------------------------------------------
+    def register(self, name: str) -> str:
+        if name not in self.registers:
+            raise ProgramError(f"unknown register array {name!r}")
+        return "REG_" + _ident(name)
+
+    def calculation(self, name: str) -> str:
+        """Name of the generated function computing calculation `name`."""
+        if name not in self.calcs:
+            raise ProgramError(f"unknown calculation {name!r}")
+        return "CALC_" + _ident(name)
+
+    def all_calculations(self) -> None:
+        """Emit every named calculation up front (they are called from anywhere)."""
+        for name, calc in self.calcs.items():
+            self.hash_function("CALC_" + _ident(name), calc["algo"], calc.get("input", []), name)
+
+    def hash_function(self, fname: str, algo: str, inputs: list, name: str) -> None:
+        """Emit `fname(F, S) -> int`: BufBuilder serialisation then the hash."""
+        hname = "H_" + fname
+        self.env[hname] = self.hash_factory(algo, name)
+        body: list[str] = ["v = 0", "n = 0"]
+        payload = False
+        runs: list[list] = []   # [valid slot or None, [(term, width)...]]
+        for item in inputs:
+            t = item["type"]
+            if t == "field":
+                hdr = self.L.header(item["value"][0])
+                f = self.L.field(item["value"][0], item["value"][1])
+                term = f"F[{f.slot}]" + (f" & {hex(f.mask)}" if f.signed else "")
+                guard = None if hdr.metadata or item["value"][1] == "$valid$" else hdr.valid_slot
+                terms = [(term, f.width)]
+            elif t == "hexstr":
+                width = int(item["bitwidth"])
+                guard, terms = None, [(str(int(item["value"], 16) & ((1 << width) - 1)), width)]
+            elif t == "header":
+                hdr = self.L.header(item["value"])
+                if hdr.has_varbit:
+                    raise ProgramError(f"calculation {name!r}: varbit header input unsupported")
+                guard = hdr.valid_slot
+                terms = [(f"F[{f.slot}]" + (f" & {hex(f.mask)}" if f.signed else ""), f.width)
+                         for f in hdr.fields]
+            elif t == "payload":
+                payload = True
+                continue
+            else:
+                raise ProgramError(f"calculation {name!r}: unsupported input type {t!r}")
+            if runs and runs[-1][0] == guard:
+                runs[-1][1].extend(terms)
+            else:
+                runs.append([guard, terms])
+        for guard, terms in runs:
+            total = sum(w for _t, w in terms)
+            parts = [f"(v << {total})"]
+            shift = total
+            for term, w in terms:
+                shift -= w
+                parts.append(f"(({term}) << {shift})" if shift else f"({term})")
+            step = [f"v = {' | '.join(parts)}", f"n += {total}"]
+            if guard is None:
+                body += step
+            else:
+                body.append(f"if F[{guard}]:")
+                body += ["    " + line for line in step]
+        body.append("pad = -n & 7")
+        body.append("buf = (v << pad).to_bytes((n + pad) >> 3, 'big')")
+        if payload:
+            body.append("buf += S.payload")
+        body.append(f"return {hname}(buf)")
+        self.emit(f"def {fname}(F, S):")
+        for line in body:
+            self.emit(line, 1)
+        self.emit("")
+
+    # -- primitives ---------------------------------------------------------------
+    def primitive(self, p: dict, ind: int) -> None:
+        """Emit the statements of one primitive call at indentation `ind`."""
+        op = p["op"]
+        ps = p.get("parameters", [])
+        e = self.expr
+        if op in ("assign", "modify_field"):
+            self.emit(self.assign(ps[0], e(ps[1])), ind)
+        elif op == "assign_VL":
+            dst = self.L.field(*ps[0]["value"])
+            src = self.L.field(*ps[1]["value"])
+            self.emit(f"F[{dst.slot}] = F[{src.slot}]; F[{dst.len_slot}] = F[{src.len_slot}]", ind)
+        elif op in ("assign_header", "copy_header"):
+            _s, dcode, _h = self.href(ps[0])
+            _s2, scode, _h2 = self.href(ps[1])
+            self.emit(f"_HO.copy(F, {dcode}, {scode})", ind)
+        elif op == "assign_union":
+            d, sample = self.uref(ps[0])
+            s, _ = self.uref(ps[1])
+            for i in range(len(sample.header_ids)):
+                self.emit(f"_HO.copy(F, UH[{d}][{i}], UH[{s}][{i}])", ind)
+        elif op == "assign_header_stack":
+            dst = self.stack(ps[0]["value"])
+            src = self.stack(ps[1]["value"])
+            for dh, sh in zip(dst.header_ids, src.header_ids):
+                self.emit(f"_HO.copy(F, {dh}, {sh})", ind)
+            self.emit(f"F[{dst.count_slot}] = F[{src.count_slot}]", ind)
+        elif op in ("push", "pop"):
+            st = self.stack(ps[0]["value"])
+            fn = "push_front" if op == "push" else "pop_front"
+            self.emit(f"_HO.{fn}(F, STK_{_ident(st.name)}, {st.count_slot}, {e(ps[1])})", ind)
+        elif op in ("add_header", "add_header_fast"):
+            static, code, _h = self.href(ps[0])
+            if op == "add_header_fast":
+                self.emit(f"F[HV[{code}]] = True", ind)
+            else:
+                self.emit(f"_HO.set_valid(F, S, {code})", ind)
+        elif op == "remove_header":
+            _s, code, _h = self.href(ps[0])
+            self.emit(f"_HO.set_invalid(F, S, {code})", ind)
+        elif op in ("mark_to_drop", "drop"):
+            self.emit(f"F[{self._std('egress_spec').slot}] = 511", ind)
+            if self.std.get("mcast_grp") is not None:
+                self.emit(f"F[{self.std['mcast_grp'].slot}] = 0", ind)
+        elif op == "exit":
+            self.emit("raise _Exit()", ind)
+        elif op == "no_op":
+            self.emit("pass", ind)
+        elif op == "log_msg":
+            values = ps[1]["value"] if len(ps) > 1 else []
+            args = "".join(f"{e(v)}, " for v in values)
+            self.emit(f"_log_msg({e(ps[0])}, ({args}))", ind)
+        elif op in ("assert", "assume"):
+            self.emit(f"if not {e(ps[0])}: raise _AssertFail({op!r} + ' failed')", ind)
+        elif op == "count":
+            name = ps[0]["value"]
+            if name not in self.counters:
+                raise ProgramError(f"unknown counter array {name!r}")
+            t = self.tmp()
+            cid = _ident(name)
+            self.emit(f"{t} = {e(ps[1])}", ind)
+            self.emit(f"if {t} < {int(self.counters[name]['size'])}:", ind)
+            self.emit(f"CP_{cid}[{t}] += 1; CB_{cid}[{t}] += S.ilen", ind + 1)
+        elif op == "execute_meter":
+            name = ps[0]["value"]
+            if name not in self.meters:
+                raise ProgramError(f"unknown meter array {name!r}")
+            t = self.tmp()
+            self.emit(f"{t} = MTR_{_ident(name)}.execute({e(ps[1])}, S.ilen)", ind)
+            self.emit(f"if {t} is not None:", ind)
+            self.emit(self.assign(ps[2], t), ind + 1)
+        elif op == "register_read":
+            name = ps[1]["value"]
+            reg = self.register(name)
+            t = self.tmp()
+            self.emit(f"{t} = {e(ps[2])}", ind)
+            self.emit(f"if {t} < {int(self.registers[name]['size'])}:", ind)
+            self.emit(self.assign(ps[0], f"{reg}[{t}]"), ind + 1)
+        elif op == "register_write":
+            name = ps[0]["value"]
+            reg = self.register(name)
+            t = self.tmp()
+            width = int(self.registers[name]["bitwidth"])
+            self.emit(f"{t} = {e(ps[1])}", ind)
+            self.emit(f"if {t} < {int(self.registers[name]['size'])}:", ind)
+            self.emit(f"{reg}[{t}] = ({e(ps[2])}) & {hex((1 << width) - 1)}", ind + 1)
+        elif op == "modify_field_with_hash_based_offset":
+            calc = self.calculation(ps[2]["value"])
+            t = self.tmp()
+            self.emit(f"{t} = {e(ps[3])}", ind)
+            self.emit(self.assign(ps[0], f"({calc}(F, S) % ({t} or 1)) + {e(ps[1])}"), ind)
+        elif op == "modify_field_rng_uniform":
+            self.emit(self.assign(ps[0], f"_rng({e(ps[1])}, {e(ps[2])})"), ind)
+        elif op in ("clone_ingress_pkt_to_egress", "clone_egress_pkt_to_egress"):
+            fl = e(ps[1]) if len(ps) > 1 else "0"
+            self.emit(f"S.clone = ({e(ps[0])}) & 0xFFFF; S.clone_fl = ({fl}) & 0xFFFF", ind)
+        elif op in ("resubmit", "resubmit_preserving_field_list"):
+            fl = e(ps[0]) if ps else "0"
+            self.emit(f"S.resubmit = ({fl}) & 0xFFFF", ind)
+        elif op in ("recirculate", "recirculate_preserving_field_list"):
+            fl = e(ps[0]) if ps else "0"
+            self.emit(f"S.recirc = ({fl}) & 0xFFFF", ind)
+        elif op == "generate_digest":
+            self.emit(f"S.learn = ({e(ps[1])}) & 0xFFFF", ind)
+        elif op == "truncate":
+            self.emit(f"S.trunc = {e(ps[0])}", ind)
+        elif op in ("add_to_field", "subtract_from_field"):
+            sign = "+" if op == "add_to_field" else "-"
+            code, _w, _s = self.lvalue(ps[0])
+            self.emit(self.assign(ps[0], f"{code} {sign} {e(ps[1])}"), ind)
+        elif op in ("add", "subtract", "bit_and", "bit_or", "bit_xor", "shift_left",
+                    "shift_right"):
+            sym = {"add": "+", "subtract": "-", "bit_and": "&", "bit_or": "|",
+                   "bit_xor": "^", "shift_left": "<<", "shift_right": ">>"}[op]
+            self.emit(self.assign(ps[0], f"{e(ps[1])} {sym} {e(ps[2])}"), ind)
+        else:
+            raise ProgramError(f"unsupported primitive {op!r}")
+
+    def _std(self, name: str):
+        f = self.std.get(name)
+        if f is None:
+            raise ProgramError(f"program has no standard_metadata.{name} field")
+        return f
+
+    # -- actions ----------------------------------------------------------------
+    def action(self, act: dict) -> str:
+        """Emit `A_<id>(F, S, d)`; return its name."""
+        fname = f"A_{act['id']}"
+        prims = act.get("primitives", [])
+        self.emit(f"def {fname}(F, S, d):")
+        if any(p["op"] in ("_jump", "_jump_if_zero") for p in prims):
+            self.emit("pc = 0", 1)
+            self.emit("while True:", 1)
+            for i, p in enumerate(prims):
+                self.emit(f"{'if' if i == 0 else 'elif'} pc == {i}:", 2)
+                if p["op"] == "_jump":
+                    self.emit(f"pc = {self.expr(p['parameters'][0])}", 3)
+                    self.emit("continue", 3)
+                elif p["op"] == "_jump_if_zero":
+                    ps = p["parameters"]
+                    self.emit(f"if ({self.expr(ps[0])}) == 0:", 3)
+                    self.emit(f"pc = {self.expr(ps[1])}", 4)
+                    self.emit("continue", 4)
+                else:
+                    self.primitive(p, 3)
+            self.emit("else:", 2)
+            self.emit("return", 3)
+            self.emit("pc += 1", 2)
+        elif not prims:
+            self.emit("pass", 1)
+        else:
+            for p in prims:
+                self.primitive(p, 1)
+        self.emit("")
+        return fname
+
+    # -- parser -------------------------------------------------------------------
+    def extract_lines(self, h: HeaderInfo, pte: int, ind: int) -> None:
+        """Statements extracting fixed-size header `h` at `pos` (not moving `pos`)."""
+        n = h.nbytes
+        self.emit(f"if dlen - pos < {n}: raise _PE({pte}, pos)", ind)
+        self.emit(f"v = int.from_bytes(data[pos:pos + {n}], 'big')", ind)
+        shift = n * 8
+        for f in h.fields:
+            shift -= f.width
+            val = f"(v >> {shift}) & {hex(f.mask)}" if shift else f"v & {hex(f.mask)}"
+            if f.signed:
+                val = f"_sx({val}, {f.width})"
+            self.emit(f"F[{f.slot}] = {val}", ind)
+        self.emit(f"F[{h.valid_slot}] = True", ind)
+        for sib in h.union_siblings:
+            self.emit(f"F[{self.L.by_id[sib].valid_slot}] = False", ind)
+
+    def extractor(self, h: HeaderInfo, pte: int) -> str:
+        """Emit `X_<hid>(F, data, pos, dlen) -> pos` (for stack elements)."""
+        fname = f"X_{h.id}"
+        self.emit(f"def {fname}(F, data, pos, dlen):")
+        self.extract_lines(h, pte, 1)
+        self.emit(f"return pos + {h.nbytes}", 1)
+        self.emit("")
+        return fname
+
+    def extractor_vl(self, h: HeaderInfo, pte: int, errs: dict) -> str:
+        """Emit `XV_<hid>(F, data, pos, dlen, nbits) -> pos` for a varbit header."""
+        fname = f"XV_{h.id}"
+        self.emit(f"def {fname}(F, data, pos, dlen, nbits):")
+        self.emit(f"if nbits % 8: raise _PE({errs['ParserInvalidArgument']}, pos)", 1)
+        self.emit(f"n = {h.fixed_bits // 8} + (nbits >> 3)", 1)
+        self.emit(f"if dlen - pos < n: raise _PE({pte}, pos)", 1)
+        self.emit(f"if {h.max_length} < n: raise _PE({errs['HeaderTooShort']}, pos)", 1)
+        self.emit("v = int.from_bytes(data[pos:pos + n], 'big')", 1)
+        self.emit("shift = n * 8", 1)
+        for f in h.fields:
+            if f.varbit:
+                self.emit("shift -= nbits", 1)
+                self.emit(f"F[{f.slot}] = (v >> shift) & ((1 << nbits) - 1)", 1)
+                self.emit(f"F[{f.len_slot}] = nbits", 1)
+            else:
+                self.emit(f"shift -= {f.width}", 1)
+                val = f"(v >> shift) & {hex(f.mask)}"
+                if f.signed:
+                    val = f"_sx({val}, {f.width})"
+                self.emit(f"F[{f.slot}] = {val}", 1)
+        self.emit(f"F[{h.valid_slot}] = True", 1)
+        for sib in h.union_siblings:
+            self.emit(f"F[{self.L.by_id[sib].valid_slot}] = False", 1)
+        self.emit("return pos + n", 1)
+        self.emit("")
+        return fname
+
+    def parser(self, parser: dict) -> str:
+        """Emit the parse states and `PARSE(F, S, data) -> (bytes parsed, error)`."""
+        errs = self.L.errors
+        pte = errs["PacketTooShort"]
+        in_stacks = {hid for st in self.L.stacks.values() for hid in st.header_ids}
+        for ust in self.L.union_stacks.values():
+            for uid in ust.header_ids:
+                in_stacks.update(self.L.union_by_id[uid].header_ids)
+        for h in self.L.headers:
+            if not h.metadata:
+                if h.has_varbit:
+                    self.extractor_vl(h, pte, errs)
+                elif h.id in in_stacks:
+                    self.extractor(h, pte)
+        for s in self.L.stacks.values():
+            h0 = self.L.by_id[s.header_ids[0]]
+            prefix = "XV_" if h0.has_varbit else "X_"
+            self.emit(f"XS_{_ident(s.name)} = ({', '.join(prefix + str(i) for i in s.header_ids)},)")
+        self.emit("")
+        states = {st["name"]: st for st in parser.get("parse_states", [])}
+        self._states = parser.get("parse_states", [])
+        for st in parser.get("parse_states", []):
+            self.parse_state(st, errs)
+        init = parser.get("init_state")
+        start = f"P_{states[init]['id']}" if init in states else "None"
+        self.emit("def PARSE(F, S, data):")
+        self.emit(f"st = {start}", 1)
+        self.emit("pos = 0", 1)
+        self.emit("dlen = len(data)", 1)
+        self.emit("try:", 1)
+        self.emit("while st is not None:", 2)
+        self.emit("st, pos = st(F, S, data, pos, dlen)", 3)
+        self.emit("except _PE as exc:", 1)
+        self.emit("return exc.pos, exc.code", 2)
+        self.emit("return pos, 0", 1)
+        self.emit("")
+        return "PARSE"
+
+    def parse_state(self, st: dict, errs: dict) -> None:
+        pte = errs["PacketTooShort"]
+        self.emit(f"def P_{st['id']}(F, S, data, pos, dlen):")
+        for opd in st.get("parser_ops", []):
+            op = opd["op"]
+            ps = opd.get("parameters", [])
+            if op == "extract":
+                self.parse_extract(ps[0], None, pte, errs)
+            elif op == "extract_VL":
+                self.parse_extract(ps[0], self.expr(ps[1]), pte, errs)
+            elif op == "set":
+                src = ps[1]
+                if src["type"] == "lookahead":
+                    nbytes = (int(src["value"][1]) + 7) // 8
+                    self.emit(f"if dlen - pos < {nbytes}: raise _PE({pte}, pos)", 1)
+                self.emit(self.assign(ps[0], self.expr(src)), 1)
+            elif op == "verify":
+                self.emit(f"if not {self.expr(ps[0])}: raise _PE({self.expr(ps[1])}, pos)", 1)
+            elif op in ("advance", "shift"):
+                t = self.tmp()
+                if op == "shift":
+                    amount = ps[0]
+                    if isinstance(amount, dict):
+                        amount = amount["value"]
+                    nbytes = int(amount, 16) if isinstance(amount, str) else int(amount)
+                    self.emit(f"{t} = {nbytes * 8}", 1)
+                else:
+                    self.emit(f"{t} = {self.expr(ps[0])}", 1)
+                self.emit(f"if {t} % 8: raise _PE({errs['ParserInvalidArgument']}, pos)", 1)
+                self.emit(f"if dlen - pos < ({t} >> 3): raise _PE({pte}, pos)", 1)
+                self.emit(f"pos += {t} >> 3", 1)
+            elif op == "primitive":
+                self.primitive(ps[0], 1)
+            else:
+                raise ProgramError(f"parse state {st['name']!r}: unsupported parser op {op!r}")
+        key = st.get("transition_key", [])
+        trans = st.get("transitions", [])
+        names = {s["name"]: s["id"] for s in self._states}
+        def target(tr: dict) -> str:
+            nxt = tr.get("next_state")
+            if nxt is None:
+                return "None"
+            if nxt not in names:
+                raise ProgramError(f"parse state {st['name']!r}: unknown next state {nxt!r}")
+            return f"P_{names[nxt]}"
+        if key:
+            parts = []
+            widths = []
+            for k in key:
+                if k["type"] == "field":
+                    f = self.L.field(*k["value"])
+                    code = f"F[{f.slot}]" + (f" & {hex(f.mask)}" if f.signed else "")
+                    widths.append(f.width)
+                elif k["type"] == "stack_field":
+                    code, width, signed = self.lvalue(k)
+                    code = f"({code} & {hex((1 << width) - 1)})" if signed else code
+                    widths.append(width)
+                elif k["type"] == "lookahead":
+                    code = self.expr(k)
+                    widths.append(int(k["value"][1]))
+                else:
+                    raise ProgramError(f"parse state {st['name']!r}: unsupported key {k['type']!r}")
+                parts.append(code)
+            total = sum((w + 7) // 8 for w in widths) * 8
+            terms = []
+            shift = total
+            for code, w in zip(parts, widths):
+                shift -= ((w + 7) // 8) * 8
+                terms.append(f"({code} << {shift})" if shift else f"({code})")
+            self.emit(f"k = {' | '.join(terms)}", 1)
+        default = "None"
+        widths = widths if key else []
+        for tr in trans:
+            ttype = tr.get("type", "hexstr")
+            if ttype == "default":
+                default = target(tr)
+                break
+            mask = tr.get("mask")
+            if ttype == "hexstr":
+                val = int(tr["value"], 16)
+                if mask is not None:
+                    m = int(mask, 16)
+                    self.emit(f"if (k & {m}) == {val & m}: return {target(tr)}, pos", 1)
+                else:
+                    self.emit(f"if k == {val}: return {target(tr)}, pos", 1)
+            elif ttype == "parse_vset":
+                vname = tr["value"]
+                if vname not in self.vsets:
+                    raise ProgramError(f"unknown parse value set {vname!r}")
+                obj = "VSET_" + _ident(vname)
+                self.vset_keys.setdefault(vname, widths)
+                if mask is not None:
+                    self.emit(f"if {obj}.match_masked(k, {int(mask, 16)}): return {target(tr)}, pos", 1)
+                else:
+                    self.emit(f"if {obj}.match(k): return {target(tr)}, pos", 1)
+            else:
+                raise ProgramError(f"parse state {st['name']!r}: unsupported transition {ttype!r}")
+        self.emit(f"return {default}, pos", 1)
+        self.emit("")
+
+    def parse_extract(self, target: dict, nbits: str | None, pte: int, errs: dict) -> None:
+        t, v = target["type"], target["value"]
+        if t == "regular":
+            h = self.L.header(v)
+            if nbits is None and not h.has_varbit:
+                self.extract_lines(h, pte, 1)
+                self.emit(f"pos += {h.nbytes}", 1)
+            elif nbits is None:
+                raise ProgramError(f"header {h.name!r} has a varbit field: use extract_VL")
+            else:
+                self.emit(f"pos = XV_{h.id}(F, data, pos, dlen, {nbits})", 1)
+        elif t == "stack":
+            s = self.stack(v)
+            self.emit(f"i = F[{s.count_slot}]", 1)
+            self.emit(f"if i >= {len(s.header_ids)}: raise _PE({errs['StackOutOfBounds']}, pos)", 1)
+            extra = "" if nbits is None else f", {nbits}"
+            self.emit(f"pos = XS_{_ident(s.name)}[i](F, data, pos, dlen{extra})", 1)
+            self.emit(f"F[{s.count_slot}] = i + 1", 1)
+        elif t == "union_stack":
+            us = self.L.union_stacks[v[0]]
+            u0 = self.L.union_by_id[us.header_ids[0]]
+            off = u0.member_names.index(v[1])
+            hids = [self.L.union_by_id[uid].header_ids[off] for uid in us.header_ids]
+            name = f"XU_{_ident(us.name)}_{off}"
+            prefix = "XV_" if self.L.by_id[hids[0]].has_varbit else "X_"
+            self.late.append(f"{name} = ({', '.join(prefix + str(h) for h in hids)},)")
+            self.emit(f"i = F[{us.count_slot}]", 1)
+            self.emit(f"if i >= {len(hids)}: raise _PE({errs['StackOutOfBounds']}, pos)", 1)
+            extra = "" if nbits is None else f", {nbits}"
+            self.emit(f"pos = {name}[i](F, data, pos, dlen{extra})", 1)
+            self.emit(f"F[{us.count_slot}] = i + 1", 1)
+        else:
+            raise ProgramError(f"unsupported extract target type {t!r}")
+
+    # -- deparser -----------------------------------------------------------------
+    def deparser(self, dep: dict) -> str:
+        """Emit `DEPARSE(F, S) -> bytes`: valid headers in order (payload added by caller)."""
+        self.emit("def DEPARSE(F, S):")
+        for p in dep.get("primitives", []):
+            self.primitive(p, 1)
+        self.emit("out = []", 1)
+        for name in dep.get("order", []):
+            h = self.L.header(name)
+            self.emit(f"if F[{h.valid_slot}]:", 1)
+            if h.has_varbit:
+                self.emit("nb = 0", 2)
+                self.emit("v = 0", 2)
+                for f in h.fields:
+                    if f.varbit:
+                        self.emit(f"v = (v << F[{f.len_slot}]) | F[{f.slot}]", 2)
+                        self.emit(f"nb += F[{f.len_slot}]", 2)
+                    else:
+                        self.emit(f"v = (v << {f.width}) | (F[{f.slot}] & {hex(f.mask)})", 2)
+                        self.emit(f"nb += {f.width}", 2)
+                self.emit("out.append(v.to_bytes(nb >> 3, 'big'))", 2)
+                continue
+            terms = []
+            shift = h.nbytes * 8
+            for f in h.fields:
+                shift -= f.width
+                term = f"F[{f.slot}]" + (f" & {hex(f.mask)}" if f.signed else "")
+                terms.append(f"(({term}) << {shift})" if shift else f"({term})")
+            self.emit(f"out.append(({' | '.join(terms) or '0'}).to_bytes({h.nbytes}, 'big'))", 2)
+        self.emit("return b''.join(out)", 1)
+        self.emit("")
+        return "DEPARSE"
+
+    # -- checksums ----------------------------------------------------------------
+    def checksums(self) -> None:
+        """Emit `VERIFY_CKSUM(F, S) -> bool ok` and `UPDATE_CKSUM(F, S)`."""
+        cks = self.js.get("checksums", [])
+        self.emit("def VERIFY_CKSUM(F, S):")
+        self.emit("ok = True", 1)
+        for c in cks:
+            if not c.get("verify", True):
+                continue
+            calc = self.calculation(c["calculation"])
+            tgt, _w, _s = self.lvalue({"type": "field", "value": c["target"]})
+            cond = self.expr(c["if_cond"]) if c.get("if_cond") else "True"
+            self.emit(f"if {cond} and {tgt} != {calc}(F, S): ok = False", 1)
+        self.emit("return ok", 1)
+        self.emit("")
+        self.emit("def UPDATE_CKSUM(F, S):")
+        self.emit("pass", 1)
+        for c in cks:
+            if not c.get("update", True):
+                continue
+            calc = self.calculation(c["calculation"])
+            cond = self.expr(c["if_cond"]) if c.get("if_cond") else "True"
+            self.emit(f"if {cond}:", 1)
+            self.emit(self.assign({"type": "field", "value": c["target"]}, f"{calc}(F, S)"), 2)
+        self.emit("")
+
+    # -- controls -----------------------------------------------------------------
+    def table_node(self, table: dict, node_name) -> None:
+        """Emit the control node applying `table`: key, lookup, and for plain tables
+        the hit path inline (runtime object `T_<id>`, exact dict `EX_<id>`)."""
+        fname = node_name(table["name"])
+        tid = table["id"]
+        terms = []
+        kinds = []
+        for k in table.get("key", []):
+            mt = k["match_type"]
+            kinds.append(mt)
+            target = k["target"]
+            if mt == "valid":
+                h = self.L.header(target if isinstance(target, str) else target[0])
+                terms.append(f"F[{h.valid_slot}]")
+                continue
+            h = self.L.header(target[0])
+            f = self.L.field(target[0], target[1])
+            term = f"F[{f.slot}]" + (f" & {hex(f.mask)}" if f.signed else "")
+            if k.get("mask") is not None:
+                term = f"({term}) & {int(k['mask'], 16)}"
+            if not h.metadata and target[1] != "$valid$":
+                term = f"(({term}) if F[{h.valid_slot}] else 0)"
+            terms.append(term)
+        self.emit(f"def {fname}(F, S):")
+        if not terms:
+            self.emit(f"return T_{tid}.miss(F, S)", 1)
+            self.emit("")
+            return
+        key = f"({', '.join(terms)},)"
+        if lookup_mode(table.get("match_type", "exact"), kinds) == "exact":
+            self.emit(f"rec = EX_{tid}.get({key})", 1)
+        else:
+            self.emit(f"rec = T_{tid}.lookup({key})", 1)
+        self.emit("if rec is None:", 1)
+        self.emit(f"return T_{tid}.miss(F, S)", 2)
+        if table.get("type", "simple") != "simple" or table.get("direct_meters"):
+            self.emit(f"return T_{tid}.hit(F, S, rec)", 1)
+            self.emit("")
+            return
+        self.emit("ref = rec.ref", 1)
+        if table.get("with_counters"):
+            self.emit("c = rec.counter", 1)
+            self.emit("c[0] += 1", 1)
+            self.emit("c[1] += S.ilen", 1)
+        self.emit("ref.fn(F, S, ref.args)", 1)
+        nt = table.get("next_tables", {})
+        if "__HIT__" in nt or "__MISS__" in nt:
+            self.emit(f"return T_{tid}.hit_next", 1)
+        else:
+            self.emit(f"return T_{tid}.next_for[ref.id]", 1)
+        self.emit("")
+
+    def conditional(self, cond: dict, node_name) -> None:
+        fname = node_name(cond["name"])
+        t = node_name(cond.get("true_next"))
+        f = node_name(cond.get("false_next"))
+        self.emit(f"def {fname}(F, S):")
+        self.emit(f"return {t} if {self.expr(cond['expression'])} else {f}", 1)
+        self.emit("")
+
+    def action_call(self, call: dict, node_name) -> None:
+        fname = node_name(call["name"])
+        self.emit(f"def {fname}(F, S):")
+        self.emit(f"A_{call['action_id']}(F, S, ())", 1)
+        self.emit(f"return {node_name(call.get('next_node'))}", 1)
+        self.emit("")
+
+    def source(self) -> str:
+        return "\n".join(self.out + self.late) + "\n"

@@ -1,0 +1,180 @@
+"""``p4sim switch``: a v1model switch process, a drop-in for ``simple_switch_grpc``.
+
+Takes the flags the P4 tutorials' Mininet nodes pass to simple_switch_grpc (target
+options may follow a ``--`` separator, as simple_switch_grpc requires), plus p4sim's
+own queue settings::
+
+    p4sim switch -i 1@s1-eth1 -i 2@s1-eth2 --device-id 1 --pcap pcaps \\
+        --log-file s1.log --log-level info build/prog.json \\
+        -- --grpc-server-addr 0.0.0.0:50051 --cpu-port 255 \\
+        --port-rate 1=20 --port-rate 2=20 --queue-depth 64
+
+``--port-rate`` is in Mbit/s of Ethernet frame bytes (what a capture shows), the
+queue depth in packets per queue, ``--queue-rate`` in packets/s for every port (BMv2's
+``set_queue_rate``). The process runs until SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+from typing import Any
+
+from p4sim.runtime.server import DEFAULT_ADDRESS, RuntimeServer
+from p4sim.switch.device import Device
+from p4sim.switch.errors import ProgramError
+from p4sim.switch.ports import PortError
+from p4sim.switch.traffic_manager import DEFAULT_QUEUE_DEPTH
+
+log = logging.getLogger("p4sim.switch")
+
+# BMv2's log level names, mapped onto Python's ("trace" is BMv2's most verbose).
+LOG_LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
+              "warn": logging.WARNING, "error": logging.ERROR, "off": logging.CRITICAL + 1}
+
+
+class UsageError(Exception):
+    """A flag value that cannot be used; the message names the flag and the value."""
+
+
+def parse_interface(text: str) -> tuple[int, str]:
+    """``PORT@IFACE`` -> (port, iface), as simple_switch's ``-i``."""
+    number, sep, iface = text.partition("@")
+    if not sep or not iface or not number.isdigit():
+        raise UsageError(f"-i {text!r}: expected PORT@IFACE, e.g. 1@s1-eth1")
+    return int(number), iface
+
+
+def parse_port_rate(text: str) -> tuple[int, float]:
+    """``PORT=MBPS`` -> (port, bytes per second)."""
+    number, sep, mbps = text.partition("=")
+    try:
+        rate = float(mbps)
+    except ValueError:
+        rate = -1.0
+    if not sep or not number.isdigit() or not rate > 0:
+        raise UsageError(f"--port-rate {text!r}: expected PORT=MBPS with MBPS > 0, e.g. 1=20")
+    return int(number), rate * 1e6 / 8
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="p4sim switch",
+        description="A v1model software switch with real egress queues and a P4Runtime "
+                    "server, flag-compatible with simple_switch_grpc.")
+    p.add_argument("json", nargs="?", help="BMv2 JSON pipeline to load at start")
+    p.add_argument("--no-p4", action="store_true",
+                   help="start without a pipeline and wait for SetForwardingPipelineConfig")
+    p.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFACE",
+                   help="attach switch port PORT to interface IFACE (repeatable)")
+    p.add_argument("--device-id", type=int, default=0, help="device id (P4Runtime)")
+    p.add_argument("--grpc-server-addr", default=DEFAULT_ADDRESS, metavar="HOST:PORT",
+                   help=f"serve P4Runtime (and p4sim.QueueControl) here (default {DEFAULT_ADDRESS})")
+    p.add_argument("--cpu-port", type=int, help="port number whose packets are PacketIn/PacketOut")
+    p.add_argument("--pcap", nargs="?", const=".", metavar="DIR",
+                   help="write <iface>_in.pcap / <iface>_out.pcap per port into DIR (default .)")
+    p.add_argument("--log-console", action="store_true", help="log to stdout")
+    p.add_argument("--log-file", metavar="PATH", help="log to this file")
+    p.add_argument("--log-level", "-L", choices=sorted(LOG_LEVELS), default="info",
+                   help="level for --log-console/--log-file (default info)")
+    p.add_argument("--priority-queues", type=int, default=1, metavar="N",
+                   help="strict-priority queues per port (standard_metadata.priority selects)")
+    p.add_argument("--port-rate", action="append", default=[], metavar="PORT=MBPS",
+                   help="line rate of a port in Mbit/s (repeatable; default unlimited)")
+    p.add_argument("--queue-depth", type=int, default=DEFAULT_QUEUE_DEPTH, metavar="PKTS",
+                   help=f"packets per egress queue before tail drop (default {DEFAULT_QUEUE_DEPTH})")
+    p.add_argument("--queue-rate", type=float, metavar="PPS",
+                   help="packets/s limit of every egress queue (default unlimited)")
+    p.add_argument("--thrift-port", type=int,
+                   help="accepted for simple_switch_grpc compatibility; p4sim has no Thrift server")
+    return p
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    """Warnings and errors always reach stderr; --log-console/--log-file add a full log."""
+    fmt = logging.Formatter("%(asctime)s.%(msecs)03d [%(levelname)s] %(name)s: %(message)s",
+                            "%H:%M:%S")
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG)
+    handlers: list[logging.Handler] = []
+    if args.log_console:
+        handlers.append(logging.StreamHandler(sys.stdout))
+    if args.log_file:
+        handlers.append(logging.FileHandler(args.log_file))
+    for h in handlers:
+        h.setLevel(LOG_LEVELS[args.log_level])
+    if not args.log_console:
+        err = logging.StreamHandler(sys.stderr)
+        err.setLevel(logging.WARNING)
+        handlers.append(err)
+    for h in handlers:
+        h.setFormatter(fmt)
+        root.addHandler(h)
+
+
+def load_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read pipeline '{path}': {e.strerror}") from e
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from e
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a BMv2 JSON pipeline is an object, found {type(data).__name__}")
+    return data
+
+
+def main(argv: list[str]) -> int:
+    # simple_switch_grpc wants target options after "--"; here all options are one set.
+    argv = [a for a in argv if a != "--"]
+    args = build_parser().parse_args(argv)
+    try:
+        ports = dict(parse_interface(t) for t in args.interface)
+        if len(ports) != len(args.interface):
+            raise UsageError("-i: the same port number is given twice")
+        rates = dict(parse_port_rate(t) for t in args.port_rate)
+        if args.json is None and not args.no_p4:
+            raise UsageError("give a BMv2 JSON file or --no-p4")
+        if args.json is not None and args.no_p4:
+            raise UsageError("--no-p4 and a JSON file exclude each other")
+        pipeline = load_json(args.json) if args.json else None
+    except UsageError as e:
+        print(f"p4sim switch: {e}", file=sys.stderr)
+        return 2
+    setup_logging(args)
+    if args.thrift_port is not None:
+        log.info("--thrift-port %d ignored: p4sim is programmed over P4Runtime only", args.thrift_port)
+    try:
+        device = Device(ports, device_id=args.device_id, cpu_port=args.cpu_port,
+                        priority_queues=args.priority_queues, queue_depth=args.queue_depth,
+                        queue_rate_pps=args.queue_rate, port_rates=rates, pcap_dir=args.pcap)
+    except (PortError, ValueError, OSError) as e:
+        log.error("%s", e)
+        return 1
+    server = RuntimeServer(device, args.grpc_server_addr, device_id=args.device_id,
+                           queue_control=device)
+    try:
+        if pipeline is not None:
+            try:
+                device.load_pipeline(pipeline)
+            except ProgramError as e:
+                log.error("cannot load pipeline %s: %s", args.json, e)
+                return 1
+            log.info("pipeline loaded from %s", args.json)
+        try:
+            server.start()
+        except RuntimeError as e:
+            log.error("%s", e)
+            return 1
+        log.info("P4Runtime server listening on %s (port %d)", args.grpc_server_addr, server.port)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: device.stop())
+        device.run()
+    finally:
+        server.stop()
+        device.close()
+    return 0

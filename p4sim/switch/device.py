@@ -1,0 +1,335 @@
+"""The switch device: ports, pipeline engine, traffic manager and captures in one loop.
+
+One thread runs everything that touches packets, driven by epoll over the ports'
+non-blocking sockets, an eventfd (to be woken by other threads) and the traffic
+manager's next departure time as the timeout -- so an idle switch sleeps in the kernel
+and a rate-limited port is served on time without busy polling:
+
+    wait (epoll) -> read a batch from each ready port -> ingress pipeline -> enqueue
+                 -> dequeue what the link rates allow -> egress pipeline -> transmit
+                 -> flush captures
+
+Other threads (the P4Runtime server) use ``lock`` around any call into ``engine``,
+``inject`` for PacketOut, and the ``set_*`` queue-control methods; the loop holds
+``lock`` while it processes a batch, so a control-plane call waits at most one batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from collections import deque
+from typing import Any, Callable, Iterable
+
+from p4sim.switch.pcap import PortCaptures
+from p4sim.switch.ports import InterfacePort
+from p4sim.switch.traffic_manager import DEFAULT_QUEUE_DEPTH, Dequeued, TrafficManager
+from p4sim.switch.v1model import V1Switch
+
+log = logging.getLogger(__name__)
+
+# Frames read from one port per loop iteration: large enough to amortise the epoll
+# call, small enough that other ports and the egress side are served in between.
+RX_BATCH = 64
+# Input saturated (every read hit RX_BATCH) for this long means the switch process
+# is falling behind its ports; it is reported, at most every BACKLOG_WARN_EVERY_S.
+BACKLOG_WARN_AFTER_S = 0.2
+BACKLOG_WARN_EVERY_S = 5.0
+# How often the kernel's per-socket drop counters are read while traffic flows.
+KERNEL_DROPS_CHECK_S = 1.0
+
+
+class Device:
+    """A v1model switch on Linux interfaces (``ports``: port number -> interface name)."""
+
+    def __init__(self, ports: dict[int, str], *, device_id: int = 0, cpu_port: int | None = None,
+                 priority_queues: int = 1, queue_depth: int = DEFAULT_QUEUE_DEPTH,
+                 queue_rate_pps: float | None = None, port_rates: dict[int, float] | None = None,
+                 pcap_dir: str | None = None) -> None:
+        if cpu_port is not None and cpu_port in ports:
+            raise ValueError(f"CPU port {cpu_port} is also given an interface ({ports[cpu_port]})")
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self._start_ns = time.monotonic_ns()
+        self.lock = threading.RLock()
+        self.engine: V1Switch | None = None
+        self.tm = TrafficManager(self.clock, priority_queues, queue_depth, queue_rate_pps)
+        self.packet_in_handler: Callable[[bytes], None] | None = None
+        self.counters = {"rx": 0, "tx": 0, "no_pipeline": 0, "pipeline_errors": 0,
+                         "stale_after_reload": 0, "unknown_port": 0, "packet_in_dropped": 0}
+        self._ports: dict[int, InterfacePort] = {}
+        self._by_fd: dict[int, InterfacePort] = {}
+        self._injected: deque[tuple[int, bytes]] = deque()
+        self._stopping = False
+        self._wakeup = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.captures: PortCaptures | None = None
+        try:
+            for number, iface in sorted(ports.items()):
+                port = InterfacePort(number, iface)
+                self._ports[number] = port
+                self._by_fd[port.fileno()] = port
+                self.tm.add_port(number)
+            for number, rate in (port_rates or {}).items():
+                self.tm.set_port_rate(number, rate)
+            if pcap_dir is not None:
+                names = dict(ports)
+                if cpu_port is not None:
+                    names[cpu_port] = "cpu"
+                self.captures = PortCaptures(pcap_dir, names)
+        except BaseException:
+            self.close()
+            raise
+
+    def clock(self) -> int:
+        """Microseconds since the switch started: the time base of all timestamps."""
+        return (time.monotonic_ns() - self._start_ns) // 1000
+
+    # ---- pipeline
+
+    def make_engine(self, bmv2_json: dict) -> V1Switch:
+        """Build (but do not install) a pipeline engine for this device from BMv2 JSON."""
+        return V1Switch(bmv2_json, cpu_port=self.cpu_port, device_id=self.device_id,
+                        clock=self.clock)
+
+    def install(self, engine: V1Switch | None) -> None:
+        """Make ``engine`` the running pipeline (None: no pipeline, drop everything).
+
+        Packets still queued from the previous pipeline are dropped when they reach the
+        head of their queue, as their state belongs to a program that no longer runs.
+        """
+        with self.lock:
+            self.engine = engine
+        self._wake()
+
+    def load_pipeline(self, bmv2_json: dict) -> V1Switch:
+        """Build an engine from BMv2 JSON and install it; returns the engine."""
+        engine = self.make_engine(bmv2_json)
+        self.install(engine)
+        return engine
+
+    # ---- calls from other threads
+
+    def inject(self, data: bytes, port: int | None = None) -> None:
+        """Queue a packet into the ingress pipeline as if received on ``port``.
+
+        The default port is the CPU port: this is how a P4Runtime PacketOut enters.
+        """
+        in_port = self.cpu_port if port is None else port
+        if in_port is None:
+            raise ValueError("packet injection needs a CPU port (--cpu-port) or an explicit port")
+        self._injected.append((in_port, bytes(data)))
+        self._wake()
+
+    def set_port_rate(self, port: int, bytes_per_s: float | None) -> None:
+        """Change a port's line rate at run time (bytes/s; None for unlimited)."""
+        with self.lock:
+            self.tm.set_port_rate(port, bytes_per_s)
+        self._wake()
+
+    def set_queue_rate(self, port: int | None, pps: float | None) -> None:
+        """Change the packets/s limit of one port's queues (all ports if None)."""
+        with self.lock:
+            self.tm.set_queue_rate(port, pps)
+        self._wake()
+
+    def set_queue_depth(self, port: int | None, packets: int) -> None:
+        """Change the depth (packets per queue) of one port (all ports if None)."""
+        with self.lock:
+            self.tm.set_queue_depth(port, packets)
+
+    def queue_stats(self) -> dict[int, dict[str, Any]]:
+        """Per-port queue settings and counters (depth, drops, sent bytes...)."""
+        with self.lock:
+            return self.tm.stats()
+
+    def stop(self) -> None:
+        """Make ``run`` return; safe from any thread and from signal handlers."""
+        self._stopping = True
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            os.eventfd_write(self._wakeup, 1)
+        except BlockingIOError:
+            pass  # counter saturated: the loop is already due to wake
+
+    # ---- the loop
+
+    def run(self) -> None:
+        """Forward packets until ``stop`` is called."""
+        poller = select.epoll()
+        poller.register(self._wakeup, select.EPOLLIN)
+        for fd in self._by_fd:
+            poller.register(fd, select.EPOLLIN)
+        watch = _BacklogWatch(list(self._ports.values()))
+        log.info("switch running: %d ports%s", len(self._ports),
+                 "" if self.engine is not None else ", no pipeline loaded")
+        try:
+            while not self._stopping:
+                with self.lock:
+                    deadline = self.tm.next_deadline()
+                timeout = -1.0 if deadline is None else max(0.0, (deadline - self.clock()) / 1e6)
+                events = poller.poll(timeout)
+                with self.lock:
+                    saturated = self._receive(fd for fd, _ in events)
+                    self.tm.service(self._transmit)
+                    if self.captures is not None:
+                        self.captures.flush()
+                if events:
+                    watch.update(saturated)
+        finally:
+            poller.close()
+        for port in self._ports.values():
+            port.poll_kernel_drops()
+        log.info("switch stopped: %s", self.summary())
+
+    def _receive(self, ready: Iterable[int]) -> bool:
+        """Run ingress on a batch from each ready fd; True if a port had more waiting."""
+        saturated = False
+        for fd in ready:
+            if fd == self._wakeup:
+                try:
+                    os.eventfd_read(self._wakeup)
+                except BlockingIOError:
+                    pass
+                while self._injected:
+                    in_port, data = self._injected.popleft()
+                    self._ingress(in_port, data)
+                continue
+            port = self._by_fd[fd]
+            frames, more = port.recv_batch(RX_BATCH)
+            saturated |= more
+            for frame in frames:
+                self._ingress(port.number, frame)
+        return saturated
+
+    def _ingress(self, port: int, frame: bytes) -> None:
+        self.counters["rx"] += 1
+        if self.captures is not None:
+            self.captures.received(port, frame)
+        engine = self.engine
+        if engine is None:
+            self.counters["no_pipeline"] += 1
+            return
+        try:
+            jobs = engine.run_ingress(port, frame)
+        except Exception:
+            # A pipeline bug must not take the switch down: the packet is lost, as
+            # a hardware switch would lose it, and the failure is reported.
+            self.counters["pipeline_errors"] += 1
+            log.exception("ingress pipeline failed on a %d-byte packet from port %d",
+                          len(frame), port)
+            return
+        self._enqueue(engine, jobs)
+
+    def _enqueue(self, engine: V1Switch, jobs: list) -> None:
+        for job in jobs:
+            self.tm.enqueue(job.port, job.priority, (engine, job))
+
+    def _transmit(self, d: Dequeued) -> int:
+        engine, job = d.item
+        if engine is not self.engine:
+            self.counters["stale_after_reload"] += 1
+            return 0
+        try:
+            outputs, more = engine.run_egress_ex(job, d.enq_qdepth, d.deq_qdepth,
+                                                 d.enq_timestamp, d.deq_timedelta)
+        except Exception:
+            self.counters["pipeline_errors"] += 1
+            log.exception("egress pipeline failed on a packet for port %d", d.port)
+            return 0
+        # Egress clones and recirculated packets queue like any other packet (as in
+        # simple_switch), so they see and cause real queueing too.
+        self._enqueue(engine, more)
+        # Outputs leave on the job's own port (the engine's contract), so their bytes
+        # are what the port's link carried.
+        return sum(self._send(port, data) for port, data in outputs)
+
+    def _send(self, port: int, data: bytes) -> int:
+        """Put ``data`` on ``port``; returns the bytes sent (0 if lost)."""
+        if port == self.cpu_port:
+            handler = self.packet_in_handler
+            if handler is None:
+                self.counters["packet_in_dropped"] += 1
+                return 0
+            if self.captures is not None:
+                self.captures.sent(port, data)
+            try:
+                handler(data)
+            except Exception:
+                self.counters["packet_in_dropped"] += 1
+                log.exception("PacketIn handler failed on a %d-byte packet", len(data))
+                return 0
+            self.counters["tx"] += 1
+            return len(data)
+        iface = self._ports.get(port)
+        if iface is None:
+            self.counters["unknown_port"] += 1
+            log.debug("dropping a packet for port %d, which has no interface", port)
+            return 0
+        if not iface.send(data):
+            return 0
+        if self.captures is not None:
+            self.captures.sent(port, data)
+        self.counters["tx"] += 1
+        return len(data)
+
+    def summary(self) -> str:
+        """One line of counters for logs (per-port problems only where they occurred)."""
+        drops = {p: st["drops"] for p, st in self.tm.stats().items() if st["drops"]}
+        parts = [f"{k}={v}" for k, v in self.counters.items()] + [f"queue_drops={drops or 0}"]
+        for what in ("tx_errors", "rx_truncated", "kernel_drops"):
+            per_port = {p.number: getattr(p, what) for p in self._ports.values() if getattr(p, what)}
+            parts.append(f"{what}={per_port or 0}")
+        return ", ".join(parts)
+
+    def close(self) -> None:
+        """Release sockets, captures and the wakeup fd."""
+        for port in self._ports.values():
+            port.close()
+        self._ports.clear()
+        self._by_fd.clear()
+        if self.captures is not None:
+            self.captures.close()
+            self.captures = None
+        if self._wakeup >= 0:
+            os.close(self._wakeup)
+            self._wakeup = -1
+
+
+class _BacklogWatch:
+    """Notices the switch falling behind its ports, and says so in the log.
+
+    Two signs: every read hitting RX_BATCH for longer than BACKLOG_WARN_AFTER_S (frames
+    keep piling up faster than the loop takes them), and frames the kernel dropped
+    because a port's socket buffer was full.
+    """
+
+    def __init__(self, ports: list[InterfacePort]) -> None:
+        self.ports = ports
+        self.saturated_since: float | None = None
+        self.last_warning = -BACKLOG_WARN_EVERY_S
+        self.next_drops_check = time.monotonic() + KERNEL_DROPS_CHECK_S
+
+    def update(self, saturated: bool) -> None:
+        now = time.monotonic()
+        if not saturated:
+            self.saturated_since = None
+        elif self.saturated_since is None:
+            self.saturated_since = now
+        elif now - self.saturated_since > BACKLOG_WARN_AFTER_S and \
+                now - self.last_warning > BACKLOG_WARN_EVERY_S:
+            log.warning("input backlog: ports have had frames waiting for %.1f s; "
+                        "the switch is not keeping up", now - self.saturated_since)
+            self.last_warning = now
+        if now >= self.next_drops_check:
+            self.next_drops_check = now + KERNEL_DROPS_CHECK_S
+            for port in self.ports:
+                dropped = port.poll_kernel_drops()
+                if dropped:
+                    log.warning("input backlog: port %d (%s) lost %d frames in the kernel "
+                                "(socket buffer full); the switch is not keeping up",
+                                port.number, port.iface, dropped)

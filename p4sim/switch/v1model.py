@@ -1,0 +1,738 @@
+"""`V1Switch`: BMv2 simple_switch's packet processing on a BMv2 JSON program.
+
+The JSON is compiled once into Python functions (`codegen`); this module strings them
+together exactly as simple_switch's ingress and egress threads do: parser (with
+`parser_error` set and the packet continuing to ingress on a parser exception),
+checksum verification, ingress, I2E clone, digest, resubmit, multicast replication /
+drop / unicast; then per egress copy: egress, E2E clone, drop, checksum update,
+deparser, recirculation. The runtime-state API is the contract in docs/engine-api.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import hashes
+from .codegen import ExitPipeline, Generator, _ident
+from .errors import NoSuchName, ProgramError, StateError
+from .externs import CounterArray, Meter, MeterArray, RegisterArray, Replication, ValueSet
+from .program import Layout
+from .tables import ActionInfo, ActionProfile, Entry, KeyField, Table, lookup_name
+
+# standard_metadata.instance_type values (simple_switch.cpp PktInstanceType)
+NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
+DROP_PORT = 511
+#: Resubmit/recirculate passes after which a packet is dropped. BMv2 would circulate
+#: such a packet forever (it never leaves the switch); a synchronous call must return.
+MAX_PASSES = 1000
+
+log = logging.getLogger(__name__)
+
+
+class PacketState:
+    """Per-packet registers that are not PHV fields (BMv2's packet registers)."""
+
+    __slots__ = ("ilen", "plen", "payload", "clone", "clone_fl", "resubmit", "recirc",
+                 "learn", "trunc", "passes")
+
+    def __init__(self, ilen: int, plen: int, payload: bytes = b"", passes: int = 0) -> None:
+        self.ilen = ilen          # ingress length: what counters and meters count
+        self.plen = plen          # packet_length register (changes with add/remove_header)
+        self.payload = payload    # bytes after the parsed headers
+        self.passes = passes      # resubmissions + recirculations so far
+        self.clone: int | None = None
+        self.clone_fl = 0
+        self.resubmit = 0
+        self.recirc = 0
+        self.learn = 0
+        self.trunc: int | None = None
+
+
+@dataclass(slots=True)
+class EgressJob:
+    """A packet handed from ingress (or an egress clone) to an egress port queue.
+
+    `priority` is the egress priority queue: `standard_metadata.priority` (BMv2's
+    `intrinsic_metadata.priority`) when the packet is enqueued, 0 without that field.
+    """
+
+    port: int
+    F: list
+    S: PacketState
+    priority: int = 0
+
+    @property
+    def length(self) -> int:
+        """Bytes the packet will have on the wire if egress leaves it unchanged."""
+        return self.S.plen
+
+
+def _monotonic_us() -> Callable[[], int]:
+    start = time.monotonic_ns()
+    return lambda: (time.monotonic_ns() - start) // 1000
+
+
+class V1Switch:
+    """A v1model switch running one BMv2 JSON program (see docs/engine-api.md)."""
+
+    def __init__(self, bmv2_json: dict, *, cpu_port: int | None = None, device_id: int = 0,
+                 clock: Callable[[], int] | None = None) -> None:
+        if not isinstance(bmv2_json, dict):
+            raise ProgramError("the BMv2 JSON must be an object (dict)")
+        self.json = bmv2_json
+        self.cpu_port = cpu_port
+        self.device_id = device_id
+        self.clock = clock or _monotonic_us()
+        try:
+            self._load(bmv2_json)
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ProgramError(f"malformed BMv2 JSON: {type(exc).__name__}: {exc}") from exc
+
+    # ------------------------------------------------------------------ loading
+    def _load(self, js: dict) -> None:
+        L = self.layout = Layout(js)
+        env: dict[str, Any] = {}
+        self._env = env
+        self._named_hashes: dict[str, Any] = {}
+
+        def hash_factory(algo: str, name: str) -> Any:
+            fn = hashes.make_hash(algo)
+            self._named_hashes[name] = fn
+            return fn
+
+        gen = Generator(js, L, env, hash_factory)
+        self.counters: dict[str, CounterArray] = {}
+        self._direct_counters: dict[str, str] = {}
+        for c in js.get("counter_arrays", []):
+            if c.get("is_direct"):
+                self._direct_counters[c["name"]] = c.get("binding")
+                continue
+            arr = CounterArray(c["name"], int(c["size"]))
+            self.counters[c["name"]] = arr
+            env["CP_" + _ident(c["name"])] = arr.packets
+            env["CB_" + _ident(c["name"])] = arr.bytes
+        self.meters: dict[str, MeterArray] = {}
+        self._direct_meters: dict[str, dict] = {}
+        for mj in js.get("meter_arrays", []):
+            if mj.get("is_direct"):
+                self._direct_meters[mj["name"]] = mj
+                continue
+            arr = MeterArray(mj["name"], int(mj["size"]), mj.get("type") == "packets",
+                             int(mj.get("rate_count", 2)), self.clock)
+            self.meters[mj["name"]] = arr
+            env["MTR_" + _ident(mj["name"])] = arr
+        self.registers: dict[str, RegisterArray] = {}
+        for r in js.get("register_arrays", []):
+            arr = RegisterArray(r["name"], int(r["size"]), int(r["bitwidth"]))
+            self.registers[r["name"]] = arr
+            env["REG_" + _ident(r["name"])] = arr.values
+
+        gen.all_calculations()
+        for p in js.get("pipelines", []):
+            for ap in p.get("action_profiles", []):
+                sel = ap.get("selector")
+                if sel:
+                    gen.hash_function("SEL_" + _ident(ap["name"]), sel["algo"],
+                                      sel.get("input", []), ap["name"])
+        for act in js.get("actions", []):
+            gen.action(act)
+        parsers = js.get("parsers", [])
+        if not parsers:
+            raise ProgramError("the program has no parser")
+        parser = next((p for p in parsers if p["name"] == "parser"), parsers[0])
+        gen.parser(parser)
+        deparsers = js.get("deparsers", [])
+        if not deparsers:
+            raise ProgramError("the program has no deparser")
+        gen.deparser(next((d for d in deparsers if d["name"] == "deparser"), deparsers[0]))
+        gen.checksums()
+
+        pipelines = {p["name"]: p for p in js.get("pipelines", [])}
+        if "ingress" not in pipelines or "egress" not in pipelines:
+            raise ProgramError("the program needs pipelines named 'ingress' and 'egress'")
+        node_names: dict[tuple[str, str], str] = {}
+
+        def node_namer(pname: str) -> Callable[[str | None], str]:
+            def name(n: str | None) -> str:
+                if n is None:
+                    return "None"
+                return node_names.setdefault((pname, n), f"N_{_ident(pname)}_{_ident(n)}")
+            return name
+
+        for pname, p in pipelines.items():
+            namer = node_namer(pname)
+            for t in p.get("tables", []):
+                gen.table_node(t, namer)
+            for c in p.get("conditionals", []):
+                gen.conditional(c, namer)
+            for a in p.get("action_calls", []):
+                gen.action_call(a, namer)
+
+        self.source = gen.source()
+        try:
+            exec(compile(self.source, f"<p4sim:{js.get('program', 'program')}>", "exec"), env)
+        except SyntaxError as exc:  # a generator bug, reported with the offending line
+            raise ProgramError(f"internal code generation error: {exc}") from exc
+
+        self.value_sets: dict[str, ValueSet] = {}
+        for v in js.get("parse_vsets", []):
+            vs = ValueSet(v["name"], int(v.get("compressed_bitwidth", 0)),
+                          gen.vset_keys.get(v["name"], []))
+            self.value_sets[v["name"]] = vs
+            env["VSET_" + _ident(v["name"])] = vs
+
+        self.actions: dict[int, ActionInfo] = {}
+        for act in js.get("actions", []):
+            self.actions[act["id"]] = ActionInfo(
+                act["name"], act["id"], [int(r["bitwidth"]) for r in act.get("runtime_data", [])],
+                env[f"A_{act['id']}"])
+        self.tables: dict[str, Table] = {}
+        self.profiles: dict[str, ActionProfile] = {}
+        for pname, p in pipelines.items():
+            for ap in p.get("action_profiles", []):
+                acts = {a.name: a for a in self.actions.values()}
+                sel = env.get("SEL_" + _ident(ap["name"])) if ap.get("selector") else None
+                self.profiles[ap["name"]] = ActionProfile(ap["name"], int(ap.get("max_size", 0)),
+                                                          acts, sel)
+            for t in p.get("tables", []):
+                tbl = self.tables[t["name"]] = self._make_table(t)
+                env[f"T_{t['id']}"] = tbl
+                env[f"EX_{t['id']}"] = tbl._exact
+
+        def resolver(pname: str) -> Callable[[str | None], Any]:
+            def resolve(n: str | None) -> Any:
+                if n is None:
+                    return None
+                key = (pname, n)
+                if key not in node_names:
+                    raise ProgramError(f"pipeline {pname!r}: unknown next node {n!r}")
+                return env[node_names[key]]
+            return resolve
+
+        for pname, p in pipelines.items():
+            res = resolver(pname)
+            for t in p.get("tables", []):
+                self.tables[t["name"]].bind_nodes(res)
+        self._ingress_init = resolver("ingress")(pipelines["ingress"].get("init_table"))
+        self._egress_init = resolver("egress")(pipelines["egress"].get("init_table"))
+        for p in pipelines.values():
+            for t in p.get("tables", []):
+                self._load_entries(self.tables[t["name"]], t)
+
+        self._parse = env["PARSE"]
+        self._deparse = env["DEPARSE"]
+        self._verify = env["VERIFY_CKSUM"]
+        self._update = env["UPDATE_CKSUM"]
+        self._template = L.template()
+        self._meta_slots = L.metadata_slots()
+        self.rep = Replication()
+        self._field_lists = {fl["id"]: self._slots_of(fl.get("elements", []), fl["name"])
+                             for fl in js.get("field_lists", [])}
+        self._learn_lists = {ll["id"]: (ll["name"], self._slots_of(ll.get("elements", []),
+                                                                   ll["name"]))
+                             for ll in js.get("learn_lists", [])}
+        self._digests: list[tuple[str, tuple[int, ...]]] = []
+
+        self._mask: dict[int, int] = {}
+
+        def slot(name: str) -> int | None:
+            f = L.find_field(name)
+            if f is None:
+                return None
+            self._mask[f.slot] = f.mask
+            return f.slot
+
+        required = ("ingress_port", "packet_length", "instance_type", "egress_spec",
+                    "egress_port")
+        for r in required:
+            if slot("standard_metadata." + r) is None:
+                raise ProgramError(f"the program has no standard_metadata.{r} field "
+                                   f"(simple_switch requires it)")
+        self._s_in = slot("standard_metadata.ingress_port")
+        self._s_len = slot("standard_metadata.packet_length")
+        self._s_inst = slot("standard_metadata.instance_type")
+        self._s_espec = slot("standard_metadata.egress_spec")
+        self._s_eport = slot("standard_metadata.egress_port")
+        self._espec_reset = (DROP_PORT + 1) & L.find_field("standard_metadata.egress_spec").mask
+        self._s_perr = slot("standard_metadata.parser_error")
+        self._s_cerr = slot("standard_metadata.checksum_error")
+        self._s_mcast = slot("intrinsic_metadata.mcast_grp") or slot("standard_metadata.mcast_grp")
+        self._s_rid = slot("intrinsic_metadata.egress_rid") or slot("standard_metadata.egress_rid")
+        self._s_igts = (slot("intrinsic_metadata.ingress_global_timestamp")
+                        or slot("standard_metadata.ingress_global_timestamp"))
+        self._s_egts = (slot("intrinsic_metadata.egress_global_timestamp")
+                        or slot("standard_metadata.egress_global_timestamp"))
+        self._s_prio = slot("intrinsic_metadata.priority") or slot("standard_metadata.priority")
+        q = [slot("queueing_metadata." + n) or slot("standard_metadata." + n)
+             for n in ("enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth")]
+        self._q = q if all(s is not None for s in q) else None
+
+    def _slots_of(self, elements: list, where: str) -> list[int]:
+        out = []
+        for e in elements:
+            if e.get("type") != "field":
+                raise ProgramError(f"{where}: only field elements are supported")
+            out.append(self.layout.field(*e["value"]).slot)
+        return out
+
+    def _make_table(self, t: dict) -> Table:
+        L = self.layout
+        keys = []
+        for k in t.get("key", []):
+            mt = k["match_type"]
+            if mt == "valid":
+                keys.append(KeyField(k.get("name", str(k["target"])), mt, 1))
+                continue
+            f = L.field(*k["target"])
+            keys.append(KeyField(k.get("name", ".".join(k["target"])), mt, f.width))
+        profile = self.profiles.get(t.get("action_profile")) if t.get("type", "simple") != "simple" else None
+        if t.get("type", "simple") != "simple" and profile is None:
+            raise ProgramError(f"table {t['name']!r}: unknown action profile "
+                               f"{t.get('action_profile')!r}")
+        meter_factory = None
+        meter_slot = None
+        dm = t.get("direct_meters")
+        if dm:
+            mj = self._direct_meters.get(dm)
+            if mj is None:
+                raise ProgramError(f"table {t['name']!r}: unknown direct meter {dm!r}")
+            packets = mj.get("type") == "packets"
+            rate_count = int(mj.get("rate_count", 2))
+            clock = self.clock
+            meter_factory = lambda: Meter(packets, rate_count, clock)  # noqa: E731
+            if mj.get("result_target"):
+                meter_slot = L.field(*mj["result_target"]).slot
+        return Table(t, keys, self.actions, profile, meter_factory, meter_slot)
+
+    def _load_entries(self, tbl: Table, t: dict) -> None:
+        from . import match as m
+        de = t.get("default_entry")
+        if de is not None and de.get("action_id") in self.actions:
+            info = self.actions[de["action_id"]]
+            args = [int(x, 16) for x in de.get("action_data", [])]
+            tbl.actions.setdefault(info.name, info)
+            tbl.set_default(info.name, args)
+            tbl.initial_default = tbl.default
+            tbl.default_const = bool(de.get("action_const", False))
+            tbl.default_entry_const = bool(de.get("action_entry_const", False))
+        entries = t.get("entries")
+        if not entries:
+            return
+        for e in entries:
+            match_ = []
+            for mk in e["match_key"]:
+                kind = mk["match_type"]
+                if kind == "exact":
+                    match_.append(m.Exact(int(mk["key"], 16)))
+                elif kind == "lpm":
+                    match_.append(m.Lpm(int(mk["key"], 16), int(mk["prefix_length"])))
+                elif kind in ("ternary", "optional"):
+                    match_.append(m.Ternary(int(mk["key"], 16), int(mk["mask"], 16)))
+                elif kind == "range":
+                    match_.append(m.Range(int(mk["start"], 16), int(mk["end"], 16)))
+                elif kind == "valid":
+                    match_.append(m.Valid(bool(mk["key"])))
+                else:
+                    raise ProgramError(f"table {tbl.name!r}: unsupported const entry kind {kind!r}")
+            ae = e["action_entry"]
+            info = self.actions[ae["action_id"]]
+            args = [int(x, 16) for x in ae.get("action_data", [])]
+            prio = e.get("priority")
+            tbl.add(match_, info.name, args, prio if tbl.mode == "scan" else None)
+        tbl.const_entries = True
+
+    # ------------------------------------------------------------------ packets
+    def process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
+        """Whole pipeline with an instantaneous traffic manager: (egress port, bytes) list."""
+        out: list[tuple[int, bytes]] = []
+        for job in self.run_ingress(port, data):
+            out.extend(self.run_egress(job, 0, 0, self.clock(), 0))
+        return out
+
+    def run_ingress(self, port: int, data: bytes) -> list[EgressJob]:
+        """Parser + ingress + traffic-manager handoff; the jobs to enqueue per egress port."""
+        data = bytes(data)
+        F = self._template[:]
+        n = len(data)
+        S = PacketState(n, n)
+        mask = self._mask
+        F[self._s_in] = port & mask[self._s_in]
+        F[self._s_len] = n & mask[self._s_len]
+        F[self._s_inst] = NORMAL
+        if self._s_igts is not None:
+            F[self._s_igts] = self.clock() & mask[self._s_igts]
+        jobs: list[EgressJob] = []
+        self._ingress(port, F, S, data, jobs)
+        return jobs
+
+    def _reset_metadata(self, F: list) -> None:
+        for s in self._meta_slots:
+            F[s] = 0
+
+    def _copy_field_list(self, fl: int, src: list, dst: list) -> None:
+        for s in self._field_lists.get(fl, ()):
+            dst[s] = src[s]
+
+    def _run(self, node: Any, F: list, S: PacketState) -> None:
+        try:
+            while node is not None:
+                node = node(F, S)
+        except ExitPipeline:
+            pass
+
+    def _parse_into(self, F: list, S: PacketState, data: bytes) -> None:
+        pos, err = self._parse(F, S, data)
+        S.payload = data[pos:]
+        if self._s_perr is not None:
+            F[self._s_perr] = err
+        ok = self._verify(F, S)
+        if self._s_cerr is not None:
+            F[self._s_cerr] = 0 if ok else 1
+
+    def _ingress(self, port: int, F: list, S: PacketState, data: bytes,
+                 jobs: list[EgressJob]) -> None:
+        while True:
+            ingress_size = S.plen
+            self._parse_into(F, S, data)
+            self._run(self._ingress_init, F, S)
+            egress_spec = F[self._s_espec]
+            if S.clone is not None:
+                session, fl = S.clone, S.clone_fl
+                S.clone = None
+                cfg = self.rep.sessions.get(session)
+                if cfg is not None:
+                    F2 = self._template[:]
+                    S2 = PacketState(S.ilen, ingress_size, passes=S.passes)
+                    F2[self._s_in] = port
+                    pos, _err = self._parse(F2, S2, data)
+                    S2.payload = data[pos:]
+                    self._reset_metadata(F2)
+                    self._copy_field_list(fl, F, F2)
+                    F2[self._s_inst] = INGRESS_CLONE
+                    self._to_session(cfg, F2, S2, jobs)
+            if S.learn:
+                learn = self._learn_lists.get(S.learn)
+                if learn is not None:
+                    self._digests.append((learn[0], tuple(F[s] for s in learn[1])))
+            if S.resubmit:
+                if S.passes >= MAX_PASSES:
+                    log.warning("packet resubmitted/recirculated %d times: dropped", MAX_PASSES)
+                    return
+                F2 = self._template[:]
+                self._copy_field_list(S.resubmit, F, F2)
+                F2[self._s_inst] = RESUBMIT
+                F2[self._s_len] = ingress_size
+                F, S = F2, PacketState(S.ilen, ingress_size, passes=S.passes + 1)
+                continue
+            mgid = F[self._s_mcast] if self._s_mcast is not None else 0
+            if mgid:
+                F[self._s_inst] = REPLICATION
+                self._multicast(F, S, mgid, jobs)
+                return
+            if egress_spec == DROP_PORT:
+                return
+            F[self._s_inst] = NORMAL
+            jobs.append(self._job(egress_spec, F, S))
+            return
+
+    def _to_session(self, cfg: tuple, F: list, S: PacketState, jobs: list[EgressJob]) -> None:
+        port, mgrp = cfg
+        if mgrp is not None:
+            self._multicast(F, S, mgrp, jobs)
+        if port is not None:
+            jobs.append(self._job(port, F, S))
+
+    def _job(self, port: int, F: list, S: PacketState) -> EgressJob:
+        return EgressJob(port, F, S, F[self._s_prio] if self._s_prio is not None else 0)
+
+    def _multicast(self, F: list, S: PacketState, mgrp: int, jobs: list[EgressJob]) -> None:
+        for port, rid in self.rep.replicate(mgrp):
+            if self._s_rid is not None:
+                F[self._s_rid] = rid & self._mask[self._s_rid]
+            jobs.append(self._job(port, F[:], PacketState(S.ilen, S.plen, S.payload, S.passes)))
+
+    def run_egress_ex(self, job: EgressJob, enq_qdepth: int, deq_qdepth: int,
+                      enq_timestamp: int, deq_timedelta: int
+                      ) -> tuple[list[tuple[int, bytes]], list[EgressJob]]:
+        """Egress for one job: (packets out, new jobs to enqueue: E2E clones and the
+        egress copies of recirculated packets)."""
+        F, S = job.F, job.S
+        out: list[tuple[int, bytes]] = []
+        new_jobs: list[EgressJob] = []
+        mask = self._mask
+        if self._s_egts is not None:
+            F[self._s_egts] = self.clock() & mask[self._s_egts]
+        if self._q is not None:
+            q = self._q
+            F[q[0]] = enq_timestamp & mask[q[0]]
+            F[q[1]] = enq_qdepth & mask[q[1]]
+            F[q[2]] = deq_timedelta & mask[q[2]]
+            F[q[3]] = deq_qdepth & mask[q[3]]
+        F[self._s_eport] = job.port & mask[self._s_eport]
+        F[self._s_espec] = self._espec_reset
+        F[self._s_len] = S.plen & mask[self._s_len]
+        self._run(self._egress_init, F, S)
+        if S.clone is not None:
+            session, fl = S.clone, S.clone_fl
+            S.clone = None
+            cfg = self.rep.sessions.get(session)
+            if cfg is not None and S.passes >= MAX_PASSES:
+                log.warning("egress clone of a packet cloned %d times: dropped", MAX_PASSES)
+            elif cfg is not None:
+                F2 = F[:]
+                self._reset_metadata(F2)
+                self._copy_field_list(fl, F, F2)
+                F2[self._s_inst] = EGRESS_CLONE
+                self._to_session(cfg, F2, PacketState(S.ilen, S.plen, S.payload, S.passes + 1),
+                                 new_jobs)
+        if F[self._s_espec] == DROP_PORT:
+            return out, new_jobs
+        self._update(F, S)
+        data = self._deparse(F, S) + S.payload
+        if S.recirc:
+            if S.passes >= MAX_PASSES:
+                log.warning("packet resubmitted/recirculated %d times: dropped", MAX_PASSES)
+                return out, new_jobs
+            F2 = self._template[:]
+            self._copy_field_list(S.recirc, F, F2)
+            F2[self._s_inst] = RECIRC
+            F2[self._s_len] = len(data)
+            self._ingress(0, F2, PacketState(len(data), len(data), passes=S.passes + 1), data,
+                          new_jobs)
+            return out, new_jobs
+        if S.trunc is not None and S.trunc < len(data):
+            data = data[:S.trunc]
+        out.append((job.port, data))
+        return out, new_jobs
+
+    def run_egress(self, job: EgressJob, enq_qdepth: int, deq_qdepth: int,
+                   enq_timestamp: int, deq_timedelta: int) -> list[tuple[int, bytes]]:
+        """Egress for one job; E2E clones and recirculated packets are run to completion
+        at once (no queueing) and their packets included in the result."""
+        out, more = self.run_egress_ex(job, enq_qdepth, deq_qdepth, enq_timestamp,
+                                       deq_timedelta)
+        pending = deque(more)
+        while pending:
+            o, m2 = self.run_egress_ex(pending.popleft(), 0, 0, self.clock(), 0)
+            out.extend(o)
+            pending.extend(m2)
+        return out
+
+    # ------------------------------------------------------------------ tables
+    def _table(self, name: str) -> Table:
+        return lookup_name(self.tables, name, "table")
+
+    def _profile(self, name: str) -> ActionProfile:
+        return lookup_name(self.profiles, name, "action profile")
+
+    def table_add(self, table: str, action: str, match: list, args: list[int],
+                  priority: int | None = None) -> int:
+        """Add an entry; returns its handle. Lower priority value = higher priority."""
+        return self._table(table).add(list(match), action, list(args), priority)
+
+    def table_modify(self, table: str, handle: int, action: str, args: list[int]) -> None:
+        self._table(table).modify(handle, action, list(args))
+
+    def table_delete(self, table: str, handle: int) -> None:
+        self._table(table).delete(handle)
+
+    def table_set_default(self, table: str, action: str, args: list[int]) -> None:
+        self._table(table).set_default(action, list(args))
+
+    def table_reset_default(self, table: str) -> None:
+        self._table(table).reset_default()
+
+    def table_clear(self, table: str) -> None:
+        self._table(table).clear()
+
+    def table_entries(self, table: str) -> list[Entry]:
+        return self._table(table).list_entries()
+
+    def table_get_default(self, table: str) -> tuple[str | None, list[int]]:
+        d = self._table(table).default
+        return (None, []) if d is None else (d.info.name, list(d.args))
+
+    def act_prof_add_member(self, profile: str, action: str, args: list[int]) -> int:
+        return self._profile(profile).add_member(action, list(args))
+
+    def act_prof_modify_member(self, profile: str, mbr: int, action: str,
+                               args: list[int]) -> None:
+        self._profile(profile).modify_member(mbr, action, list(args))
+
+    def act_prof_delete_member(self, profile: str, mbr: int) -> None:
+        self._profile(profile).delete_member(mbr)
+
+    def act_prof_create_group(self, profile: str) -> int:
+        return self._profile(profile).create_group()
+
+    def act_prof_delete_group(self, profile: str, grp: int) -> None:
+        self._profile(profile).delete_group(grp)
+
+    def act_prof_add_member_to_group(self, profile: str, mbr: int, grp: int) -> None:
+        self._profile(profile).add_member_to_group(mbr, grp)
+
+    def act_prof_remove_member_from_group(self, profile: str, mbr: int, grp: int) -> None:
+        self._profile(profile).remove_member_from_group(mbr, grp)
+
+    def table_indirect_add(self, table: str, match: list, mbr: int,
+                           priority: int | None = None) -> int:
+        return self._table(table).add_indirect(list(match), mbr, None, priority)
+
+    def table_indirect_add_with_group(self, table: str, match: list, grp: int,
+                                      priority: int | None = None) -> int:
+        return self._table(table).add_indirect(list(match), None, grp, priority)
+
+    def table_indirect_set_default(self, table: str, mbr: int) -> None:
+        self._table(table).set_default_indirect(mbr, None)
+
+    def table_indirect_set_default_with_group(self, table: str, grp: int) -> None:
+        self._table(table).set_default_indirect(None, grp)
+
+    # ------------------------------------------------------------------ externs
+    def _counter(self, name: str) -> CounterArray:
+        return lookup_name(self.counters, name, "counter")
+
+    def _direct_counter_table(self, name: str) -> Table | None:
+        if name in self._direct_counters:
+            return self._table(self._direct_counters[name])
+        return None
+
+    def counter_read(self, name: str, index: int) -> tuple[int, int]:
+        """(packets, bytes); for a direct counter `index` is the entry handle."""
+        tbl = self._direct_counter_table(name)
+        if tbl is not None:
+            return self.table_counter_read(tbl.name, index)
+        arr = self._counter(name)
+        arr.check(index)
+        return arr.packets[index], arr.bytes[index]
+
+    def counter_write(self, name: str, index: int, packets: int, bytes: int) -> None:
+        tbl = self._direct_counter_table(name)
+        if tbl is not None:
+            self.table_counter_write(tbl.name, index, packets, bytes)
+            return
+        arr = self._counter(name)
+        arr.check(index)
+        arr.packets[index] = packets
+        arr.bytes[index] = bytes
+
+    def counter_reset(self, name: str) -> None:
+        tbl = self._direct_counter_table(name)
+        if tbl is not None:
+            for rec in tbl.entries.values():
+                rec.counter[0] = rec.counter[1] = 0
+            return
+        self._counter(name).reset()
+
+    def table_counter_read(self, table: str, handle: int) -> tuple[int, int]:
+        tbl = self._table(table)
+        if not tbl.with_counters:
+            raise StateError(f"table {table!r} has no direct counter")
+        c = tbl.get(handle).counter
+        return c[0], c[1]
+
+    def table_counter_write(self, table: str, handle: int, packets: int, bytes: int) -> None:
+        tbl = self._table(table)
+        if not tbl.with_counters:
+            raise StateError(f"table {table!r} has no direct counter")
+        c = tbl.get(handle).counter
+        c[0], c[1] = packets, bytes
+
+    def register_read(self, name: str, index: int) -> int:
+        arr = lookup_name(self.registers, name, "register")
+        arr.check(index)
+        return arr.values[index]
+
+    def register_write(self, name: str, index: int, value: int) -> None:
+        arr = lookup_name(self.registers, name, "register")
+        arr.check(index)
+        if not isinstance(value, int):
+            raise StateError(f"register {name!r}: value {value!r} is not an integer")
+        arr.values[index] = value & ((1 << arr.bitwidth) - 1)
+
+    def register_reset(self, name: str) -> None:
+        arr = lookup_name(self.registers, name, "register")
+        for i in range(arr.size):
+            arr.values[i] = 0
+
+    def register_size(self, name: str) -> int:
+        return lookup_name(self.registers, name, "register").size
+
+    def meter_set_rates(self, name: str, index: int, rates: list[tuple[float, int]]) -> None:
+        arr = lookup_name(self.meters, name, "meter")
+        arr.check(index)
+        arr.meters[index].set_rates(list(rates), f"meter {name!r}[{index}]")
+
+    def table_meter_set_rates(self, table: str, handle: int,
+                              rates: list[tuple[float, int]]) -> None:
+        tbl = self._table(table)
+        rec = tbl.get(handle)
+        if rec.meter is None:
+            raise StateError(f"table {table!r} has no direct meter")
+        rec.meter.set_rates(list(rates), f"table {table!r} entry {handle}")
+
+    def mirroring_add(self, session: int, port: int) -> None:
+        self._check_session(session)
+        self.rep.sessions[session] = (port, None)
+
+    def mirroring_add_mc(self, session: int, mgrp: int) -> None:
+        self._check_session(session)
+        self.rep.sessions[session] = (None, mgrp)
+
+    def mirroring_delete(self, session: int) -> None:
+        if session not in self.rep.sessions:
+            raise NoSuchName(f"no mirroring session {session}")
+        del self.rep.sessions[session]
+
+    @staticmethod
+    def _check_session(session: int) -> None:
+        if not isinstance(session, int) or not 0 <= session <= 0xFFFF:
+            raise StateError(f"mirroring session id {session!r} outside 0..65535")
+
+    def mc_mgrp_create(self, mgrp: int) -> None:
+        self.rep.mgrp_create(mgrp)
+
+    def mc_mgrp_destroy(self, mgrp: int) -> None:
+        self.rep.mgrp_destroy(mgrp)
+
+    def mc_node_create(self, rid: int, ports: list[int]) -> int:
+        return self.rep.node_create(rid, list(ports))
+
+    def mc_node_update(self, handle: int, ports: list[int]) -> None:
+        self.rep.node_update(handle, list(ports))
+
+    def mc_node_destroy(self, handle: int) -> None:
+        self.rep.node_destroy(handle)
+
+    def mc_node_associate(self, mgrp: int, handle: int) -> None:
+        self.rep.associate(mgrp, handle)
+
+    def mc_node_dissociate(self, mgrp: int, handle: int) -> None:
+        self.rep.dissociate(mgrp, handle)
+
+    def parser_value_set_add(self, name: str, value: int, mask: int | None = None) -> None:
+        lookup_name(self.value_sets, name, "parser value set").add(value, mask)
+
+    def parser_value_set_clear(self, name: str) -> None:
+        lookup_name(self.value_sets, name, "parser value set").clear()
+
+    def pop_digests(self) -> list[tuple[str, list[tuple[int, ...]]]]:
+        """Digest messages since the last call, grouped by digest name (first-seen order)."""
+        grouped: dict[str, list[tuple[int, ...]]] = {}
+        for name, values in self._digests:
+            grouped.setdefault(name, []).append(values)
+        self._digests = []
+        return list(grouped.items())
+
+    def set_crc_parameters(self, calculation: str, poly: int, init: int, xor_out: int,
+                           reflect_in: bool, reflect_out: bool) -> None:
+        """BMv2 `set_crc16_parameters`/`set_crc32_parameters` for a *_custom calculation."""
+        fn = lookup_name(self._named_hashes, calculation, "calculation")
+        if not isinstance(fn, hashes.Crc):
+            raise StateError(f"calculation {calculation!r} is not a custom CRC")
+        fn.set_parameters(poly, init, xor_out, reflect_in, reflect_out)

@@ -1,0 +1,262 @@
+"""The device loop on real veths, with a stand-in pipeline (no P4 engine needed).
+
+The stand-in forwards port 1 <-> port 2 and writes the queueing metadata it is given
+into the frame, so these tests see exactly what the device hands to the egress
+pipeline: rates, queue depths, PacketIn/PacketOut, loop-back filtering, idle CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from netns import Netns
+from p4sim.switch.device import Device
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+
+META = struct.Struct("!IIII")  # enq_qdepth, deq_qdepth, enq_timestamp, deq_timedelta
+META_AT = 32  # where the stand-in egress writes META into a frame
+ETHERTYPE = b"\x88\xb5"  # IEEE local experimental: nothing else on the veths uses it
+
+
+@dataclass
+class Job:
+    port: int
+    priority: int
+    data: bytes
+
+
+class WireEngine:
+    """Port 1 <-> port 2; frames from the CPU port go out of the port named in byte 14."""
+
+    def __init__(self, cpu_port: int | None = None) -> None:
+        self.cpu_port = cpu_port
+
+    def run_ingress(self, port: int, data: bytes) -> list[Job]:
+        if port == self.cpu_port:
+            return [Job(data[14], 0, data)]
+        if data[12:14] != ETHERTYPE:
+            return []
+        if data[14:15] == b"C":
+            return [Job(self.cpu_port, 0, data)]
+        return [Job(2 if port == 1 else 1, 0, data)]
+
+    def run_egress_ex(self, job: Job, enq_qdepth: int, deq_qdepth: int, enq_timestamp: int,
+                      deq_timedelta: int) -> tuple[list[tuple[int, bytes]], list[Job]]:
+        meta = META.pack(enq_qdepth, deq_qdepth, enq_timestamp, deq_timedelta)
+        return [(job.port, job.data[:META_AT] + meta + job.data[META_AT + META.size:])], []
+
+
+def frame(tag: bytes, size: int = 100) -> bytes:
+    head = b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + ETHERTYPE + tag
+    return head + bytes(size - len(head))
+
+
+def recv_until(sock, count: int, timeout: float) -> list[tuple[float, bytes]]:
+    """Frames of our ethertype, with arrival times, until ``count`` or ``timeout``."""
+    got: list[tuple[float, bytes]] = []
+    end = time.monotonic() + timeout
+    while len(got) < count:
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        sock.settimeout(left)
+        try:
+            data = sock.recv(65536)
+        except TimeoutError:
+            break
+        if data[12:14] == ETHERTYPE:
+            got.append((time.monotonic(), data))
+    return got
+
+
+@pytest.fixture
+def net():
+    with Netns() as n:
+        for ns in ("sw", "h1", "h2"):
+            n.add_ns(ns)
+        s1, h1 = n.add_link("sw", "h1")
+        s2, h2 = n.add_link("sw", "h2")
+        n.ifaces = {"s1": s1, "s2": s2, "h1": h1, "h2": h2}
+        yield n
+
+
+class Running:
+    """A Device built inside the switch namespace, its loop in a thread; always stopped."""
+
+    def __init__(self, net: Netns, engine, **kwargs) -> None:
+        with net.entered("sw"):
+            self.device = Device({1: net.ifaces["s1"], 2: net.ifaces["s2"]}, **kwargs)
+        self.device.install(engine)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.device.run()
+        except BaseException as e:  # reported by __exit__: a crashed loop fails the test
+            self.error = e
+
+    def __enter__(self) -> Device:
+        self.thread.start()
+        return self.device
+
+    def __exit__(self, *exc) -> None:
+        self.device.stop()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "device loop did not stop"
+        self.device.close()
+        if self.error is not None:
+            raise AssertionError("the device loop crashed") from self.error
+
+
+def test_forwarding_both_ways_and_own_transmissions_not_read_back(net):
+    tx1, tx2 = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
+    with Running(net, WireEngine()) as dev:
+        for i in range(20):
+            tx1.send(frame(b"A" + bytes([i])))
+        got = recv_until(tx2, 20, timeout=5)
+        assert len(got) == 20
+        tx2.send(frame(b"B"))
+        assert len(recv_until(tx1, 1, timeout=5)) == 1
+    assert dev.counters["rx"] == 21 and dev.counters["tx"] == 21
+
+
+def test_port_rate_is_met_under_overload(net):
+    rate = 1_000_000.0  # bytes/s = 8 Mbit/s
+    size = 1000
+    tx, rx = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
+    arrivals: list[tuple[float, bytes]] = []
+    with Running(net, WireEngine(), port_rates={2: rate}, queue_depth=64) as dev:
+        receiver = threading.Thread(target=lambda: arrivals.extend(recv_until(rx, 10**6, 4.0)))
+        receiver.start()
+        start, sent = time.monotonic(), 0
+        while time.monotonic() - start < 3.0:  # offer 1.5x the port rate
+            due = int((time.monotonic() - start) * 1.5 * rate / size)
+            while sent < due:
+                tx.send(frame(b"R", size))
+                sent += 1
+            time.sleep(0.001)
+        receiver.join()
+        drops = dev.queue_stats()[2]["drops"]
+    window = [t for t, _ in arrivals if t - arrivals[0][0] > 0.5]
+    measured = (len(window) - 1) * size / (window[-1] - window[0])
+    assert measured == pytest.approx(rate, rel=0.05)
+    assert drops > 0.2 * sent
+    depths = [META.unpack_from(d, META_AT)[0] for _, d in arrivals]
+    assert max(depths) == 63
+
+
+def test_queue_metadata_follow_the_queue(net):
+    tx, rx = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
+    with Running(net, WireEngine(), port_rates={2: 100_000.0}):  # 1000 B per 10 ms
+        for i in range(30):
+            tx.send(frame(b"Q" + bytes([i]), 1000))
+        got = recv_until(rx, 30, timeout=10)
+    assert [d[15] for _, d in got] == list(range(30))  # FIFO order
+    metas = [META.unpack_from(d, META_AT) for _, d in got]
+    enq = [m[0] for m in metas]
+    # The burst (well under a millisecond) arrives much faster than it drains (10 ms a
+    # packet; an idle port may pass up to 1514 bytes at once): each packet finds the
+    # earlier ones still queued, except those already gone, and when it leaves all
+    # later ones are queued behind it.
+    assert enq[0] == 0 and enq[-1] >= 25
+    assert all(0 <= b - a <= 1 for a, b in zip(enq, enq[1:]))
+    assert [m[1] for m in metas[2:]] == [29 - k for k in range(2, 30)]
+    deltas = [m[3] for m in metas]
+    assert deltas[-1] > 200_000 and deltas == sorted(deltas)
+
+
+def test_packet_out_and_packet_in(net):
+    rx1 = net.socket("h1", net.ifaces["h1"])
+    packet_ins: list[bytes] = []
+    got_in = threading.Event()
+
+    def on_packet_in(data: bytes) -> None:
+        packet_ins.append(data)
+        got_in.set()
+
+    with Running(net, WireEngine(cpu_port=255), cpu_port=255) as dev:
+        dev.packet_in_handler = on_packet_in
+        out = frame(b"\x01")  # byte 14 = egress port 1
+        dev.inject(out)
+        got = recv_until(rx1, 1, timeout=5)
+        assert len(got) == 1 and got[0][1][:15] == out[:15]
+        rx1.send(frame(b"C"))
+        assert got_in.wait(5)
+    assert packet_ins[0][:15] == frame(b"C")[:15]
+
+
+def test_idle_switch_uses_no_cpu(net):
+    with Running(net, WireEngine(), port_rates={2: 1e6}):
+        before = os.times()
+        time.sleep(1.0)  # measuring idleness: there is nothing to wait for
+        after = os.times()
+    assert (after.user + after.system) - (before.user + before.system) < 0.05
+
+
+class SlowEngine(WireEngine):
+    """A pipeline that needs 1 ms per packet: the switch cannot keep up with 5 kpps."""
+
+    def run_ingress(self, port: int, data: bytes) -> list[Job]:
+        time.sleep(0.001)
+        return super().run_ingress(port, data)
+
+
+def test_falling_behind_is_logged(net, caplog):
+    tx = net.socket("h1", net.ifaces["h1"])
+    caplog.set_level("WARNING", logger="p4sim.switch.device")
+    with Running(net, SlowEngine()):
+        for _ in range(1500):
+            tx.send(frame(b"S"))
+        end = time.monotonic() + 10
+        while "input backlog" not in caplog.text and time.monotonic() < end:
+            time.sleep(0.02)
+    assert "the switch is not keeping up" in caplog.text
+
+
+def test_link_down_and_up_does_not_stop_the_switch(net):
+    tx, rx = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
+    with Running(net, WireEngine()) as dev:
+        for iface in (net.ifaces["s1"], net.ifaces["s2"]):
+            net.run("sw", "ip", "link", "set", iface, "down")
+            net.run("sw", "ip", "link", "set", iface, "up")
+        got: list = []
+        end = time.monotonic() + 10
+        while not got and time.monotonic() < end:  # until the links carry frames again
+            tx.send(frame(b"L"))
+            got = recv_until(rx, 1, timeout=0.2)
+        assert got and dev.counters["pipeline_errors"] == 0
+
+
+def test_queue_rate_limits_packets_per_second(net):
+    tx, rx = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
+    with Running(net, WireEngine(), queue_rate_pps=1000, queue_depth=300):
+        for i in range(200):
+            tx.send(frame(b"P" + bytes([i]), 60))
+        got = recv_until(rx, 200, timeout=5)
+    assert len(got) == 200
+    times = [t for t, _ in got[20:]]  # past the idle port's burst allowance
+    assert (len(times) - 1) / (times[-1] - times[0]) == pytest.approx(1000, rel=0.05)
+
+
+def test_replacing_the_pipeline_drops_packets_queued_by_the_old_one(net):
+    tx, rx = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
+    with Running(net, WireEngine(), port_rates={2: 10_000.0}) as dev:  # 100 ms a packet
+        for i in range(20):
+            tx.send(frame(b"O" + bytes([i]), 1000))
+        first = recv_until(rx, 1, timeout=5)
+        with dev.lock:
+            queued = dev.queue_stats()[2]["qdepth"]
+            dev.install(WireEngine())  # a new program: the old one's queued packets are stale
+        assert queued > 10
+        tx.send(frame(b"N"))
+        rest = recv_until(rx, 1, timeout=5)
+    assert [d[14:15] for _, d in first + rest] == [b"O", b"N"]
+    assert dev.counters["stale_after_reload"] == queued

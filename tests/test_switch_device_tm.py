@@ -1,0 +1,139 @@
+"""Traffic manager: queue depths, tail drop, token-bucket timing, priorities (fake clock)."""
+
+from __future__ import annotations
+
+import pytest
+
+from p4sim.switch.traffic_manager import BURST_SECONDS, Dequeued, TrafficManager
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def drain(tm: TrafficManager, clock: FakeClock, size: int = 100) -> list[tuple[int, Dequeued]]:
+    """Run the TM as the device loop does: service, then jump to the next deadline."""
+    out: list[tuple[int, Dequeued]] = []
+
+    def transmit(d: Dequeued) -> int:
+        out.append((clock.now, d))
+        return size
+
+    while True:
+        tm.service(transmit)
+        deadline = tm.next_deadline()
+        if deadline is None:
+            return out
+        assert deadline > clock.now or tm.backlog() == 0
+        clock.now = max(clock.now, deadline)
+
+
+def test_queue_depth_metadata_are_true_occupancies():
+    clock = FakeClock()
+    tm = TrafficManager(clock)
+    for i in range(3):
+        assert tm.enqueue(1, 0, f"p{i}")
+        clock.now += 10
+    sent = drain(tm, clock)
+    assert [d.item for _, d in sent] == ["p0", "p1", "p2"]
+    assert [d.enq_qdepth for _, d in sent] == [0, 1, 2]
+    assert [d.deq_qdepth for _, d in sent] == [2, 1, 0]
+    assert [d.enq_timestamp for _, d in sent] == [1000, 1010, 1020]
+    assert [d.deq_timedelta for _, d in sent] == [30, 20, 10]
+
+
+def test_tail_drop_at_depth_is_counted_per_port():
+    clock = FakeClock()
+    tm = TrafficManager(clock, depth=4)
+    results = [tm.enqueue(2, 0, i) for i in range(6)]
+    assert results == [True] * 4 + [False] * 2
+    assert tm.drops(2) == 2 and tm.drops(1) == 0
+    tm.set_queue_depth(2, 5)
+    assert tm.enqueue(2, 0, "x") and not tm.enqueue(2, 0, "y")
+    assert tm.stats()[2]["drops"] == 3
+
+
+def test_byte_rate_spaces_packets_at_line_rate():
+    clock = FakeClock()
+    tm = TrafficManager(clock)
+    tm.set_port_rate(1, 10_000)  # 10 kB/s: a 100-byte packet every 10 ms
+    for i in range(20):
+        tm.enqueue(1, 0, i)
+    sent = drain(tm, clock, size=100)
+    times = [t for t, _ in sent]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert all(9_990 <= g <= 10_010 for g in gaps), gaps
+    assert sent[-1][1].deq_timedelta == pytest.approx(19 * 10_000, abs=40)
+
+
+def test_late_timer_is_absorbed_by_the_burst_allowance():
+    clock = FakeClock()
+    tm = TrafficManager(clock)
+    rate = 100_000.0  # bytes/s, 1 ms per 100-byte packet
+    tm.set_port_rate(1, rate)
+    for i in range(60):
+        tm.enqueue(1, 0, i)
+    sent = 0
+
+    def transmit(d: Dequeued) -> int:
+        nonlocal sent
+        sent += 1
+        return 100
+
+    start = clock.now
+    while tm.backlog():
+        tm.service(transmit)
+        clock.now += 3_000  # the loop wakes 3 ms apart, much later than each deadline
+    elapsed = (clock.now - 3_000 - start) / 1e6
+    assert 3_000 / 1e6 < BURST_SECONDS
+    assert sent == 60
+    assert sent * 100 / elapsed == pytest.approx(rate, rel=0.06)
+
+
+def test_packet_rate_limit():
+    clock = FakeClock()
+    tm = TrafficManager(clock, queue_rate_pps=100)
+    for i in range(5):
+        tm.enqueue(3, 0, i)
+    times = [t for t, _ in drain(tm, clock)]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert len(gaps) == 4 and all(10_000 <= g <= 10_002 for g in gaps), gaps
+
+
+def test_strict_priority_highest_value_first_and_per_priority_depth():
+    clock = FakeClock()
+    tm = TrafficManager(clock, priorities=3)
+    tm.enqueue(1, 0, "low-a")
+    tm.enqueue(1, 2, "high")
+    tm.enqueue(1, 0, "low-b")
+    tm.enqueue(1, 1, "mid")
+    sent = drain(tm, clock)
+    assert [d.item for _, d in sent] == ["high", "mid", "low-a", "low-b"]
+    assert [(d.priority, d.enq_qdepth) for _, d in sent] == [(2, 0), (1, 0), (0, 0), (0, 1)]
+
+
+def test_priority_out_of_range_is_dropped():
+    tm = TrafficManager(FakeClock(), priorities=2)
+    assert not tm.enqueue(1, 2, "x")
+    assert tm.drops(1) == 1
+
+
+def test_idle_tm_has_no_deadline():
+    clock = FakeClock()
+    tm = TrafficManager(clock)
+    tm.set_port_rate(1, 1000)
+    assert tm.next_deadline() is None
+    tm.enqueue(1, 0, "x")
+    assert tm.next_deadline() is not None
+    drain(tm, clock)
+    assert tm.next_deadline() is None and tm.backlog() == 0
+
+
+@pytest.mark.parametrize("kwargs", [{"priorities": 0}, {"depth": 0}, {"queue_rate_pps": -1}])
+def test_bad_settings_are_rejected(kwargs):
+    with pytest.raises(ValueError):
+        TrafficManager(FakeClock(), **kwargs)
