@@ -8,7 +8,10 @@
  *   - ecn_threshold: egress queue depth -> marking threshold out of 65536, filled by
  *     the controller from the DCQCN profile (Kmin, Kmax, Pmax).
  *   - switch_config: per-switch salt, switch id and the 1-in-N sampling rate.
- * Standard P4-16 that p4c accepts unchanged.
+ *   - arp_reply: a leaf answers ARP requests for its rail gateway address itself
+ *     (proxy ARP), so hosts resolve their first hop without any other ARP speaker.
+ * Standard P4-16 that p4c accepts unchanged. The ECMP hash algorithm is chosen at
+ * compile time (-DECMP_HASH_ALGO=crc16), as the fabric spec's `ecmp_hash` says.
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -25,6 +28,12 @@ const bit<32> NUM_PORTS = 64;
 #ifndef CPU_PORT
 #define CPU_PORT 255
 #endif
+/* HashAlgorithm member used by ECMP; topo/hashmodel.py mirrors it bit for bit. */
+#ifndef ECMP_HASH_ALGO
+#define ECMP_HASH_ALGO crc32
+#endif
+const bit<16> ARP_REQUEST = 1;
+const bit<16> ARP_REPLY = 2;
 /* Field list id preserved into the sampled clone (see clone_preserving_field_list). */
 #define SAMPLE_FIELDS 1
 
@@ -124,6 +133,10 @@ struct metadata_t {
     bit<16> ecmp_group;
     bit<16> ecmp_index;
     bit<32> salt;
+    /* L4 ports fed to the ECMP hash: the UDP ports, 0 for other protocols (fields of
+     * an invalid header are undefined, so the hash never reads them directly). */
+    bit<16> l4_src;
+    bit<16> l4_dst;
     @field_list(SAMPLE_FIELDS) bit<32> switch_id;
     bit<32> sample_rate;
     bit<16> mark_threshold;
@@ -221,9 +234,9 @@ control AstralIngress(inout headers_t hdr, inout metadata_t meta,
 
     action ecmp_select(bit<16> group, bit<16> size) {
         meta.ecmp_group = group;
-        hash(meta.ecmp_index, HashAlgorithm.crc32, (bit<16>)0,
+        hash(meta.ecmp_index, HashAlgorithm.ECMP_HASH_ALGO, (bit<16>)0,
              { meta.salt, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr, hdr.ipv4.protocol,
-               hdr.udp.srcPort, hdr.udp.dstPort },
+               meta.l4_src, meta.l4_dst },
              size);
     }
 
@@ -248,6 +261,26 @@ control AstralIngress(inout headers_t hdr, inout metadata_t meta,
         standard_metadata.egress_spec = port;
     }
 
+    /* Turn an ARP request into the reply for `mac` and send it back where it came from. */
+    action arp_answer(mac_t mac) {
+        standard_metadata.egress_spec = standard_metadata.ingress_port;
+        hdr.ethernet.dstAddr = hdr.ethernet.srcAddr;
+        hdr.ethernet.srcAddr = mac;
+        hdr.arp.oper = ARP_REPLY;
+        hdr.arp.tha = hdr.arp.sha;
+        hdr.arp.sha = mac;
+        ip4_t asked = hdr.arp.tpa;
+        hdr.arp.tpa = hdr.arp.spa;
+        hdr.arp.spa = asked;
+    }
+
+    table arp_reply {
+        key = { hdr.arp.tpa: exact; }
+        actions = { arp_answer; drop; }
+        size = 64;
+        default_action = drop();
+    }
+
     apply {
         meta.ingress_port = (bit<16>)standard_metadata.ingress_port;
         if (hdr.packet_out.isValid()) {
@@ -256,9 +289,17 @@ control AstralIngress(inout headers_t hdr, inout metadata_t meta,
             hdr.packet_out.setInvalid();
             return;
         }
-        if (!hdr.ipv4.isValid() || !hdr.udp.isValid() && !hdr.icmp.isValid()) {
+        if (hdr.arp.isValid() && hdr.arp.oper == ARP_REQUEST) {
+            arp_reply.apply();
+            return;
+        }
+        if (!hdr.ipv4.isValid()) {
             drop();
             return;
+        }
+        if (hdr.udp.isValid()) {
+            meta.l4_src = hdr.udp.srcPort;
+            meta.l4_dst = hdr.udp.dstPort;
         }
         rx_port_counter.count((bit<32>)standard_metadata.ingress_port);
         if (hdr.ipv4.ttl <= 1) {

@@ -76,10 +76,10 @@ class Netns:
         if len(if_a) > 15:
             raise ValueError(f"interface name {if_a!r} longer than 15 characters")
         # Created directly inside namespace a, so nothing ever lives in the root namespace.
-        _ip("-n", self.name(ns_a), "link", "add", if_a, "mtu", str(mtu), "type", "veth",
+        _ip("-n", self.name(ns_a), "link", "add", if_a, "type", "veth",
             "peer", "name", if_b, "netns", self.name(ns_b))
         for ns, iface in ((ns_a, if_a), (ns_b, if_b)):
-            self.run(ns, "ip", "link", "set", iface, "up")
+            self.run(ns, "ip", "link", "set", iface, "mtu", str(mtu), "up")
         return if_a, if_b
 
     def run(self, short: str, *cmd: str) -> subprocess.CompletedProcess:

@@ -89,7 +89,7 @@ def program() -> dict:
             {"op": "_jump", "parameters": [HEX(5)]},
             assign(F("out", "j"), HEX(0xBB)),
             {"op": "exit", "parameters": []},
-            assign(F("out", "ce"), F("out", "ce"))]},
+            assign(F("out", "j"), EXPR("&", EXPR("+", F("out", "j"), HEX(1)), HEX(0xFF)))]},
         {"name": "trunc", "id": 3, "runtime_data": [], "primitives": [
             {"op": "truncate", "parameters": [HEX(8)]},
             assign(F("standard_metadata", "egress_spec"), HEX(9))]},
@@ -181,9 +181,11 @@ def test_signed_shift_and_saturating_cast(sw):
 
 def test_action_jumps_and_exit(sw):
     (port, out), = sw.process(0, base(0, 5, b"\x09"))
-    assert port == 9 and out_of(out)["j"] == 0xAA
+    assert port == 9 and out_of(out)["j"] == 0xAB
+    # exit: as in BMv2 the action runs to its end (j + 1), then the rest of the
+    # pipeline (tbl_port) is skipped
     (port, out), = sw.process(0, base(0, 6, b"\x09"))
-    assert port == 0 and out_of(out)["j"] == 0xBB                 # exit skipped tbl_port
+    assert port == 0 and out_of(out)["j"] == 0xBC
 
 
 def test_varbit_extract_and_deparse(sw):
@@ -237,3 +239,20 @@ def test_log_msg_formats_its_arguments(sw, caplog):
     with caplog.at_level("INFO", logger="p4sim.switch.log_msg"):
         sw.process(0, base(0, 5, b"\x09"))
     assert "n=5" in caplog.text
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda p: p["actions"][4]["primitives"].append({"op": "_Foo_bar", "parameters": []}), "_Foo_bar"),
+    (lambda p: p["actions"][4]["primitives"].append(assign(F("base", "nope"), HEX(1))), "nope"),
+    (lambda p: p["pipelines"].pop(), "egress"),
+    (lambda p: p["calculations"][0].update(algo="md5"), "md5"),
+    (lambda p: p["parsers"][0]["parse_states"][0]["transitions"].insert(
+        0, to("hexstr", "0x09", "nowhere")), "nowhere"),
+    (lambda p: p.pop("parsers"), "parser"),
+])
+def test_unloadable_programs_raise_program_error_naming_the_problem(mutate, words):
+    from p4sim.switch.errors import ProgramError
+    prog = program()
+    mutate(prog)
+    with pytest.raises(ProgramError, match=words):
+        V1Switch(prog)

@@ -112,3 +112,12 @@ def test_command_line_exit_status_and_summary(tmp_path, capsys):
     assert stf_main([str(BASIC), str(stf)]) == 1
     captured = capsys.readouterr()
     assert "t.stf:1:1: error: unknown STF command 'bogus'" in captured.err
+
+
+def test_digest_program_sends_the_learned_pairs():
+    """STF has no digest check, so the digest program's messages are checked here."""
+    out = io.StringIO()
+    result = run_stf(str(GOOD / "digest.p4"), str(GOOD / "digest.stf"), out=out)
+    assert result.passed, out.getvalue()
+    digests = [line for line in out.getvalue().splitlines() if line.startswith("digest ")]
+    assert digests == ["digest learn_t: 0xa, 0x3", "digest learn_t: 0xb, 0x1"]

@@ -100,6 +100,20 @@ def test_check_counter_forms():
     assert named.index == "A"
 
 
+def test_lines_as_p4c_testdata_writes_them():
+    cmds = parse_stf(
+        "add tab1 ethernet.dstAddr:0xa1a2a3a4a5a6 act(port:2) = A\n"
+        "packet 0 a1a2a3a4a5a6 0000\n"
+        "wait\n"
+        "check_counter cnt($A) bytes == 12\n"
+        "expect 5 0000085c0000 ffffffffffa4 ce2e\n"
+    )
+    assert cmds[0].handle_name == "A"
+    assert cmds[1].data == bytes.fromhex("a1a2a3a4a5a60000")
+    assert (cmds[3].counter, cmds[3].index, cmds[3].kind, cmds[3].value) == ("cnt", "A", "bytes", 12)
+    assert cmds[4].pattern.nibbles == "0000085C0000FFFFFFFFFFA4CE2E"
+
+
 def test_no_packet_wait_remove():
     nop, wait, rall, rone = parse_stf("no_packet\nwait\nremove all\nremove t 5 k:0x0a&&&0xff")
     assert isinstance(nop, NoPacket) and isinstance(wait, Wait)

@@ -1,8 +1,8 @@
 """The compiler front end: P4-16 source file -> resolved, typed `ast.Program`.
 
 Stages, each in its own module: `preprocess` (system cpp, line map back to the
-sources), `lexer` + `parse` (LALR grammar `p4_16.lark` -> AST), `typecheck` (name
-resolution with `resolve`, types, constant widths via `consteval`). The contract the
+sources), `lexer` + `parse` (LALR grammar `p4_16.lark` -> AST), `typecheck` +
+`exprcheck` (name resolution with `resolve`, types, constant widths via `consteval`). The contract the
 back end relies on is documented in `typecheck`.
 """
 

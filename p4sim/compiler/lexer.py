@@ -271,7 +271,7 @@ class TokenListLexer(Lexer):
     """Hands lark a prepared token list (the "text" given to `Lark.parse`)."""
 
     def __init__(self, lexer_conf: object) -> None:
-        pass
+        """lark passes its lexer configuration; the tokens are already made."""
 
     def lex(self, tokens: list[Token]) -> Iterator[Token]:  # type: ignore[override]
         # lark's interface 0 for custom lexers: called with the parse() input itself

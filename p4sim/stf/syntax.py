@@ -461,7 +461,7 @@ def _parse_check_counter(line: _Line, loc: Loc) -> CheckCounter:
     line.expect("punct", "(")
     index: int | str
     if line.at("name"):
-        index = line.next().text
+        index = line.next().text.lstrip("$")  # p4c's files write the entry name as $NAME
     else:
         index = _number(line, "counter index")
     line.expect("punct", ")")

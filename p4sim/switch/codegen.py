@@ -11,173 +11,12 @@ objects the code refers to (tables, extern arrays, hash functions, helpers).
 from __future__ import annotations
 
 import itertools
-import logging
-import random
 from typing import Any
 
-from .errors import ProgramError
+from . import phv
+from .errors import P4AssertionError, ProgramError
 from .program import HeaderInfo, Layout
 from .tables import lookup_mode
-
-# --------------------------------------------------------------------------------
-# Helpers the generated code calls (placed in its namespace by `runtime_namespace`).
-
-
-class ParserException(Exception):
-    """Raised by generated parser code; carries the error code and bytes parsed."""
-
-    def __init__(self, code: int, pos: int) -> None:
-        super().__init__(code)
-        self.code = code
-        self.pos = pos
-
-
-class ExitPipeline(Exception):
-    """The P4 `exit` statement: stops the current control (BMv2 `mark_for_exit`)."""
-
-
-class P4AssertionError(RuntimeError):
-    """A P4 `assert`/`assume` failed; BMv2 logs and aborts, p4sim raises this."""
-
-
-def _sx(value: int, width: int) -> int:
-    """Wrap `value` into a signed `width`-bit integer (two's complement)."""
-    half = 1 << (width - 1)
-    return ((value + half) & ((1 << width) - 1)) - half
-
-
-def _usat(value: int, width: int) -> int:
-    top = (1 << width) - 1
-    return 0 if value < 0 else top if value > top else value
-
-
-def _sat(value: int, width: int) -> int:
-    lo = -(1 << (width - 1))
-    hi = (1 << (width - 1)) - 1
-    return lo if value < lo else hi if value > hi else value
-
-
-def _peek(data: bytes, pos: int, bitoff: int, width: int) -> int:
-    """`width` bits starting `bitoff` bits after `pos`, zero beyond the packet end."""
-    start = pos + (bitoff >> 3)
-    lead = bitoff & 7
-    nbytes = (lead + width + 7) >> 3
-    chunk = data[start:start + nbytes]
-    if len(chunk) < nbytes:
-        chunk = chunk + b"\x00" * (nbytes - len(chunk))
-    return (int.from_bytes(chunk, "big") >> (nbytes * 8 - lead - width)) & ((1 << width) - 1)
-
-
-def _shl(value: int, amount: int) -> int:
-    """`value << amount`, without building huge integers for absurd run-time amounts
-    (every P4 result is masked to at most a few thousand bits, so those give 0)."""
-    return value << amount if amount < 4096 else 0
-
-
-_p4log = logging.getLogger("p4sim.switch.log_msg")
-
-
-def _log_msg(fmt: str, values: tuple) -> None:
-    """P4 `log_msg`: BMv2 prints it with --log-console; p4sim logs it at INFO."""
-    if _p4log.isEnabledFor(logging.INFO):
-        parts = fmt.split("{}")
-        text = parts[0] + "".join(str(v) + p for v, p in zip(values, parts[1:]))
-        _p4log.info("%s", text)
-
-
-def _rng(lo: int, hi: int) -> int:
-    return random.randint(lo, hi) if lo <= hi else lo
-
-
-class HeaderOps:
-    """Run-time header operations for headers only known at run time (stack items).
-
-    `info[hid]` = (valid_slot, field slots, wire bytes, sibling valid slots,
-    varbit length slots) for every header id.
-    """
-
-    def __init__(self, layout: Layout) -> None:
-        self.info: dict[int, tuple] = {}
-        for h in layout.headers:
-            self.info[h.id] = (
-                h.valid_slot, tuple(f.slot for f in h.fields), h.nbytes,
-                tuple(layout.by_id[s].valid_slot for s in h.union_siblings),
-                tuple(f.len_slot for f in h.fields if f.varbit))
-
-    def set_valid(self, F: list, S: Any, hid: int) -> None:
-        """BMv2 `add_header`: zero an invalid header and make it valid."""
-        vslot, slots, nbytes, siblings, lens = self.info[hid]
-        if not F[vslot]:
-            for s in slots:
-                F[s] = 0
-            for s in lens:
-                F[s] = 0
-            F[vslot] = True
-            for s in siblings:
-                F[s] = False
-            S.plen += nbytes
-
-    def set_invalid(self, F: list, S: Any, hid: int) -> None:
-        """BMv2 `remove_header`."""
-        vslot, _slots, nbytes, _siblings, _lens = self.info[hid]
-        if F[vslot]:
-            S.plen -= nbytes
-            F[vslot] = False
-
-    def copy(self, F: list, dst: int, src: int) -> None:
-        """BMv2 `assign_header`: copy validity and (when valid) every field."""
-        dv, dslots, _n, dsib, dlens = self.info[dst]
-        sv, sslots, _n2, _ssib, slens = self.info[src]
-        if not F[sv]:
-            F[dv] = False
-            return
-        F[dv] = True
-        for s in dsib:
-            F[s] = False
-        for d, s in zip(dslots, sslots):
-            F[d] = F[s]
-        for d, s in zip(dlens, slens):
-            F[d] = F[s]
-
-    def swap(self, F: list, a: int, b: int) -> None:
-        av, aslots, _n, _as, alens = self.info[a]
-        bv, bslots, _n2, _bs, blens = self.info[b]
-        for x, y in zip((av,) + aslots + alens, (bv,) + bslots + blens):
-            F[x], F[y] = F[y], F[x]
-
-    def equal(self, F: list, a: int, b: int) -> bool:
-        """BMv2 `==h`: both invalid, or both valid with equal fields."""
-        av, aslots, _n, _as, _al = self.info[a]
-        bv, bslots, _n2, _bs, _bl = self.info[b]
-        if not F[av] or not F[bv]:
-            return not F[av] and not F[bv]
-        return all(F[x] == F[y] for x, y in zip(aslots, bslots))
-
-    def push_front(self, F: list, hids: tuple, count_slot: int, num: int) -> None:
-        """P4-16 `push_front(num)` as BMv2's StackP4_16 does it."""
-        if num <= 0:
-            return
-        size = len(hids)
-        F[count_slot] = min(size, F[count_slot] + num)
-        for i in range(size - 1, num - 1, -1):
-            self.swap(F, hids[i], hids[i - num])
-        for i in range(min(size, num)):
-            F[self.info[hids[i]][0]] = False
-
-    def pop_front(self, F: list, hids: tuple, count_slot: int, num: int) -> None:
-        """P4-16 `pop_front(num)` as BMv2's StackP4_16 does it."""
-        if num <= 0:
-            return
-        size = len(hids)
-        F[count_slot] -= min(F[count_slot], num)
-        i = 0
-        if num < size:
-            for i in range(size - num):
-                self.swap(F, hids[i], hids[i + num])
-            i = size - num
-        for j in range(i, size):
-            F[self.info[hids[j]][0]] = False
-
 
 def _ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
@@ -205,13 +44,14 @@ class Generator:
         self.meters = {m["name"]: m for m in js.get("meter_arrays", [])}
         self.registers = {r["name"]: r for r in js.get("register_arrays", [])}
         self.vsets = {v["name"]: v for v in js.get("parse_vsets", [])}
-        self.hdr_ops = HeaderOps(layout)
+        self.hdr_ops = phv.HeaderOps(layout)
         self.late: list[str] = []          # module-level lines emitted after all functions
         self._states: list[dict] = []      # parse states of the parser being emitted
+        self._inline: set[str] = set()     # states emitted inside their predecessor
         self.vset_keys: dict[str, list[int]] = {}   # value set -> key field widths
-        env.update(_sx=_sx, _usat=_usat, _sat=_sat, _peek=_peek, _rng=_rng, _shl=_shl,
-                   _PE=ParserException, _Exit=ExitPipeline, _HO=self.hdr_ops, _log_msg=_log_msg,
-                   _AssertFail=P4AssertionError)
+        env.update(_sx=phv.sx, _usat=phv.usat, _sat=phv.sat, _peek=phv.peek, _rng=phv.rng,
+                   _shl=phv.shl, _PE=phv.ParserException, _Exit=phv.ExitPipeline,
+                   _HO=self.hdr_ops, _log_msg=phv.log_msg, _AssertFail=P4AssertionError)
         env["HF"] = {h.id: tuple(f.slot for f in h.fields) for h in layout.headers}
         env["HV"] = {h.id: h.valid_slot for h in layout.headers}
         for s in layout.stacks.values():
@@ -524,7 +364,8 @@ class Generator:
             if self.std.get("mcast_grp") is not None:
                 self.emit(f"F[{self.std['mcast_grp'].slot}] = 0", ind)
         elif op == "exit":
-            self.emit("raise _Exit()", ind)
+            # BMv2 finishes the action, then skips the rest of the pipeline
+            self.emit("ex = True", ind)
         elif op == "no_op":
             self.emit("pass", ind)
         elif op == "log_msg":
@@ -584,7 +425,9 @@ class Generator:
         elif op == "generate_digest":
             self.emit(f"S.learn = ({e(ps[1])}) & 0xFFFF", ind)
         elif op == "truncate":
-            self.emit(f"S.trunc = {e(ps[0])}", ind)
+            t = self.tmp()
+            self.emit(f"{t} = {e(ps[0])}", ind)
+            self.emit(f"S.trunc = {t} if S.trunc is None or {t} < S.trunc else S.trunc", ind)
         elif op in ("add_to_field", "subtract_from_field"):
             sign = "+" if op == "add_to_field" else "-"
             code, _w, _s = self.lvalue(ps[0])
@@ -609,6 +452,9 @@ class Generator:
         fname = f"A_{act['id']}"
         prims = act.get("primitives", [])
         self.emit(f"def {fname}(F, S, d):")
+        exits = any(p["op"] == "exit" for p in prims)
+        if exits:
+            self.emit("ex = False", 1)
         if any(p["op"] in ("_jump", "_jump_if_zero") for p in prims):
             self.emit("pc = 0", 1)
             self.emit("while True:", 1)
@@ -625,13 +471,15 @@ class Generator:
                 else:
                     self.primitive(p, 3)
             self.emit("else:", 2)
-            self.emit("return", 3)
+            self.emit("break", 3)
             self.emit("pc += 1", 2)
         elif not prims:
             self.emit("pass", 1)
         else:
             for p in prims:
                 self.primitive(p, 1)
+        if exits:
+            self.emit("if ex: raise _Exit()", 1)
         self.emit("")
         return fname
 
@@ -710,9 +558,11 @@ class Generator:
         self.emit("")
         states = {st["name"]: st for st in parser.get("parse_states", [])}
         self._states = parser.get("parse_states", [])
-        for st in parser.get("parse_states", []):
-            self.parse_state(st, errs)
         init = parser.get("init_state")
+        self.inline_states(init)
+        for st in parser.get("parse_states", []):
+            if st["name"] not in self._inline:
+                self.parse_state(st, errs)
         start = f"P_{states[init]['id']}" if init in states else "None"
         self.emit("def PARSE(F, S, data):")
         self.emit(f"st = {start}", 1)
@@ -728,23 +578,53 @@ class Generator:
         return "PARSE"
 
     def parse_state(self, st: dict, errs: dict) -> None:
-        pte = errs["PacketTooShort"]
+        """Emit `P_<id>` for a state that is not inlined into its only predecessor."""
         self.emit(f"def P_{st['id']}(F, S, data, pos, dlen):")
+        self.state_body(st, errs, 1)
+        self.emit("")
+
+    def inline_states(self, init: str | None) -> None:
+        """Pick the states emitted inside their predecessor instead of as functions:
+        those entered by exactly one transition from another state (outside cycles),
+        which saves a call per state on the usual Ethernet/IP/L4 chains."""
+        indegree: dict[str, int] = {st["name"]: 0 for st in self._states}
+        pred: dict[str, str] = {}
+        if init in indegree:
+            indegree[init] += 1
+        for st in self._states:
+            for tr in st.get("transitions", []):
+                nxt = tr.get("next_state")
+                if nxt in indegree:
+                    indegree[nxt] += 1
+                    pred[nxt] = st["name"]
+        inline = {n for n, d in indegree.items() if d == 1 and n in pred and pred[n] != n}
+        for n in list(inline):
+            seen, cur = set(), n
+            while cur in inline and cur not in seen:
+                seen.add(cur)
+                cur = pred[cur]
+            if cur in seen:           # a cycle made only of inlinable states
+                inline -= seen
+        self._inline = inline
+
+    def state_body(self, st: dict, errs: dict, ind: int) -> None:
+        """Statements of one parse state at indentation `ind`; every path returns."""
+        pte = errs["PacketTooShort"]
         for opd in st.get("parser_ops", []):
             op = opd["op"]
             ps = opd.get("parameters", [])
             if op == "extract":
-                self.parse_extract(ps[0], None, pte, errs)
+                self.parse_extract(ps[0], None, pte, errs, ind)
             elif op == "extract_VL":
-                self.parse_extract(ps[0], self.expr(ps[1]), pte, errs)
+                self.parse_extract(ps[0], self.expr(ps[1]), pte, errs, ind)
             elif op == "set":
                 src = ps[1]
                 if src["type"] == "lookahead":
                     nbytes = (int(src["value"][1]) + 7) // 8
-                    self.emit(f"if dlen - pos < {nbytes}: raise _PE({pte}, pos)", 1)
-                self.emit(self.assign(ps[0], self.expr(src)), 1)
+                    self.emit(f"if dlen - pos < {nbytes}: raise _PE({pte}, pos)", ind)
+                self.emit(self.assign(ps[0], self.expr(src)), ind)
             elif op == "verify":
-                self.emit(f"if not {self.expr(ps[0])}: raise _PE({self.expr(ps[1])}, pos)", 1)
+                self.emit(f"if not {self.expr(ps[0])}: raise _PE({self.expr(ps[1])}, pos)", ind)
             elif op in ("advance", "shift"):
                 t = self.tmp()
                 if op == "shift":
@@ -752,26 +632,45 @@ class Generator:
                     if isinstance(amount, dict):
                         amount = amount["value"]
                     nbytes = int(amount, 16) if isinstance(amount, str) else int(amount)
-                    self.emit(f"{t} = {nbytes * 8}", 1)
+                    self.emit(f"{t} = {nbytes * 8}", ind)
                 else:
-                    self.emit(f"{t} = {self.expr(ps[0])}", 1)
-                self.emit(f"if {t} % 8: raise _PE({errs['ParserInvalidArgument']}, pos)", 1)
-                self.emit(f"if dlen - pos < ({t} >> 3): raise _PE({pte}, pos)", 1)
-                self.emit(f"pos += {t} >> 3", 1)
+                    self.emit(f"{t} = {self.expr(ps[0])}", ind)
+                self.emit(f"if {t} % 8: raise _PE({errs['ParserInvalidArgument']}, pos)", ind)
+                self.emit(f"if dlen - pos < ({t} >> 3): raise _PE({pte}, pos)", ind)
+                self.emit(f"pos += {t} >> 3", ind)
             elif op == "primitive":
-                self.primitive(ps[0], 1)
+                self.primitive(ps[0], ind)
             else:
                 raise ProgramError(f"parse state {st['name']!r}: unsupported parser op {op!r}")
         key = st.get("transition_key", [])
         trans = st.get("transitions", [])
-        names = {s["name"]: s["id"] for s in self._states}
-        def target(tr: dict) -> str:
+        by_name = {x["name"]: x for x in self._states}
+
+        def target(tr: dict) -> dict | None:
             nxt = tr.get("next_state")
             if nxt is None:
-                return "None"
-            if nxt not in names:
+                return None
+            if nxt not in by_name:
                 raise ProgramError(f"parse state {st['name']!r}: unknown next state {nxt!r}")
-            return f"P_{names[nxt]}"
+            return by_name[nxt]
+
+        def go(tr: dict, cond: str | None) -> None:
+            """Transition to `tr`'s state when `cond` holds (always when None)."""
+            nxt = target(tr)
+            inline = nxt is not None and nxt["name"] in self._inline
+            if cond is None:
+                if inline:
+                    self.state_body(nxt, errs, ind)
+                else:
+                    self.emit(f"return {'None' if nxt is None else 'P_%d' % nxt['id']}, pos", ind)
+                return
+            if inline:
+                self.emit(f"if {cond}:", ind)
+                self.state_body(nxt, errs, ind + 1)
+            else:
+                self.emit(f"if {cond}: return {'None' if nxt is None else 'P_%d' % nxt['id']}, pos",
+                          ind)
+
         if key:
             parts = []
             widths = []
@@ -796,22 +695,21 @@ class Generator:
             for code, w in zip(parts, widths):
                 shift -= ((w + 7) // 8) * 8
                 terms.append(f"({code} << {shift})" if shift else f"({code})")
-            self.emit(f"k = {' | '.join(terms)}", 1)
-        default = "None"
+            self.emit(f"k = {' | '.join(terms)}", ind)
         widths = widths if key else []
         for tr in trans:
             ttype = tr.get("type", "hexstr")
             if ttype == "default":
-                default = target(tr)
-                break
+                go(tr, None)
+                return
             mask = tr.get("mask")
             if ttype == "hexstr":
                 val = int(tr["value"], 16)
                 if mask is not None:
                     m = int(mask, 16)
-                    self.emit(f"if (k & {m}) == {val & m}: return {target(tr)}, pos", 1)
+                    go(tr, f"(k & {m}) == {val & m}")
                 else:
-                    self.emit(f"if k == {val}: return {target(tr)}, pos", 1)
+                    go(tr, f"k == {val}")
             elif ttype == "parse_vset":
                 vname = tr["value"]
                 if vname not in self.vsets:
@@ -819,32 +717,32 @@ class Generator:
                 obj = "VSET_" + _ident(vname)
                 self.vset_keys.setdefault(vname, widths)
                 if mask is not None:
-                    self.emit(f"if {obj}.match_masked(k, {int(mask, 16)}): return {target(tr)}, pos", 1)
+                    go(tr, f"{obj}.match_masked(k, {int(mask, 16)})")
                 else:
-                    self.emit(f"if {obj}.match(k): return {target(tr)}, pos", 1)
+                    go(tr, f"{obj}.match(k)")
             else:
                 raise ProgramError(f"parse state {st['name']!r}: unsupported transition {ttype!r}")
-        self.emit(f"return {default}, pos", 1)
-        self.emit("")
+        self.emit("return None, pos", ind)
 
-    def parse_extract(self, target: dict, nbits: str | None, pte: int, errs: dict) -> None:
+    def parse_extract(self, target: dict, nbits: str | None, pte: int, errs: dict,
+                      ind: int) -> None:
         t, v = target["type"], target["value"]
         if t == "regular":
             h = self.L.header(v)
             if nbits is None and not h.has_varbit:
-                self.extract_lines(h, pte, 1)
-                self.emit(f"pos += {h.nbytes}", 1)
+                self.extract_lines(h, pte, ind)
+                self.emit(f"pos += {h.nbytes}", ind)
             elif nbits is None:
                 raise ProgramError(f"header {h.name!r} has a varbit field: use extract_VL")
             else:
-                self.emit(f"pos = XV_{h.id}(F, data, pos, dlen, {nbits})", 1)
+                self.emit(f"pos = XV_{h.id}(F, data, pos, dlen, {nbits})", ind)
         elif t == "stack":
             s = self.stack(v)
-            self.emit(f"i = F[{s.count_slot}]", 1)
-            self.emit(f"if i >= {len(s.header_ids)}: raise _PE({errs['StackOutOfBounds']}, pos)", 1)
+            self.emit(f"i = F[{s.count_slot}]", ind)
+            self.emit(f"if i >= {len(s.header_ids)}: raise _PE({errs['StackOutOfBounds']}, pos)", ind)
             extra = "" if nbits is None else f", {nbits}"
-            self.emit(f"pos = XS_{_ident(s.name)}[i](F, data, pos, dlen{extra})", 1)
-            self.emit(f"F[{s.count_slot}] = i + 1", 1)
+            self.emit(f"pos = XS_{_ident(s.name)}[i](F, data, pos, dlen{extra})", ind)
+            self.emit(f"F[{s.count_slot}] = i + 1", ind)
         elif t == "union_stack":
             us = self.L.union_stacks[v[0]]
             u0 = self.L.union_by_id[us.header_ids[0]]
@@ -853,11 +751,11 @@ class Generator:
             name = f"XU_{_ident(us.name)}_{off}"
             prefix = "XV_" if self.L.by_id[hids[0]].has_varbit else "X_"
             self.late.append(f"{name} = ({', '.join(prefix + str(h) for h in hids)},)")
-            self.emit(f"i = F[{us.count_slot}]", 1)
-            self.emit(f"if i >= {len(hids)}: raise _PE({errs['StackOutOfBounds']}, pos)", 1)
+            self.emit(f"i = F[{us.count_slot}]", ind)
+            self.emit(f"if i >= {len(hids)}: raise _PE({errs['StackOutOfBounds']}, pos)", ind)
             extra = "" if nbits is None else f", {nbits}"
-            self.emit(f"pos = {name}[i](F, data, pos, dlen{extra})", 1)
-            self.emit(f"F[{us.count_slot}] = i + 1", 1)
+            self.emit(f"pos = {name}[i](F, data, pos, dlen{extra})", ind)
+            self.emit(f"F[{us.count_slot}] = i + 1", ind)
         else:
             raise ProgramError(f"unsupported extract target type {t!r}")
 

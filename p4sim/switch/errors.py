@@ -47,3 +47,7 @@ class InUse(StateError):
 
 class BadIndex(StateError):
     """An index is outside an extern array."""
+
+
+class P4AssertionError(RuntimeError):
+    """A P4 `assert`/`assume` failed while processing a packet (BMv2 aborts)."""

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import hashes
-from .codegen import ExitPipeline, Generator, _ident
+from .codegen import Generator, _ident
+from .phv import ExitPipeline
 from .errors import NoSuchName, ProgramError, StateError
 from .externs import CounterArray, Meter, MeterArray, RegisterArray, Replication, ValueSet
 from .program import Layout

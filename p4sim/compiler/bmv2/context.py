@@ -117,6 +117,8 @@ class Context:
         self.layout = Layout()
         self.cp = ControlPlane()
         self.names = NameGen()  # actions, tables, conditionals, calculations...
+        self.synth_actions: set[str] = set()  # names the compiler made up
+        self.synth_tables: set[str] = set()
         self.actions: list[dict] = []
         self.action_ids: dict[tuple[int, str], int] = {}
         self.calculations: list[dict] = []
@@ -139,7 +141,9 @@ class Context:
     # -------------------------------------------------------------- naming
     def node_name(self) -> str:
         self.node_counter += 1
-        return f"node_{self.node_counter}"
+        name = self.names.fresh(f"node_{self.node_counter}")
+        self.synth_tables.add(name)
+        return name
 
     # -------------------------------------------------------------- globals
     def global_value(self, decl: object, e: ast.Expr) -> Any:

@@ -75,6 +75,7 @@ def action_id(ctx: Context, av: ActionValue) -> int:
 
 def synthesized_action(ctx: Context, base: str, primitives: list[dict]) -> tuple[str, int]:
     name = ctx.names.fresh(base)
+    ctx.synth_actions.add(name)
     aid = len(ctx.actions)
     ctx.actions.append({"name": name, "id": aid, "runtime_data": [], "primitives": primitives})
     return name, aid
@@ -184,6 +185,7 @@ class ControlLowerer:
 
     def synth_table(self, tname: str, aname: str, aid: int, data: list[str], next_: Optional[str]) -> str:
         name = self.ctx.names.fresh(tname)
+        self.ctx.synth_tables.add(name)
         self.tables.append({
             "name": name, "id": self.new_id("tables"), "key": [], "match_type": "exact", "type": "simple",
             "max_size": DEFAULT_TABLE_SIZE, "with_counters": False, "support_timeout": False,

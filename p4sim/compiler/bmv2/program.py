@@ -17,6 +17,7 @@ from p4sim.compiler.bmv2.context import Context, PacketValue, Scope
 from p4sim.compiler.bmv2.controls import ControlLowerer, bind_ctor_params
 from p4sim.compiler.bmv2.externs import create_calculation
 from p4sim.compiler.bmv2.expressions import enum_member
+from p4sim.compiler.bmv2.ordering import put_in_reading_order
 from p4sim.compiler.bmv2.parsers import ParserLowerer
 from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
 from p4sim.compiler.bmv2.storage import FieldLoc, HeaderLoc, StackLoc, StructLoc, UnionLoc, base_type
@@ -62,6 +63,8 @@ def build_bmv2_json(design: Design, source_name: str) -> tuple[dict, ControlPlan
     for inst, verify in ((b.verify, True), (b.compute, False)):
         scope = block_scope(ctx, inst, "verify" if verify else "compute", [hdr, meta])
         checksums(ctx, inst.decl.apply.stmts, scope, verify)
+
+    put_in_reading_order(pipelines, ctx.actions, ctx.synth_tables, ctx.synth_actions, set(ctx.names.used))
 
     dep_scope = block_scope(ctx, b.deparser, "deparser", [PacketValue("out"), hdr])
     order = deparser_order(dep_scope, b.deparser.decl.apply.stmts)

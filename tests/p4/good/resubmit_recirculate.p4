@@ -1,6 +1,6 @@
 // Resubmit (the original packet goes through ingress again) and recirculate (the
 // deparsed output goes through ingress again), each keeping only the metadata in
-// field list 1. The pass is told apart by instance_type (6 resubmit, 4 recirculate).
+// field list 1. Ingress tells the pass by instance_type (6 resubmit, 4 recirculate).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -60,7 +60,9 @@ control MyIngress(inout headers hdr, inout metadata meta,
 control MyEgress(inout headers hdr, inout metadata meta,
                  inout standard_metadata_t standard_metadata) {
     apply {
-        if (hdr.h.kind == 2 && standard_metadata.instance_type == 0) {
+        // instance_type is 0 again in egress (BMv2 marks every unicast packet NORMAL
+        // when it leaves ingress), so the first pass is recognised by itype == 0.
+        if (hdr.h.kind == 2 && hdr.h.itype == 0) {
             meta.count = 7;
             hdr.h.mark = 0xEE;
             recirculate_preserving_field_list(1);
