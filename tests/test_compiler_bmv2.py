@@ -510,3 +510,135 @@ def test_rejected_programs_name_the_problem(tmp_path, apply, message):
     with pytest.raises(CompileError, match=message) as info:
         build(tmp_path, src)
     assert info.value.pos.line > 0
+
+
+# ------------------------------------------------------------------ p4c golden
+
+
+def test_basic_forwarding_matches_p4c_output(tmp_path):
+    """The P4 tutorials' basic forwarding program: parser, checksum and the
+    ingress table as p4c emits them (its basic.json, minus source_info)."""
+    j = build(tmp_path, (Path(__file__).parent / "p4" / "good" / "basic_ipv4.p4").read_text())
+    ipv4_fields = ["version", "ihl", "diffserv", "totalLen", "identification", "flags", "fragOffset", "ttl",
+                   "protocol", "srcAddr", "dstAddr"]
+    assert j["calculations"] == [{"name": "calc", "id": 0, "algo": "csum16",
+                                  "input": [{"type": "field", "value": ["ipv4", f]} for f in ipv4_fields]}]
+    assert j["checksums"] == [{
+        "name": "cksum", "id": 0, "target": ["ipv4", "hdrChecksum"], "type": "generic", "calculation": "calc",
+        "verify": False, "update": True,
+        "if_cond": {"type": "expression", "value": {"op": "d2b", "left": None,
+                                                    "right": {"type": "field", "value": ["ipv4", "$valid$"]}}}}]
+    ingress = pipeline(j)
+    (cond,) = ingress["conditionals"]
+    assert ingress["init_table"] == cond["name"]
+    assert (cond["true_next"], cond["false_next"]) == ("MyIngress.ipv4_lpm", None)
+    ids = {a["name"]: a["id"] for a in j["actions"]}
+    assert [a["name"] for a in j["actions"]] == ["NoAction", "MyIngress.drop", "MyIngress.ipv4_forward"]
+    (lpm,) = ingress["tables"]
+    assert lpm == {
+        "name": "MyIngress.ipv4_lpm", "id": 0,
+        "key": [{"match_type": "lpm", "name": "hdr.ipv4.dstAddr", "target": ["ipv4", "dstAddr"], "mask": None}],
+        "match_type": "lpm", "type": "simple", "max_size": 1024, "with_counters": False,
+        "support_timeout": False, "direct_meters": None,
+        "action_ids": [ids["MyIngress.ipv4_forward"], ids["MyIngress.drop"], ids["NoAction"]],
+        "actions": ["MyIngress.ipv4_forward", "MyIngress.drop", "NoAction"],
+        "base_default_next": None,
+        "next_tables": {"MyIngress.ipv4_forward": None, "MyIngress.drop": None, "NoAction": None},
+        "default_entry": {"action_id": ids["MyIngress.drop"], "action_const": False, "action_data": [],
+                          "action_entry_const": False},
+    }
+    start, eth, ip = j["parsers"][0]["parse_states"]
+    assert eth["transitions"] == [
+        {"type": "hexstr", "value": "0x0800", "mask": None, "next_state": "parse_ipv4"},
+        {"type": "default", "value": None, "mask": None, "next_state": None}]
+    assert eth["transition_key"] == [{"type": "field", "value": ["ethernet", "etherType"]}]
+    assert pipeline(j, "egress") == {"name": "egress", "id": 1, "init_table": None, "tables": [],
+                                     "action_profiles": [], "conditionals": []}
+    assert j["field_aliases"][0] == ["queueing_metadata.enq_timestamp", ["standard_metadata", "enq_timestamp"]]
+
+
+def test_apply_block_reads_in_program_order(tmp_path):
+    j = build(tmp_path, program(apply="""
+        hdr.ipv4.ttl = 1;
+        if (hdr.ipv4.isValid()) { hdr.ipv4.ttl = 2; } else { hdr.ipv4.ttl = 3; }
+        hdr.ipv4.ttl = 4;"""))
+    p = pipeline(j)
+    assert [t["name"] for t in p["tables"]] == ["tbl_act", "tbl_act_0", "tbl_act_1", "tbl_act_2"]
+    assert [t["id"] for t in p["tables"]] == [0, 1, 2, 3]
+    assert [prims(j, t["actions"][0]) for t in p["tables"]] == [
+        ["assign(ipv4.ttl, 0x01)"], ["assign(ipv4.ttl, 0x02)"], ["assign(ipv4.ttl, 0x03)"],
+        ["assign(ipv4.ttl, 0x04)"]]
+    assert p["init_table"] == "tbl_act"
+    (cond,) = p["conditionals"]
+    assert table(j, "tbl_act")["next_tables"] == {"act": cond["name"]}
+    assert (cond["true_next"], cond["false_next"]) == ("tbl_act_0", "tbl_act_1")
+    assert [a["name"] for a in j["actions"]] == ["act", "act_0", "act_1", "act_2"]
+
+
+def test_sub_parser_and_parser_locals(tmp_path):
+    j = build(tmp_path, program(
+        meta="bit<8> count;",
+        controls="""
+        parser Inner(packet_in p, inout headers h, inout metadata m) {
+            state start { p.extract(h.ipv4); m.count = m.count + 1; transition accept; }
+        }""",
+        parser_locals="Inner() inner; bit<8> depth = 3;",
+        parser="""
+        state start {
+            pkt.extract(hdr.ethernet);
+            transition select(hdr.ethernet.etherType) { 0x0800: ip; default: accept; }
+        }
+        state ip { meta.count = depth; inner.apply(pkt, hdr, meta); meta.count = meta.count + 2; transition accept; }
+        """))
+    states = {s["name"]: s for s in j["parsers"][0]["parse_states"]}
+    assert states["start"]["parser_ops"][0] == {"op": "set", "parameters": [
+        {"type": "field", "value": ["scalars", "depth"]}, {"type": "hexstr", "value": "0x03"}]}
+    assert states["ip"]["transitions"] == [{"type": "default", "value": None, "mask": None,
+                                            "next_state": "inner_start"}]
+    inner = states["inner_start"]
+    assert inner["parser_ops"][0] == {"op": "extract", "parameters": [{"type": "regular", "value": "ipv4"}]}
+    cont = inner["transitions"][0]["next_state"]
+    assert cont == "ip_cont" and states[cont]["transitions"][0]["next_state"] is None
+    assert len(states[cont]["parser_ops"]) == 1  # meta.count + 2 after the sub-parser
+
+
+def test_unions_and_varbit(tmp_path):
+    j = build(tmp_path, program(
+        top="header a_t { bit<8> x; } header b_t { bit<16> y; } header_union ab_t { a_t a; b_t b; }"
+            "header opt_t { bit<8> len; varbit<320> data; }",
+        headers="ethernet_t ethernet; opt_t opt; ab_t u;",
+        parser="""
+        state start {
+            pkt.extract(hdr.ethernet);
+            pkt.extract(hdr.opt, (bit<32>) hdr.opt.len * 8);
+            pkt.extract(hdr.u.a);
+            transition accept;
+        }""",
+        apply="if (hdr.u.isValid()) { hdr.u.b.setValid(); }"))
+    assert j["header_union_types"] == [{"name": "ab_t", "id": 0, "headers": [["a", "a_t"], ["b", "b_t"]]}]
+    ids = {h["name"]: h["id"] for h in j["headers"]}
+    assert j["header_unions"] == [{"name": "u", "id": 0, "union_type": "ab_t", "header_ids": [ids["u.a"], ids["u.b"]]}]
+    opt_t = [t for t in j["header_types"] if t["name"] == "opt_t"][0]
+    assert opt_t["fields"] == [["len", 8, False], ["data", "*"]] and opt_t["max_length"] == 41
+    ops = j["parsers"][0]["parse_states"][0]["parser_ops"]
+    assert ops[1]["op"] == "extract_VL"
+    assert show(ops[1]["parameters"][1]) == "((opt.len * 0x00000008) & 0xffffffff)"
+    assert ops[2]["parameters"] == [{"type": "regular", "value": "u.a"}]
+    (cond,) = pipeline(j)["conditionals"]
+    assert show(cond["expression"]) == "valid_union(u)"
+
+
+def test_entry_priorities_follow_p4_rules(tmp_path):
+    """Explicit priorities: the largest wins in P4, the smallest number in BMv2."""
+    j = build(tmp_path, program(ingress="""
+        table t {
+            key = { hdr.ipv4.srcAddr: ternary; }
+            actions = { NoAction; }
+            entries = {
+                priority = 10: 0x01 &&& 0xff: NoAction();
+                0x02 &&& 0xff: NoAction();
+                priority = 30: 0x03 &&& 0xff: NoAction();
+            }
+        }""", apply="t.apply();"))
+    # P4 priorities 10, 9 (10 - 1), 30  ->  BMv2 21, 22, 1
+    assert [e["priority"] for e in table(j, "MyIngress.t")["entries"]] == [21, 22, 1]

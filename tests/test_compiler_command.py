@@ -84,3 +84,18 @@ def test_console_entry_point(tmp_path):
                         capture_output=True, text=True, timeout=120)
     assert rc.returncode == 0, rc.stderr
     assert (tmp_path / "basic_ipv4.json").exists()
+
+
+def test_p4c_bm2_ss_style_output_file(tmp_path):
+    target = tmp_path / "out" / "basic.json"
+    info = tmp_path / "basic.p4.p4info.txt"
+    assert main(["--p4v", "16", "--p4runtime-files", str(info), "-o", str(target), str(GOOD)]) == 0
+    assert json.loads(target.read_text())["__meta__"]["version"] == [2, 23]
+    assert text_format.Parse(info.read_text(), p4i.P4Info()).tables
+
+
+def test_missing_source_is_reported_without_a_fake_position(tmp_path, capsys):
+    missing = tmp_path / "nope.p4"
+    assert main(["-o", str(tmp_path), str(missing)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{missing}: error:") and "<builtin>" not in err

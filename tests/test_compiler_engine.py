@@ -117,3 +117,74 @@ def test_hit_takes_the_return_path(switch):
 def test_exit_leaves_other_packets_alone(switch):
     pkt = bytes.fromhex("000000000001" "000000000002" "0800") + b"\x45" * 20
     assert switch.process(4, pkt) == [(0, pkt)]
+
+
+PARSING = """
+#include <core.p4>
+#include <v1model.p4>
+header ethernet_t { bit<48> dst; bit<48> src; bit<16> etherType; }
+header opt_t { bit<8> len; varbit<64> data; }
+header a_t { bit<8> x; }
+header b_t { bit<16> y; }
+header_union ab_t { a_t a; b_t b; }
+struct metadata { bit<8> count; }
+struct headers { ethernet_t ethernet; opt_t opt; ab_t u; }
+parser Options(packet_in pkt, inout headers hdr, inout metadata meta) {
+    state start {
+        pkt.extract(hdr.opt, (bit<32>) hdr.opt.len * 8);
+        transition accept;
+    }
+}
+parser MyParser(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    Options() options;
+    bit<8> seen = 0x10;
+    state start {
+        pkt.extract(hdr.ethernet);
+        transition select(pkt.lookahead<bit<8>>(), hdr.ethernet.etherType) {
+            (_, 0x0001): opts;
+            (0x00..0x7f, 0x0002): ua;
+            (_, 0x0002): ub;
+            default: accept;
+        }
+    }
+    state opts { meta.count = seen; options.apply(pkt, hdr, meta); meta.count = meta.count + 1; transition accept; }
+    state ua { pkt.extract(hdr.u.a); transition accept; }
+    state ub { pkt.extract(hdr.u.b); transition accept; }
+}
+control MyVerifyChecksum(inout headers hdr, inout metadata meta) { apply { } }
+control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        if (hdr.opt.isValid()) { hdr.ethernet.etherType = (bit<16>) meta.count; }
+        if (hdr.u.a.isValid()) { hdr.u.b.setValid(); hdr.u.b.y = 0xBEEF; }
+    }
+}
+control MyEgress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control MyComputeChecksum(inout headers hdr, inout metadata meta) { apply { } }
+control MyDeparser(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr); } }
+V1Switch(MyParser(), MyVerifyChecksum(), MyIngress(), MyEgress(), MyComputeChecksum(), MyDeparser()) main;
+"""
+
+
+@pytest.fixture(scope="module")
+def parsing(tmp_path_factory) -> V1Switch:
+    path: Path = tmp_path_factory.mktemp("engine") / "parsing.p4"
+    path.write_text(PARSING)
+    return V1Switch(compile_file(str(path)).bmv2_json)
+
+
+def eth(ethertype: int) -> bytes:
+    return bytes.fromhex("000000000001000000000002") + ethertype.to_bytes(2, "big")
+
+
+def test_sub_parser_varbit_and_parser_locals(parsing):
+    pkt = eth(1) + bytes([2]) + b"AB" + b"payload"
+    ((port, out),) = parsing.process(0, pkt)
+    # the sub-parser extracted 2 bytes of options; count = 0x10 (local init) + 1
+    assert out == eth(0x11) + bytes([2]) + b"AB" + b"payload"
+
+
+def test_lookahead_range_and_header_union(parsing):
+    ((_, out),) = parsing.process(0, eth(2) + bytes([0x05]) + b"rest")
+    assert out == eth(2) + bytes.fromhex("BEEF") + b"rest"   # a replaced by b: the union keeps one
+    ((_, out),) = parsing.process(0, eth(2) + bytes([0x85, 0x01]) + b"rest")
+    assert out == eth(2) + bytes([0x85, 0x01]) + b"rest"     # 0x85 > 0x7f: parsed as b, unchanged

@@ -228,3 +228,22 @@ def test_value_set_pads_each_key_field_to_bytes_like_bmv2():
     assert vs.match(0x01EE)
     with pytest.raises(errors.BadMatch):
         vs.add(0x1000, None)
+
+
+def test_csum16_equals_the_word_by_word_ones_complement_sum():
+    import random as rnd
+    gen = rnd.Random(7)
+
+    def reference(data: bytes) -> int:
+        if len(data) % 2:
+            data += b"\x00"
+        total = 0
+        for i in range(0, len(data), 2):
+            total += (data[i] << 8) | data[i + 1]
+            total = (total & 0xFFFF) + (total >> 16)
+        return ~total & 0xFFFF
+
+    cases = [b"", b"\x00\x00", b"\xff\xff", b"\xff\xff\xff\xff", b"\x01"]
+    cases += [bytes(gen.randrange(256) for _ in range(gen.randrange(1, 60))) for _ in range(200)]
+    for data in cases:
+        assert hashes.csum16(data) == reference(data), data.hex()

@@ -199,3 +199,30 @@ def test_endless_recirculation_is_dropped_instead_of_hanging():
     sw = V1Switch(program)
     acl(sw, ANY, "MyIngress.recirc_fwd", [2], 1)
     assert sw.process(0, pkt(0x01)) == []
+
+
+def test_queueing_metadata_and_timestamps_reach_egress():
+    program = json.loads(FIXTURE.read_text())
+    stamp = next(a for a in program["actions"] if a["name"] == "MyEgress.stamp")
+
+    def put(dst: str, expr: dict) -> dict:
+        return {"op": "assign", "parameters": [{"type": "field", "value": ["ctl", dst]}, expr]}
+
+    def low(field: str, mask: int, minus: str | None = None) -> dict:
+        value = {"type": "field", "value": ["standard_metadata", field]}
+        if minus:
+            value = {"type": "expression", "value": {"op": "-", "left": value, "right": {
+                "type": "field", "value": ["standard_metadata", minus]}}}
+        return {"type": "expression", "value": {"type": "expression", "value": {
+            "op": "&", "left": value, "right": {"type": "hexstr", "value": hex(mask)}}}}
+    stamp["primitives"] = [
+        put("op", low("enq_qdepth", 0xFF)), put("arg", low("deq_qdepth", 0xFF)),
+        put("idx", low("deq_timedelta", 0xFF)),
+        put("val", low("egress_global_timestamp", 0xFFFF, minus="ingress_global_timestamp"))]
+    now = [100]
+    sw = V1Switch(program, clock=lambda: now[0])
+    acl(sw, ANY, "MyIngress.fwd", [3], 1)
+    (job,) = sw.run_ingress(0, pkt(0x01))
+    now[0] = 350
+    (port, out), = sw.run_egress(job, 7, 4, 120, 230)
+    assert (port, *ctl(out)) == (3, 7, 4, 230, 250)

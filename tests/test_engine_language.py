@@ -256,3 +256,85 @@ def test_unloadable_programs_raise_program_error_naming_the_problem(mutate, word
     mutate(prog)
     with pytest.raises(ProgramError, match=words):
         V1Switch(prog)
+
+
+def union_stack_program() -> dict:
+    """Header-union stack `us[2]` of {a: {x:8}, b: {y:16}}, parsed by a lookahead
+    loop (0x0A: member a, 0x0B: member b); ingress sends parser errors to port 2."""
+    def ustate(sid: int, name: str, member: str, key: list, trans: list) -> dict:
+        return state(sid, name, [{"op": "extract", "parameters": [
+            {"type": "union_stack", "value": ["us", member]}]}], key, trans)
+    return {
+        "header_types": [
+            {"name": "standard_metadata", "id": 0, "fields": STD},
+            {"name": "a_t", "id": 1, "fields": [["x", 8, False]]},
+            {"name": "b_t", "id": 2, "fields": [["y", 16, False]]}],
+        "headers": [
+            {"name": "standard_metadata", "id": 0, "header_type": "standard_metadata", "metadata": True},
+            {"name": "us[0].a", "id": 1, "header_type": "a_t", "metadata": False},
+            {"name": "us[0].b", "id": 2, "header_type": "b_t", "metadata": False},
+            {"name": "us[1].a", "id": 3, "header_type": "a_t", "metadata": False},
+            {"name": "us[1].b", "id": 4, "header_type": "b_t", "metadata": False}],
+        "header_union_types": [{"name": "u_t", "id": 0, "headers": [["a", "a_t"], ["b", "b_t"]]}],
+        "header_unions": [
+            {"name": "us[0]", "id": 0, "union_type": "u_t", "header_ids": [1, 2]},
+            {"name": "us[1]", "id": 1, "union_type": "u_t", "header_ids": [3, 4]}],
+        "header_union_stacks": [{"name": "us", "id": 0, "union_type": "u_t", "header_union_ids": [0, 1]}],
+        "parsers": [{"name": "parser", "id": 0, "init_state": "start", "parse_states": [
+            state(0, "start", [], [{"type": "lookahead", "value": [0, 8]}], [
+                to("hexstr", "0x0a", "pa"), to("hexstr", "0x0b", "pb"), to("default", None, None)]),
+            ustate(1, "pa", "a", [{"type": "union_stack_field", "value": ["us", "a", "x"]}], [
+                to("hexstr", "0x0a", "start"), to("default", None, None)]),
+            ustate(2, "pb", "b", [], [to("default", None, "start")])]}],
+        "deparsers": [{"name": "deparser", "id": 0, "order": ["us[0].a", "us[0].b", "us[1].a", "us[1].b"]}],
+        "actions": [{"name": "out", "id": 0, "runtime_data": [{"name": "p", "bitwidth": 9}], "primitives": [
+            assign(F("standard_metadata", "egress_spec"), {"type": "runtime_data", "value": 0})]}],
+        "pipelines": [
+            {"name": "ingress", "id": 0, "init_table": "node_err", "tables": [
+                {**tbl(0, "to1", 0, "out", None), "default_entry": {"action_id": 0, "action_data": ["0x1"]}},
+                {**tbl(1, "to2", 0, "out", None), "default_entry": {"action_id": 0, "action_data": ["0x2"]}}],
+             "conditionals": [{"name": "node_err", "id": 0,
+                               "expression": EXPR("!=", F("standard_metadata", "parser_error"), HEX(0)),
+                               "true_next": "to2", "false_next": "to1"}]},
+            {"name": "egress", "id": 1, "init_table": None, "tables": [], "conditionals": []}],
+    }
+
+
+def test_header_union_stack_extract_and_union_stack_field_key():
+    sw = V1Switch(union_stack_program())
+    data = bytes.fromhex("0a0b77ff")          # us[0].a.x = 0a, us[1].b.y = 0b77, payload ff
+    assert sw.process(0, data) == [(1, data)]
+    (port, _out), = sw.process(0, bytes.fromhex("0a0a0a"))   # a third union: out of bounds
+    assert port == 2
+
+
+def test_long_parser_chains_compile_and_run():
+    # 120 one-byte headers in a chain of select states: more than Python's nesting
+    # limit if every state were inlined into its predecessor
+    n = 120
+    prog = union_stack_program()
+    prog["header_types"].append({"name": "c_t", "id": 9, "fields": [["v", 8, False]]})
+    prog["headers"] += [{"name": f"c{i}", "id": 10 + i, "header_type": "c_t", "metadata": False}
+                        for i in range(n)]
+    prog["parsers"][0]["parse_states"] = [
+        state(100 + i, f"s{i}", [extract(f"c{i}")], [{"type": "field", "value": [f"c{i}", "v"]}],
+              [to("hexstr", "0x01", f"s{i + 1}" if i + 1 < n else None), to("default", None, None)])
+        for i in range(n)]
+    prog["parsers"][0]["init_state"] = "s0"
+    prog["deparsers"][0]["order"] = [f"c{i}" for i in range(n)]
+    sw = V1Switch(prog)
+    data = b"\x01" * n + b"tail"
+    assert sw.process(0, data) == [(1, data)]
+    (port, _), = sw.process(0, b"\x01" * 10)                  # runs out: PacketTooShort
+    assert port == 2
+
+
+def test_header_union_stack_push_front_moves_whole_unions():
+    prog = union_stack_program()
+    prog["actions"][0]["primitives"][:0] = [
+        {"op": "push", "parameters": [{"type": "header_union_stack", "value": "us"}, HEX(1)]},
+        {"op": "add_header", "parameters": [hdr("us[0].a")]},
+        assign(F("us[0].a", "x"), HEX(0x99))]
+    sw = V1Switch(prog)
+    # parsed: us[0] = a(0a), us[1] = b(0b77); after push: us[0] = a(99), us[1] = a(0a)
+    assert sw.process(0, bytes.fromhex("0a0b77ff")) == [(1, bytes.fromhex("990aff"))]

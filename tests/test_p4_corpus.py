@@ -10,6 +10,7 @@ extra packet must each fail, at the right STF line.
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -43,11 +44,11 @@ PKT_IN = "0000000000AA0000000000BB0800 4500002100010000401165C10A00000A0A000101 
 PKT_OUT = "0000000001010000000000AA0800 45000021000100003F1166C10A00000A0A000101 04D20050000DA1D5 68656C6C6F"
 
 
-def run_text(tmp_path: Path, stf_text: str):
+def run_text(tmp_path: Path, stf_text: str, program: Path = BASIC):
     stf = tmp_path / "t.stf"
     stf.write_text(stf_text)
     out = io.StringIO()
-    result = run_stf(str(BASIC), str(stf), out=out)
+    result = run_stf(str(program), str(stf), out=out)
     return result, out.getvalue()
 
 
@@ -121,3 +122,56 @@ def test_digest_program_sends_the_learned_pairs():
     assert result.passed, out.getvalue()
     digests = [line for line in out.getvalue().splitlines() if line.startswith("digest ")]
     assert digests == ["digest learn_t: 0xa, 0x3", "digest learn_t: 0xb, 0x1"]
+
+
+def test_expect_without_data_accepts_any_packets_on_its_port(tmp_path):
+    result, out = run_text(tmp_path, ROUTE + f"packet 0 {PKT_IN}\npacket 0 {PKT_IN}\nexpect 1\n")
+    assert result.passed, out
+    result, out = run_text(tmp_path, ROUTE + f"packet 0 {PKT_IN}\nexpect 1\nexpect 1 {PKT_OUT}\n")
+    assert "port 1 has both 'expect 1' without data and with data" in out
+
+
+def test_remove_all_empties_the_tables(tmp_path):
+    result, out = run_text(tmp_path, ROUTE + f"remove all\npacket 0 {PKT_IN}\nno_packet\n")
+    assert result.passed, out
+
+
+def test_check_counter_failure_names_counter_and_values(tmp_path):
+    result, out = run_text(
+        tmp_path, "packet 0 00 00 AABBCCDD\ncheck_counter c(0) packets == 5\ncheck_counter c(0) bytes == 6\n"
+        "expect 1 00 00 AABBCCDD\n", program=GOOD / "counters.p4",
+    )
+    assert [f.loc.line for f in result.failures] == [2], out
+    assert "counter MyIngress.c(0) packets: expected == 5, got 1" in out
+
+
+def test_direct_counter_needs_an_entry_name(tmp_path):
+    result, _ = run_text(tmp_path, "check_counter dc(0)\ncheck_counter dc(NOPE)\n", program=GOOD / "counters.p4")
+    assert "is a direct counter" in result.failures[0].message
+    assert "no entry named 'NOPE'" in result.failures[1].message
+
+
+def test_bmv2_json_program_is_accepted(tmp_path, capsys):
+    from p4sim.compiler import compile_file
+
+    pipeline = tmp_path / "basic.json"
+    pipeline.write_text(json.dumps(compile_file(str(BASIC)).bmv2_json))
+    stf = tmp_path / "t.stf"
+    stf.write_text(ROUTE + f"packet 0 {PKT_IN}\nexpect 1 {PKT_OUT}\n")
+    assert stf_main([str(pipeline), str(stf)]) == 0
+    assert "PASS: 1 packets, 1 expectations" in capsys.readouterr().out
+
+
+def test_add_and_setdefault_on_an_action_profile_table_create_members(tmp_path):
+    result, out = run_text(
+        tmp_path,
+        "add t_prof dst:0x09 set_port(port:7)\nsetdefault t_prof set_port(port:8)\n"
+        "packet 0 09 0000 00\nexpect 7 09 0000 07\npacket 0 0A 0000 00\nexpect 8 0A 0000 08\n",
+        program=GOOD / "action_selector.p4",
+    )
+    assert result.passed, out
+
+
+def test_const_default_action_cannot_be_changed(tmp_path):
+    result, _ = run_text(tmp_path, "setdefault t_const set_r5(v:1)\n", program=GOOD / "match_kinds.p4")
+    assert [f.loc.line for f in result.failures] == [1]

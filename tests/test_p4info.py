@@ -232,7 +232,7 @@ def test_duplicate_and_wrong_prefix_ids_are_rejected(tmp_path):
 
 EXTERNS = PRELUDE + """
 @controller_header("packet_in")
-header packet_in_t { bit<9> ingress_port; bit<7> pad; }
+header packet_in_header_t { bit<9> ingress_port; bit<7> pad; }
 @controller_header("packet_out")
 header packet_out_t { bit<9> egress_port; bit<7> pad; }
 struct digest_t { bit<48> mac; bit<9> port; }
@@ -311,10 +311,13 @@ def test_extern_objects_in_p4info(tmp_path):
     assert (vs.preamble.name, vs.size, [f.bitwidth for f in vs.match]) == ("P.types", 8, [16])
     cpm = {c.preamble.name: c for c in info.controller_packet_metadata}
     assert sorted(cpm) == ["packet_in", "packet_out"]
+    assert list(cpm["packet_in"].preamble.annotations) == ['@controller_header("packet_in")']
     assert [(x.id, x.name, x.bitwidth) for x in cpm["packet_in"].metadata] == [(1, "ingress_port", 9), (2, "pad", 7)]
     # IDs carry their resource-type prefix
+    # p4c hashes the header type name: fabric.p4's packet_in_header_t is 81826293 there too
+    assert cpm["packet_in"].preamble.id == 81826293
     prefixes = {"I.hits": 0x13, "I.rate": 0x15, "I.pm": 0x14, "I.last_seen": 0x16, "digest_t": 0x17,
-                "P.types": 0x03, "packet_in": 0x04, "I.sel": 0x11, "I.mac": 0x02, "I.fwd": 0x01}
+                "P.types": 0x03, "I.sel": 0x11, "I.mac": 0x02, "I.fwd": 0x01}
     assert {n: ids[n] >> 24 for n in prefixes} == prefixes
 
 

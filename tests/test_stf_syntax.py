@@ -61,6 +61,11 @@ def test_key_value_forms():
     assert vals[4] == Number(0o17, 0o77, 6)
 
 
+def test_quoted_names():
+    cmd = one('add "MyIngress.t" "hdr.h.a":1 "MyIngress.a"(p:2)')
+    assert (cmd.table, cmd.keys[0].field, cmd.action.name) == ("MyIngress.t", "hdr.h.a", "MyIngress.a")
+
+
 def test_stack_element_key_names_use_brackets():
     cmd = one("add t hdr.stack$1.f:1 a()")
     assert cmd.keys[0].field == "hdr.stack[1].f"
@@ -161,3 +166,16 @@ def test_errors_name_line_column_and_problem(text, line, col, words):
     assert (err.loc.line, err.loc.col) == (line, col), str(err)
     assert words in err.message
     assert str(err).startswith(f"bad.stf:{line}:{col}: error: ")
+
+
+def test_every_cli_command_has_a_handler_taking_its_arguments():
+    import inspect
+
+    from p4sim.stf.cli import SwitchCli
+    from p4sim.stf.syntax import CLI_SIGNATURES
+
+    for name, signature in CLI_SIGNATURES.items():
+        handler = getattr(SwitchCli, "do_" + name)
+        params = list(inspect.signature(handler).parameters)[1:]
+        assert len(params) == len(signature), name
+        assert handler.__doc__.startswith(name), name

@@ -6,9 +6,14 @@ The pipeline has p4c's shape, one package per stage:
   the result is a typed `ast.Program`;
 * mid end (`midend/`): target-independent facts about the typed program -- the
   v1model blocks and their instances, control-plane names, compile-time constants;
-* back end (`bmv2/`): lowering to the BMv2 JSON pipeline (inlining sub-controls,
-  sub-parsers, functions and nested action calls; apply-block statements moved into
-  synthesized actions and tables); `p4info.py` builds the P4Runtime schema.
+* back end (`bmv2/`): lowering to the BMv2 JSON pipeline, one module per job --
+  `storage` (headers, stacks, unions, ``scalars``), `expressions` (P4 width
+  semantics), `statements` (primitives; inlining of actions and functions),
+  `externs`, `tables`, `controls` (apply blocks -> tables/conditionals, ``tbl_act``
+  synthesized tables, sub-control inlining), `parsers` (sub-parser inlining),
+  `ordering` (p4c's reading order and names), `program` (the whole document);
+* `p4info.py` builds the P4Runtime schema from the control-plane inventory the back
+  end records (`midend.controlplane`), so JSON and P4Info always agree.
 
 Everyone else uses only `compile_file` / `compile_program` and `CompileResult`.
 """

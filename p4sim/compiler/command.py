@@ -4,7 +4,8 @@
         --p4runtime-files build/prog.p4info.txtpb[,build/prog.p4info.binpb] \\
         -o build [-I DIR] [-D NAME[=VALUE]] prog.p4
 
-writes ``build/prog.json`` (BMv2 JSON) and each P4Info file in the format its
+writes ``build/prog.json`` (BMv2 JSON; ``-o x.json`` names the file, as with
+p4c-bm2-ss) and each P4Info file in the format its
 extension says (``.txt``/``.txtpb`` text, ``.bin``/``.binpb`` binary, ``.json``
 JSON), or in ``--p4runtime-format``'s for any other extension, like p4c. A rejected
 program prints p4c-style diagnostics on stderr and exits 1.
@@ -29,7 +30,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--target", default="bmv2", choices=["bmv2"])
     ap.add_argument("--arch", default="v1model", choices=["v1model"])
     ap.add_argument("--std", default="p4-16", choices=["p4-16", "p4_16"])
-    ap.add_argument("-o", "--output", dest="outdir", default=".", help="output directory (default: .)")
+    ap.add_argument("--p4v", default="16", choices=["16"], help="(p4c-bm2-ss) language version")
+    ap.add_argument("-o", "--output", dest="outdir", default=".",
+                    help="output directory (default: .); a path ending in .json names the JSON file "
+                         "itself, as p4c-bm2-ss -o does")
     ap.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
     ap.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]")
     ap.add_argument("--p4runtime-files", default="", help="comma-separated P4Info output files")
@@ -64,15 +68,25 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         result = compile_file(args.source, args.include_dirs, _defines(args.defines))
     except CompileError as e:
-        print(e.render(), file=sys.stderr)
+        # an error with no source position (missing file, cpp missing) names the input
+        where_known = e.pos.line > 0
+        print(e.render() if where_known else f"{args.source}: {e.kind}: {e.message}", file=sys.stderr)
         return 1
     except RecursionError:
         print(f"{args.source}: error: program is nested too deeply", file=sys.stderr)
         return 1
+    except Exception as e:  # a compiler bug: report it like p4c's "Compiler Bug", no traceback
+        print(f"{args.source}: error: internal compiler error ({type(e).__name__}: {e}); "
+              "please report this program", file=sys.stderr)
+        return 1
     try:
-        os.makedirs(args.outdir, exist_ok=True)
-        base = os.path.splitext(os.path.basename(args.source))[0]
-        with open(os.path.join(args.outdir, base + ".json"), "w") as f:
+        if args.outdir.endswith(".json"):
+            json_path = args.outdir
+        else:
+            base = os.path.splitext(os.path.basename(args.source))[0]
+            json_path = os.path.join(args.outdir, base + ".json")
+        os.makedirs(os.path.dirname(json_path) or ".", exist_ok=True)
+        with open(json_path, "w") as f:
             json.dump(result.bmv2_json, f, indent=2)
             f.write("\n")
         files = [p for p in (args.p4runtime_files.split(",") + [args.p4runtime_file]) if p]

@@ -138,12 +138,15 @@ def build_p4info(cp: ControlPlane) -> p4i.P4Info:
         (P.REGISTER, [(r.name, r.decl) for r in cp.registers]),
         (P.DIGEST, [(d.name, None) for d in cp.digests]),
         (P.VALUE_SET, [(v.name, v.decl) for v in cp.value_sets]),
-        (P.CONTROLLER_HEADER, [(h.name, h.decl) for h in cp.controller_headers]),
     ]
     for prefix, items in kinds:
         for name, decl in items:
             ids.add(prefix, name, decl)
             suffixes.add(name)
+    # p4c's symbol for packet-I/O metadata is the header *type*; the preamble is
+    # named after the annotation ("packet_in"), which is also its alias
+    for h in cp.controller_headers:
+        ids.add(P.CONTROLLER_HEADER, h.decl.name, h.decl)
     ids.compute()
 
     info = p4i.P4Info()
@@ -153,9 +156,11 @@ def build_p4info(cp: ControlPlane) -> p4i.P4Info:
 
     def preamble(msg: object, prefix: int, name: str, decl: Optional[ast.Decl] = None) -> None:
         pre = msg.preamble  # type: ignore[attr-defined]
-        pre.id = ids(prefix, name)
+        if prefix == P.CONTROLLER_HEADER:
+            pre.id, pre.alias = ids(prefix, decl.name), name  # type: ignore[union-attr]
+        else:
+            pre.id, pre.alias = ids(prefix, name), suffixes.alias(name)
         pre.name = name
-        pre.alias = suffixes.alias(name)
         pre.annotations.extend(render_annotations(decl))
 
     for t in cp.tables:
@@ -165,6 +170,8 @@ def build_p4info(cp: ControlPlane) -> p4i.P4Info:
             mf = m.match_fields.add(id=i, name=f.name, bitwidth=f.bitwidth)
             mf.match_type = MATCH_TYPES[f.match_kind]
         for r in t.action_refs:
+            if (P.ACTION, r.action) not in ids.ids:
+                continue  # a @hidden action
             ar = m.action_refs.add(id=ids(P.ACTION, r.action))
             ar.scope = getattr(p4i.ActionRef, r.scope)
             if r.scope == "DEFAULT_ONLY":
@@ -254,7 +261,7 @@ def build_p4info(cp: ControlPlane) -> p4i.P4Info:
 
 
 #: Annotations p4c consumes itself instead of copying them into the preamble.
-_STRUCTURAL = {"name", "id", "hidden", "controller_header", "field_list", "defaultonly", "tableonly"}
+_STRUCTURAL = {"name", "id", "hidden", "field_list", "defaultonly", "tableonly"}
 
 
 def render_annotations(decl: Optional[ast.Decl]) -> list[str]:

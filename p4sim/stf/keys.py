@@ -4,7 +4,7 @@ The STF value forms do not say which match kind they are for; the key's kind and
 width (from the BMv2 JSON) decide, as in p4c's ``bmv2stf.py``: a hex ternary value's
 mask comes from its digits (``0x0a**`` -> mask ``0xff00``), an LPM value without
 ``/LEN`` gets the length its non-``*`` digits cover, and keys the entry does not
-mention are wildcards (exact keys: 0, like p4c).
+mention are wildcards (exact keys: 0, like p4c). Priorities are converted here too.
 """
 
 from __future__ import annotations
@@ -13,9 +13,13 @@ from p4sim.stf.program import KeyInfo, TableInfo
 from p4sim.stf.syntax import KeyValue, Masked, Number, Prefix, Span
 from p4sim.switch.match import Exact, Lpm, Optional, Range, Ternary, Valid
 
+# STF priorities rank like P4Runtime's (higher wins); BMv2's like a CLI's (lower wins).
+# p4c's runner converts with 10000 - priority; the same constant keeps us comparable.
+BMV2_PRIORITY_BASE = 10000
 
-class BadKey(Exception):
-    """A key value that does not suit its key (kind or width)."""
+
+class BadEntry(Exception):
+    """An entry that does not suit its table: a key value's kind or width, a priority."""
 
 
 def default_match(key: KeyInfo):
@@ -34,7 +38,7 @@ def default_match(key: KeyInfo):
 def _fits(key: KeyInfo, *values: int) -> None:
     for v in values:
         if v >= 1 << key.width:
-            raise BadKey(f"value {v:#x} does not fit in the {key.width}-bit key '{key.name}'")
+            raise BadEntry(f"value {v:#x} does not fit in the {key.width}-bit key '{key.name}'")
 
 
 def _lpm(width: int, value: int, length: int) -> Lpm:
@@ -61,7 +65,7 @@ def to_match(key: KeyInfo, value: KeyValue):
     elif kind == "lpm":
         if isinstance(value, Prefix):
             if value.length > width:
-                raise BadKey(f"prefix length {value.length} is longer than the {width}-bit key '{key.name}'")
+                raise BadEntry(f"prefix length {value.length} is longer than the {width}-bit key '{key.name}'")
             _fits(key, value.value)
             return _lpm(width, value.value, value.length)
         if isinstance(value, Number):
@@ -91,9 +95,18 @@ def to_match(key: KeyInfo, value: KeyValue):
         if isinstance(value, Number) and not value.has_wildcards:
             _fits(key, value.value)
             return Optional(value.value, False)
-    raise BadKey(f"a {type(value).__name__.lower()} value does not suit the {kind} key '{key.name}'")
+    raise BadEntry(f"a {type(value).__name__.lower()} value does not suit the {kind} key '{key.name}'")
 
 
 def entry_match(table: TableInfo, values: dict[int, KeyValue]) -> list:
     """The full key of an entry, in JSON key order, from the values given by key index."""
     return [to_match(k, values[i]) if i in values else default_match(k) for i, k in enumerate(table.keys)]
+
+
+def engine_priority(table: TableInfo, priority: int | None, stf_ranking: bool = True) -> int | None:
+    """The engine's (BMv2's) priority for an entry; ``stf_ranking``: higher numbers win."""
+    if not table.needs_priority:
+        return None  # p4c passes a priority only to ternary tables; LPM ranks by length
+    if priority is None:
+        raise BadEntry(f"table '{table.name}' ({table.match_type}) needs a priority: add {table.name} PRIORITY ...")
+    return BMV2_PRIORITY_BASE - priority if stf_ranking else priority

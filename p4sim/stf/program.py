@@ -24,6 +24,7 @@ class KeyInfo:
     name: str  # as in the JSON ``key`` list, e.g. ``hdr.ipv4.dstAddr``
     match_type: str  # exact | lpm | ternary | range | optional | valid
     width: int
+    spellings: tuple[str, ...] = ()  # every name an STF file may use for it (see key_index)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class TableInfo:
     actions: tuple[ActionInfo, ...]
     kind: str  # simple | indirect | indirect_ws
     action_profile: str | None
+    has_const_entries: bool = False  # ``const entries``: the control plane cannot change it
 
     @property
     def needs_priority(self) -> bool:
@@ -103,7 +105,7 @@ class Program:
                 actions = tuple(actions_by_id[i] for i in t.get("action_ids", []))
                 self.tables[t["name"]] = TableInfo(
                     t["name"], t.get("match_type", "exact"), keys, actions,
-                    t.get("type", "simple"), t.get("action_profile"),
+                    t.get("type", "simple"), t.get("action_profile"), bool(t.get("entries")),
                 )  # fmt: skip
         self.counters = {
             c["name"]: CounterInfo(c["name"], bool(c.get("is_direct")), c.get("binding"))
@@ -131,7 +133,10 @@ class Program:
         name = key.get("name") or (".".join(target) if isinstance(target, list) else str(target))
         if not (isinstance(target, list) and len(target) == 2 and tuple(target) in self._field_widths):
             raise UnknownName(f"table '{table}': cannot find the width of key '{name}' (target {target!r})")
-        return KeyInfo(name, key["match_type"], self._field_widths[tuple(target)])
+        spellings = [name, ".".join(target)]
+        if name.endswith(".isValid()"):
+            spellings.append(name[: -len("isValid()")] + "$valid$")
+        return KeyInfo(name, key["match_type"], self._field_widths[tuple(target)], tuple(spellings))
 
     # ------------------------------------------------------------ lookups
 
@@ -142,23 +147,31 @@ class Program:
         return resolve(name, ((a.name, a) for a in table.actions), f"action of table '{table.name}'")
 
     def key_index(self, table: TableInfo, field: str) -> int:
-        """p4c's key-name rules: exact, ``$valid$`` spellings, then ``.field`` suffix."""
-        names = [k.name for k in table.keys]
-        for cand in (field, field + "$", field + ".$valid$"):
-            if cand in names:
-                return names.index(cand)
-        if field.endswith(".valid") and field[: -len("valid")] + "$valid$" in names:
-            return names.index(field[: -len("valid")] + "$valid$")
-        if field == "valid":
-            found = [i for i, n in enumerate(names) if n == "$valid$" or n.endswith(".$valid$")]
-        else:
-            found = [i for i, n in enumerate(names) if n.endswith("." + field) or n.endswith("." + field + "$")]
-        if len(found) == 1:
-            return found[0]
-        if found:
-            raise UnknownName(f"key field '{field}' of table '{table.name}' is ambiguous: "
-                             + ", ".join(names[i] for i in found))  # fmt: skip
-        raise UnknownName(f"table '{table.name}' has no key field '{field}' (keys: {', '.join(names) or 'none'})")
+        """p4c's key-name rules: exact, ``$valid$`` spellings, then ``.field`` suffix.
+
+        A key answers to its JSON name, to the header/field of its target
+        (``ipv4.dstAddr``), and an ``X.isValid()`` key also to ``X.$valid$`` -- the
+        spelling STF files use, since STF names cannot contain parentheses.
+        """
+        spellings = [(i, n) for i, k in enumerate(table.keys) for n in k.spellings]
+
+        def matching(test) -> set[int]:
+            return {i for i, n in spellings if test(n)}
+
+        for rule in (
+            lambda n: n in (field, field + "$", field + ".$valid$"),
+            lambda n: field.endswith(".valid") and n == field[: -len("valid")] + "$valid$",
+            (lambda n: n == "$valid$" or n.endswith(".$valid$")) if field == "valid"
+            else (lambda n: n.endswith("." + field) or n.endswith("." + field + "$")),
+        ):
+            found = matching(rule)
+            if len(found) == 1:
+                return found.pop()
+            if found:
+                raise UnknownName(f"key field '{field}' of table '{table.name}' is ambiguous: "
+                                  + ", ".join(table.keys[i].name for i in sorted(found)))  # fmt: skip
+        names = ", ".join(k.name for k in table.keys) or "none"
+        raise UnknownName(f"table '{table.name}' has no key field '{field}' (keys: {names})")
 
     def counter(self, name: str) -> CounterInfo:
         return resolve(name, self.counters.items(), "counter")

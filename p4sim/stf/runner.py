@@ -12,6 +12,8 @@ Where p4c leaves a command to the target, this runner fixes it so that results a
 reproducible: the engine runs on a virtual clock that advances 1 us per packet and
 1 s per ``wait`` (so meters see well-defined times); ``no_packet`` is a checkpoint --
 no port may have received more packets than the ``expect`` lines so far allow.
+``add``/``setdefault`` on a table with an action profile give the entry a member of
+its own (p4c's runner cannot fill such tables; groups need the CLI commands).
 A failed control-plane command (unknown table, bad value) is a failure at its line,
 and the run goes on, so one report shows every problem of a test.
 """
@@ -23,7 +25,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, TextIO
 
-from p4sim.stf.keys import BadKey, entry_match, to_match
+from p4sim.stf.cli import CommandError, SwitchCli
+from p4sim.stf.keys import BadEntry, engine_priority, entry_match
 from p4sim.stf.program import Program, TableInfo, UnknownName
 from p4sim.stf.syntax import (
     ActionCall,
@@ -45,19 +48,12 @@ from p4sim.switch.errors import StateError
 from p4sim.switch.v1model import V1Switch
 
 PACKET_GAP_US = 1  # virtual time between two STF packets
-# STF priorities rank like P4Runtime's (higher wins); BMv2's like a CLI's (lower wins).
-# p4c's runner converts with 10000 - priority; the same constant keeps us comparable.
-BMV2_PRIORITY_BASE = 10000
 WAIT_US = 1_000_000  # virtual time a ``wait`` lets pass
 
 _COMPARE: dict[str, Callable[[int, int], bool]] = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt,
     "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 }  # fmt: skip
-
-
-class CommandError(Exception):
-    """A command this program/engine cannot carry out (reported as a failure at its line)."""
 
 
 @dataclass
@@ -113,16 +109,16 @@ class StfRunner:
         self.expected: dict[int, list[Expect]] = {}
         self.any_ports: dict[int, Loc] = {}
         self.reported_extra: set[tuple[int, int]] = set()
+        self.cli = SwitchCli(self.switch, self.program, self._say, self._note)
 
     # ------------------------------------------------------------ driver
 
     def run(self, commands: list[Command]) -> StfResult:
         for cmd in commands:
-            if self.verbose:
-                self._say(f"{cmd.loc}: {type(cmd).__name__.lower()}")
+            self._note(f"{cmd.loc}: {type(cmd).__name__.lower()}")
             try:
                 self._execute(cmd)
-            except (CommandError, UnknownName, BadKey, StateError) as e:
+            except (CommandError, UnknownName, BadEntry, StateError) as e:
                 self.result.failures.append(Failure(cmd.loc, str(e)))
         self._check_outputs()
         return self.result
@@ -153,7 +149,7 @@ class StfRunner:
         elif isinstance(cmd, Wait):
             self.now_us += WAIT_US
         elif isinstance(cmd, CliCommand):
-            self._cli(cmd)
+            self.cli.run(cmd)
         else:  # a new Command class without a case here is a programming error
             raise TypeError(f"unhandled STF command {cmd!r}")
 
@@ -169,8 +165,7 @@ class StfRunner:
             self.now_us += PACKET_GAP_US
         for port, data in outputs:
             self.received.setdefault(port, []).append(_Received(data, cmd.loc))
-            if self.verbose:
-                self._say(f"  out port {port}: {_hex(data)}")
+            self._note(f"  out port {port}: {_hex(data)}")
         for name, messages in self.switch.pop_digests():
             for values in messages:
                 self._say(f"digest {name}: {', '.join(hex(v) for v in values)}")
@@ -188,6 +183,8 @@ class StfRunner:
                 continue
             allowed = len(self.expected.get(port, []))
             for i in range(allowed, len(got)):
+                if (port, i) in self.reported_extra:
+                    continue
                 self.reported_extra.add((port, i))
                 self.result.failures.append(Failure(
                     cmd.loc, f"no_packet: unexpected packet on port {port}",
@@ -247,24 +244,17 @@ class StfRunner:
                                    f"parameter '{p.name}' of '{action.name}'")  # fmt: skip
         return action.name, [given[p.name] for p in action.params]
 
-    def _priority(self, table: TableInfo, priority: int | None, stf_ranking: bool = True) -> int | None:
-        """The engine's (BMv2's) priority for an entry; ``stf_ranking``: higher wins."""
-        if not table.needs_priority:
-            return None  # p4c passes a priority only to ternary tables; LPM ranks by length
-        if priority is None:
-            raise CommandError(f"table '{table.name}' ({table.match_type}) needs a priority: add {table.name} PRIORITY ...")
-        return BMV2_PRIORITY_BASE - priority if stf_ranking else priority
-
     def _add(self, cmd: Add) -> None:
         table = self.program.table(cmd.table)
         match = self._key_values(table, cmd.keys)
         action, args = self._action_args(table, cmd.action)
-        priority = self._priority(table, cmd.priority)
+        priority = engine_priority(table, cmd.priority)
         if table.kind == "simple":
             handle = self.switch.table_add(table.name, action, match, args, priority=priority)
-        else:  # an action-profile table: the entry points at a fresh member (no p4c equivalent)
-            member = self.switch.act_prof_add_member(table.action_profile, action, args)
-            handle = self.switch.table_indirect_add(table.name, match, member, priority=priority)
+        else:
+            handle = self._with_new_member(
+                table, action, args, lambda m: self.switch.table_indirect_add(table.name, match, m, priority=priority)
+            )
         if cmd.handle_name:
             self.named_entries[cmd.handle_name] = (table.name, handle)
 
@@ -274,20 +264,30 @@ class StfRunner:
         if table.kind == "simple":
             self.switch.table_set_default(table.name, action, args)
         else:
-            member = self.switch.act_prof_add_member(table.action_profile, action, args)
-            self.switch.table_indirect_set_default(table.name, member)
+            self._with_new_member(table, action, args, lambda m: self.switch.table_indirect_set_default(table.name, m))
+
+    def _with_new_member(self, table: TableInfo, action: str, args: list[int], use: Callable[[int], object]):
+        """An action-profile table's entry points at a fresh member made for it; if the
+        entry is refused, the member goes too, so a failed line leaves no trace."""
+        member = self.switch.act_prof_add_member(table.action_profile, action, args)
+        try:
+            return use(member)
+        except StateError:
+            self.switch.act_prof_delete_member(table.action_profile, member)
+            raise
 
     def _remove(self, cmd: Remove) -> None:
         if cmd.table is None:
-            for name in self.program.tables:
-                self.switch.table_clear(name)
+            for table in self.program.tables.values():
+                if not table.has_const_entries:
+                    self.switch.table_clear(table.name)
             return
         table = self.program.table(cmd.table)
         if not cmd.keys:
             self.switch.table_clear(table.name)
             return
         match = self._key_values(table, cmd.keys)
-        priority = self._priority(table, cmd.priority)
+        priority = engine_priority(table, cmd.priority)
         for entry in self.switch.table_entries(table.name):
             if list(entry.match) == match and (priority is None or entry.priority == priority):
                 self.switch.table_delete(table.name, entry.handle)
@@ -315,95 +315,3 @@ class StfRunner:
                 cmd.loc, f"counter {counter.name}({cmd.index}) {cmd.kind}: expected {cmd.op} {cmd.value}, got {actual}",
                 [f"(packets={packets}, bytes={bytes_})"],
             ))  # fmt: skip
-
-    # ------------------------------------------------------------ simple_switch_CLI pass-through
-
-    def _cli(self, cmd: CliCommand) -> None:
-        sw, prog, a = self.switch, self.program, cmd.args
-        name = cmd.name
-        if name == "mirroring_add":
-            sw.mirroring_add(a[0], a[1])
-        elif name == "mirroring_add_mc":
-            sw.mirroring_add_mc(a[0], a[1])
-        elif name == "mirroring_delete":
-            sw.mirroring_delete(a[0])
-        elif name == "mc_mgrp_create":
-            sw.mc_mgrp_create(a[0])
-        elif name == "mc_mgrp_destroy":
-            sw.mc_mgrp_destroy(a[0])
-        elif name == "mc_node_create":
-            self._note(f"mc_node_create: node created with handle {sw.mc_node_create(a[0], list(a[1]))}")
-        elif name == "mc_node_update":
-            sw.mc_node_update(a[0], list(a[1]))
-        elif name == "mc_node_destroy":
-            sw.mc_node_destroy(a[0])
-        elif name == "mc_node_associate":
-            sw.mc_node_associate(a[0], a[1])
-        elif name == "mc_node_dissociate":
-            sw.mc_node_dissociate(a[0], a[1])
-        elif name == "counter_read":
-            counter = prog.counter(a[0]).name
-            packets, bytes_ = sw.counter_read(counter, a[1])
-            self._say(f"{counter}[{a[1]}]= packets={packets}, bytes={bytes_}")
-        elif name == "counter_write":
-            sw.counter_write(prog.counter(a[0]).name, a[1], a[2], a[3])
-        elif name == "counter_reset":
-            sw.counter_reset(prog.counter(a[0]).name)
-        elif name == "register_read":
-            register = prog.register(a[0])
-            self._say(f"{register}[{a[1]}]= {sw.register_read(register, a[1])}")
-        elif name == "register_write":
-            sw.register_write(prog.register(a[0]), a[1], a[2])
-        elif name == "register_reset":
-            sw.register_reset(prog.register(a[0]))
-        elif name == "meter_set_rates":
-            meter = prog.meter(a[0])
-            if meter.is_direct:  # simple_switch_CLI: the index of a direct meter is the entry handle
-                sw.table_meter_set_rates(meter.table, a[1], list(a[2]))
-            else:
-                sw.meter_set_rates(meter.name, a[1], list(a[2]))
-        elif name == "meter_array_set_rates":
-            meter = prog.meter(a[0])
-            if meter.is_direct:
-                raise CommandError(f"'{meter.name}' is a direct meter: use meter_set_rates NAME HANDLE ...")
-            for index in range(meter.size):
-                sw.meter_set_rates(meter.name, index, list(a[1]))
-        elif name == "pvs_add":
-            sw.parser_value_set_add(prog.value_set(a[0]), a[1])
-        elif name == "pvs_clear":
-            sw.parser_value_set_clear(prog.value_set(a[0]))
-        else:
-            self._cli_action_profile(cmd)
-
-    def _cli_action_profile(self, cmd: CliCommand) -> None:
-        sw, prog, a = self.switch, self.program, cmd.args
-        name = cmd.name
-        if name == "act_prof_create_member":
-            action = prog.any_action(a[1])
-            if len(a[2]) != len(action.params):
-                raise CommandError(f"action '{action.name}' takes {len(action.params)} parameters, got {len(a[2])}")
-            member = sw.act_prof_add_member(prog.action_profile(a[0]), action.name, list(a[2]))
-            self._note(f"{name}: member created with handle {member}")
-        elif name == "act_prof_create_group":
-            self._note(f"{name}: group created with handle {sw.act_prof_create_group(prog.action_profile(a[0]))}")
-        elif name == "act_prof_add_member_to_group":
-            sw.act_prof_add_member_to_group(prog.action_profile(a[0]), a[1], a[2])
-        elif name == "act_prof_remove_member_from_group":
-            sw.act_prof_remove_member_from_group(prog.action_profile(a[0]), a[1], a[2])
-        elif name in ("table_indirect_add", "table_indirect_add_with_group"):
-            table = prog.table(a[0])
-            if len(a[1]) != len(table.keys):
-                raise CommandError(f"table '{table.name}' has {len(table.keys)} key fields, got {len(a[1])} values")
-            match = [to_match(k, v) for k, v in zip(table.keys, a[1])]
-            rest = a[2]
-            if len(rest) not in (1, 2):
-                raise CommandError(f"{name}: expected '=> HANDLE [PRIORITY]'")
-            priority = self._priority(table, rest[1] if len(rest) == 2 else None, stf_ranking=False)
-            add = sw.table_indirect_add if name == "table_indirect_add" else sw.table_indirect_add_with_group
-            self._note(f"{name}: entry added with handle {add(table.name, match, rest[0], priority=priority)}")
-        elif name == "table_indirect_set_default":
-            sw.table_indirect_set_default(prog.table(a[0]).name, a[1])
-        elif name == "table_indirect_set_default_with_group":
-            sw.table_indirect_set_default_with_group(prog.table(a[0]).name, a[1])
-        else:  # CLI_SIGNATURES and this dispatch must list the same commands
-            raise TypeError(f"unhandled simple_switch_CLI command {name!r}")

@@ -18,8 +18,8 @@ commands that p4c's BMv2 runner passes through unchanged::
 
 Key values: decimal ``10``, hex ``0x0a000001`` (``*`` nibbles are don't-care in ternary
 keys), binary ``0b1*01``, masks ``0x0a000000&&&0xff000000``, prefixes ``0x0a000000/8``,
-ranges ``10->20`` (simple_switch_CLI syntax). Keywords are case-insensitive; ``#``
-starts a comment.
+ranges ``10->20`` (simple_switch_CLI syntax). Names may be quoted (``"ingress.t"``), as
+p4c's lexer allows. Keywords are case-insensitive; ``#`` starts a comment.
 """
 
 from __future__ import annotations
@@ -279,7 +279,7 @@ _LITERAL = r"0[xX][0-9a-fA-F*]+|0[bB][01*]+|0[oO][0-7*]+|[0-9]+"
 _TOKEN = re.compile(
     rf"(?P<ws>\s+)|(?P<float>[0-9]+\.[0-9]+(?:[eE][-+]?[0-9]+)?)"
     rf"|(?P<value>(?:{_LITERAL})(?:&&&(?:{_LITERAL})|/[0-9]+|->(?:{_LITERAL}))?)"
-    rf"|(?P<name>{_NAME})|(?P<op>==|!=|<=|>=|=>|<|>|=)|(?P<punct>[():,])"
+    rf"|(?P<name>{_NAME})|(?P<qname>\"[^\"]+\")|(?P<op>==|!=|<=|>=|=>|<|>|=)|(?P<punct>[():,])"
 )
 _LITERAL_RE = re.compile(_LITERAL)
 
@@ -302,7 +302,9 @@ class _Line:
             m = _TOKEN.match(rest, pos)
             if not m:
                 raise StfSyntaxError(self.loc_at(start_col + pos), f"unexpected character '{rest[pos]}'", text)
-            if m.lastgroup != "ws":
+            if m.lastgroup == "qname":  # "a name with odd characters", as p4c's lexer allows
+                self.toks.append(_Tok("name", m.group()[1:-1], start_col + pos))
+            elif m.lastgroup != "ws":
                 self.toks.append(_Tok(m.lastgroup, m.group(), start_col + pos))
             pos = m.end()
         self.toks.append(_Tok("end", "", start_col + len(rest)))

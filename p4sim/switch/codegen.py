@@ -13,10 +13,15 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from . import phv
+from . import hashes, phv
 from .errors import P4AssertionError, ProgramError
 from .program import HeaderInfo, Layout
 from .tables import lookup_mode
+
+#: Parse states nested inside their predecessor at most this deep (CPython allows at
+#: most 100 indentation levels).
+MAX_INLINE_DEPTH = 24
+
 
 def _ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
@@ -69,9 +74,11 @@ class Generator:
 
     # -- small utilities --------------------------------------------------------
     def tmp(self) -> str:
+        """A fresh local variable name."""
         return f"_t{next(self._tmp)}"
 
     def emit(self, line: str, indent: int = 0) -> None:
+        """Append one source line at indentation `indent`."""
         self.out.append("    " * indent + line)
 
     # -- headers ----------------------------------------------------------------
@@ -115,12 +122,14 @@ class Generator:
         raise ProgramError(f"expected a header union reference, got {tv!r}")
 
     def stack(self, name: str):
+        """Header stack by name, or ProgramError."""
         try:
             return self.L.stacks[name]
         except KeyError:
             raise ProgramError(f"unknown header stack {name!r}") from None
 
     def valid_code(self, tv: dict) -> str:
+        """Source reading the validity of a header reference."""
         static, code, h = self.href(tv)
         return f"F[{self.L.by_id[int(code)].valid_slot}]" if static else f"F[HV[{code}]]"
 
@@ -150,6 +159,7 @@ class Generator:
         raise ProgramError(f"expected a field destination, got {tv!r}")
 
     def assign(self, dst: dict, src: str) -> str:
+        """Statement storing `src` into `dst`, truncated (or sign-wrapped) to its width."""
         code, width, signed = self.lvalue(dst)
         if signed:
             return f"{code} = _sx({src}, {width})"
@@ -186,6 +196,7 @@ class Generator:
         raise ProgramError(f"unsupported expression operand type {t!r}")
 
     def op(self, v: dict) -> str:
+        """Source for one expression operator node."""
         op = v["op"]
         left, right = v.get("left"), v.get("right")
         if op == "<<" and right.get("type") != "hexstr":
@@ -247,6 +258,7 @@ class Generator:
 
     # -- extern arrays ----------------------------------------------------------
     def register(self, name: str) -> str:
+        """Name bound to a register array's cell list."""
         if name not in self.registers:
             raise ProgramError(f"unknown register array {name!r}")
         return "REG_" + _ident(name)
@@ -309,11 +321,16 @@ class Generator:
             else:
                 body.append(f"if F[{guard}]:")
                 body += ["    " + line for line in step]
-        body.append("pad = -n & 7")
-        body.append("buf = (v << pad).to_bytes((n + pad) >> 3, 'big')")
-        if payload:
-            body.append("buf += S.payload")
-        body.append(f"return {hname}(buf)")
+        if algo in ("csum16", "cksum16") and not payload:
+            # zero padding to whole 16-bit words, then one modulo (hashes.csum16_int)
+            self.env[hname] = hashes.csum16_int
+            body.append(f"return {hname}(v << (-n & 15))")
+        else:
+            body.append("pad = -n & 7")
+            body.append("buf = (v << pad).to_bytes((n + pad) >> 3, 'big')")
+            if payload:
+                body.append("buf += S.payload")
+            body.append(f"return {hname}(buf)")
         self.emit(f"def {fname}(F, S):")
         for line in body:
             self.emit(line, 1)
@@ -346,10 +363,24 @@ class Generator:
             for dh, sh in zip(dst.header_ids, src.header_ids):
                 self.emit(f"_HO.copy(F, {dh}, {sh})", ind)
             self.emit(f"F[{dst.count_slot}] = F[{src.count_slot}]", ind)
+        elif op == "assign_union_stack":
+            dst = self.L.union_stacks[ps[0]["value"]]
+            src = self.L.union_stacks[ps[1]["value"]]
+            for du, su in zip(dst.header_ids, src.header_ids):
+                for dh, sh in zip(self.L.union_by_id[du].header_ids,
+                                  self.L.union_by_id[su].header_ids):
+                    self.emit(f"_HO.copy(F, {dh}, {sh})", ind)
+            self.emit(f"F[{dst.count_slot}] = F[{src.count_slot}]", ind)
         elif op in ("push", "pop"):
-            st = self.stack(ps[0]["value"])
+            name = ps[0]["value"]
             fn = "push_front" if op == "push" else "pop_front"
-            self.emit(f"_HO.{fn}(F, STK_{_ident(st.name)}, {st.count_slot}, {e(ps[1])})", ind)
+            if name in self.L.union_stacks:
+                st = self.L.union_stacks[name]
+                elements = tuple(tuple(self.L.union_by_id[u].header_ids) for u in st.header_ids)
+            else:
+                st = self.stack(name)
+                elements = tuple((h,) for h in st.header_ids)
+            self.emit(f"_HO.{fn}(F, {elements!r}, {st.count_slot}, {e(ps[1])})", ind)
         elif op in ("add_header", "add_header_fast"):
             static, code, _h = self.href(ps[0])
             if op == "add_header_fast":
@@ -605,6 +636,19 @@ class Generator:
                 cur = pred[cur]
             if cur in seen:           # a cycle made only of inlinable states
                 inline -= seen
+
+        def depth(n: str) -> int:
+            d = 0
+            while n in inline:
+                d += 1
+                n = pred[n]
+            return d
+        # every inlined state nests one `if` deeper: stay far below Python's limit
+        while True:
+            deep = [n for n in inline if depth(n) > MAX_INLINE_DEPTH]
+            if not deep:
+                break
+            inline.discard(min(deep, key=depth))
         self._inline = inline
 
     def state_body(self, st: dict, errs: dict, ind: int) -> None:
@@ -686,6 +730,16 @@ class Generator:
                 elif k["type"] == "lookahead":
                     code = self.expr(k)
                     widths.append(int(k["value"][1]))
+                elif k["type"] == "union_stack_field":
+                    ust = self.L.union_stacks[k["value"][0]]
+                    u0 = self.L.union_by_id[ust.header_ids[0]]
+                    moff = u0.member_names.index(k["value"][1])
+                    h0 = self.L.by_id[u0.header_ids[moff]]
+                    foff = [f.name for f in h0.fields].index(k["value"][2])
+                    f = h0.fields[foff]
+                    code = (f"F[HF[UH[USTK_{_ident(ust.name)}[F[{ust.count_slot}] - 1]][{moff}]]"
+                            f"[{foff}]]" + (f" & {hex(f.mask)}" if f.signed else ""))
+                    widths.append(f.width)
                 else:
                     raise ProgramError(f"parse state {st['name']!r}: unsupported key {k['type']!r}")
                 parts.append(code)
@@ -726,6 +780,7 @@ class Generator:
 
     def parse_extract(self, target: dict, nbits: str | None, pte: int, errs: dict,
                       ind: int) -> None:
+        """Extract into a header, a stack or a union stack (fixed or varbit)."""
         t, v = target["type"], target["value"]
         if t == "regular":
             h = self.L.header(v)
@@ -761,17 +816,19 @@ class Generator:
 
     # -- deparser -----------------------------------------------------------------
     def deparser(self, dep: dict) -> str:
-        """Emit `DEPARSE(F, S) -> bytes`: valid headers in order (payload added by caller)."""
+        """Emit `DEPARSE(F, S) -> bytes`: valid headers in order (payload added by caller).
+
+        All emitted headers are packed into one integer, converted to bytes once.
+        """
         self.emit("def DEPARSE(F, S):")
         for p in dep.get("primitives", []):
             self.primitive(p, 1)
-        self.emit("out = []", 1)
+        self.emit("v = 0", 1)
+        self.emit("nb = 0", 1)
         for name in dep.get("order", []):
             h = self.L.header(name)
             self.emit(f"if F[{h.valid_slot}]:", 1)
             if h.has_varbit:
-                self.emit("nb = 0", 2)
-                self.emit("v = 0", 2)
                 for f in h.fields:
                     if f.varbit:
                         self.emit(f"v = (v << F[{f.len_slot}]) | F[{f.slot}]", 2)
@@ -779,16 +836,17 @@ class Generator:
                     else:
                         self.emit(f"v = (v << {f.width}) | (F[{f.slot}] & {hex(f.mask)})", 2)
                         self.emit(f"nb += {f.width}", 2)
-                self.emit("out.append(v.to_bytes(nb >> 3, 'big'))", 2)
                 continue
-            terms = []
-            shift = h.nbytes * 8
+            bits = h.nbytes * 8
+            terms = [f"(v << {bits})"]
+            shift = bits
             for f in h.fields:
                 shift -= f.width
                 term = f"F[{f.slot}]" + (f" & {hex(f.mask)}" if f.signed else "")
                 terms.append(f"(({term}) << {shift})" if shift else f"({term})")
-            self.emit(f"out.append(({' | '.join(terms) or '0'}).to_bytes({h.nbytes}, 'big'))", 2)
-        self.emit("return b''.join(out)", 1)
+            self.emit(f"v = {' | '.join(terms)}", 2)
+            self.emit(f"nb += {bits}", 2)
+        self.emit("return v.to_bytes(nb >> 3, 'big')", 1)
         self.emit("")
         return "DEPARSE"
 
@@ -872,6 +930,7 @@ class Generator:
         self.emit("")
 
     def conditional(self, cond: dict, node_name) -> None:
+        """Emit the node function of a pipeline conditional."""
         fname = node_name(cond["name"])
         t = node_name(cond.get("true_next"))
         f = node_name(cond.get("false_next"))
@@ -880,6 +939,7 @@ class Generator:
         self.emit("")
 
     def action_call(self, call: dict, node_name) -> None:
+        """Emit the node function of a pipeline action call."""
         fname = node_name(call["name"])
         self.emit(f"def {fname}(F, S):")
         self.emit(f"A_{call['action_id']}(F, S, ())", 1)
@@ -887,4 +947,5 @@ class Generator:
         self.emit("")
 
     def source(self) -> str:
+        """The complete generated module."""
         return "\n".join(self.out + self.late) + "\n"

@@ -20,10 +20,12 @@ class CounterArray:
         self.bytes = [0] * size
 
     def check(self, index: int) -> None:
+        """BadIndex unless `index` is a cell."""
         if not 0 <= index < self.size:
             raise BadIndex(f"counter {self.name!r}: index {index} outside 0..{self.size - 1}")
 
     def reset(self) -> None:
+        """Zero all cells."""
         for i in range(self.size):
             self.packets[i] = 0
             self.bytes[i] = 0
@@ -48,6 +50,7 @@ class Meter:
         self.configured = False
 
     def set_rates(self, rates: list[tuple[float, int]], where: str) -> None:
+        """Configure the buckets from [(CIR, CBS), (PIR, PBS)] (BMv2 order)."""
         if len(rates) != self.rate_count:
             raise StateError(f"{where}: expected {self.rate_count} (rate, burst) pairs, "
                              f"got {len(rates)}")
@@ -64,6 +67,7 @@ class Meter:
         self.configured = True
 
     def execute(self, nbytes: int) -> int:
+        """Color of a packet of `nbytes` bytes now (0 green, 1 yellow, 2 red)."""
         if not self.configured:
             return 0
         micros = self.clock() - self.t0
@@ -95,6 +99,7 @@ class MeterArray:
         return None
 
     def check(self, index: int) -> None:
+        """BadIndex unless `index` is a cell."""
         if not 0 <= index < self.size:
             raise BadIndex(f"meter {self.name!r}: index {index} outside 0..{self.size - 1}")
 
@@ -109,6 +114,7 @@ class RegisterArray:
         self.values = [0] * size
 
     def check(self, index: int) -> None:
+        """BadIndex unless `index` is a cell."""
         if not 0 <= index < self.size:
             raise BadIndex(f"register {self.name!r}: index {index} outside 0..{self.size - 1}")
 
@@ -134,6 +140,7 @@ class ValueSet:
         return out
 
     def add(self, value: int, mask: int | None) -> None:
+        """Add a compressed value, optionally with its own mask."""
         full = (1 << self.bitwidth) - 1
         if value < 0 or value > full or (mask is not None and not 0 <= mask <= full):
             raise BadMatch(f"value set {self.name!r}: value/mask wider than "
@@ -145,10 +152,12 @@ class ValueSet:
             self.masked.append((self._pad(value) & pm, pm))
 
     def clear(self) -> None:
+        """Remove every value."""
         self.exact.clear()
         self.masked.clear()
 
     def match(self, key: int) -> bool:
+        """Whether the byte-padded key is in the set."""
         if key in self.exact:
             return True
         return any(key & pm == pv for pv, pm in self.masked)
@@ -171,17 +180,20 @@ class Replication:
         self._node_h = HandleAllocator()
 
     def mgrp_create(self, mgrp: int) -> None:
+        """New empty multicast group."""
         if mgrp in self.groups:
             raise DuplicateEntry(f"multicast group {mgrp} already exists")
         self.groups[mgrp] = []
 
     def mgrp_destroy(self, mgrp: int) -> None:
+        """Delete a group; its nodes become unassociated."""
         if mgrp not in self.groups:
             raise NoSuchEntry(f"no multicast group {mgrp}")
         for node in self.groups.pop(mgrp):
             del self.node_group[node]
 
     def node_create(self, rid: int, ports: list[int]) -> int:
+        """New node (rid, ports); returns its handle."""
         ports = self._ports(ports)
         handle = self._node_h.take()
         self.nodes[handle] = (rid, ports)
@@ -200,10 +212,12 @@ class Replication:
         return self.nodes[handle]
 
     def node_update(self, handle: int, ports: list[int]) -> None:
+        """Replace a node's ports."""
         rid, _old = self._node(handle)
         self.nodes[handle] = (rid, self._ports(ports))
 
     def node_destroy(self, handle: int) -> None:
+        """Delete a node, dissociating it first."""
         self._node(handle)
         grp = self.node_group.pop(handle, None)
         if grp is not None:
@@ -212,6 +226,7 @@ class Replication:
         self._node_h.release(handle)
 
     def associate(self, mgrp: int, handle: int) -> None:
+        """Append node `handle` to group `mgrp`."""
         if mgrp not in self.groups:
             raise NoSuchEntry(f"no multicast group {mgrp}")
         self._node(handle)
@@ -222,6 +237,7 @@ class Replication:
         self.node_group[handle] = mgrp
 
     def dissociate(self, mgrp: int, handle: int) -> None:
+        """Remove node `handle` from group `mgrp`."""
         if mgrp not in self.groups:
             raise NoSuchEntry(f"no multicast group {mgrp}")
         if self.node_group.get(handle) != mgrp:

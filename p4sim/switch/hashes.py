@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import binascii
 import random as _random
-import struct
 import zlib
 from collections.abc import Callable
 
@@ -85,14 +84,25 @@ def csum16(data: bytes) -> int:
     """Internet checksum (ones' complement of the ones' complement sum of 16-bit words)."""
     if len(data) & 1:
         data = data + b"\x00"
-    total = sum(struct.unpack(f">{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return (~total) & 0xFFFF
+    return csum16_int(int.from_bytes(data, "big"))
+
+
+def csum16_int(value: int) -> int:
+    """`csum16` of the bytes of `value` (whose bit length is a multiple of 16).
+
+    Since 2**16 = 1 (mod 0xFFFF), the ones' complement sum of the 16-bit words is the
+    value modulo 0xFFFF (0xFFFF instead of 0 unless every word is 0); one big-integer
+    modulo replaces the word loop.
+    """
+    folded = value % 0xFFFF
+    if folded == 0 and value:
+        folded = 0xFFFF
+    return (~folded) & 0xFFFF
 
 
 def _xor_words(nbytes: int) -> HashFn:
     def xor_hash(data: bytes) -> int:
+        """XOR of the big-endian words, the last one zero-padded."""
         out = 0
         for i in range(0, len(data), nbytes):
             chunk = data[i:i + nbytes]

@@ -128,6 +128,7 @@ class HeaderOps:
             F[d] = F[s]
 
     def swap(self, F: list, a: int, b: int) -> None:
+        """Exchange validity and fields of two headers of the same type."""
         av, aslots, _n, _as, alens = self.info[a]
         bv, bslots, _n2, _bs, blens = self.info[b]
         for x, y in zip((av,) + aslots + alens, (bv,) + bslots + blens):
@@ -141,27 +142,39 @@ class HeaderOps:
             return not F[av] and not F[bv]
         return all(F[x] == F[y] for x, y in zip(aslots, bslots))
 
-    def push_front(self, F: list, hids: tuple, count_slot: int, num: int) -> None:
-        """P4-16 `push_front(num)` as BMv2's StackP4_16 does it."""
+    def _swap_elements(self, F: list, a: tuple, b: tuple) -> None:
+        for x, y in zip(a, b):
+            self.swap(F, x, y)
+
+    def _invalidate(self, F: list, element: tuple) -> None:
+        for hid in element:
+            F[self.info[hid][0]] = False
+
+    def push_front(self, F: list, elements: tuple, count_slot: int, num: int) -> None:
+        """P4-16 `push_front(num)` as BMv2's StackP4_16 does it.
+
+        `elements` are the stack items, each a tuple of header ids (one header for a
+        header stack, the union's members for a header-union stack).
+        """
         if num <= 0:
             return
-        size = len(hids)
+        size = len(elements)
         F[count_slot] = min(size, F[count_slot] + num)
         for i in range(size - 1, num - 1, -1):
-            self.swap(F, hids[i], hids[i - num])
+            self._swap_elements(F, elements[i], elements[i - num])
         for i in range(min(size, num)):
-            F[self.info[hids[i]][0]] = False
+            self._invalidate(F, elements[i])
 
-    def pop_front(self, F: list, hids: tuple, count_slot: int, num: int) -> None:
-        """P4-16 `pop_front(num)` as BMv2's StackP4_16 does it."""
+    def pop_front(self, F: list, elements: tuple, count_slot: int, num: int) -> None:
+        """P4-16 `pop_front(num)` as BMv2's StackP4_16 does it (see `push_front`)."""
         if num <= 0:
             return
-        size = len(hids)
+        size = len(elements)
         F[count_slot] -= min(F[count_slot], num)
         i = 0
         if num < size:
             for i in range(size - num):
-                self.swap(F, hids[i], hids[i + num])
+                self._swap_elements(F, elements[i], elements[i + num])
             i = size - num
         for j in range(i, size):
-            F[self.info[hids[j]][0]] = False
+            self._invalidate(F, elements[j])

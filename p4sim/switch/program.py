@@ -34,6 +34,7 @@ class FieldInfo:
 
     @property
     def mask(self) -> int:
+        """All-ones mask of the field width."""
         return (1 << self.width) - 1
 
 
@@ -54,6 +55,7 @@ class HeaderInfo:
 
     @property
     def has_varbit(self) -> bool:
+        """Whether the header has a varbit field."""
         return any(f.varbit for f in self.fields)
 
     @property

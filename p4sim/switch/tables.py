@@ -23,6 +23,10 @@ from .errors import (BadActionData, BadMatch, DuplicateEntry, InUse, NoSuchEntry
                      NoSuchName, StateError, TableFull)
 
 
+#: Keys remembered per ternary/range table (the cache empties when full or changed).
+SCAN_CACHE_SIZE = 4096
+
+
 class HandleAllocator:
     """Lowest-free-first handle numbers, like BMv2's HandleMgr."""
 
@@ -35,15 +39,18 @@ class HandleAllocator:
         return self._free[0] if self._free else self._next
 
     def take(self) -> int:
+        """Allocate the lowest free handle."""
         if self._free:
             return heapq.heappop(self._free)
         self._next += 1
         return self._next - 1
 
     def release(self, handle: int) -> None:
+        """Give `handle` back."""
         heapq.heappush(self._free, handle)
 
     def reset(self) -> None:
+        """Forget every handle (after a table clear)."""
         self._next = 0
         self._free.clear()
 
@@ -132,16 +139,19 @@ class ActionProfile:
         return info
 
     def member(self, mbr: int) -> ActionRef:
+        """The member with handle `mbr`, or NoSuchEntry."""
         if mbr not in self.members:
             raise NoSuchEntry(f"action profile {self.name!r}: no member {mbr}")
         return self.members[mbr]
 
     def check_group(self, grp: int) -> list[int]:
+        """Group `grp`'s sorted member handles, or NoSuchEntry."""
         if grp not in self.groups:
             raise NoSuchEntry(f"action profile {self.name!r}: no group {grp}")
         return self.groups[grp]
 
     def add_member(self, action: str, args: list[int]) -> int:
+        """New member running `action` with `args`; returns its handle."""
         info = self._action(action)
         data = check_args(info, args, f"action profile {self.name!r}")
         if self.max_size and len(self.members) >= self.max_size:
@@ -152,12 +162,14 @@ class ActionProfile:
         return h
 
     def modify_member(self, mbr: int, action: str, args: list[int]) -> None:
+        """Replace the action and data of member `mbr`."""
         self.member(mbr)
         info = self._action(action)
         data = check_args(info, args, f"action profile {self.name!r}")
         self.members[mbr] = ActionRef(info, data)
 
     def delete_member(self, mbr: int) -> None:
+        """Delete an unreferenced member."""
         self.member(mbr)
         if self.mbr_refs[mbr]:
             raise InUse(f"action profile {self.name!r}: member {mbr} is still used")
@@ -166,6 +178,7 @@ class ActionProfile:
         self._mbr_h.release(mbr)
 
     def create_group(self) -> int:
+        """New empty group (selector profiles only)."""
         if self.selector is None:
             raise StateError(f"action profile {self.name!r} has no selector: no groups")
         h = self._grp_h.take()
@@ -174,6 +187,7 @@ class ActionProfile:
         return h
 
     def delete_group(self, grp: int) -> None:
+        """Delete an unreferenced group, releasing its members."""
         members = self.check_group(grp)
         if self.grp_refs[grp]:
             raise InUse(f"action profile {self.name!r}: group {grp} is still used")
@@ -184,6 +198,7 @@ class ActionProfile:
         self._grp_h.release(grp)
 
     def add_member_to_group(self, mbr: int, grp: int) -> None:
+        """Add member `mbr` to group `grp`."""
         self.member(mbr)
         members = self.check_group(grp)
         if mbr in members:
@@ -194,6 +209,7 @@ class ActionProfile:
         self.mbr_refs[mbr] += 1
 
     def remove_member_from_group(self, mbr: int, grp: int) -> None:
+        """Remove member `mbr` from group `grp`."""
         self.member(mbr)
         members = self.check_group(grp)
         if mbr not in members:
@@ -274,6 +290,7 @@ class Table:
         self._lpm: dict[int, dict] = {}
         self._plens: list[int] = []
         self._scan: list[_Rec] = []
+        self._scan_cache: dict[tuple, _Rec | None] = {}
         self._single = len(keys) == 1
         self.next_for: dict[int, Any] = {}
         self.hit_next: Any = None
@@ -315,6 +332,11 @@ class Table:
         return None
 
     def _lookup_scan(self, k: tuple) -> _Rec | None:
+        # like BMv2's ternary cache: remember the result per key until the table changes
+        cache = self._scan_cache
+        if k in cache:
+            return cache[k]
+        found = None
         for rec in self._scan:
             for idx, lo, hi, rng in rec.checks:
                 if rng:
@@ -323,8 +345,12 @@ class Table:
                 elif k[idx] & hi != lo:
                     break
             else:
-                return rec
-        return None
+                found = rec
+                break
+        if len(cache) >= SCAN_CACHE_SIZE:
+            cache.clear()
+        cache[k] = found
+        return found
 
     def miss(self, F: list, S: Any) -> Any:
         """Run the default entry; return the next control node."""
@@ -362,6 +388,7 @@ class Table:
 
     # -- control plane ------------------------------------------------------------
     def action(self, name: str) -> ActionInfo:
+        """One of the actions the table lists, or BadActionData."""
         info = self.actions.get(name)
         if info is None:
             raise BadActionData(f"table {self.name!r}: action {name!r} is not one of its "
@@ -469,6 +496,7 @@ class Table:
         else:
             self._scan.append(rec)
             self._scan.sort(key=lambda r: (r.priority, r.handle))
+            self._scan_cache.clear()
 
     def _unindex(self, rec: _Rec) -> None:
         if self.mode == "exact":
@@ -482,6 +510,7 @@ class Table:
                 self._plens = sorted(self._lpm, reverse=True)
         else:
             self._scan.remove(rec)
+            self._scan_cache.clear()
 
     def _exists(self, dkey: Any) -> bool:
         if self.mode == "exact":
@@ -514,6 +543,7 @@ class Table:
         return rec.handle
 
     def add(self, match_: list, action: str, args: list[int], priority: int | None) -> int:
+        """Add a direct entry; returns its handle."""
         self._mutable()
         if self.kind != "simple":
             raise StateError(f"table {self.name!r} is indirect: use table_indirect_add")
@@ -525,6 +555,7 @@ class Table:
 
     def add_indirect(self, match_: list, mbr: int | None, grp: int | None,
                      priority: int | None) -> int:
+        """Add an entry pointing to a member or a group; returns its handle."""
         self._mutable()
         if self.profile is None:
             raise StateError(f"table {self.name!r} is not indirect")
@@ -545,12 +576,14 @@ class Table:
         return self._commit(rec)
 
     def get(self, handle: int) -> _Rec:
+        """Entry `handle`, or NoSuchEntry."""
         rec = self.entries.get(handle)
         if rec is None:
             raise NoSuchEntry(f"table {self.name!r}: no entry with handle {handle}")
         return rec
 
     def modify(self, handle: int, action: str, args: list[int]) -> None:
+        """Replace a direct entry's action and data."""
         self._mutable()
         rec = self.get(handle)
         if self.kind != "simple":
@@ -559,6 +592,7 @@ class Table:
         rec.ref = ActionRef(info, check_args(info, args, f"table {self.name!r}"))
 
     def delete(self, handle: int) -> None:
+        """Remove entry `handle`, releasing any member/group reference."""
         self._mutable()
         rec = self.get(handle)
         self._unindex(rec)
@@ -570,12 +604,14 @@ class Table:
             self.profile.mbr_refs[rec.mbr] -= 1
 
     def clear(self) -> None:
+        """Remove every entry."""
         self._mutable()
         for handle in list(self.entries):
             self.delete(handle)
         self._handles.reset()
 
     def set_default(self, action: str, args: list[int]) -> None:
+        """Set the default action (respecting the JSON const flags)."""
         info = self.action(action)
         data = check_args(info, args, f"table {self.name!r}")
         if self.default_entry_const:
@@ -587,6 +623,7 @@ class Table:
         self.default = ActionRef(info, data)
 
     def reset_default(self) -> None:
+        """Back to the default entry given by the JSON."""
         self._release_default()
         self.default = self.initial_default
 
@@ -619,12 +656,14 @@ class Table:
         self.profile.mbr_refs[mbr] += 1
 
     def public(self, rec: _Rec) -> Entry:
+        """The public `Entry` view of an internal entry."""
         if rec.ref is not None:
             return Entry(rec.handle, list(rec.match), rec.ref.info.name, list(rec.ref.args),
                          rec.priority)
         return Entry(rec.handle, list(rec.match), None, [], rec.priority, rec.mbr, rec.grp)
 
     def list_entries(self) -> list[Entry]:
+        """Public views of all entries, by handle."""
         return [self.public(self.entries[h]) for h in sorted(self.entries)]
 
 

@@ -96,9 +96,8 @@ class V1Switch:
 
     # ------------------------------------------------------------------ loading
     def _load(self, js: dict) -> None:
-        L = self.layout = Layout(js)
+        self.layout = Layout(js)
         env: dict[str, Any] = {}
-        self._env = env
         self._named_hashes: dict[str, Any] = {}
 
         def hash_factory(algo: str, name: str) -> Any:
@@ -106,7 +105,31 @@ class V1Switch:
             self._named_hashes[name] = fn
             return fn
 
-        gen = Generator(js, L, env, hash_factory)
+        gen = Generator(js, self.layout, env, hash_factory)
+        self._make_externs(js, env)
+        node_names = self._generate(js, gen)
+        try:
+            exec(compile(self.source, f"<p4sim:{js.get('program', 'program')}>", "exec"), env)
+        except SyntaxError as exc:  # a generator bug, reported with the offending line
+            raise ProgramError(f"internal code generation error: {exc}") from exc
+        self._make_tables(js, env, gen, node_names)
+        self._parse = env["PARSE"]
+        self._deparse = env["DEPARSE"]
+        self._verify = env["VERIFY_CKSUM"]
+        self._update = env["UPDATE_CKSUM"]
+        self._template = self.layout.template()
+        self._meta_slots = self.layout.metadata_slots()
+        self.rep = Replication()
+        self._field_lists = {fl["id"]: self._slots_of(fl.get("elements", []), fl["name"])
+                             for fl in js.get("field_lists", [])}
+        self._learn_lists = {ll["id"]: (ll["name"], self._slots_of(ll.get("elements", []),
+                                                                   ll["name"]))
+                             for ll in js.get("learn_lists", [])}
+        self._digests: list[tuple[str, tuple[int, ...]]] = []
+        self._find_standard_metadata()
+
+    def _make_externs(self, js: dict, env: dict[str, Any]) -> None:
+        """Counter, meter and register arrays, bound where generated code expects them."""
         self.counters: dict[str, CounterArray] = {}
         self._direct_counters: dict[str, str] = {}
         for c in js.get("counter_arrays", []):
@@ -133,6 +156,8 @@ class V1Switch:
             self.registers[r["name"]] = arr
             env["REG_" + _ident(r["name"])] = arr.values
 
+    def _generate(self, js: dict, gen: Generator) -> dict[tuple[str, str], str]:
+        """Emit the program's code into `self.source`; return the control-node names."""
         gen.all_calculations()
         for p in js.get("pipelines", []):
             for ap in p.get("action_profiles", []):
@@ -175,11 +200,12 @@ class V1Switch:
                 gen.action_call(a, namer)
 
         self.source = gen.source()
-        try:
-            exec(compile(self.source, f"<p4sim:{js.get('program', 'program')}>", "exec"), env)
-        except SyntaxError as exc:  # a generator bug, reported with the offending line
-            raise ProgramError(f"internal code generation error: {exc}") from exc
+        return node_names
 
+    def _make_tables(self, js: dict, env: dict[str, Any], gen: Generator,
+                     node_names: dict[tuple[str, str], str]) -> None:
+        """Value sets, actions, action profiles and tables; wire the control graph."""
+        pipelines = {p["name"]: p for p in js.get("pipelines", [])}
         self.value_sets: dict[str, ValueSet] = {}
         for v in js.get("parse_vsets", []):
             vs = ValueSet(v["name"], int(v.get("compressed_bitwidth", 0)),
@@ -225,20 +251,9 @@ class V1Switch:
             for t in p.get("tables", []):
                 self._load_entries(self.tables[t["name"]], t)
 
-        self._parse = env["PARSE"]
-        self._deparse = env["DEPARSE"]
-        self._verify = env["VERIFY_CKSUM"]
-        self._update = env["UPDATE_CKSUM"]
-        self._template = L.template()
-        self._meta_slots = L.metadata_slots()
-        self.rep = Replication()
-        self._field_lists = {fl["id"]: self._slots_of(fl.get("elements", []), fl["name"])
-                             for fl in js.get("field_lists", [])}
-        self._learn_lists = {ll["id"]: (ll["name"], self._slots_of(ll.get("elements", []),
-                                                                   ll["name"]))
-                             for ll in js.get("learn_lists", [])}
-        self._digests: list[tuple[str, tuple[int, ...]]] = []
-
+    def _find_standard_metadata(self) -> None:
+        """Slots of the fields simple_switch reads and writes (aliases resolved)."""
+        L = self.layout
         self._mask: dict[int, int] = {}
 
         def slot(name: str) -> int | None:
@@ -537,61 +552,79 @@ class V1Switch:
         return self._table(table).add(list(match), action, list(args), priority)
 
     def table_modify(self, table: str, handle: int, action: str, args: list[int]) -> None:
+        """Change the action and data of entry `handle` (match and priority stay)."""
         self._table(table).modify(handle, action, list(args))
 
     def table_delete(self, table: str, handle: int) -> None:
+        """Remove entry `handle`; its handle becomes free for reuse."""
         self._table(table).delete(handle)
 
     def table_set_default(self, table: str, action: str, args: list[int]) -> None:
+        """Set the action run on a miss (refused when the JSON made it const)."""
         self._table(table).set_default(action, list(args))
 
     def table_reset_default(self, table: str) -> None:
+        """Restore the default entry the JSON gave (or none)."""
         self._table(table).reset_default()
 
     def table_clear(self, table: str) -> None:
+        """Remove every entry (the default entry is kept)."""
         self._table(table).clear()
 
     def table_entries(self, table: str) -> list[Entry]:
+        """All entries, by handle."""
         return self._table(table).list_entries()
 
     def table_get_default(self, table: str) -> tuple[str | None, list[int]]:
+        """(action name, args) run on a miss; (None, []) when there is none."""
         d = self._table(table).default
         return (None, []) if d is None else (d.info.name, list(d.args))
 
     def act_prof_add_member(self, profile: str, action: str, args: list[int]) -> int:
+        """Add an action-profile member (action + data); returns its handle."""
         return self._profile(profile).add_member(action, list(args))
 
     def act_prof_modify_member(self, profile: str, mbr: int, action: str,
                                args: list[int]) -> None:
+        """Change the action and data of a member."""
         self._profile(profile).modify_member(mbr, action, list(args))
 
     def act_prof_delete_member(self, profile: str, mbr: int) -> None:
+        """Delete a member no group, entry or default still uses."""
         self._profile(profile).delete_member(mbr)
 
     def act_prof_create_group(self, profile: str) -> int:
+        """Create an empty group in a profile with a selector; returns its handle."""
         return self._profile(profile).create_group()
 
     def act_prof_delete_group(self, profile: str, grp: int) -> None:
+        """Delete a group no entry or default still uses."""
         self._profile(profile).delete_group(grp)
 
     def act_prof_add_member_to_group(self, profile: str, mbr: int, grp: int) -> None:
+        """Put member `mbr` into group `grp`."""
         self._profile(profile).add_member_to_group(mbr, grp)
 
     def act_prof_remove_member_from_group(self, profile: str, mbr: int, grp: int) -> None:
+        """Take member `mbr` out of group `grp`."""
         self._profile(profile).remove_member_from_group(mbr, grp)
 
     def table_indirect_add(self, table: str, match: list, mbr: int,
                            priority: int | None = None) -> int:
+        """Add an entry of an indirect table pointing to member `mbr`."""
         return self._table(table).add_indirect(list(match), mbr, None, priority)
 
     def table_indirect_add_with_group(self, table: str, match: list, grp: int,
                                       priority: int | None = None) -> int:
+        """Add an entry of a selector table pointing to (non-empty) group `grp`."""
         return self._table(table).add_indirect(list(match), None, grp, priority)
 
     def table_indirect_set_default(self, table: str, mbr: int) -> None:
+        """Make member `mbr` the default entry of an indirect table."""
         self._table(table).set_default_indirect(mbr, None)
 
     def table_indirect_set_default_with_group(self, table: str, grp: int) -> None:
+        """Make group `grp` the default entry of a selector table."""
         self._table(table).set_default_indirect(None, grp)
 
     # ------------------------------------------------------------------ externs
@@ -613,6 +646,7 @@ class V1Switch:
         return arr.packets[index], arr.bytes[index]
 
     def counter_write(self, name: str, index: int, packets: int, bytes: int) -> None:
+        """Overwrite one counter cell (for a direct counter `index` is the entry handle)."""
         tbl = self._direct_counter_table(name)
         if tbl is not None:
             self.table_counter_write(tbl.name, index, packets, bytes)
@@ -623,6 +657,7 @@ class V1Switch:
         arr.bytes[index] = bytes
 
     def counter_reset(self, name: str) -> None:
+        """Zero every cell of a counter (or every entry of a direct counter)."""
         tbl = self._direct_counter_table(name)
         if tbl is not None:
             for rec in tbl.entries.values():
@@ -631,6 +666,7 @@ class V1Switch:
         self._counter(name).reset()
 
     def table_counter_read(self, table: str, handle: int) -> tuple[int, int]:
+        """(packets, bytes) of entry `handle`'s direct counter."""
         tbl = self._table(table)
         if not tbl.with_counters:
             raise StateError(f"table {table!r} has no direct counter")
@@ -638,6 +674,7 @@ class V1Switch:
         return c[0], c[1]
 
     def table_counter_write(self, table: str, handle: int, packets: int, bytes: int) -> None:
+        """Overwrite entry `handle`'s direct counter."""
         tbl = self._table(table)
         if not tbl.with_counters:
             raise StateError(f"table {table!r} has no direct counter")
@@ -645,11 +682,13 @@ class V1Switch:
         c[0], c[1] = packets, bytes
 
     def register_read(self, name: str, index: int) -> int:
+        """One register cell."""
         arr = lookup_name(self.registers, name, "register")
         arr.check(index)
         return arr.values[index]
 
     def register_write(self, name: str, index: int, value: int) -> None:
+        """Write one register cell (truncated to the register's width)."""
         arr = lookup_name(self.registers, name, "register")
         arr.check(index)
         if not isinstance(value, int):
@@ -657,20 +696,24 @@ class V1Switch:
         arr.values[index] = value & ((1 << arr.bitwidth) - 1)
 
     def register_reset(self, name: str) -> None:
+        """Zero every cell of a register."""
         arr = lookup_name(self.registers, name, "register")
         for i in range(arr.size):
             arr.values[i] = 0
 
     def register_size(self, name: str) -> int:
+        """Number of cells of a register."""
         return lookup_name(self.registers, name, "register").size
 
     def meter_set_rates(self, name: str, index: int, rates: list[tuple[float, int]]) -> None:
+        """Configure meter cell `index`: [(CIR, CBS), (PIR, PBS)], rates per microsecond."""
         arr = lookup_name(self.meters, name, "meter")
         arr.check(index)
         arr.meters[index].set_rates(list(rates), f"meter {name!r}[{index}]")
 
     def table_meter_set_rates(self, table: str, handle: int,
                               rates: list[tuple[float, int]]) -> None:
+        """Configure the direct meter of entry `handle` (same rates as meter_set_rates)."""
         tbl = self._table(table)
         rec = tbl.get(handle)
         if rec.meter is None:
@@ -678,14 +721,17 @@ class V1Switch:
         rec.meter.set_rates(list(rates), f"table {table!r} entry {handle}")
 
     def mirroring_add(self, session: int, port: int) -> None:
+        """Clone session `session` sends its copies to `port`."""
         self._check_session(session)
         self.rep.sessions[session] = (port, None)
 
     def mirroring_add_mc(self, session: int, mgrp: int) -> None:
+        """Clone session `session` replicates its copies to multicast group `mgrp`."""
         self._check_session(session)
         self.rep.sessions[session] = (None, mgrp)
 
     def mirroring_delete(self, session: int) -> None:
+        """Remove a clone session (clones to it are then dropped, as in BMv2)."""
         if session not in self.rep.sessions:
             raise NoSuchName(f"no mirroring session {session}")
         del self.rep.sessions[session]
@@ -696,30 +742,39 @@ class V1Switch:
             raise StateError(f"mirroring session id {session!r} outside 0..65535")
 
     def mc_mgrp_create(self, mgrp: int) -> None:
+        """Create multicast group `mgrp` (empty)."""
         self.rep.mgrp_create(mgrp)
 
     def mc_mgrp_destroy(self, mgrp: int) -> None:
+        """Delete multicast group `mgrp` (its nodes stay, unassociated)."""
         self.rep.mgrp_destroy(mgrp)
 
     def mc_node_create(self, rid: int, ports: list[int]) -> int:
+        """Create a replication node (rid, ports); returns its handle."""
         return self.rep.node_create(rid, list(ports))
 
     def mc_node_update(self, handle: int, ports: list[int]) -> None:
+        """Replace a node's ports."""
         self.rep.node_update(handle, list(ports))
 
     def mc_node_destroy(self, handle: int) -> None:
+        """Delete a node (dissociating it first)."""
         self.rep.node_destroy(handle)
 
     def mc_node_associate(self, mgrp: int, handle: int) -> None:
+        """Add node `handle` to group `mgrp` (copies follow association order)."""
         self.rep.associate(mgrp, handle)
 
     def mc_node_dissociate(self, mgrp: int, handle: int) -> None:
+        """Take node `handle` out of group `mgrp`."""
         self.rep.dissociate(mgrp, handle)
 
     def parser_value_set_add(self, name: str, value: int, mask: int | None = None) -> None:
+        """Add a value (optionally masked) to a parser value set."""
         lookup_name(self.value_sets, name, "parser value set").add(value, mask)
 
     def parser_value_set_clear(self, name: str) -> None:
+        """Empty a parser value set."""
         lookup_name(self.value_sets, name, "parser value set").clear()
 
     def pop_digests(self) -> list[tuple[str, list[tuple[int, ...]]]]:

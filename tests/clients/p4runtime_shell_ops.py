@@ -26,6 +26,7 @@ false, "code": "ALREADY_EXISTS", "message": "..."}`` when the server refused it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -128,15 +129,18 @@ def run_checked(op: dict) -> dict:
 def main() -> int:
     request = json.load(sys.stdin)
     config = sh.FwdPipeConfig(*request["config"]) if request.get("config") else None
-    # setup() pushes the pipeline (VERIFY_AND_COMMIT) when given a config, then fetches
-    # the P4Info back from the switch -- exactly what `p4runtime-sh --config a,b` does.
-    sh.setup(device_id=request["device_id"], grpc_addr=request["grpc_addr"],
-             election_id=tuple(request["election_id"]), config=config, verbose=False)
-    try:
-        tables = sorted(name for name, _ in sh.context.get_objs(P4Type.table))
-        results = [run_checked(op) for op in request["ops"]]
-    finally:
-        sh.teardown()
+    # The shell prints notices ("You are not the primary client...") on stdout, which
+    # carries only the result here.
+    with contextlib.redirect_stdout(sys.stderr):
+        # setup() pushes the pipeline (VERIFY_AND_COMMIT) when given a config, then fetches
+        # the P4Info back from the switch -- exactly what `p4runtime-sh --config a,b` does.
+        sh.setup(device_id=request["device_id"], grpc_addr=request["grpc_addr"],
+                 election_id=tuple(request["election_id"]), config=config, verbose=False)
+        try:
+            tables = sorted(name for name, _ in sh.context.get_objs(P4Type.table))
+            results = [run_checked(op) for op in request["ops"]]
+        finally:
+            sh.teardown()
     json.dump({"p4info_tables": tables, "results": results}, sys.stdout)
     return 0
 

@@ -24,10 +24,11 @@ from p4sim.compiler.bmv2.externs import instantiate
 from p4sim.compiler.bmv2.jsonutil import hexstr
 from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
 from p4sim.compiler.bmv2.storage import ConstLoc, ParamLoc, scalar_width
+from p4sim.compiler.bmv2.tables import DEFAULT_TABLE_SIZE, convert_table
 from p4sim.compiler.diagnostics import CompileError
 from p4sim.compiler.midend.constfold import const_value
 from p4sim.compiler.midend.controlplane import CPAction
-from p4sim.compiler.bmv2.tables import DEFAULT_TABLE_SIZE, convert_table
+
 
 def expr_text(e: ast.Expr) -> str:
     """Source-like text of a key expression (p4c names keys after their source)."""
@@ -69,7 +70,8 @@ def action_id(ctx: Context, av: ActionValue) -> int:
     aid = len(ctx.actions)
     ctx.action_ids[key] = aid
     ctx.actions.append({"name": av.name, "id": aid, "runtime_data": runtime_data, "primitives": lw.out})
-    ctx.cp.add("actions", CPAction(av.name, av.decl, params))
+    if av.decl.annotation("hidden") is None:
+        ctx.cp.add("actions", CPAction(av.name, av.decl, params))
     return aid
 
 

@@ -31,7 +31,7 @@ METER_UNITS = {"packets": "PACKETS", "bytes": "BYTES"}
 DEFERRED = {"direct_counter", "direct_meter", "action_profile", "action_selector"}
 
 
-def _const_arg(args: list[ast.Argument], i: int, what: str, pos: Any) -> int:
+def const_arg(args: list[ast.Argument], i: int, what: str, pos: Any) -> int:
     if i >= len(args):
         raise CompileError(f"missing {what}", pos)
     v = const_value(args[i].value)
@@ -40,7 +40,7 @@ def _const_arg(args: list[ast.Argument], i: int, what: str, pos: Any) -> int:
     return v
 
 
-def _enum_arg(args: list[ast.Argument], i: int, what: str, pos: Any) -> str:
+def enum_arg(args: list[ast.Argument], i: int, what: str, pos: Any) -> str:
     if i >= len(args):
         raise CompileError(f"missing {what}", pos)
     m = enum_member(args[i].value)
@@ -61,18 +61,18 @@ def instantiate(scope: Scope, decl: ast.InstantiationDecl) -> Any:
     ev = ExternValue(decl, name, t, list(decl.args), scope)
     kind, args, pos = t.name, decl.args, decl.pos
     if kind == "counter":
-        size = _const_arg(args, 0, "counter size", pos)
-        unit = COUNTER_UNITS.get(_enum_arg(args, 1, "counter type", pos), "BOTH")
+        size = const_arg(args, 0, "counter size", pos)
+        unit = COUNTER_UNITS.get(enum_arg(args, 1, "counter type", pos), "BOTH")
         ctx.counter_arrays.append({"name": name, "id": len(ctx.counter_arrays), "is_direct": False, "size": size})
         ctx.cp.add("counters", CPCounter(name, decl, unit, size))
     elif kind == "meter":
-        size = _const_arg(args, 0, "meter size", pos)
-        mtype = _enum_arg(args, 1, "meter type", pos)
+        size = const_arg(args, 0, "meter size", pos)
+        mtype = enum_arg(args, 1, "meter type", pos)
         ctx.meter_arrays.append({"name": name, "id": len(ctx.meter_arrays), "is_direct": False, "size": size,
                                  "rate_count": 2, "type": mtype})
         ctx.cp.add("meters", CPMeter(name, decl, METER_UNITS.get(mtype, "BYTES"), size))
     elif kind == "register":
-        size = _const_arg(args, 0, "register size", pos)
+        size = const_arg(args, 0, "register size", pos)
         if not t.args or not isinstance(base_type(t.args[0]), T.BitT):
             raise CompileError("only registers of bit<W> or int<W> cells are supported", pos, "unsupported")
         if size == 0:
@@ -198,11 +198,15 @@ def preserved_field_list(lw: StmtLowerer, index: int) -> int:
 
 
 # ---------------------------------------------------------------------- functions
+def list_id(fid: int) -> dict:
+    """A field/learn list id argument: p4c emits it as a bit<32> constant."""
+    return hex_node(fid, 32)
+
+
 def extern_function(lw: StmtLowerer, f: ast.ExternFunctionDecl, c: ast.CallExpr) -> None:
     ctx = lw.ctx
     name = f.name
     args = ordered_args(f.proto.params, c.args, c.pos)
-    fl32 = lambda fid: hex_node(fid, 32)  # noqa: E731 -- p4c emits list ids as bit<32>
     if name == "mark_to_drop":
         lw.prim("mark_to_drop", [{"type": "header", "value": "standard_metadata"}])
     elif name == "hash":
@@ -229,7 +233,7 @@ def extern_function(lw: StmtLowerer, f: ast.ExternFunctionDecl, c: ast.CallExpr)
             lid = len(ctx.learn_lists) + 1
             ctx.learn_lists.append({"id": lid, "name": list_name, "elements": elements})
         ctx.cp.add("digests", CPDigest(list_name, dtype))
-        lw.prim("generate_digest", [as_param(lw.data(args[0])), fl32(lid)])
+        lw.prim("generate_digest", [as_param(lw.data(args[0])), list_id(lid)])
     elif name in ("clone", "clone3", "clone_preserving_field_list"):
         kind = enum_member(args[0])
         if lw.scope.block not in ("ingress", "egress"):
@@ -242,7 +246,7 @@ def extern_function(lw: StmtLowerer, f: ast.ExternFunctionDecl, c: ast.CallExpr)
         else:
             fid = preserved_field_list(lw, lw.require_const(args[2]))
         prim = "clone_ingress_pkt_to_egress" if kind == "I2E" else "clone_egress_pkt_to_egress"
-        lw.prim(prim, [as_param(lw.data(args[1])), fl32(fid)])
+        lw.prim(prim, [as_param(lw.data(args[1])), list_id(fid)])
     elif name in ("resubmit", "resubmit_preserving_field_list", "recirculate", "recirculate_preserving_field_list"):
         prim = "resubmit" if name.startswith("resubmit") else "recirculate"
         if not args or args[0] is None:
@@ -252,7 +256,7 @@ def extern_function(lw: StmtLowerer, f: ast.ExternFunctionDecl, c: ast.CallExpr)
         else:
             fid = ctx.add_field_list(ctx.names.fresh("fl"),
                                      list_inputs(lw, args[0], headers=False, temps=False, what=f"{name} data"))
-        lw.prim(prim, [fl32(fid)])
+        lw.prim(prim, [list_id(fid)])
     elif name == "truncate":
         lw.prim("truncate", [as_param(lw.data(args[0]))])
     elif name == "log_msg":

@@ -10,6 +10,7 @@ Only names the compiler made up are renamed; control-plane names never change.
 
 from __future__ import annotations
 
+import heapq
 from typing import Optional
 
 from p4sim.compiler.bmv2.jsonutil import NameGen
@@ -17,26 +18,44 @@ from p4sim.compiler.bmv2.jsonutil import NameGen
 SPECIAL = ("__HIT__", "__MISS__")
 
 
+def _successors(node: dict) -> list[str]:
+    if "expression" in node:
+        succ = [node["true_next"], node["false_next"]]
+    else:
+        succ = list(node["next_tables"].values()) + [node["base_default_next"]]
+    return [s for s in succ if s is not None]
+
+
 def walk(pipeline: dict) -> list[str]:
-    """Node names in depth-first pre-order from the pipeline's first node."""
+    """Node names in program order: a topological order of the (acyclic) graph that
+    prefers depth-first pre-order, so a branch is listed whole before its sibling
+    and the statement after an ``if`` comes after both branches."""
     nodes = {t["name"]: t for t in pipeline["tables"]}
     nodes.update({c["name"]: c for c in pipeline["conditionals"]})
-    order: list[str] = []
-    seen: set[str] = set()
+    dfs: dict[str, int] = {}
     stack = [pipeline["init_table"]]
     while stack:
         n = stack.pop()
-        if n is None or n in seen:
+        if n is None or n in dfs:
             continue
-        seen.add(n)
+        dfs[n] = len(dfs)
+        stack.extend(reversed(_successors(nodes[n])))
+    indeg = {n: 0 for n in dfs}
+    for n in dfs:
+        for s in set(_successors(nodes[n])):
+            indeg[s] += 1
+    ready = [(dfs[n], n) for n in dfs if indeg[n] == 0]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        _, n = heapq.heappop(ready)
         order.append(n)
-        node = nodes[n]
-        if "expression" in node:
-            succ = [node["true_next"], node["false_next"]]
-        else:
-            succ = list(node["next_tables"].values()) + [node["base_default_next"]]
-        stack.extend(reversed(succ))
-    return order + [n for n in nodes if n not in seen]
+        for s in set(_successors(nodes[n])):
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(ready, (dfs[s], s))
+    placed = set(order)
+    return order + [n for n in nodes if n not in placed]
 
 
 def put_in_reading_order(pipelines: list[dict], actions: list[dict], synth_tables: set[str],
@@ -87,3 +106,31 @@ def put_in_reading_order(pipelines: list[dict], actions: list[dict], synth_table
             c["name"], c["true_next"], c["false_next"] = rn(c["name"]), rn(c["true_next"]), rn(c["false_next"])
     for a in actions:
         a["name"] = ra(a["name"])
+
+
+def renumber_actions(pipelines: list[dict], actions: list[dict], decl_rank: dict[str, int]) -> None:
+    """Order ``actions`` like p4c: declared actions in source order (``NoAction``
+    first), then synthesized ones in reading order; fix every id that refers to them."""
+    seen: list[str] = []
+    for p in pipelines:
+        for t in p["tables"]:
+            seen.extend(a for a in t["actions"] if a not in seen)
+    first_use = {name: i for i, name in enumerate(seen)}
+    big = len(decl_rank) + len(seen) + len(actions)
+
+    def key(a: dict) -> tuple[int, int]:
+        if a["name"] in decl_rank:
+            return 0, decl_rank[a["name"]]
+        return 1, first_use.get(a["name"], big)
+
+    actions.sort(key=key)
+    new_id = {a["id"]: i for i, a in enumerate(actions)}
+    for i, a in enumerate(actions):
+        a["id"] = i
+    for p in pipelines:
+        for t in p["tables"]:
+            t["action_ids"] = [new_id[x] for x in t["action_ids"]]
+            if "default_entry" in t:
+                t["default_entry"]["action_id"] = new_id[t["default_entry"]["action_id"]]
+            for e in t.get("entries", []):
+                e["action_entry"]["action_id"] = new_id[e["action_entry"]["action_id"]]

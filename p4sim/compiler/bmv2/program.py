@@ -17,7 +17,7 @@ from p4sim.compiler.bmv2.context import Context, PacketValue, Scope
 from p4sim.compiler.bmv2.controls import ControlLowerer, bind_ctor_params
 from p4sim.compiler.bmv2.externs import create_calculation
 from p4sim.compiler.bmv2.expressions import enum_member
-from p4sim.compiler.bmv2.ordering import put_in_reading_order
+from p4sim.compiler.bmv2.ordering import put_in_reading_order, renumber_actions
 from p4sim.compiler.bmv2.parsers import ParserLowerer
 from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
 from p4sim.compiler.bmv2.storage import FieldLoc, HeaderLoc, StackLoc, StructLoc, UnionLoc, base_type
@@ -65,6 +65,7 @@ def build_bmv2_json(design: Design, source_name: str) -> tuple[dict, ControlPlan
         checksums(ctx, inst.decl.apply.stmts, scope, verify)
 
     put_in_reading_order(pipelines, ctx.actions, ctx.synth_tables, ctx.synth_actions, set(ctx.names.used))
+    renumber_actions(pipelines, ctx.actions, declaration_rank(ctx))
 
     dep_scope = block_scope(ctx, b.deparser, "deparser", [PacketValue("out"), hdr])
     order = deparser_order(dep_scope, b.deparser.decl.apply.stmts)
@@ -232,9 +233,8 @@ def controller_headers(ctx: Context) -> None:
             ctx.cp.add("controller_headers", CPControllerHeader(name, d, fields))
 
 
-def sort_by_declaration(ctx: Context) -> None:
-    """P4Info lists objects in source declaration order (``NoAction`` from core.p4
-    first), as p4c does, not in the order the lowering happened to meet them."""
+def declaration_order(ctx: Context) -> dict[int, int]:
+    """Rank of every declaration (by id) in source order, control locals included."""
     order: dict[int, int] = {}
 
     def number(decls: list[ast.Decl]) -> None:
@@ -244,6 +244,19 @@ def sort_by_declaration(ctx: Context) -> None:
                 number(d.locals)
 
     number(ctx.design.program.decls)
+    return order
+
+
+def declaration_rank(ctx: Context) -> dict[str, int]:
+    """Control-plane action name -> source rank of its declaration."""
+    order = declaration_order(ctx)
+    return {a.name: order.get(id(a.decl), len(order)) for a in ctx.cp.actions}
+
+
+def sort_by_declaration(ctx: Context) -> None:
+    """P4Info lists objects in source declaration order (``NoAction`` from core.p4
+    first), as p4c does, not in the order the lowering happened to meet them."""
+    order = declaration_order(ctx)
     cp = ctx.cp
     for items in (cp.tables, cp.actions, cp.action_profiles, cp.counters, cp.meters, cp.registers,
                   cp.value_sets, cp.controller_headers):

@@ -222,9 +222,9 @@ class Layout:
                 return h["id"]
         raise KeyError(name)
 
-    def stack(self, name: str, st: T.StackT) -> StackLoc:
+    def stack(self, name: str, st: T.StackT, pos: Optional[SrcPos] = None) -> StackLoc:
         if not isinstance(st.element, T.HeaderT):
-            raise CompileError(f"stack '{name}': only stacks of headers are supported", kind="unsupported")
+            raise CompileError(f"stack '{name}': only stacks of headers are supported", pos, "unsupported")
         sname = self.instance_names.fresh(name)
         elems = [self.header_instance(f"{sname}[{i}]", st.element) for i in range(st.size)]
         self.header_stacks.append({"name": sname, "id": len(self.header_stacks),
@@ -244,10 +244,11 @@ class Layout:
                                    "header_ids": [self.header_id(m.name) for m in members.values()]})
         return UnionLoc(uname, ut, members)
 
-    def scalar(self, name: str, t: T.Type) -> FieldLoc:
+    def scalar(self, name: str, t: T.Type, pos: Optional[SrcPos] = None) -> FieldLoc:
         w = scalar_width(t)
         if w is None:
-            raise CompileError(f"cannot store a value of type {t} in a metadata field", kind="unsupported")
+            raise CompileError(f"'{name}': a value of this type cannot be stored in a metadata field", pos,
+                               "unsupported")
         fname = self.scalar_names.fresh(name)
         bt = base_type(t)
         self.scalars.append([fname, w, isinstance(bt, T.BitT) and bt.signed])
@@ -259,16 +260,14 @@ class Layout:
         if isinstance(bt, T.HeaderT):
             return self.header_instance(name, bt)
         if isinstance(bt, T.StackT):
-            return self.stack(name, bt)
+            return self.stack(name, bt, pos)
         if isinstance(bt, T.HeaderUnionT):
             return self.union(name, bt)
         if isinstance(bt, T.StructT):
             return StructLoc(t, {f.name: self.storage(f"{name}.{f.name}", f.type, pos) for f in bt.fields})
         if isinstance(bt, T.TupleT):
             return StructLoc(t, {str(i): self.storage(f"{name}.{i}", e, pos) for i, e in enumerate(bt.elements)})
-        if scalar_width(t) is None:
-            raise CompileError(f"cannot allocate storage for '{name}' of type {t}", pos, "unsupported")
-        return self.scalar(name, t)
+        return self.scalar(name, t, pos)
 
     def finish(self) -> None:
         """Pad ``scalars_0`` to whole bytes, as p4c does."""

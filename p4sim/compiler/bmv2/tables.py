@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from p4sim.compiler import ast
 from p4sim.compiler.bmv2.context import ActionValue, ExternValue, TableValue
 from p4sim.compiler.bmv2.expressions import ExprLowerer
-from p4sim.compiler.bmv2.externs import COUNTER_UNITS, METER_UNITS, _enum_arg
+from p4sim.compiler.bmv2.externs import COUNTER_UNITS, METER_UNITS, enum_arg
 from p4sim.compiler.bmv2.jsonutil import hexstr, mask
 from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
 from p4sim.compiler.bmv2.storage import FieldLoc, HeaderLoc, scalar_width
@@ -107,7 +107,7 @@ def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dic
         table["with_counters"] = True
         ctx.counter_arrays.append({"name": dc.name, "id": len(ctx.counter_arrays), "is_direct": True,
                                    "binding": name})
-        unit = COUNTER_UNITS.get(_enum_arg(dc.args, 0, "counter type", dc.decl.pos), "BOTH")
+        unit = COUNTER_UNITS.get(enum_arg(dc.args, 0, "counter type", dc.decl.pos), "BOTH")
         ctx.cp.add("counters", CPCounter(dc.name, dc.decl, unit, size, direct_table=name))
         cpt.direct_resources.append(dc.name)
     meters = decl.prop("meters")
@@ -116,7 +116,7 @@ def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dic
         table["direct_meters"] = dm.name
         dm.info.update(table=name, size=size)
         ctx.direct_meters.append(dm)
-        unit = METER_UNITS.get(_enum_arg(dm.args, 0, "meter type", dm.decl.pos), "BYTES")
+        unit = METER_UNITS.get(enum_arg(dm.args, 0, "meter type", dm.decl.pos), "BYTES")
         ctx.cp.add("meters", CPMeter(dm.name, dm.decl, unit, size, direct_table=name))
         cpt.direct_resources.append(dm.name)
     timeout = decl.prop("support_timeout")
@@ -141,11 +141,13 @@ def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dic
     if decl.entries is not None:
         if table["type"] != "simple":
             raise CompileError("entries on a table with an implementation are not supported", decl.pos, "unsupported")
-        table["entries"] = [_entry(ctx, scope, e, kinds, widths, i) for i, e in enumerate(decl.entries)]
+        prios = bmv2_priorities(decl)
+        table["entries"] = [_entry(ctx, scope, e, kinds, widths, p) for e, p in zip(decl.entries, prios)]
         cpt.is_const = decl.entries_const
         cpt.has_initial_entries = True
 
-    ctx.cp.add("tables", cpt)
+    if decl.annotation("hidden") is None:  # @hidden: not visible to the control plane
+        ctx.cp.add("tables", cpt)
     return lw.out, table
 
 
@@ -217,16 +219,51 @@ def _action_profile(cl: "ControlLowerer", prof: ExternValue, table: str, selecto
     size_index = 1 if with_selector else 0
     size = _const(prof.args[size_index].value, "action profile size")
     entry: dict = {"name": prof.name, "id": cl.new_id("action_profiles"), "max_size": size}
+    mgs = prof.decl.annotation("max_group_size")
+    max_group_size = const_value(mgs.args[0]) if mgs is not None and mgs.args else None
     if with_selector:
-        algo = _enum_arg(prof.args, 0, "selector algorithm", prof.decl.pos)
+        algo = enum_arg(prof.args, 0, "selector algorithm", prof.decl.pos)
         if not selector_inputs:
             raise CompileError("a table with an action_selector needs 'selector' keys", prof.decl.pos)
         entry["selector"] = {"algo": algo, "input": selector_inputs}
     cl.action_profiles.append(entry)
-    ctx.cp.add("action_profiles", CPActionProfile(prof.name, prof.decl, [table], with_selector, size))
+    ctx.cp.add("action_profiles", CPActionProfile(prof.name, prof.decl, [table], with_selector, size,
+                                                  max_group_size or 0))
 
 
-def _entry(ctx: Any, scope: Any, e: ast.TableEntry, kinds: list[str], widths: list[int], index: int) -> dict:
+def bmv2_priorities(decl: ast.TableDecl) -> list[int]:
+    """BMv2 priorities (lowest number wins) of a table's initial entries.
+
+    Without explicit priorities the first entry wins (1, 2, 3...). With them, P4's
+    rules apply (p4c's EntryPriorities): an entry without a priority takes the
+    previous one's minus ``priority_delta`` (plus, if ``largest_priority_wins =
+    false``), and by default the largest priority wins -- mapped here onto BMv2's
+    order-preserving lowest-wins numbers."""
+    entries = decl.entries or []
+    if all(e.priority is None for e in entries):
+        return [i + 1 for i in range(len(entries))]
+    largest = True
+    lp = decl.prop("largest_priority_wins")
+    if lp is not None and const_value(lp.value) is not None:
+        largest = bool(const_value(lp.value))
+    dp = decl.prop("priority_delta")
+    delta = _const(dp.value, "priority_delta") if dp is not None else 1
+    p4: list[int] = []
+    current = 0
+    for i, e in enumerate(entries):
+        if e.priority is not None:
+            current = _const(e.priority, "priority")
+        elif i == 0:
+            raise CompileError("the first entry must have a priority when others do", e.pos)
+        p4.append(current)
+        current = current - delta if largest else current + delta
+    if not largest:
+        return p4
+    top = max(p4)
+    return [top - p + 1 for p in p4]
+
+
+def _entry(ctx: Any, scope: Any, e: ast.TableEntry, kinds: list[str], widths: list[int], priority: int) -> dict:
     keys = e.keys
     if len(keys) == 1 and len(kinds) > 1 and isinstance(keys[0], ast.ListExpr):
         keys = keys[0].elements
@@ -240,7 +277,7 @@ def _entry(ctx: Any, scope: Any, e: ast.TableEntry, kinds: list[str], widths: li
 
     return {"match_key": match_key,
             "action_entry": {"action_id": action_id(ctx, av), "action_data": _action_data(ctx, av, e.action)},
-            "priority": _const(e.priority, "priority") if e.priority is not None else index + 1}
+            "priority": priority}
 
 
 def _match(k: ast.Expr, mk: str, w: int) -> dict:

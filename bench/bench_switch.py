@@ -1,0 +1,316 @@
+"""Packets/s and latency through one ``p4sim switch`` process between two namespaces
+(``switch_kpps_64B``, ``switch_kpps_1000B``, ``switch_latency_us_p50``, ...).
+
+Setup: namespaces h1 - sw - h2 joined by veth pairs (created here, always removed);
+the switch runs in sw on ports 1 (to h1) and 2 (to h2) with unlimited port rates, its
+program p4src/astral.p4 pushed over P4Runtime with a leaf's routes: 10.2.0.0/16 ->
+``ecmp_select`` (4-way group) -> ``ecmp_nhop`` -> port 2, and an ``ecn_threshold``
+entry, so every packet takes LPM, the ECMP hash, the next-hop table and the ECN table.
+
+Traffic: RoCEv2 frames (ECT, 64 UDP source ports so that ECMP spreads them) built once,
+sent from h1 by this process on a raw AF_PACKET socket, paced to an offered rate. The
+receive side costs no CPU: what reached h2 is read from h2's interface counters.
+
+* throughput: the lossless rate, i.e. the highest offered rate losing < 0.1% of the
+  frames in a 1-second trial -- found by bisection under the rate the switch forwards
+  when flooded;
+* latency: one frame in flight at a time (lowest load), carrying its send time
+  (CLOCK_REALTIME); the receive time is the kernel's SO_TIMESTAMPNS on h2's socket,
+  so the figure is wire-to-wire through the switch process, not Python wake-up time.
+
+If ``simple_switch_grpc`` is on PATH the same runs against it (the same P4Runtime
+programming, the same traffic) and the ratios p4sim/BMv2 are added.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from scapy.contrib.roce import BTH
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from bench.bench_p4rt import DEVICE_ID, P4RuntimeClient, canonical, compiled_program, lpm, stop
+from p4sim.proto import p4r
+
+SIZES = (64, 1000)
+FLOWS = 64               # distinct UDP source ports
+LOSS_LIMIT = 0.001       # "lossless": under 0.1% of the offered frames lost
+TRIAL_S = 1.0            # length of one offered-rate trial
+BISECTIONS = 6           # rate resolution: 2^-6 of the search interval
+PACE_S = 0.0005          # sender tick: at 30 kpps, bursts of 15 frames
+LATENCY_SAMPLES = 1000
+LATENCY_GAP_S = 0.001    # pause between latency probes: no queueing anywhere
+NEXT_HOPS = 4
+SO_TIMESTAMPNS = 35      # Linux asm-generic value; Python's socket module lacks the name
+ETH_P_ALL = 0x0003
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+# ---- namespaces ---------------------------------------------------------------------
+
+
+def _ip(*args: str) -> str:
+    return subprocess.run(["ip", *args], check=True, capture_output=True, text=True).stdout
+
+
+class Topology:
+    """Namespaces h1, sw, h2 and veths h1-sw, sw-h2, all named after this process so
+    that nothing else is touched; ``close`` deletes the namespaces (and their veths)."""
+
+    def __init__(self) -> None:
+        tag = f"{os.getpid() % 100000:x}"
+        self.ns = {short: f"p4b{tag}{short}" for short in ("h1", "sw", "h2")}
+        self.ifaces = {"h1": f"vb{tag}h1", "s1": f"vb{tag}s1", "s2": f"vb{tag}s2", "h2": f"vb{tag}h2"}
+        try:
+            for real in self.ns.values():
+                _ip("netns", "add", real)
+                # No IPv6 autoconfiguration chatter: only the benchmark's frames cross.
+                for key in ("all", "default"):
+                    _ip("netns", "exec", real, "sysctl", "-qw", f"net.ipv6.conf.{key}.disable_ipv6=1")
+            self._link("h1", "h1", "sw", "s1")
+            self._link("sw", "s2", "h2", "h2")
+        except BaseException:
+            self.close()
+            raise
+
+    def _link(self, ns_a: str, if_a: str, ns_b: str, if_b: str) -> None:
+        a, b = self.ifaces[if_a], self.ifaces[if_b]
+        _ip("-n", self.ns[ns_a], "link", "add", a, "type", "veth", "peer", "name", b, "netns", self.ns[ns_b])
+        _ip("-n", self.ns[ns_a], "link", "set", a, "up")
+        _ip("-n", self.ns[ns_b], "link", "set", b, "up")
+
+    def rx_packets(self, ns: str, iface: str) -> int:
+        """Frames the interface has received (kernel counter)."""
+        (link,) = json.loads(_ip("-n", self.ns[ns], "-s", "-j", "link", "show", "dev", self.ifaces[iface]))
+        return link["stats64"]["rx"]["packets"]
+
+    def socket(self, ns: str, iface: str) -> socket.socket:
+        """A raw AF_PACKET socket on ``iface`` inside namespace ``ns`` (sockets keep
+        the namespace they were created in)."""
+        with _entered(self.ns[ns]):
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            sock.bind((self.ifaces[iface], ETH_P_ALL))
+        return sock
+
+    def close(self) -> None:
+        for real in self.ns.values():
+            subprocess.run(["ip", "netns", "del", real], capture_output=True)
+
+
+@contextmanager
+def _entered(netns: str) -> Iterator[None]:
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"/var/run/netns/{netns}", os.O_RDONLY)
+    try:
+        _setns(target)
+        try:
+            yield
+        finally:
+            _setns(own)
+    finally:
+        os.close(target)
+        os.close(own)
+
+
+def _setns(fd: int) -> None:
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+# ---- the switches -------------------------------------------------------------------
+
+
+def p4sim_command(topo: Topology, address: str, workdir: Path) -> list[str]:
+    return [sys.executable, "-m", "p4sim.cli", "switch", "--no-p4", "--device-id", str(DEVICE_ID),
+            "-i", f"1@{topo.ifaces['s1']}", "-i", f"2@{topo.ifaces['s2']}",
+            "--grpc-server-addr", address, "--log-file", str(workdir / "p4sim.log")]
+
+
+def bmv2_command(topo: Topology, address: str, workdir: Path) -> list[str]:
+    return ["simple_switch_grpc", "--device-id", str(DEVICE_ID), "--no-p4",
+            "-i", f"1@{topo.ifaces['s1']}", "-i", f"2@{topo.ifaces['s2']}",
+            "--", "--grpc-server-addr", address]
+
+
+def program(client: P4RuntimeClient) -> None:
+    """A leaf's forwarding state: 10.2.0.0/16 over a 4-way ECMP group, all next hops on
+    port 2 (different MACs), and an ECN threshold entry that matches every queue depth."""
+    modify, insert = p4r.Update.MODIFY, p4r.Update.INSERT
+    depth = p4r.FieldMatch(range=p4r.FieldMatch.Range(low=canonical(0), high=canonical(1000)))
+    updates = [
+        client.update(modify, client.table_entry("AstralIngress.switch_config", {}, "AstralIngress.set_switch_config",
+                                                 {"salt": 0x5A17, "switch_id": 1, "sample_rate": 0}, default=True)),
+        client.update(insert, client.table_entry("AstralIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": lpm(0x0A020000, 16)},
+                                                 "AstralIngress.ecmp_select", {"group": 1, "size": NEXT_HOPS})),
+        client.update(insert, client.table_entry("AstralEgress.ecn_threshold", {"standard_metadata.enq_qdepth": depth},
+                                                 "AstralEgress.set_mark_threshold", {"threshold": 0}, priority=1)),
+    ]
+    for index in range(NEXT_HOPS):
+        updates.append(client.update(insert, client.table_entry(
+            "AstralIngress.ecmp_nhop", {"meta.ecmp_group": 1, "meta.ecmp_index": index},
+            "AstralIngress.forward", {"port": 2, "dst_mac": 0x02000000AA00 + index})))
+    client.write(updates)
+
+
+# ---- traffic ------------------------------------------------------------------------
+
+
+def frames(size: int) -> list[bytes]:
+    """One RoCEv2 frame of ``size`` bytes per flow (zero UDP checksum: payload varies)."""
+    out = []
+    for flow in range(FLOWS):
+        head = bytes(Ether(dst="02:00:00:00:00:01", src="02:00:00:00:00:02")
+                     / IP(src="10.1.0.1", dst="10.2.0.1", tos=0x02, ttl=64)
+                     / UDP(sport=49152 + flow, dport=4791, chksum=0) / BTH(opcode=4, dqpn=17, psn=flow))
+        out.append(head + bytes(max(size - len(head), 0)))
+    return out
+
+
+def offer(sock: socket.socket, batch: list[bytes], count: int, rate: float | None) -> float:
+    """Send ``count`` frames at ``rate`` frames/s (None: as fast as possible); returns
+    the seconds it took. Every PACE_S the frames due so far leave back to back, and the
+    sender sleeps in between, so that it does not take a core from the switch."""
+    send, n = sock.send, len(batch)
+    started = time.perf_counter()
+    sent = 0
+    while sent < count:
+        elapsed = time.perf_counter() - started
+        due = count if rate is None else min(count, int(elapsed * rate) + 1)
+        while sent < due:
+            send(batch[sent % n])
+            sent += 1
+        if rate is not None and sent < count:
+            time.sleep(max(0.0, min(PACE_S, sent / rate - (time.perf_counter() - started))))
+    return time.perf_counter() - started
+
+
+def delivered(topo: Topology, before: int, expected: int) -> int:
+    """Frames h2 received since ``before``, once the switch has drained (the counter has
+    reached ``expected`` or stopped moving)."""
+    deadline = time.monotonic() + 5.0
+    last, still_since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        now = topo.rx_packets("h2", "h2") - before
+        if now >= expected:
+            return now
+        if now != last:
+            last, still_since = now, time.monotonic()
+        elif time.monotonic() - still_since > 0.3:
+            return now
+        time.sleep(0.02)
+    return last
+
+
+def trial(topo: Topology, sock: socket.socket, batch: list[bytes], rate: float | None) -> tuple[float, float]:
+    """(offered frames/s, loss fraction) of one trial at ``rate``."""
+    count = int((rate or 100_000) * TRIAL_S)
+    before = topo.rx_packets("h2", "h2")
+    seconds = offer(sock, batch, count, rate)
+    got = delivered(topo, before, count)
+    return count / seconds, 1.0 - got / count
+
+
+def lossless_rate(topo: Topology, sock: socket.socket, batch: list[bytes]) -> float:
+    """Highest offered rate (frames/s) with loss under LOSS_LIMIT, by bisection below
+    the rate the switch forwards when flooded."""
+    offered, loss = trial(topo, sock, batch, None)
+    flooded = offered * (1.0 - loss)
+    low, high = 0.0, flooded * 1.1
+    for _ in range(BISECTIONS):
+        rate = (low + high) / 2
+        achieved, loss = trial(topo, sock, batch, rate)
+        if loss < LOSS_LIMIT:
+            low = max(low, min(rate, achieved))
+        else:
+            high = rate
+    return low
+
+
+def latency_us(topo: Topology, tx: socket.socket, template: bytes) -> list[float]:
+    """One-way latencies (us) of frames sent one at a time from h1 to h2."""
+    rx = topo.socket("h2", "h2")
+    try:
+        rx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        rx.settimeout(1.0)
+        at = len(template) - 16  # seq and send time ride in the padding
+        samples = []
+        for seq in range(LATENCY_SAMPLES + 50):
+            frame = bytearray(template)
+            sent_ns = time.time_ns()
+            frame[at:at + 16] = struct.pack("!QQ", seq, sent_ns)
+            tx.send(frame)
+            while True:
+                data, anc, _, _ = rx.recvmsg(2048, socket.CMSG_SPACE(16))
+                if len(data) == len(template) and struct.unpack_from("!Q", data, at)[0] == seq:
+                    break
+            (stamp,) = [d for level, kind, d in anc if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS]
+            sec, nsec = struct.unpack("qq", stamp[:16])
+            if seq >= 50:  # the first probes warm caches on both sides
+                samples.append((sec * 1_000_000_000 + nsec - sent_ns) / 1000)
+            time.sleep(LATENCY_GAP_S)
+        return samples
+    finally:
+        rx.close()
+
+
+def measure(topo: Topology, command: Callable[[Topology, str, Path], list[str]]) -> dict[str, float]:
+    """Start a switch in sw, program it, measure; the switch is stopped by PID."""
+    p4info, device_config = compiled_program()
+    with tempfile.TemporaryDirectory(prefix="bench-switch-") as tmp:
+        address = f"unix:{tmp}/p4rt.sock"
+        proc = subprocess.Popen(["ip", "netns", "exec", topo.ns["sw"], *command(topo, address, Path(tmp))],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = None
+        tx = topo.socket("h1", "h1")
+        try:
+            client = P4RuntimeClient(address)
+            client.set_pipeline(p4info, device_config)
+            program(client)
+            figures: dict[str, float] = {}
+            for size in SIZES:
+                batch = frames(size)
+                _, loss = trial(topo, tx, batch, 1000.0)  # warm-up, and proof that it forwards
+                if loss > LOSS_LIMIT:
+                    raise RuntimeError(f"the switch loses {loss:.1%} of {size}-byte frames at 1000 frames/s")
+                figures[f"kpps_{size}B"] = lossless_rate(topo, tx, batch) / 1000
+            samples = latency_us(topo, tx, frames(SIZES[0])[0])
+            figures["latency_us_p50"] = statistics.median(samples)
+            figures["latency_us_p99"] = statistics.quantiles(samples, n=100)[98]
+            return figures
+        finally:
+            tx.close()
+            if client is not None:
+                client.close()
+            stop(proc)
+
+
+def run() -> dict[str, float]:
+    if os.geteuid() != 0:
+        raise PermissionError("bench_switch needs root (network namespaces, raw sockets)")
+    topo = Topology()
+    try:
+        ours = measure(topo, p4sim_command)
+        figures = {f"switch_{k}": v for k, v in ours.items()}
+        if shutil.which("simple_switch_grpc"):
+            bmv2 = measure(topo, bmv2_command)
+            figures.update({f"bmv2_{k}": v for k, v in bmv2.items()})
+            figures.update({f"switch_over_bmv2_ratio_{k}": ours[k] / bmv2[k] for k in ours if bmv2[k]})
+        return figures
+    finally:
+        topo.close()

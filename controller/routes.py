@@ -1,0 +1,210 @@
+"""Route programming: what every switch of a fabric must hold, and writing it over P4Runtime.
+
+Two halves, so that GOR can reuse either:
+
+* `switch_program(plan, name)` -- pure: the entries one switch needs, as small typed
+  records (`Route`, `NextHop`, `EcnStep`, `ArpAnswer`, the switch config and the CPU
+  clone session), derived from the addressing plan alone;
+* `program_fabric(plan, pipeline)` -- connects to every switch with finsy, pushes the
+  compiled pipeline, and writes each switch's program; `program_switch` does one
+  switch on an already-open finsy connection.
+
+Roles: a leaf routes its own NICs (/32) to their ports and everything else in
+10.0.0.0/8 to ECMP group 1 (one member per spine); a spine routes each (rail, block)
+/24 to that leaf. Every hop rewrites the MACs to (own MAC -> next hop's MAC).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import finsy as fy
+
+from topo.addressing import (CPU_CLONE_SESSION, CPU_PORT, FABRIC_NET, UPLINK_GROUP,
+                             AddressPlan, SwitchInfo)
+from topo.pipeline import Pipeline
+from topo.spec import EcnProfile
+
+# enq_qdepth is bit<19> in v1model: "Kmax and above" ends here.
+MAX_QDEPTH = (1 << 19) - 1
+# The marking threshold is compared with random(0..65534): 65535 marks every packet.
+ALWAYS_MARK = 65535
+
+
+@dataclass(frozen=True)
+class Route:
+    """An ipv4_lpm entry: ``prefix`` -> forward(port, mac) or ecmp_select(group, size)."""
+
+    prefix: str
+    port: int | None = None
+    mac: str | None = None
+    group: int | None = None
+    size: int | None = None
+
+    @property
+    def is_ecmp(self) -> bool:
+        return self.group is not None
+
+
+@dataclass(frozen=True)
+class NextHop:
+    """An ecmp_nhop entry: member ``index`` of ``group`` -> forward(port, mac)."""
+
+    group: int
+    index: int
+    port: int
+    mac: str
+
+
+@dataclass(frozen=True)
+class EcnStep:
+    """An ecn_threshold entry: queue depths lo..hi mark with probability threshold/65535."""
+
+    lo: int
+    hi: int
+    threshold: int
+
+
+@dataclass(frozen=True)
+class ArpAnswer:
+    """An arp_reply entry: requests for ``ip`` are answered with ``mac``."""
+
+    ip: str
+    mac: str
+
+
+@dataclass(frozen=True)
+class SwitchProgram:
+    """Everything one switch is programmed with."""
+
+    switch: SwitchInfo
+    sample_rate: int
+    routes: tuple[Route, ...]
+    next_hops: tuple[NextHop, ...] = ()
+    ecn: tuple[EcnStep, ...] = ()
+    arp: tuple[ArpAnswer, ...] = ()
+    clone_session: tuple[int, int] = field(default=(CPU_CLONE_SESSION, CPU_PORT))
+
+
+def ecn_steps(profile: EcnProfile) -> tuple[EcnStep, ...]:
+    """DCQCN's RED profile as ecn_threshold entries: one per depth in (Kmin, Kmax),
+    threshold = Pmax * (q - Kmin) / (Kmax - Kmin) out of 65535, and one entry that marks
+    everything from Kmax up. Depths <= Kmin have no entry (no mark)."""
+    steps = []
+    for q in range(profile.kmin + 1, profile.kmax):
+        threshold = round(profile.pmax * (q - profile.kmin) / (profile.kmax - profile.kmin) * ALWAYS_MARK)
+        if threshold > 0:
+            steps.append(EcnStep(q, q, threshold))
+    steps.append(EcnStep(profile.kmax, MAX_QDEPTH, ALWAYS_MARK))
+    return tuple(steps)
+
+
+def switch_program(plan: AddressPlan, name: str) -> SwitchProgram:
+    """The entries switch ``name`` needs in ``plan``'s fabric."""
+    sw = plan.switch(name)
+    ecn = ecn_steps(plan.spec.ecn)
+    if sw.role == "leaf":
+        local = [nic for server in plan.servers for nic in server.nics if nic.leaf == sw.name]
+        routes = [Route(f"{nic.ip}/32", port=nic.leaf_port, mac=nic.mac) for nic in local]
+        routes.append(Route(str(FABRIC_NET), group=UPLINK_GROUP, size=len(plan.spines)))
+        hops = tuple(NextHop(UPLINK_GROUP, k, plan.uplink_port(k), spine.mac)
+                     for k, spine in enumerate(plan.spines))
+        gateway = local[0].gateway_ip
+        return SwitchProgram(sw, plan.spec.sample_rate, tuple(routes), hops, ecn,
+                             (ArpAnswer(gateway, sw.mac),))
+    routes = tuple(Route(plan.rail_block_subnet(leaf.rail, leaf.block),
+                         port=plan.spine_port(leaf.block, leaf.rail), mac=leaf.mac)
+                   for leaf in plan.leaves)
+    return SwitchProgram(sw, plan.spec.sample_rate, routes, (), ecn)
+
+
+def fabric_programs(plan: AddressPlan) -> dict[str, SwitchProgram]:
+    """`switch_program` for every switch, by name."""
+    return {sw.name: switch_program(plan, sw.name) for sw in plan.switches}
+
+
+# --- P4Runtime (finsy) -----------------------------------------------------------------
+
+class _NoGnmiWarning(logging.Filter):
+    """finsy probes gNMI on every connect and warns when a switch has none; neither
+    p4sim nor simple_switch_grpc serves gNMI, so the warning says nothing here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().endswith("gNMI is not implemented")
+
+
+logging.getLogger("finsy").addFilter(_NoGnmiWarning())
+
+def entities(program: SwitchProgram) -> list[Any]:
+    """The program as finsy entities, in a safe write order (next hops before the
+    routes that use them)."""
+    sw = program.switch
+    out: list[Any] = [
+        fy.P4TableEntry("switch_config", is_default_action=True,
+                        action=fy.P4TableAction("set_switch_config", salt=sw.salt,
+                                                switch_id=sw.switch_id,
+                                                sample_rate=program.sample_rate)),
+        fy.P4CloneSessionEntry(program.clone_session[0], replicas=[program.clone_session[1]]),
+    ]
+    out += [fy.P4TableEntry("ecmp_nhop",
+                            match=fy.P4TableMatch({"meta.ecmp_group": hop.group,
+                                                   "meta.ecmp_index": hop.index}),
+                            action=fy.P4TableAction("forward", port=hop.port, dst_mac=hop.mac))
+            for hop in program.next_hops]
+    for route in program.routes:
+        if route.is_ecmp:
+            action = fy.P4TableAction("ecmp_select", group=route.group, size=route.size)
+        else:
+            action = fy.P4TableAction("forward", port=route.port, dst_mac=route.mac)
+        out.append(fy.P4TableEntry("ipv4_lpm", match=fy.P4TableMatch({"hdr.ipv4.dstAddr": route.prefix}),
+                                   action=action))
+    # Entries of a range table need a priority; they do not overlap, so one value does.
+    out += [fy.P4TableEntry("ecn_threshold", priority=1,
+                            match=fy.P4TableMatch({"standard_metadata.enq_qdepth": (step.lo, step.hi)}),
+                            action=fy.P4TableAction("set_mark_threshold", threshold=step.threshold))
+            for step in program.ecn]
+    out += [fy.P4TableEntry("arp_reply", match=fy.P4TableMatch({"hdr.arp.tpa": answer.ip}),
+                            action=fy.P4TableAction("arp_answer", mac=answer.mac))
+            for answer in program.arp]
+    return out
+
+
+async def program_switch(switch: fy.Switch, program: SwitchProgram) -> None:
+    """Write ``program`` to a connected primary finsy switch (its pipeline already set).
+
+    The default action and the clone session exist from the start, so they are
+    modified/inserted; table entries are inserted.
+    """
+    items = entities(program)
+    default, clone, rest = items[0], items[1], items[2:]
+    await switch.write([~default, +clone, *(+e for e in rest)])
+
+
+def switch_options(plan: AddressPlan, pipeline: Pipeline, sw: SwitchInfo) -> fy.SwitchOptions:
+    """finsy options that push ``pipeline`` to switch ``sw`` on connect."""
+    return fy.SwitchOptions(p4info=pipeline.p4info, p4blob=pipeline.device_config,
+                            device_id=sw.device_id)
+
+
+async def program_fabric_async(plan: AddressPlan, pipeline: Pipeline,
+                               names: Iterable[str] | None = None) -> None:
+    """Connect to the switches (all, or ``names``) at once, push the pipeline, write
+    their programs, and disconnect. Raises the first switch's error, naming it."""
+
+    async def one(sw: SwitchInfo) -> None:
+        try:
+            async with fy.Switch(sw.name, sw.grpc_address, switch_options(plan, pipeline, sw)) as conn:
+                await program_switch(conn, switch_program(plan, sw.name))
+        except Exception as e:
+            raise RuntimeError(f"programming {sw.name} at {sw.grpc_address} failed: {e}") from e
+
+    chosen = plan.switches if names is None else [plan.switch(n) for n in names]
+    await asyncio.gather(*(one(sw) for sw in chosen))
+
+
+def program_fabric(plan: AddressPlan, pipeline: Pipeline, timeout: float = 60.0) -> None:
+    """Blocking `program_fabric_async` with an overall time limit."""
+    asyncio.run(asyncio.wait_for(program_fabric_async(plan, pipeline), timeout))

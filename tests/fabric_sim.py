@@ -1,0 +1,93 @@
+"""A whole fabric in one process: one p4sim engine per switch, programmed with
+controller.routes' switch programs, packets walked along the addressing plan's links.
+
+No root and no processes: it checks the P4 program, the route programs and the hash
+model together, exactly as the switches would run them (minus the queues).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from functools import lru_cache
+from pathlib import Path
+
+from controller.routes import SwitchProgram, fabric_programs
+from p4sim.compiler import compile_file
+from p4sim.switch.match import Exact, Lpm, Range
+from p4sim.switch.v1model import V1Switch
+from topo.addressing import AddressPlan
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "p4src" / "astral.p4"
+
+
+@lru_cache(maxsize=None)
+def compiled(algorithm: str) -> dict:
+    """BMv2 JSON of astral.p4 compiled with ECMP_HASH_ALGO=algorithm (cached per run)."""
+    return compile_file(str(PROGRAM), defines={"ECMP_HASH_ALGO": algorithm}).bmv2_json
+
+
+def mac_int(mac: str) -> int:
+    return int(mac.replace(":", ""), 16)
+
+
+def ip_int(ip: str) -> int:
+    return int(ipaddress.IPv4Address(ip))
+
+
+def install(sw: V1Switch, program: SwitchProgram) -> None:
+    """Write a switch program with the engine's (BMv2 CLI-like) calls."""
+    info = program.switch
+    sw.table_set_default("AstralIngress.switch_config", "AstralIngress.set_switch_config",
+                         [info.salt, info.switch_id, program.sample_rate])
+    sw.mirroring_add(*program.clone_session)
+    for hop in program.next_hops:
+        sw.table_add("AstralIngress.ecmp_nhop", "AstralIngress.forward",
+                     [Exact(hop.group), Exact(hop.index)], [hop.port, mac_int(hop.mac)])
+    for route in program.routes:
+        net = ipaddress.IPv4Network(route.prefix)
+        match = [Lpm(int(net.network_address), net.prefixlen)]
+        if route.is_ecmp:
+            sw.table_add("AstralIngress.ipv4_lpm", "AstralIngress.ecmp_select", match,
+                         [route.group, route.size])
+        else:
+            sw.table_add("AstralIngress.ipv4_lpm", "AstralIngress.forward", match,
+                         [route.port, mac_int(route.mac)])
+    for step in program.ecn:
+        sw.table_add("AstralEgress.ecn_threshold", "AstralEgress.set_mark_threshold",
+                     [Range(step.lo, step.hi)], [step.threshold], priority=1)
+    for answer in program.arp:
+        sw.table_add("AstralIngress.arp_reply", "AstralIngress.arp_answer",
+                     [Exact(ip_int(answer.ip))], [mac_int(answer.mac)])
+
+
+class FabricSim:
+    """Every switch of ``plan`` as an engine; `send` walks a frame to its destination."""
+
+    def __init__(self, plan: AddressPlan) -> None:
+        self.plan = plan
+        pipeline = compiled(plan.spec.ecmp_hash)
+        self.engines: dict[str, V1Switch] = {}
+        for name, program in fabric_programs(plan).items():
+            engine = V1Switch(pipeline, cpu_port=255)
+            install(engine, program)
+            self.engines[name] = engine
+
+    def send(self, nic_ip: str, frame: bytes, max_hops: int = 8) -> tuple[list[str], bytes | None]:
+        """Send ``frame`` out of the NIC with address ``nic_ip``; returns the nodes it
+        visited (servers and switches) and the frame as delivered (None if dropped)."""
+        nic = self.plan.nic(nic_ip)
+        path = [nic.server]
+        node, port, data = nic.leaf, nic.leaf_port, frame
+        for _ in range(max_hops):
+            path.append(node)
+            outputs = [(p, d) for p, d in self.engines[node].process(port, data) if p != 255]
+            if not outputs:
+                return path, None
+            assert len(outputs) == 1, f"{node} sent copies to {[p for p, _ in outputs]}"
+            out_port, data = outputs[0]
+            node, port = self.plan.peer(node, out_port)
+            if node not in self.engines:
+                path.append(node)
+                return path, data
+        raise AssertionError(f"frame still in the fabric after {max_hops} hops: {path}")

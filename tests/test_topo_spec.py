@@ -1,0 +1,78 @@
+"""Fabric spec: the shipped YAML files load, and bad specs fail with one error naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from topo.spec import FabricSpec, SpecError, load_spec, parse_spec, replace
+
+FABRICS = Path(__file__).resolve().parent.parent / "topo" / "fabrics"
+MINIMAL = {"blocks": 2, "servers_per_block": 2, "rails": 4, "spines": 2}
+
+
+def test_default_fabric_is_the_documented_size():
+    spec = load_spec(FABRICS / "default.yaml")
+    assert (spec.blocks, spec.servers_per_block, spec.rails, spec.spines) == (2, 2, 4, 2)
+    assert spec.leaves == 8 and spec.switches == 10
+    assert spec.links.uplink_mbps == 20 and spec.ecn.kmin < spec.ecn.kmax
+
+
+def test_every_shipped_fabric_loads():
+    specs = [load_spec(p) for p in sorted(FABRICS.glob("*.yaml"))]
+    assert len(specs) >= 2
+    assert max(s.switches for s in specs) > 10
+
+
+def test_defaults_fill_optional_keys():
+    spec = parse_spec(MINIMAL)
+    assert spec == FabricSpec(**MINIMAL)
+
+
+@pytest.mark.parametrize("change, key, words", [
+    ({"rails": 0}, "rails", "at least 1"),
+    ({"servers_per_block": 300}, "servers_per_block", "more servers than addresses"),
+    ({"spines": 70}, "spines", "ports"),
+    ({"railz": 4}, "railz", "unknown key"),
+    ({"ecn": {"kmin": 10, "kmax": 10}}, "ecn.kmax", "greater than ecn.kmin"),
+    ({"ecn": {"pmax": 1.5}}, "ecn.pmax", "probability"),
+    ({"ecn": {"kmim": 3}}, "ecn.kmim", "unknown key"),
+    ({"links": {"uplink_mbps": 0}}, "links.uplink_mbps", "> 0"),
+    ({"links": 20}, "links", "expected dict"),
+    ({"ecmp_hash": "md5"}, "ecmp_hash", "crc32"),
+    ({"blocks": "two"}, "blocks", "expected int"),
+    ({"pcap": 1}, "pcap", "expected bool"),
+    ({"grpc_port_base": 80}, "grpc_port_base", "1024..65535"),
+    ({"node_prefix": "toolong"}, "node_prefix", "at most 4"),
+])
+def test_bad_values_name_the_key(change, key, words):
+    with pytest.raises(SpecError) as err:
+        parse_spec({**MINIMAL, **change}, "bad.yaml")
+    message = str(err.value)
+    assert message.startswith(f"bad.yaml: {key}: "), message
+    assert words in message
+
+
+def test_missing_required_key():
+    with pytest.raises(SpecError, match=r"^x.yaml: spines: missing"):
+        parse_spec({k: v for k, v in MINIMAL.items() if k != "spines"}, "x.yaml")
+
+
+def test_load_spec_reports_unreadable_and_invalid_files(tmp_path):
+    with pytest.raises(SpecError, match="cannot read"):
+        load_spec(tmp_path / "none.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("blocks: [1, 2\n")
+    with pytest.raises(SpecError, match=r"bad.yaml: not valid YAML"):
+        load_spec(bad)
+    bad.write_text("- 1\n- 2\n")
+    with pytest.raises(SpecError, match="a mapping of keys"):
+        load_spec(bad)
+
+
+def test_replace_validates():
+    spec = parse_spec(MINIMAL)
+    assert replace(spec, grpc_port_base=40000).grpc_port_base == 40000
+    with pytest.raises(SpecError, match="rails"):
+        replace(spec, rails=0)

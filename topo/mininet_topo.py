@@ -1,0 +1,34 @@
+"""The fabric as a Mininet `Topo`: a pure description (names, ports, MACs, per-switch
+options) built from an `AddressPlan`; nothing here starts a process.
+
+One host per server with one interface per rail (``<host>-eth<rail>``, the NIC's MAC, no IP
+from Mininet: `topo.net` sets the /32 addresses and routes), every switch with the
+options its node class needs (device id, gRPC port, port rates, queue settings).
+"""
+
+from __future__ import annotations
+
+from mininet.topo import Topo
+
+from topo.addressing import CPU_PORT, AddressPlan
+
+
+class FabricTopo(Topo):
+    """Leaf/Spine multi-rail fabric of ``plan``."""
+
+    def build(self, plan: AddressPlan) -> None:  # Topo.__init__ calls build(**params)
+        spec = plan.spec
+        for server in plan.servers:
+            # ip=None: Mininet would otherwise put 10.0.0.x/8 on the first interface.
+            self.addHost(server.name, ip=None)
+        for sw in plan.switches:
+            self.addSwitch(sw.name, dpid=f"{sw.switch_id:016x}", device_id=sw.device_id,
+                           grpc_port=sw.grpc_port, port_rates=plan.port_rates(sw.name),
+                           queue_depth=spec.queue_depth, priority_queues=spec.priority_queues,
+                           cpu_port=CPU_PORT)
+        for nic in plan.nics():
+            self.addLink(nic.server, nic.leaf, port1=nic.port, port2=nic.leaf_port,
+                         intfName1=nic.intf, addr1=nic.mac)
+        for link in plan.links:
+            if self.isSwitch(link.a) and self.isSwitch(link.b):
+                self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port)

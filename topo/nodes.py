@@ -1,0 +1,205 @@
+"""Mininet switch nodes that run a P4 switch process: p4sim's, or BMv2's
+``simple_switch_grpc`` -- like the P4 tutorials' ``P4RuntimeSwitch``.
+
+Both classes take the same constructor arguments (what `topo.mininet_topo` puts in
+each switch's options) and override only ``start``/``stop``: ``start`` launches the
+process on the switch's interfaces (the switch stays in the root namespace, like the
+tutorials' switches; its gRPC port is on 127.0.0.1), `batchStartup` -- which Mininet
+calls for all switches of a class after starting them -- waits until every gRPC port
+answers, so the processes boot in parallel. ``stop`` ends the process by its PID. The
+PID is also written to ``<run_dir>/<name>.pid`` so that `make stop` can find leftovers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from mininet.node import Switch
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_DIR = ROOT / "build" / "run"
+# A p4sim switch answers on gRPC in about a second on an idle core; ten of them share
+# two cores at start-up, so allow a generous margin before declaring one dead.
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 5.0
+
+
+class SwitchStartError(RuntimeError):
+    """A switch process that exited or did not open its gRPC port in time."""
+
+
+def port_answers(port: int, host: str = "127.0.0.1") -> bool:
+    """True once something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class P4ProcessSwitch(Switch):
+    """A Mininet switch whose data plane is one external P4 switch process.
+
+    Subclasses give `command()`; everything else (launch, readiness, PID file,
+    logs, stop) is shared.
+    """
+
+    def __init__(self, name: str, *, device_id: int, grpc_port: int,
+                 port_rates: dict[int, float] | None = None, queue_depth: int = 64,
+                 priority_queues: int = 8, cpu_port: int | None = 255,
+                 pcap_dir: str | None = None, run_dir: str | Path = RUN_DIR,
+                 pipeline_json: str | None = None, **params) -> None:
+        super().__init__(name, **params)
+        self.device_id = device_id
+        self.grpc_port = grpc_port
+        self.port_rates = dict(port_rates or {})
+        self.queue_depth = queue_depth
+        self.priority_queues = priority_queues
+        self.cpu_port = cpu_port
+        self.pcap_dir = pcap_dir
+        self.run_dir = Path(run_dir)
+        self.pipeline_json = pipeline_json
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / f"{self.name}.log"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.run_dir / f"{self.name}.pid"
+
+    def data_ports(self) -> dict[int, str]:
+        """Port number -> interface name of every data-plane interface (not ``lo``)."""
+        return {port: intf.name for port, intf in sorted(self.intfs.items()) if intf.name != "lo"}
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, controllers: Sequence = ()) -> None:
+        """Launch the switch process (without waiting for it: see `batchStartup`)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        # The root namespace must not speak on the fabric's cables (IPv6 autoconf).
+        self.cmd("sysctl -qw " + " ".join(f"net.ipv6.conf.{iface}.disable_ipv6=1"
+                                          for iface in self.data_ports().values()))
+        with open(self.log_path, "wb") as log:
+            # A session of its own: Ctrl-C at the CLI must not reach the switches.
+            self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
+                                            stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        self.pid_path.write_text(f"{self.process.pid}\n")
+
+    def wait_ready(self, deadline: float) -> None:
+        """Block until the gRPC port answers; `SwitchStartError` if the process dies
+        or ``deadline`` (time.monotonic()) passes."""
+        assert self.process is not None, f"{self.name} was not started"
+        while not port_answers(self.grpc_port):
+            if self.process.poll() is not None:
+                raise SwitchStartError(f"{self.name} exited with status {self.process.returncode} "
+                                       f"before opening gRPC port {self.grpc_port}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise SwitchStartError(f"{self.name} did not open gRPC port {self.grpc_port} "
+                                       f"within {READY_TIMEOUT_S:.0f} s:\n{self.log_tail()}")
+            time.sleep(0.05)
+
+    @classmethod
+    def batchStartup(cls, switches: Sequence["P4ProcessSwitch"]) -> Sequence["P4ProcessSwitch"]:
+        """Mininet's hook after every switch's start(): wait for all of them at once."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        for switch in switches:
+            switch.wait_ready(deadline)
+        return switches
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def signal_stop(self) -> None:
+        """Ask the process to stop (SIGTERM), without waiting."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
+    @classmethod
+    def batchShutdown(cls, switches: Sequence["P4ProcessSwitch"]) -> Sequence["P4ProcessSwitch"]:
+        """Mininet's hook at net.stop(): signal every process first, then reap each,
+        so the processes shut down in parallel."""
+        for switch in switches:
+            switch.signal_stop()
+        for switch in switches:
+            switch.stop()
+        return switches
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        """End the process by PID (SIGTERM, then SIGKILL), then Mininet's cleanup."""
+        if self.process is not None:
+            self.signal_stop()
+            if self.process.poll() is None:
+                try:
+                    self.process.wait(STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
+            self.process = None
+            self.pid_path.unlink(missing_ok=True)
+        super().stop(deleteIntfs)
+
+
+class P4SimSwitch(P4ProcessSwitch):
+    """Runs ``p4sim switch`` (the project's simple_switch_grpc), with real egress
+    queues: line rate per port, queue depth, strict-priority queues."""
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "p4sim.cli", "switch"]
+        for port, iface in self.data_ports().items():
+            cmd += ["-i", f"{port}@{iface}"]
+        cmd += ["--device-id", str(self.device_id),
+                "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}",
+                "--queue-depth", str(self.queue_depth),
+                "--priority-queues", str(self.priority_queues)]
+        if self.cpu_port is not None:
+            cmd += ["--cpu-port", str(self.cpu_port)]
+        for port, mbps in sorted(self.port_rates.items()):
+            cmd += ["--port-rate", f"{port}={mbps:g}"]
+        if self.pcap_dir:
+            cmd += ["--pcap", self.pcap_dir]
+        cmd += [self.pipeline_json] if self.pipeline_json else ["--no-p4"]
+        return cmd
+
+
+class BMv2Switch(P4ProcessSwitch):
+    """Runs BMv2's ``simple_switch_grpc`` (when installed). BMv2 has no flag for line
+    rates or queue depth (its Thrift CLI sets them), so those are not applied: its
+    queues drain as fast as the CPU allows and ``enq_qdepth`` stays near 0."""
+
+    executable = "simple_switch_grpc"
+
+    @classmethod
+    def available(cls) -> bool:
+        return shutil.which(cls.executable) is not None
+
+    def command(self) -> list[str]:
+        cmd = [self.executable]
+        for port, iface in self.data_ports().items():
+            cmd += ["-i", f"{port}@{iface}"]
+        cmd += ["--device-id", str(self.device_id), "--log-level", "warn"]
+        if self.pcap_dir:
+            cmd += ["--pcap", self.pcap_dir]
+        cmd += [self.pipeline_json] if self.pipeline_json else ["--no-p4"]
+        cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}",
+                "--priority-queues", str(self.priority_queues)]
+        if self.cpu_port is not None:
+            cmd += ["--cpu-port", str(self.cpu_port)]
+        return cmd
+
+
+BACKENDS: dict[str, type[P4ProcessSwitch]] = {"p4sim": P4SimSwitch, "bmv2": BMv2Switch}

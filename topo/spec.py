@@ -1,0 +1,211 @@
+"""The fabric spec: a YAML file read into frozen dataclasses, validated on the way in.
+
+A spec describes *what* fabric to build (sizes, link rates, queues, ECN, hashing); the
+addressing plan (`topo.addressing`) derives every name, number and address from it.
+Validation happens here, before anything starts, and every error names the YAML key::
+
+    >>> spec = parse_spec({"blocks": 2, "servers_per_block": 2, "rails": 4, "spines": 2})
+    >>> spec.leaves, spec.ecn.kmin
+    (8, 5)
+
+Loading ``rails: 0`` raises ``SpecError("fabric.yaml: rails: must be at least 1, got 0")``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+# Port numbers index the program's per-port counters and registers (NUM_PORTS = 64 in
+# p4src/astral.p4), so every switch port number must stay below this.
+MAX_PORT = 63
+# The fourth octet of a NIC address is server + 1; .254 is the rail gateway.
+MAX_SERVERS_PER_BLOCK = 253
+# The rail and the block are the second and third octets of a NIC address.
+MAX_OCTET_INDEX = 255
+# Marking thresholds are one ecn_threshold entry per queue depth between Kmin and Kmax
+# (the table holds 256; one more entry covers "Kmax and above").
+MAX_ECN_RAMP = 250
+# Hash algorithms the P4 program can be compiled with (HashAlgorithm members whose
+# output topo.hashmodel reproduces bit for bit).
+HASH_ALGORITHMS = ("crc32", "crc16")
+# Linux limits interface names to 15 characters; a prefix keeps two fabrics apart.
+MAX_PREFIX = 4
+
+
+class SpecError(ValueError):
+    """A spec that cannot be built; the message starts with the source and the key."""
+
+
+@dataclass(frozen=True)
+class LinkRates:
+    """Line rates in Mbit/s. Scaled down from 400 Gbit/s so that the modelled queues,
+    not the switches' Python CPU, are the bottleneck (docs/fabric.md)."""
+
+    host_mbps: float = 20.0
+    uplink_mbps: float = 20.0
+
+
+@dataclass(frozen=True)
+class EcnProfile:
+    """DCQCN's RED profile on the egress queue depth (packets): no marks below
+    ``kmin``, probability rising linearly to ``pmax`` at ``kmax``, always above."""
+
+    kmin: int = 5
+    kmax: int = 20
+    pmax: float = 0.2
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    """One fabric: ``blocks`` x ``servers_per_block`` servers with ``rails`` NICs each,
+    one leaf per (block, rail), every leaf linked to every spine."""
+
+    blocks: int
+    servers_per_block: int
+    rails: int
+    spines: int
+    name: str = "fabric"
+    links: LinkRates = field(default_factory=LinkRates)
+    queue_depth: int = 64
+    priority_queues: int = 8
+    ecn: EcnProfile = field(default_factory=EcnProfile)
+    ecmp_hash: str = "crc32"
+    sample_rate: int = 64
+    grpc_port_base: int = 50051
+    node_prefix: str = ""
+    pcap: bool = False
+
+    @property
+    def leaves(self) -> int:
+        return self.blocks * self.rails
+
+    @property
+    def switches(self) -> int:
+        return self.leaves + self.spines
+
+
+# Keys of each YAML section -> (dataclass field, expected type). The YAML nests the
+# link rates and the ECN profile; everything else is a top-level scalar.
+_TOP_KEYS: dict[str, type | tuple[type, ...]] = {
+    "name": str, "blocks": int, "servers_per_block": int, "rails": int, "spines": int,
+    "links": dict, "queue_depth": int, "priority_queues": int, "ecn": dict,
+    "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
+    "pcap": bool,
+}
+_REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
+_LINK_KEYS = {"host_mbps": (int, float), "uplink_mbps": (int, float)}
+_ECN_KEYS = {"kmin": int, "kmax": int, "pmax": (int, float)}
+
+
+def load_spec(path: str | Path) -> FabricSpec:
+    """Read and validate the YAML spec at ``path``."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(f"{source}: cannot read the fabric spec: {e.strerror}") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SpecError(f"{source}: not valid YAML: {e}") from e
+    return parse_spec(data, source)
+
+
+def parse_spec(data: Any, source: str = "fabric.yaml") -> FabricSpec:
+    """Validate an already-parsed YAML document and build the spec."""
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{source}: a fabric spec is a mapping of keys, found {type(data).__name__}")
+    _check_keys(data, _TOP_KEYS, source, "")
+    for key in _REQUIRED:
+        if key not in data:
+            raise SpecError(f"{source}: {key}: missing (required keys: {', '.join(_REQUIRED)})")
+    links = data.get("links", {})
+    _check_keys(links, _LINK_KEYS, source, "links.")
+    ecn = data.get("ecn", {})
+    _check_keys(ecn, _ECN_KEYS, source, "ecn.")
+    top = {k: v for k, v in data.items() if k not in ("links", "ecn")}
+    spec = FabricSpec(links=LinkRates(**{k: float(v) for k, v in links.items()}),
+                      ecn=EcnProfile(**{k: (float(v) if k == "pmax" else v) for k, v in ecn.items()}),
+                      **top)
+    validate(spec, source)
+    return spec
+
+
+def _check_keys(data: Any, known: Mapping[str, type | tuple[type, ...]], source: str,
+                where: str) -> None:
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{source}: {where.rstrip('.')}: expected a mapping, found {type(data).__name__}")
+    for key, value in data.items():
+        if key not in known:
+            raise SpecError(f"{source}: {where}{key}: unknown key "
+                            f"(known keys here: {', '.join(sorted(known))})")
+        expected = known[key]
+        # YAML's booleans are ints to Python; a count given as `yes` is a mistake.
+        if isinstance(value, bool) and expected is not bool:
+            ok = False
+        else:
+            ok = isinstance(value, expected)
+        if not ok:
+            names = expected.__name__ if isinstance(expected, type) else \
+                " or ".join(t.__name__ for t in expected)
+            raise SpecError(f"{source}: {where}{key}: expected {names}, got {value!r}")
+
+
+def validate(spec: FabricSpec, source: str = "fabric spec") -> None:
+    """Raise `SpecError` naming the first key whose value cannot be built."""
+
+    def fail(key: str, message: str) -> None:
+        raise SpecError(f"{source}: {key}: {message}")
+
+    for key in ("blocks", "servers_per_block", "rails", "spines", "queue_depth", "priority_queues"):
+        value = getattr(spec, key)
+        if value < 1:
+            fail(key, f"must be at least 1, got {value}")
+    if spec.blocks > MAX_OCTET_INDEX + 1:
+        fail("blocks", f"at most {MAX_OCTET_INDEX + 1} (the block is an address octet), got {spec.blocks}")
+    if spec.rails > MAX_OCTET_INDEX + 1:
+        fail("rails", f"at most {MAX_OCTET_INDEX + 1} (the rail is an address octet), got {spec.rails}")
+    if spec.servers_per_block > MAX_SERVERS_PER_BLOCK:
+        fail("servers_per_block", f"more servers than addresses: at most {MAX_SERVERS_PER_BLOCK} "
+             f"per block (10.rail.block.1-253), got {spec.servers_per_block}")
+    if spec.servers_per_block + spec.spines > MAX_PORT:
+        fail("spines", f"a leaf needs servers_per_block + spines = "
+             f"{spec.servers_per_block + spec.spines} ports, at most {MAX_PORT}")
+    if spec.leaves > MAX_PORT:
+        fail("blocks", f"a spine needs blocks x rails = {spec.leaves} ports, at most {MAX_PORT}")
+    if spec.priority_queues > 8:
+        fail("priority_queues", f"v1model priorities are 3 bits: at most 8, got {spec.priority_queues}")
+    for key in ("host_mbps", "uplink_mbps"):
+        if not getattr(spec.links, key) > 0:
+            fail(f"links.{key}", f"must be > 0 Mbit/s, got {getattr(spec.links, key)}")
+    ecn = spec.ecn
+    if ecn.kmin < 0:
+        fail("ecn.kmin", f"must be >= 0 packets, got {ecn.kmin}")
+    if ecn.kmax <= ecn.kmin:
+        fail("ecn.kmax", f"must be greater than ecn.kmin ({ecn.kmin}), got {ecn.kmax}")
+    if ecn.kmax - ecn.kmin > MAX_ECN_RAMP:
+        fail("ecn.kmax", f"kmax - kmin must be at most {MAX_ECN_RAMP} packets, got {ecn.kmax - ecn.kmin}")
+    if not 0 < ecn.pmax <= 1:
+        fail("ecn.pmax", f"a probability in (0, 1], got {ecn.pmax}")
+    if spec.ecmp_hash not in HASH_ALGORITHMS:
+        fail("ecmp_hash", f"one of {', '.join(HASH_ALGORITHMS)}, got {spec.ecmp_hash!r}")
+    if spec.sample_rate < 0:
+        fail("sample_rate", f"1-in-N sampling needs N >= 0 (0 = off), got {spec.sample_rate}")
+    if not 1024 <= spec.grpc_port_base <= 65535 - spec.switches:
+        fail("grpc_port_base", f"ports {spec.grpc_port_base}..{spec.grpc_port_base + spec.switches - 1} "
+             f"must lie in 1024..65535")
+    if len(spec.node_prefix) > MAX_PREFIX or not (spec.node_prefix == "" or spec.node_prefix.isalnum()):
+        fail("node_prefix", f"at most {MAX_PREFIX} letters/digits (interface names are short), "
+             f"got {spec.node_prefix!r}")
+
+
+def replace(spec: FabricSpec, **changes: Any) -> FabricSpec:
+    """A validated copy of ``spec`` with some fields changed (tests pick free ports)."""
+    new = dataclasses.replace(spec, **changes)
+    validate(new)
+    return new
