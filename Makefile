@@ -8,6 +8,7 @@ STAMP    := $(VENV)/.installed
 # reachability checks, cpp for the P4 preprocessor (as p4c uses it), tcpdump to read pcaps.
 APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump cpp python3-venv python3-dev
 FABRIC   ?= topo/fabrics/default.yaml
+BACKEND  ?= p4sim
 
 .PHONY: setup test run bench clean stop
 
@@ -28,15 +29,17 @@ $(STAMP): pyproject.toml
 test: setup
 	$(PY) -m pytest -q tests
 
+# The fabric from a spec (FABRIC=path.yaml), switches of BACKEND (p4sim, or bmv2 when
+# simple_switch_grpc and p4c are installed); the prompt also reads a pipe or file.
 run: setup
-	$(PY) -m p4sim.cli --help >/dev/null
-	$(VENV)/bin/p4sim demo-fabric $(FABRIC)
+	$(PY) -m topo.run --fabric $(FABRIC) --backend $(BACKEND)
 
 bench: setup
 	$(PY) -m bench
 
+# Leftovers of a crashed run: `mn -c`, then the switch processes of build/run/*.pid (by PID).
 stop:
-	-mn -c >/dev/null 2>&1
+	@if [ -x $(PY) ]; then $(PY) -m topo.cleanup; else mn -c >/dev/null 2>&1; fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info bench/results/latest.json

@@ -23,6 +23,8 @@ const bit<8>  PROTO_UDP  = 17;
 const bit<16> ROCE_V2_PORT = 4791;
 const bit<8>  BTH_OPCODE_CNP = 0x81;
 const bit<32> CPU_CLONE_SESSION = 100;
+/* standard_metadata.instance_type of an egress-to-egress clone (BMv2). */
+const bit<32> INSTANCE_TYPE_EGRESS_CLONE = 2;
 const bit<32> NUM_PORTS = 64;
 /* The CPU port number is the switch's --cpu-port; 255 as in the P4 tutorials. */
 #ifndef CPU_PORT
@@ -141,6 +143,11 @@ struct metadata_t {
     bit<32> sample_rate;
     bit<16> mark_threshold;
     @field_list(SAMPLE_FIELDS) bit<16> ingress_port;
+    /* Set in ingress for the 1-in-N packet; egress then clones it to the CPU port,
+     * carrying the data port and its queue depth in the preserved fields. */
+    bit<1>  sample;
+    @field_list(SAMPLE_FIELDS) bit<16> sampled_egress_port;
+    @field_list(SAMPLE_FIELDS) bit<32> sampled_qdepth;
 }
 
 parser AstralParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
@@ -321,7 +328,7 @@ control AstralIngress(inout headers_t hdr, inout metadata_t meta,
             sample_countdown.read(left, 0);
             if (left <= 1) {
                 sample_countdown.write(0, meta.sample_rate);
-                clone_preserving_field_list(CloneType.I2E, CPU_CLONE_SESSION, SAMPLE_FIELDS);
+                meta.sample = 1;
             } else {
                 sample_countdown.write(0, left - 1);
             }
@@ -349,12 +356,13 @@ control AstralEgress(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        if (standard_metadata.instance_type == 1) {
-            /* Ingress clone of a sampled packet: describe it for the controller. */
+        if (standard_metadata.instance_type == INSTANCE_TYPE_EGRESS_CLONE) {
+            /* The copy of a sampled packet on its way to the CPU port: describe the
+             * original (its ports and the depth of the queue it went through). */
             hdr.packet_in.setValid();
             hdr.packet_in.ingress_port = meta.ingress_port;
-            hdr.packet_in.egress_port = (bit<16>)standard_metadata.egress_port;
-            hdr.packet_in.qdepth = (bit<32>)standard_metadata.enq_qdepth;
+            hdr.packet_in.egress_port = meta.sampled_egress_port;
+            hdr.packet_in.qdepth = meta.sampled_qdepth;
             hdr.packet_in.switch_id = meta.switch_id;
             truncate(128);
             return;
@@ -375,6 +383,11 @@ control AstralEgress(inout headers_t hdr, inout metadata_t meta,
                 hdr.ipv4.ecn = 3;
                 ecn_marked_counter.count(port);
             }
+        }
+        if (meta.sample == 1) {
+            meta.sampled_egress_port = (bit<16>)standard_metadata.egress_port;
+            meta.sampled_qdepth = (bit<32>)standard_metadata.enq_qdepth;
+            clone_preserving_field_list(CloneType.E2E, CPU_CLONE_SESSION, SAMPLE_FIELDS);
         }
     }
 }

@@ -143,7 +143,8 @@ class Requester:
             seg = self._new_segment()
         last = seg.opcode in roce.LAST_OPCODES
         self._since_ack_req += 1
-        ackreq = last or self._since_ack_req >= ACK_EVERY
+        # Also ask when half a window has gone out unasked, so the window never stalls.
+        ackreq = last or self._since_ack_req >= min(ACK_EVERY, max(1, self.window // 2))
         if ackreq:
             self._since_ack_req = 0
         frame = self.template.frame(seg.opcode, seg.psn, seg.message.data[seg.start:seg.end], ackreq)

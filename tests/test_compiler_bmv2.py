@@ -159,6 +159,8 @@ def test_layout_like_p4c(tmp_path):
      "assign(ipv4.totalLen, ((ipv4.ttl << 0x8) | ipv4.protocol))"),
     ("hdr.ipv4.diffserv[7:2] = 46;",
      "assign(ipv4.diffserv, ((ipv4.diffserv & 0x03) | ((0x2e << 0x2) & 0xfc)))"),
+    ("hdr.ipv4.diffserv[1:0] = 3;",
+     "assign(ipv4.diffserv, ((ipv4.diffserv & 0xfc) | (0x03 & 0x03)))"),
     ("hdr.ipv4.ttl = hdr.ipv4.isValid() ? 8w1 : 8w2;", "assign(ipv4.ttl, (d2b(ipv4.$valid$) ? 0x01 : 0x02))"),
     ("meta.flag = hdr.ipv4.ttl > 3 && !meta.flag;",
      "assign(scalars.metadata.flag, b2d(((ipv4.ttl > 0x03) and not(d2b(scalars.metadata.flag)))))"),
@@ -606,7 +608,7 @@ def test_unions_and_varbit(tmp_path):
     j = build(tmp_path, program(
         top="header a_t { bit<8> x; } header b_t { bit<16> y; } header_union ab_t { a_t a; b_t b; }"
             "header opt_t { bit<8> len; varbit<320> data; }",
-        headers="ethernet_t ethernet; opt_t opt; ab_t u;",
+        headers="ethernet_t ethernet; opt_t opt; opt_t opt2; ab_t u;",
         parser="""
         state start {
             pkt.extract(hdr.ethernet);
@@ -614,7 +616,7 @@ def test_unions_and_varbit(tmp_path):
             pkt.extract(hdr.u.a);
             transition accept;
         }""",
-        apply="if (hdr.u.isValid()) { hdr.u.b.setValid(); }"))
+        apply="if (hdr.u.isValid()) { hdr.u.b.setValid(); } hdr.opt2.data = hdr.opt.data;"))
     assert j["header_union_types"] == [{"name": "ab_t", "id": 0, "headers": [["a", "a_t"], ["b", "b_t"]]}]
     ids = {h["name"]: h["id"] for h in j["headers"]}
     assert j["header_unions"] == [{"name": "u", "id": 0, "union_type": "ab_t", "header_ids": [ids["u.a"], ids["u.b"]]}]
@@ -626,6 +628,7 @@ def test_unions_and_varbit(tmp_path):
     assert ops[2]["parameters"] == [{"type": "regular", "value": "u.a"}]
     (cond,) = pipeline(j)["conditionals"]
     assert show(cond["expression"]) == "valid_union(u)"
+    assert prims(j, table(j, cond["false_next"])["actions"][0]) == ["assign_VL(opt2.data, opt.data)"]
 
 
 def test_entry_priorities_follow_p4_rules(tmp_path):

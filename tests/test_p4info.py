@@ -196,7 +196,7 @@ parser P(packet_in p, out headers h, inout metadata m, inout standard_metadata_t
 }
 control VC(inout headers h, inout metadata m) { apply { } }
 control I(inout headers h, inout metadata m, inout standard_metadata_t s) {
-    @id(7) action a() { }
+    @id(7) @brief("does nothing") @custom(1, "x") action a() { }
     @name("renamed") @id(0x02000009) table t { key = { h.ethernet.dstAddr: exact; } actions = { a; } }
     @name(".global_b") action b() { }
     table u { key = { h.ethernet.srcAddr: exact; } actions = { b; @defaultonly NoAction; } }
@@ -213,6 +213,8 @@ def test_id_and_name_annotations(tmp_path):
     info = compile_src(tmp_path, ID_PROGRAM).p4info
     pre = all_preambles(info)
     assert pre["I.a"].id == 0x01000007          # prefix added to a bare @id
+    assert pre["I.a"].doc.brief == "does nothing"
+    assert list(pre["I.a"].annotations) == ['@custom(1, "x")']
     assert pre["I.renamed"].id == 0x02000009    # @name replaces the local part
     assert "global_b" in pre                    # leading dot: global name
     u = [t for t in info.tables if t.preamble.name == "I.u"][0]
@@ -328,3 +330,15 @@ def test_text_form_round_trips(tmp_path):
     assert again == info
     # non-structural annotations are copied into the preamble, as p4c does
     assert list(info.actions[0].preamble.annotations) == ['@noWarn("unused")']
+
+
+def test_type_declared_keys_and_params_carry_their_type_name(tmp_path):
+    src = ID_PROGRAM.replace("struct metadata { }", "type bit<9> PortId_t;\nstruct metadata { PortId_t port; }")
+    src = src.replace("action a() { }", "action a(PortId_t p) { m.port = p; }")
+    src = src.replace("table u { key = { h.ethernet.srcAddr: exact; }", "table u { key = { m.port: exact; }")
+    info = compile_src(tmp_path, src).p4info
+    a = [x for x in info.actions if x.preamble.name == "I.a"][0]
+    assert (a.params[0].bitwidth, a.params[0].type_name.name) == (9, "PortId_t")
+    u = [t for t in info.tables if t.preamble.name == "I.u"][0]
+    assert u.match_fields[0].type_name.name == "PortId_t"
+    assert info.type_info.new_types["PortId_t"].original_type.bitstring.bit.bitwidth == 9

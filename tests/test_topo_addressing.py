@@ -32,6 +32,7 @@ def test_nic_addressing_follows_rail_block_server():
     assert (nic.ip, nic.mac, nic.intf) == ("10.3.1.1", "02:00:0a:03:01:01", "b1h0-eth3")
     assert nic.leaf == "b1l3" and nic.leaf_port == 1 and nic.gateway_ip == "10.3.1.254"
     assert plan.nic("10.3.1.1") == nic
+    assert plan.server_at(1, 0).nics[3] == nic
     assert ipaddress.IPv4Address(nic.ip) in ipaddress.IPv4Network(plan.rail_block_subnet(3, 1))
 
 

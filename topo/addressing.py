@@ -177,6 +177,10 @@ class AddressPlan:
                 return server
         raise KeyError(f"no server named {name!r} in fabric {self.spec.name!r}")
 
+    def server_at(self, block: int, index: int) -> Server:
+        """Server number ``index`` of block ``block``."""
+        return self.servers[block * self.spec.servers_per_block + index]
+
     def uplink_port(self, spine: int) -> int:
         """Leaf port facing spine number ``spine``."""
         return self.spec.servers_per_block + 1 + spine

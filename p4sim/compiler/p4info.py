@@ -17,6 +17,7 @@ from p4sim.compiler import types as T
 from p4sim.compiler.diagnostics import CompileError
 from p4sim.compiler.midend.constfold import const_value
 from p4sim.compiler.midend.controlplane import ControlPlane
+from p4sim.compiler.midend.names import annotation_string
 from p4sim.proto import p4i
 
 ARCH = "v1model"
@@ -162,6 +163,10 @@ def build_p4info(cp: ControlPlane) -> p4i.P4Info:
             pre.id, pre.alias = ids(prefix, name), suffixes.alias(name)
         pre.name = name
         pre.annotations.extend(render_annotations(decl))
+        for key in ("brief", "description"):  # p4c moves these into the doc field
+            text = annotation_string(decl, key) if decl is not None else None
+            if text is not None:
+                setattr(pre.doc, key, text)
 
     for t in cp.tables:
         m = info.tables.add()
@@ -169,6 +174,8 @@ def build_p4info(cp: ControlPlane) -> p4i.P4Info:
         for i, f in enumerate(t.match_fields, 1):
             mf = m.match_fields.add(id=i, name=f.name, bitwidth=f.bitwidth)
             mf.match_type = MATCH_TYPES[f.match_kind]
+            if f.new_type is not None:
+                mf.type_name.name = _new_type(info, f.new_type)
         for r in t.action_refs:
             if (P.ACTION, r.action) not in ids.ids:
                 continue  # a @hidden action
@@ -196,8 +203,10 @@ def build_p4info(cp: ControlPlane) -> p4i.P4Info:
     for a in cp.actions:
         m = info.actions.add()
         preamble(m, P.ACTION, a.name, a.decl)
-        for i, (pname, w) in enumerate(a.params, 1):
-            m.params.add(id=i, name=pname, bitwidth=w)
+        for i, (pname, w, nt) in enumerate(a.params, 1):
+            param = m.params.add(id=i, name=pname, bitwidth=w)
+            if nt is not None:
+                param.type_name.name = _new_type(info, nt)
 
     for ap in cp.action_profiles:
         m = info.action_profiles.add()
@@ -261,7 +270,7 @@ def build_p4info(cp: ControlPlane) -> p4i.P4Info:
 
 
 #: Annotations p4c consumes itself instead of copying them into the preamble.
-_STRUCTURAL = {"name", "id", "hidden", "field_list", "defaultonly", "tableonly"}
+_STRUCTURAL = {"name", "id", "hidden", "field_list", "defaultonly", "tableonly", "brief", "description"}
 
 
 def render_annotations(decl: Optional[ast.Decl]) -> list[str]:
@@ -284,13 +293,18 @@ def render_annotations(decl: Optional[ast.Decl]) -> list[str]:
     return out
 
 
+def _new_type(info: p4i.P4Info, t: T.NewT) -> str:
+    """Register ``type`` declaration ``t`` in ``type_info.new_types``; its name."""
+    nt = info.type_info.new_types[t.name]
+    if not nt.HasField("original_type"):
+        _type_spec(nt.original_type, t.base, info)
+    return t.name
+
+
 def _type_spec(spec: object, t: T.Type, info: p4i.P4Info) -> None:
     """Fill a P4DataTypeSpec for ``t``, registering named types in ``type_info``."""
     if isinstance(t, T.NewT):
-        spec.new_type.name = t.name  # type: ignore[attr-defined]
-        nt = info.type_info.new_types[t.name]
-        if not nt.HasField("original_type"):
-            _bitstring(nt.original_type, t.base)
+        spec.new_type.name = _new_type(info, t)  # type: ignore[attr-defined]
         return
     if isinstance(t, T.BitT):
         _bitstring(spec.bitstring, t)  # type: ignore[attr-defined]
@@ -334,7 +348,5 @@ def _bitstring(spec: object, t: T.Type) -> None:
             spec.bit.bitwidth = t.width  # type: ignore[attr-defined]
     elif isinstance(t, T.VarbitT):
         spec.varbit.max_bitwidth = t.max_width  # type: ignore[attr-defined]
-    elif isinstance(t, T.BoolT):
-        spec.bool.SetInParent()  # type: ignore[attr-defined]
     else:
         raise CompileError(f"type {t} cannot be described in P4Info")

@@ -1,11 +1,11 @@
 """Turn a BMv2 JSON program into Python source, compiled once at load time.
 
-Every parser state, action, conditional, key builder, calculation, checksum and the
+Every parser state, action, conditional, table node, calculation, checksum and the
 deparser becomes a plain Python function working on the flat PHV list `F` (see
 `program.Layout`), so the per-packet work is straight-line code with constant slot
-indexes: no expression tree is walked per packet. `Generator.build()` returns the
-source text; `V1Switch` executes it in a namespace that already holds the runtime
-objects the code refers to (tables, extern arrays, hash functions, helpers).
+indexes: no expression tree is walked per packet. `Generator.source()` returns the
+source text; `V1Switch` executes it in a namespace holding the runtime objects the code
+refers to (tables, extern arrays, hash functions, `phv` helpers).
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ MAX_INLINE_DEPTH = 24
 
 
 def _ident(name: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in name)
+    """A Python identifier fragment for a P4 name; injective (every character that is not
+    an ASCII letter or digit becomes `_` plus its code), so names never collide."""
+    return "".join(c if c.isascii() and c.isalnum() else f"_{ord(c):x}_" for c in name)
 
 
 class Generator:
@@ -43,7 +45,6 @@ class Generator:
         self.hash_factory = hash_factory
         self.out: list[str] = []
         self._tmp = itertools.count()
-        self.actions = {a["id"]: a for a in js.get("actions", [])}
         self.calcs = {c["name"]: c for c in js.get("calculations", [])}
         self.counters = {c["name"]: c for c in js.get("counter_arrays", [])}
         self.meters = {m["name"]: m for m in js.get("meter_arrays", [])}

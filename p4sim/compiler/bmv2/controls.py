@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from p4sim.compiler import ast
+from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import ActionValue, BlockValue, Context, Scope, TableValue
 from p4sim.compiler.bmv2.expressions import ExprLowerer
 from p4sim.compiler.bmv2.externs import instantiate
@@ -64,7 +65,7 @@ def action_id(ctx: Context, av: ActionValue) -> int:
             raise CompileError(f"action parameter '{p.name}' must have a bit, int or bool type", p.pos)
         scope.bind(p, ParamLoc(i, pt))
         runtime_data.append({"name": p.name, "bitwidth": w})
-        params.append((p.name, w))
+        params.append((p.name, w, pt if isinstance(pt, T.NewT) else None))
     lw = StmtLowerer(scope)
     lw.inline_body(scope, av.decl.body, None)
     aid = len(ctx.actions)

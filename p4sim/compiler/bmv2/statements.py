@@ -58,6 +58,9 @@ class StmtLowerer(ExprLowerer):
         return p
 
     def set_field(self, dst: Any, value: dict) -> None:
+        if isinstance(base_type(dst.type), T.VarbitT):
+            self.prim("assign_VL", [as_param(dst.node()), as_param(value)])
+            return
         if self.parser and isinstance(dst, FieldLoc):
             self.out.append({"op": "set", "parameters": [dst.node(), as_param(value)]})
         else:
@@ -180,14 +183,17 @@ class StmtLowerer(ExprLowerer):
         self.assign_to(self.loc(lhs), rhs)
 
     def assign_slice(self, lhs: ast.SliceExpr, rhs: ast.Expr) -> None:
+        self.write_slice(lhs, self.data(rhs))
+
+    def write_slice(self, lhs: ast.SliceExpr, value: dict) -> None:
+        """``f[hi:lo] = v`` as ``f = (f & ~m) | ((v << lo) & m)`` (p4c's lowering)."""
         dst = self.loc(lhs.expr)
         hi, lo = self.require_const(lhs.hi), self.require_const(lhs.lo)
         w = scalar_width(dst.type)
         m = mask(hi - lo + 1) << lo
         keep = expr_node("&", dst.node(), hex_node(mask(w) & ~m, w))
-        v = self.data(rhs)
-        new = expr_node("&", expr_node("<<", v, hex_node(lo)), hex_node(m, w))
-        self.set_field(dst, expr_node("|", keep, new))
+        shifted = expr_node("<<", value, hex_node(lo)) if lo else value
+        self.set_field(dst, expr_node("|", keep, expr_node("&", shifted, hex_node(m, w))))
 
     def assign_to(self, dst: Any, rhs: ast.Expr) -> None:
         if isinstance(dst, (FieldLoc, DynFieldLoc)):
@@ -407,16 +413,7 @@ class StmtLowerer(ExprLowerer):
             return
         target, tmp = pending
         if isinstance(target, ast.SliceExpr):
-            self.assign_slice_from(target, tmp)
+            self.write_slice(target, tmp.node())
         else:
             self.set_field(target, tmp.node())
-
-    def assign_slice_from(self, lhs: ast.SliceExpr, tmp: FieldLoc) -> None:
-        dst = self.loc(lhs.expr)
-        hi, lo = self.require_const(lhs.hi), self.require_const(lhs.lo)
-        w = scalar_width(dst.type)
-        m = mask(hi - lo + 1) << lo
-        keep = expr_node("&", dst.node(), hex_node(mask(w) & ~m, w))
-        new = expr_node("&", expr_node("<<", tmp.node(), hex_node(lo)), hex_node(m, w))
-        self.set_field(dst, expr_node("|", keep, new))
 

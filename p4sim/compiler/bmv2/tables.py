@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from p4sim.compiler import ast
+from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import ActionValue, ExternValue, TableValue
 from p4sim.compiler.bmv2.expressions import ExprLowerer
 from p4sim.compiler.bmv2.externs import COUNTER_UNITS, METER_UNITS, enum_arg
@@ -65,7 +66,8 @@ def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dic
         keys.append({"match_type": mk, "name": kname, "target": target, "mask": None})
         widths.append(w)
         kinds.append(mk)
-        cp_fields.append(CPMatchField(kname, w, mk, list(k.annotations)))
+        kt = k.expr.type
+        cp_fields.append(CPMatchField(kname, w, mk, list(k.annotations), kt if isinstance(kt, T.NewT) else None))
 
     action_names: list[str] = []
     action_ids: list[int] = []

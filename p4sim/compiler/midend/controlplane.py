@@ -21,13 +21,14 @@ class CPMatchField:
     bitwidth: int
     match_kind: str  # exact | lpm | ternary | range | optional
     annotations: list[ast.Annotation] = field(default_factory=list)
+    new_type: Optional[T.NewT] = None  # a `type`-declared key keeps its name in P4Info
 
 
 @dataclass
 class CPAction:
     name: str
     decl: ast.Decl
-    params: list[tuple[str, int]]
+    params: list[tuple[str, int, Optional[T.NewT]]]  # name, bitwidth, `type`-declared type
 
 
 @dataclass

@@ -1,0 +1,278 @@
+"""The default fabric in Mininet (root): p4sim switch processes, programmed over
+P4Runtime by controller.routes, hosts configured by topo.net.
+
+One fabric is brought up for the module (a few seconds) and always torn down. Its
+spec is the default one with a node prefix and gRPC ports of its own (so a `make run`
+on the same machine is not disturbed), captures on, a sampling rate of 4 and slower
+uplinks, so that two paced senders oversubscribe a leaf uplink without the switches'
+CPU being the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import random
+import shutil
+import socket
+import time
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is None,
+                                reason="needs root and Mininet")
+
+import finsy as fy  # noqa: E402
+from scapy.contrib.roce import BTH  # noqa: E402
+from scapy.layers.inet import IP, UDP  # noqa: E402
+from scapy.layers.l2 import Ether  # noqa: E402
+from scapy.packet import Raw  # noqa: E402
+from scapy.utils import rdpcap  # noqa: E402
+
+from topo.addressing import AddressPlan, Nic  # noqa: E402
+from topo.hashmodel import FiveTuple, predict_path, source_port_for_spine  # noqa: E402
+from topo.net import Fabric  # noqa: E402
+from topo.spec import load_spec, replace  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+UPLINK_MBPS = 5.0
+
+
+def free_port_base(count: int) -> int:
+    """A base port with ``count`` consecutive free TCP ports on 127.0.0.1."""
+    rng = random.Random(os.getpid())
+    for _ in range(50):
+        base = rng.randrange(20000, 40000)
+        try:
+            socks = []
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
+def _setns(fd: int) -> None:
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+@contextmanager
+def host_socket(pid: int, iface: str) -> Iterator[socket.socket]:
+    """A raw packet socket on ``iface`` of the network namespace of process ``pid``."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        _setns(target)
+        try:
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+            sock.bind((iface, 0))
+        finally:
+            _setns(own)
+    finally:
+        os.close(target)
+        os.close(own)
+    try:
+        yield sock
+    finally:
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def fabric(tmp_path_factory) -> Iterator[Fabric]:
+    spec = load_spec(ROOT / "topo" / "fabrics" / "default.yaml")
+    spec = replace(spec, node_prefix=f"t{os.getpid() % 1000}", grpc_port_base=free_port_base(spec.switches),
+                   pcap=True, sample_rate=4, links=type(spec.links)(host_mbps=20, uplink_mbps=UPLINK_MBPS))
+    fab = Fabric(spec, run_dir=tmp_path_factory.mktemp("run"))
+    try:
+        fab.start()
+        yield fab
+    finally:
+        fab.stop()
+
+
+def frame(plan: AddressPlan, src: Nic, dst: Nic, sport: int, dport: int = 4791, size: int = 100,
+          tos: int = 0, roce: bool = False) -> bytes:
+    l4 = UDP(sport=sport, dport=dport)
+    if roce:
+        l4 = l4 / BTH(opcode=4, dqpn=0x11, psn=sport)
+    pkt = Ether(src=src.mac, dst=plan.switch(src.leaf).mac) / IP(src=src.ip, dst=dst.ip, ttl=64, tos=tos) / l4
+    return bytes(pkt / Raw(bytes(max(0, size - len(pkt)))))
+
+
+def send(fab: Fabric, nic: Nic, frames: list[bytes]) -> None:
+    with host_socket(fab.host(nic.server).pid, nic.intf) as sock:
+        for data in frames:
+            sock.send(data)
+
+
+def captured(fab: Fabric, node: str, port: int, direction: str) -> list:
+    path = fab.pcap_dir / f"{node}-eth{port}_{direction}.pcap"
+    return list(rdpcap(str(path))) if path.exists() and path.stat().st_size > 24 else []
+
+
+def udp_flows(packets: list) -> dict[tuple, object]:
+    return {(p[IP].src, p[IP].dst, p[UDP].sport, p[UDP].dport): p for p in packets if UDP in p}
+
+
+def test_every_nic_pings_every_other_nic(fabric: Fabric) -> None:
+    """Same rail within a block and across blocks, and across rails (policy routing
+    sends a NIC's traffic out of that NIC; the spines join the rails)."""
+    plan = fabric.plan
+    nics = list(plan.nics())
+    failed = []
+    for src in nics:
+        targets = " ".join(n.ip for n in nics if n.server != src.server)
+        out = fabric.host(src.server).cmd(
+            f"for d in {targets}; do ping -n -q -c1 -W2 -I {src.ip} $d >/dev/null || echo FAIL $d; done")
+        failed += [f"{src.ip} -> {line.split()[1]}" for line in out.splitlines() if line.startswith("FAIL")]
+    assert not failed, failed
+
+
+def test_udp_paths_equal_the_hash_model_for_200_flows(fabric: Fabric) -> None:
+    """200 random 5-tuples, one packet each: the spine that saw each flow (from the
+    spines' captures) is the one predicted; delivered frames carry the destination
+    NIC's MAC, the last leaf's MAC and a TTL lowered once per switch."""
+    plan = fabric.plan
+    nics = list(plan.nics())
+    rng = random.Random(200)
+    flows: list[tuple[Nic, Nic, FiveTuple]] = []
+    while len(flows) < 200:
+        src, dst = rng.sample(nics, 2)
+        flow = FiveTuple(src.ip, dst.ip, 17, rng.randrange(1024, 65536), rng.choice([4791, rng.randrange(1, 65536)]))
+        flows.append((src, dst, flow))
+    by_src: dict[str, list[bytes]] = {}
+    for src, dst, flow in flows:
+        by_src.setdefault(src.ip, []).append(frame(plan, src, dst, flow.sport, flow.dport))
+    for ip, frames in by_src.items():
+        send(fabric, plan.nic(ip), frames)
+
+    def delivered() -> dict:
+        out = {}
+        for nic in nics:
+            out.update(udp_flows(captured(fabric, nic.leaf, nic.leaf_port, "out")))
+        return out
+
+    deadline = time.monotonic() + 20
+    while len(got := delivered()) < len(flows) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    spine_of = {}
+    for k, spine in enumerate(plan.spines):
+        for leaf in plan.leaves:
+            for key in udp_flows(captured(fabric, spine.name, plan.spine_port(leaf.block, leaf.rail), "in")):
+                spine_of[key] = spine.name
+    for src, dst, flow in flows:
+        key = (flow.src, flow.dst, flow.sport, flow.dport)
+        assert key in got, f"flow {flow} not delivered"
+        path = predict_path(plan, flow)
+        assert spine_of.get(key) == (path[2] if len(path) == 5 else None), (flow, path)
+        pkt = got[key]
+        assert pkt[Ether].dst == dst.mac and pkt[Ether].src == plan.switch(dst.leaf).mac
+        assert pkt[IP].ttl == 64 - (len(path) - 2)
+    assert len(set(spine_of.values())) == len(plan.spines)
+
+
+def _marks(fabric: Fabric, leaf: str, port: int) -> int:
+    async def read() -> int:
+        sw = fabric.plan.switch(leaf)
+        opts = fy.SwitchOptions(device_id=sw.device_id, initial_election_id=5)
+        async with fy.Switch(leaf, sw.grpc_address, opts) as conn:
+            entries = [e async for e in conn.read(fy.P4CounterEntry("ecn_marked_counter", index=port))]
+            return entries[0].data.packet_count if entries and entries[0].data else 0
+    return asyncio.run(asyncio.wait_for(read(), 20))
+
+
+def _paced(fabric: Fabric, senders: list[tuple[Nic, Nic, int]], mbps: float, seconds: float) -> None:
+    """Each (src, dst, sport) sends ECT 1000-byte UDP frames at ``mbps``, in 2 ms steps."""
+    plan = fabric.plan
+    per_step = mbps * 1e6 / 8 / 1000 * 0.002
+    socks = [host_socket(fabric.host(src.server).pid, src.intf) for src, _, _ in senders]
+    opened = [s.__enter__() for s in socks]
+    try:
+        data = [frame(plan, src, dst, sport, size=1000, tos=2) for src, dst, sport in senders]
+        start = time.monotonic()
+        sent = 0.0
+        while (now := time.monotonic()) - start < seconds:
+            due = (now - start) / 0.002 * per_step
+            while sent < due:
+                for sock, d in zip(opened, data):
+                    sock.send(d)
+                sent += 1
+            time.sleep(0.001)
+    finally:
+        for s in socks:
+            s.__exit__(None, None, None)
+
+
+def test_ecn_marks_only_when_two_senders_oversubscribe_a_leaf_uplink(fabric: Fabric) -> None:
+    plan = fabric.plan
+    a, b = plan.server_at(0, 0).nics[0], plan.server_at(0, 1).nics[0]
+    c, d = plan.server_at(1, 0).nics[0], plan.server_at(1, 1).nics[0]
+    leaf = plan.switch(a.leaf)
+    uplink = plan.uplink_port(0)
+    sport_a = source_port_for_spine(plan, FiveTuple(a.ip, c.ip), 0)
+    sport_b = source_port_for_spine(plan, FiveTuple(b.ip, d.ip), 0)
+    rate = UPLINK_MBPS * 0.7
+    before = _marks(fabric, leaf.name, uplink)
+    _paced(fabric, [(a, c, sport_a)], rate, 0.6)
+    time.sleep(0.3)
+    alone = _marks(fabric, leaf.name, uplink) - before
+    _paced(fabric, [(a, c, sport_a), (b, d, sport_b)], rate, 0.6)
+    time.sleep(1.0)
+    together = _marks(fabric, leaf.name, uplink) - before - alone
+    assert alone == 0
+    assert together > 10
+
+
+def test_sampled_roce_packets_reach_the_controller_with_port_metadata(fabric: Fabric) -> None:
+    plan = fabric.plan
+    src, dst = plan.server_at(0, 1).nics[2], plan.server_at(1, 0).nics[2]
+    leaf = plan.switch(src.leaf)
+    sports = range(50000, 50016)
+    frames = [frame(plan, src, dst, sport, roce=True) for sport in sports]
+    expected_egress = {plan.uplink_port(int(predict_path(plan, FiveTuple(src.ip, dst.ip, 17, s, 4791))[2][-1]))
+                       for s in sports}
+
+    async def collect() -> list:
+        opts = fy.SwitchOptions(device_id=leaf.device_id, initial_election_id=50)
+        async with fy.Switch(leaf.name, leaf.grpc_address, opts) as conn:
+            assert conn.is_primary
+            packets = conn.read_packets()
+            pins = []
+
+            async def take() -> None:
+                async for pin in packets:
+                    pins.append(pin)
+                    if len(pins) == len(frames) // plan.spec.sample_rate:
+                        return
+
+            waiting = asyncio.ensure_future(take())
+            await asyncio.sleep(0.2)
+            await asyncio.to_thread(send, fabric, src, frames)
+            await asyncio.wait_for(waiting, 10)
+            return pins
+
+    pins = asyncio.run(asyncio.wait_for(collect(), 30))
+    assert len(pins) == len(frames) // plan.spec.sample_rate
+    for pin in pins:
+        assert pin.metadata["ingress_port"] == src.leaf_port
+        assert pin.metadata["switch_id"] == leaf.switch_id
+        assert pin.metadata["egress_port"] in expected_egress
+        sent = Ether(pin.payload)
+        assert sent[IP].src == src.ip and BTH in sent
+    egress = Counter(pin.metadata["egress_port"] for pin in pins)
+    assert set(egress) <= expected_egress
