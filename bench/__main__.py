@@ -21,7 +21,7 @@ RESULTS = Path(__file__).parent / "results" / "latest.json"
 
 def main(argv: list[str]) -> int:
     only = set(argv)
-    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent))
+    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
                    if m.name.startswith("bench_"))
     figures: dict[str, float] = {}
     failed = []

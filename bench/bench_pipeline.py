@@ -29,7 +29,7 @@ def _switch() -> V1Switch:
     for index in range(4):
         sw.table_add("AstralIngress.ecmp_nhop", "AstralIngress.forward",
                      [Exact(1), Exact(index)], [10 + index, 0x02000000AA00 + index])
-    sw.table_add("AstralEgress.ecn_threshold", "AstralEgress.set_mark_threshold", [Range(0, 1000)], [0])
+    sw.table_add("AstralEgress.ecn_threshold", "AstralEgress.set_mark_threshold", [Range(0, 1000)], [0], priority=1)
     return sw
 
 
