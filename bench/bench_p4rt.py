@@ -126,13 +126,28 @@ def compiled_program() -> tuple[p4i.P4Info, bytes]:
     return result.p4info, json.dumps(result.bmv2_json).encode()
 
 
-def start_switch(workdir: Path, *args: str, prefix: Iterable[str] = ()) -> tuple[subprocess.Popen, str]:
-    """A ``p4sim switch --no-p4`` process with gRPC on a Unix socket in ``workdir``;
-    (process, address). The caller stops it by PID (``stop``)."""
-    address = f"unix:{workdir}/p4rt.sock"
-    cmd = [*prefix, sys.executable, "-m", "p4sim.cli", "switch", "--no-p4", "--device-id", str(DEVICE_ID),
-           "--grpc-server-addr", address, "--log-file", str(workdir / "switch.log"), *args]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), address
+def start_switch(command: list[str], workdir: Path) -> subprocess.Popen:
+    """Start a switch process (the caller ``stop``s it by PID); its stderr goes to
+    ``workdir``/switch.stderr for ``connect``'s error message."""
+    with open(workdir / "switch.stderr", "wb") as err:
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
+
+
+def connect(proc: subprocess.Popen, address: str, workdir: Path) -> P4RuntimeClient:
+    """The primary controller of the switch ``proc`` serving on ``address``; if it
+    never serves, an error with what the switch said."""
+    try:
+        return P4RuntimeClient(address)
+    except grpc.FutureTimeoutError:
+        state = "running" if proc.poll() is None else f"exited with {proc.returncode}"
+        said = (workdir / "switch.stderr").read_text(errors="replace")
+        raise RuntimeError(f"switch ({state}) does not serve P4Runtime on {address}: {said}") from None
+
+
+def p4sim_switch(address: str, workdir: Path, *args: str) -> list[str]:
+    """The command of a ``p4sim switch --no-p4`` serving P4Runtime on ``address``."""
+    return [sys.executable, "-m", "p4sim.cli", "switch", "--no-p4", "--device-id", str(DEVICE_ID),
+            "--grpc-server-addr", address, "--log-file", str(workdir / "switch.log"), *args]
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -148,10 +163,12 @@ def stop(proc: subprocess.Popen) -> None:
 def run() -> dict[str, float]:
     p4info, device_config = compiled_program()
     with tempfile.TemporaryDirectory(prefix="bench-p4rt-") as tmp:
-        proc, address = start_switch(Path(tmp))
+        workdir = Path(tmp)
+        address = f"unix:{workdir}/p4rt.sock"
+        proc = start_switch(p4sim_switch(address, workdir), workdir)
         client = None
         try:
-            client = P4RuntimeClient(address)
+            client = connect(proc, address, workdir)
             client.set_pipeline(p4info, device_config)
             entries = [client.table_entry(LPM, {"hdr.ipv4.dstAddr": lpm(0x0A000000 + (i << 8), 24)},
                                           "AstralIngress.drop", {}) for i in range(BATCH)]

@@ -32,7 +32,6 @@ import socket
 import statistics
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -43,7 +42,8 @@ from scapy.contrib.roce import BTH
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from bench.bench_p4rt import DEVICE_ID, P4RuntimeClient, canonical, compiled_program, lpm, stop
+from bench.bench_p4rt import (DEVICE_ID, P4RuntimeClient, canonical, compiled_program, connect, lpm,
+                              p4sim_switch, start_switch, stop)
 from p4sim.proto import p4r
 
 SIZES = (64, 1000)
@@ -140,9 +140,7 @@ def _setns(fd: int) -> None:
 
 
 def p4sim_command(topo: Topology, address: str, workdir: Path) -> list[str]:
-    return [sys.executable, "-m", "p4sim.cli", "switch", "--no-p4", "--device-id", str(DEVICE_ID),
-            "-i", f"1@{topo.ifaces['s1']}", "-i", f"2@{topo.ifaces['s2']}",
-            "--grpc-server-addr", address, "--log-file", str(workdir / "p4sim.log")]
+    return p4sim_switch(address, workdir, "-i", f"1@{topo.ifaces['s1']}", "-i", f"2@{topo.ifaces['s2']}")
 
 
 def bmv2_command(topo: Topology, address: str, workdir: Path) -> list[str]:
@@ -310,12 +308,12 @@ def measure(topo: Topology, command: Callable[[Topology, str, Path], list[str]])
     p4info, device_config = compiled_program()
     with tempfile.TemporaryDirectory(prefix="bench-switch-") as tmp:
         address = f"unix:{tmp}/p4rt.sock"
-        proc = subprocess.Popen(["ip", "netns", "exec", topo.ns["sw"], *command(topo, address, Path(tmp))],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        workdir = Path(tmp)
+        proc = start_switch(["ip", "netns", "exec", topo.ns["sw"], *command(topo, address, workdir)], workdir)
         client = None
         tx = topo.socket("h1", "h1")
         try:
-            client = P4RuntimeClient(address)
+            client = connect(proc, address, workdir)
             client.set_pipeline(p4info, device_config)
             program(client)
             figures: dict[str, float] = {}

@@ -130,15 +130,17 @@ class Switch:
     def __init__(self, workdir: Path, *args: str, prefix: tuple[str, ...] = ()) -> None:
         self.address = f"unix:{workdir}/p4rt.sock"
         self.log = workdir / "switch.log"
+        self.stderr = workdir / "switch.stderr"
         cmd = [*prefix, sys.executable, "-m", "p4sim.cli", "switch", "--no-p4",
                "--device-id", str(DEVICE_ID), "--cpu-port", str(CPU_PORT),
                "--grpc-server-addr", self.address, "--log-file", str(self.log), *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        with open(self.stderr, "wb") as err:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + 20
         while "switch running" not in self.log_text():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise AssertionError(f"switch did not start: {self.proc.stderr.read()}{self.log_text()}")
+                raise AssertionError(f"switch did not start: {self.stderr.read_text()}{self.log_text()}")
             time.sleep(0.05)
 
     def log_text(self) -> str:
@@ -152,7 +154,6 @@ class Switch:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.proc.stderr.close()
 
 
 def shell(python: Path, switch: Switch, ops: list[dict], *, config: tuple[Path, Path] | None = None,

@@ -532,11 +532,15 @@ def test_basic_forwarding_matches_p4c_output(tmp_path):
                                                     "right": {"type": "field", "value": ["ipv4", "$valid$"]}}}}]
     ingress = pipeline(j)
     (cond,) = ingress["conditionals"]
+    assert cond["source_info"]["source_fragment"] == "hdr.ipv4.isValid()"
     assert ingress["init_table"] == cond["name"]
     assert (cond["true_next"], cond["false_next"]) == ("MyIngress.ipv4_lpm", None)
     ids = {a["name"]: a["id"] for a in j["actions"]}
     assert [a["name"] for a in j["actions"]] == ["NoAction", "MyIngress.drop", "MyIngress.ipv4_forward"]
     (lpm,) = ingress["tables"]
+    where = lpm.pop("source_info")
+    assert (where["line"], where["source_fragment"]) == (74, "ipv4_lpm")
+    assert where["filename"].endswith("prog.p4") and where["column"] == 10  # p4c counts from 0
     assert lpm == {
         "name": "MyIngress.ipv4_lpm", "id": 0,
         "key": [{"match_type": "lpm", "name": "hdr.ipv4.dstAddr", "target": ["ipv4", "dstAddr"], "mask": None}],
@@ -645,3 +649,23 @@ def test_entry_priorities_follow_p4_rules(tmp_path):
         }""", apply="t.apply();"))
     # P4 priorities 10, 9 (10 - 1), 30  ->  BMv2 21, 22, 1
     assert [e["priority"] for e in table(j, "MyIngress.t")["entries"]] == [21, 22, 1]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(parser="""state start { pkt.extract(hdr.ethernet);
+                    if (hdr.ethernet.etherType == 1) { hdr.ethernet.etherType = 2; } transition accept; }"""),
+     "if statements in parser states"),
+    (dict(ingress="""table t { key = { hdr.ipv4.dstAddr: exact; } actions = { NoAction; }
+                     implementation = action_profile(32); }""", apply="t.apply();"),
+     "must name an instance"),
+    (dict(top="extern Widget { Widget(); void poke(); }", ingress="Widget() w;", apply="w.poke();"),
+     "Widget"),
+    (dict(top="header a_t { bit<8> x; } header b_t { bit<8> y; } header_union ab_t { a_t a; b_t b; }",
+          headers="ethernet_t ethernet; ipv4_t ipv4; ab_t[2] us;"),
+     "only stacks of headers"),
+])
+def test_unsupported_constructs_are_named_with_a_position(tmp_path, kwargs, message):
+    with pytest.raises(CompileError, match=message) as info:
+        build(tmp_path, program(**kwargs))
+    assert info.value.kind == "unsupported"
+    assert info.value.pos.line > 0 and info.value.pos.file.endswith("prog.p4")

@@ -9,6 +9,7 @@ newer than the program and the compiler, so a second `make run` does not recompi
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -64,6 +65,13 @@ def build_pipeline(spec: FabricSpec, out_dir: Path = BUILD, compiler: str = "p4s
             raise RuntimeError(f"p4c failed on {PROGRAM}:\n{done.stderr}")
         return pipeline
     result = compile_file(str(PROGRAM), defines={"ECMP_HASH_ALGO": spec.ecmp_hash})
-    pipeline.device_config.write_text(json.dumps(result.bmv2_json, indent=1))
-    pipeline.p4info.write_text(text_format.MessageToString(result.p4info))
+    _write_atomically(pipeline.device_config, json.dumps(result.bmv2_json, indent=1))
+    _write_atomically(pipeline.p4info, text_format.MessageToString(result.p4info))
     return pipeline
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Two launchers compiling at once must never see each other's half-written file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)

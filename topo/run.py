@@ -74,10 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         fabric.start()
+        first, last = fabric.plan.servers[0], fabric.plan.servers[-1]
         print(f"*** Fabric '{spec.name}' ready in {time.monotonic() - started:.1f} s: "
               f"{len(fabric.plan.servers)} servers x {spec.rails} rails, {spec.leaves} leaves, "
-              f"{spec.spines} spines ({args.backend}, {PROGRAM.name}, ECMP {spec.ecmp_hash}). "
-              f"Try: nics, switches, pingall, b0h0 ping -I 10.0.0.1 10.1.1.2", flush=True)
+              f"{spec.spines} spines ({args.backend}, {PROGRAM.name}, ECMP {spec.ecmp_hash}).\n"
+              f"*** Try: nics, switches, pingall, "
+              f"{first.name} ping -c1 -I {first.nics[0].ip} {last.nics[-1].ip}", flush=True)
         FabricCLI(fabric)
     except FabricError as e:
         print(f"error: {e}", file=sys.stderr)

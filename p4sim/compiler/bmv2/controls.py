@@ -22,7 +22,7 @@ from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import ActionValue, BlockValue, Context, Scope, TableValue
 from p4sim.compiler.bmv2.expressions import ExprLowerer
 from p4sim.compiler.bmv2.externs import instantiate
-from p4sim.compiler.bmv2.jsonutil import hexstr
+from p4sim.compiler.bmv2.jsonutil import hexstr, source_info
 from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
 from p4sim.compiler.bmv2.storage import ConstLoc, ParamLoc, scalar_width
 from p4sim.compiler.bmv2.tables import DEFAULT_TABLE_SIZE, convert_table
@@ -265,8 +265,12 @@ class ControlLowerer:
         lw = StmtLowerer(scope)
         cond = lw.rv(s.cond)
         name = self.ctx.node_name()
-        self.conditionals.append({"name": name, "id": self.new_id("conditionals"), "expression": cond,
-                                  "true_next": then_n, "false_next": else_n})
+        node = {"name": name, "id": self.new_id("conditionals"),
+                "source_info": source_info(s.cond.pos, _cond_text(s.cond.pos)),
+                "expression": cond, "true_next": then_n, "false_next": else_n}
+        if node["source_info"] is None:
+            del node["source_info"]
+        self.conditionals.append(node)
         if lw.out:  # the condition called a function: compute it first
             aname, aid = synthesized_action(self.ctx, "act", lw.out)
             return self.synth_table(f"tbl_{aname}", aname, aid, [], name)
@@ -378,6 +382,19 @@ class ControlLowerer:
     def pipeline(self, init: Optional[str], pid: int) -> dict:
         return {"name": self.name, "id": pid, "init_table": init, "tables": self.tables,
                 "action_profiles": self.action_profiles, "conditionals": self.conditionals}
+
+
+def _cond_text(pos: Any) -> str:
+    """The condition of an ``if`` as written: up to its closing parenthesis."""
+    text = getattr(pos, "text", "")[max(getattr(pos, "col", 1) - 1, 0):]
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        if ch == ")":
+            if depth == 0:
+                return text[:i].strip()
+            depth -= 1
+    return text.strip()
 
 
 def _maybe_global(scope: Scope, t: ast.PathExpr) -> Any:

@@ -51,6 +51,20 @@ def as_param(node: dict) -> dict:
     return node
 
 
+def source_info(pos: object, fragment: Optional[str] = None) -> Optional[dict]:
+    """p4c's ``source_info`` object for a source position (None when unknown). The
+    fragment defaults to the statement text at the position, up to its ``;``/``{``."""
+    line = getattr(pos, "line", 0)
+    if not line:
+        return None
+    if fragment is None:
+        text = getattr(pos, "text", "")[max(getattr(pos, "col", 1) - 1, 0):]
+        fragment = text.split(";")[0].split("{")[0].strip()
+    # p4c counts columns from 0 in source_info (its diagnostics count from 1)
+    return {"filename": pos.file, "line": line, "column": pos.col - 1,  # type: ignore[attr-defined]
+            "source_fragment": fragment}
+
+
 class NameGen:
     """Unique names in p4c's style: ``act``, ``act_0``, ``act_1``..."""
 

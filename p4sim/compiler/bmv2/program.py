@@ -132,8 +132,9 @@ def layout_parameters(ctx: Context, parser: ast.ParserDecl) -> tuple[Any, Any, A
         fields.append(["_padding", 8 - width % 8, False])
     if not isinstance(h_t, T.StructT):
         raise CompileError("the headers parameter must be a struct", parser.params[1].pos)
-    hdr = StructLoc(h_t, {f.name: lay.storage(f.name, f.type) for f in h_t.fields})
-    meta = lay.storage(m_t.name if isinstance(m_t, T.StructT) else "meta", m_t)
+    hpos, mpos = parser.params[1].pos, parser.params[2].pos
+    hdr = StructLoc(h_t, {f.name: lay.storage(f.name, f.type, hpos) for f in h_t.fields})
+    meta = lay.storage(m_t.name if isinstance(m_t, T.StructT) else "meta", m_t, mpos)
     ctx.user_meta = meta
     decl = types.lookup(getattr(parser.params[2].type_ref, "name", ""))
     ctx.user_meta_decl = decl if isinstance(decl, ast.StructDecl) else None

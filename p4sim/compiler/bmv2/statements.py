@@ -16,7 +16,7 @@ from p4sim.compiler import ast
 from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import ActionValue, BlockValue, ExternValue, FunctionValue, PacketValue, Scope, TableValue
 from p4sim.compiler.bmv2.expressions import ExprLowerer, const_node, to_data
-from p4sim.compiler.bmv2.jsonutil import as_param, expr_node, hex_node, mask
+from p4sim.compiler.bmv2.jsonutil import as_param, expr_node, hex_node, mask, source_info
 from p4sim.compiler.bmv2.storage import (
     ConstLoc, DynFieldLoc, DynHeaderLoc, FieldLoc, HeaderLoc, ParamLoc, StackLoc, StructLoc, UnionLoc,
     ValueLoc, base_type, scalar_width,
@@ -48,12 +48,16 @@ class StmtLowerer(ExprLowerer):
     def __init__(self, scope: Scope, parser: bool = False):
         super().__init__(scope, parser)
         self.out: list[dict] = []
+        self.pos: Any = None  # of the statement being lowered, for source_info
         # one frame per inlined body: (jumps to patch at its end, result location)
         self.returns: list[tuple[list[dict], Any]] = []
 
     # ------------------------------------------------------------------ output
     def prim(self, op: str, params: list[dict]) -> dict:
         p = {"op": op, "parameters": params}
+        info = source_info(self.pos)
+        if info is not None:
+            p["source_info"] = info
         self.out.append({"op": "primitive", "parameters": [p]} if self.parser else p)
         return p
 
@@ -75,6 +79,7 @@ class StmtLowerer(ExprLowerer):
             self.stmt(s)
 
     def stmt(self, s: ast.Stmt) -> None:
+        self.pos = s.pos
         if isinstance(s, ast.AssignStmt):
             self.assign(s.lhs, s.rhs)
         elif isinstance(s, ast.CallStmt):

@@ -17,7 +17,7 @@ from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import ActionValue, ExternValue, TableValue
 from p4sim.compiler.bmv2.expressions import ExprLowerer
 from p4sim.compiler.bmv2.externs import COUNTER_UNITS, METER_UNITS, enum_arg
-from p4sim.compiler.bmv2.jsonutil import hexstr, mask
+from p4sim.compiler.bmv2.jsonutil import hexstr, mask, source_info
 from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
 from p4sim.compiler.bmv2.storage import FieldLoc, HeaderLoc, scalar_width
 from p4sim.compiler.diagnostics import CompileError
@@ -85,11 +85,14 @@ def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dic
     if sp is not None:
         size = _const(sp.value, "table size")
     table: dict = {
-        "name": name, "id": cl.new_id("tables"), "key": keys, "match_type": table_match_type(kinds),
+        "name": name, "id": cl.new_id("tables"), "source_info": source_info(decl.pos, decl.name),
+        "key": keys, "match_type": table_match_type(kinds),
         "type": "simple", "max_size": size, "with_counters": False, "support_timeout": False,
         "direct_meters": None, "action_ids": action_ids, "actions": action_names,
         "base_default_next": None, "next_tables": {},
     }
+    if table["source_info"] is None:
+        del table["source_info"]
     cpt = CPTable(name, decl, cp_fields, refs, size)
 
     impl = decl.prop("implementation")

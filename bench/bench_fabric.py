@@ -1,0 +1,67 @@
+"""Start-up time of the default fabric, as `make run` does it (``fabric_startup_s``):
+from launching ``python -m topo.run`` to its "ready" line -- imports, (cached)
+compile, Mininet build, switch processes up, hosts configured, every switch programmed.
+
+Runs the default spec with its own node prefix and gRPC ports, so that a `make run`
+on the same machine is left alone; needs root (Mininet).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = ROOT / "topo" / "fabrics" / "default.yaml"
+READY_TIMEOUT_S = 120
+
+
+def _startup_once(spec_path: Path) -> float:
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "topo.run", "--fabric", str(spec_path)], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    ready = None
+    lines = []
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "ready in" in line:
+                ready = time.monotonic() - started
+                break
+            if time.monotonic() - started > READY_TIMEOUT_S:
+                break
+        # End of input: the prompt exits and the launcher tears the fabric down.
+        proc.communicate(input="", timeout=60)
+    finally:
+        if proc.poll() is None:
+            # SIGTERM lets the launcher tear down its switches (SIGKILL would orphan them).
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    if ready is None:
+        raise RuntimeError("fabric did not come up:\n" + "".join(lines[-20:]))
+    return ready
+
+
+def run() -> dict[str, float]:
+    if os.geteuid() != 0:
+        raise RuntimeError("bench_fabric needs root (Mininet)")
+    spec = yaml.safe_load(DEFAULT.read_text())
+    spec.update(node_prefix="bn", grpc_port_base=random.Random(os.getpid()).randrange(20000, 40000))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        _startup_once(path)  # warm-up: compiles the pipeline once, fills caches
+        return {"fabric_startup_s": _startup_once(path)}

@@ -1,0 +1,328 @@
+"""The agent's event loop: NIC sockets, queue pairs, local (NVLink) channels, mailboxes.
+
+One thread runs everything (one agent = one process per server): each turn drains the
+receive sockets, lets every NIC send what its line-rate pacer and its QPs' DCQCN
+pacers allow (round robin over QPs), runs due timers, executes commands queued by
+other threads (the control channel), then sleeps in ``select`` until the next packet
+is due or a frame arrives. Frames go out through one reused AF_PACKET socket per NIC.
+
+Messages between ranks: `send(src, dst, data, on_done)` and a per-(dst, src) mailbox of
+received messages, in order. Ranks of the same server exchange messages over an
+emulated NVLink channel (serialised at its bandwidth, delivered after its latency)
+when the job enables one; otherwise over their NICs like any other pair.
+"""
+
+from __future__ import annotations
+
+import errno
+import heapq
+import itertools
+import os
+import queue
+import random
+import select
+import socket
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tccl import roce
+from tccl.job import Job, RankInfo, qpn, qpn_ranks
+from tccl.qp import Requester, Responder
+
+ETH_P_IP = 0x0800
+SOL_PACKET = 263
+PACKET_IGNORE_OUTGOING = 23
+RCVBUF = 8 << 20            # room for a burst of several windows while Python is busy
+MAX_RX_BATCH = 512          # frames read per socket per turn before sending again
+MAX_TX_BATCH = 64           # frames sent per NIC per turn before reading again
+MAX_SLEEP = 0.005           # the loop looks at timers at least this often (s)
+EPHEMERAL = (49152, 65535)  # IANA dynamic ports: where "random" source ports come from
+
+
+class NicPort:
+    """One rank's NIC: the raw socket and the line-rate pacer shared by its QPs."""
+
+    def __init__(self, info: RankInfo, line_rate_bps: float) -> None:
+        self.info = info
+        self.line_rate = line_rate_bps
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+            self.sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            self.sock.bind((info.iface, ETH_P_IP))
+        except OSError as e:
+            self.sock.close()
+            raise OSError(e.errno, f"rank {info.rank}: cannot open {info.iface}: {e.strerror}") from e
+        self.sock.setblocking(False)
+        self.ip_bytes = socket.inet_aton(info.ip)
+        self.requesters: list[Requester] = []
+        self._rr = 0
+        self.next_tx = 0.0
+        self.tx_dropped = 0
+
+    def transmit(self, frame: bytes) -> None:
+        """Put one frame on the wire; a full socket buffer drops it (go-back-N recovers)."""
+        try:
+            self.sock.send(frame)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.ENOBUFS):
+                raise
+            self.tx_dropped += 1
+
+    def pump(self, now: float) -> int:
+        """Send the frames the pacers allow at ``now``, round robin over the QPs."""
+        sent = 0
+        n = len(self.requesters)
+        while sent < MAX_TX_BATCH and self.next_tx <= now and n:
+            for k in range(n):
+                req = self.requesters[(self._rr + k) % n]
+                frame = req.next_frame(now)
+                if frame is not None:
+                    self._rr = (self._rr + k + 1) % n
+                    self.transmit(frame)
+                    self.next_tx = max(self.next_tx, now - MAX_SLEEP) + len(frame) * 8 / self.line_rate
+                    sent += 1
+                    break
+            else:
+                break
+        return sent
+
+    def ready_at(self) -> float | None:
+        times = [t for t in (r.ready_at() for r in self.requesters) if t is not None]
+        return max(self.next_tx, min(times)) if times else None
+
+
+class QueuePair:
+    """Rank ``local``'s RC queue pair to rank ``peer``: requester + responder halves."""
+
+    def __init__(self, engine: "Engine", local: RankInfo, peer: RankInfo, sport: int, now: float) -> None:
+        self.local, self.peer = local, peer
+        self.qpn = qpn(local.rank, peer.rank)
+        remote_qpn = qpn(peer.rank, local.rank)
+        src = roce.Endpoint(local.mac, local.ip)
+        dst = roce.Endpoint(local.gateway_mac, peer.ip)
+        t = engine.job.transport
+
+        def make(port: int) -> roce.FrameTemplate:
+            return roce.FrameTemplate(src, dst, port, remote_qpn)
+
+        self.requester = Requester(self.qpn, make(sport), engine.dcqcn, now, mtu=t.mtu,
+                                   window=t.window, rto=t.rto, make_template=make)
+        # ACKs and CNPs keep the QP's first source port: they are small and their path
+        # does not matter for load balance.
+        self.responder = Responder(
+            self.qpn, roce.FrameTemplate(src, dst, sport, remote_qpn, ecn=roce.ECN_NOT_ECT),
+            roce.FrameTemplate(src, dst, sport, remote_qpn, dscp=roce.CNP_DSCP, ecn=roce.ECN_NOT_ECT),
+            engine.dcqcn.cnp_interval, lambda data: engine.deliver(local.rank, peer.rank, data))
+
+    def describe(self) -> dict[str, Any]:
+        """The flow as the control channel lists it."""
+        r = self.requester
+        state = "idle" if r.idle else ("moving" if r.port_change else "active")
+        return {"qpn": self.qpn, "local_rank": self.local.rank, "peer_rank": self.peer.rank,
+                "src_ip": self.local.ip, "dst_ip": self.peer.ip, "sport": r.sport,
+                "dport": roce.ROCE_UDP_PORT, "bytes": r.stats.bytes, "packets": r.stats.packets,
+                "rate_bps": r.rate.rc, "state": state, "retransmits": r.stats.retransmits,
+                "cnps": r.stats.cnps, "ce_marked_rx": self.responder.stats.ce_marked}
+
+
+@dataclass(order=True)
+class _LocalDelivery:
+    due: float
+    seq: int
+    dst: int
+    src: int
+    data: bytes
+    on_done: Callable[[], None] | None
+
+
+class Engine:
+    """Everything one agent runs: its ranks' NICs and QPs and the NVLink channels."""
+
+    def __init__(self, job: Job, server: str, ports: Callable[[int, int], int] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.job = job
+        self.clock = clock
+        self.dcqcn = job.transport.dcqcn()
+        self.ranks = {r.rank: r for r in job.ranks}
+        self.local = {r.rank: r for r in job.server_ranks(server)}
+        self.server = server
+        rng = random.Random(f"{job.transport.seed}-{server}")
+        self._ports = ports or (lambda src, dst: rng.randint(*EPHEMERAL))
+        self.nics: dict[int, NicPort] = {}
+        self._sink: socket.socket | None = None
+        self.qps: dict[int, QueuePair] = {}
+        self.mailbox: dict[tuple[int, int], deque[bytes]] = {}
+        self._local_q: list[_LocalDelivery] = []
+        self._local_busy: dict[tuple[int, int], float] = {}
+        self._seq = itertools.count()
+        self.commands: queue.Queue[tuple[Callable[[], Any], Future]] = queue.Queue()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self.rx_frames = 0
+        self.rx_ignored = 0
+
+    # --- lifetime -----------------------------------------------------------------------
+
+    def open(self) -> "Engine":
+        """Open the NIC sockets (needs CAP_NET_RAW in the server's namespace)."""
+        for rank, info in self.local.items():
+            self.nics[rank] = NicPort(info, self.job.transport.line_rate_bps)
+        # The kernel would answer every RoCE frame with ICMP port unreachable; a bound UDP
+        # socket that is never read swallows them (its buffer fills, the rest are dropped).
+        self._sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self._sink.bind(("0.0.0.0", roce.ROCE_UDP_PORT))
+        return self
+
+    def close(self) -> None:
+        for nic in self.nics.values():
+            nic.sock.close()
+        self.nics.clear()
+        if self._sink is not None:
+            self._sink.close()
+            self._sink = None
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __enter__(self) -> "Engine":
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- messages ---------------------------------------------------------------------
+
+    def nvlink(self, src: int, dst: int) -> bool:
+        """Whether ``src`` -> ``dst`` uses the local channel rather than the fabric."""
+        return self.job.transport.nvlink_gbps > 0 and src in self.local and dst in self.local
+
+    def qp(self, local: int, peer: int) -> QueuePair:
+        """The QP of local rank ``local`` towards ``peer``, created on first use."""
+        n = qpn(local, peer)
+        qp = self.qps.get(n)
+        if qp is None:
+            if local not in self.local or peer not in self.ranks:
+                raise KeyError(f"no QP {local}->{peer} on server {self.server}")
+            qp = QueuePair(self, self.local[local], self.ranks[peer], self._ports(local, peer), self.clock())
+            self.qps[n] = qp
+            self.nics[local].requesters.append(qp.requester)
+        return qp
+
+    def send(self, src: int, dst: int, data: bytes | bytearray | memoryview,
+             on_done: Callable[[], None] | None = None) -> None:
+        """Send one message from local rank ``src`` to rank ``dst``."""
+        if self.nvlink(src, dst):
+            t = self.job.transport
+            now = self.clock()
+            start = max(now, self._local_busy.get((src, dst), now))
+            finish = start + len(data) * 8 / (t.nvlink_gbps * 1e9)
+            self._local_busy[(src, dst)] = finish
+            heapq.heappush(self._local_q, _LocalDelivery(finish + t.nvlink_latency_us * 1e-6,
+                                                         next(self._seq), dst, src, bytes(data), on_done))
+        else:
+            self.qp(src, dst).requester.post(data, on_done)
+
+    def deliver(self, dst: int, src: int, data: bytes) -> None:
+        self.mailbox.setdefault((dst, src), deque()).append(data)
+
+    def take(self, dst: int, src: int) -> bytes | None:
+        """The next message for local rank ``dst`` from ``src``, if one has arrived."""
+        box = self.mailbox.get((dst, src))
+        return box.popleft() if box else None
+
+    def call(self, fn: Callable[[], Any]) -> Future:
+        """Run ``fn`` on the engine thread (from any thread); the future holds its result."""
+        fut: Future = Future()
+        self.commands.put((fn, fut))
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+        return fut
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def _receive(self, nic: NicPort, now: float) -> None:
+        for _ in range(MAX_RX_BATCH):
+            try:
+                frame = nic.sock.recv(65535)
+            except BlockingIOError:
+                return
+            self.rx_frames += 1
+            pkt = roce.parse(frame)
+            if pkt is None or pkt.dst_ip != nic.ip_bytes:
+                self.rx_ignored += 1
+                continue
+            ranks = qpn_ranks(pkt.dqpn)
+            if ranks is None or ranks[0] != nic.info.rank or ranks[1] not in self.ranks:
+                self.rx_ignored += 1
+                continue
+            qp = self.qp(*ranks)
+            if pkt.opcode == roce.ACKNOWLEDGE:
+                qp.requester.on_ack(pkt.psn, pkt.syndrome & 0xE0 == roce.AETH_NAK_SEQ, now)
+            elif pkt.opcode == roce.CNP:
+                qp.requester.on_cnp(now)
+            else:
+                for out in qp.responder.on_frame(pkt, frame, now):
+                    nic.transmit(out)
+
+    def _run_commands(self) -> None:
+        while True:
+            try:
+                fn, fut = self.commands.get_nowait()
+            except queue.Empty:
+                return
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn())
+            except Exception as e:      # handed to the calling thread
+                fut.set_exception(e)
+
+    def turn(self, max_wait: float = MAX_SLEEP) -> None:
+        """One iteration of the loop; sleeps at most ``max_wait``."""
+        now = self.clock()
+        for nic in self.nics.values():
+            self._receive(nic, now)
+        while self._local_q and self._local_q[0].due <= now:
+            d = heapq.heappop(self._local_q)
+            self.deliver(d.dst, d.src, d.data)
+            if d.on_done is not None:
+                d.on_done()
+        self._run_commands()
+        now = self.clock()
+        for nic in self.nics.values():
+            nic.pump(now)
+        for qp in self.qps.values():
+            qp.requester.check_timeout(now)
+        wake = [t for t in (nic.ready_at() for nic in self.nics.values()) if t is not None]
+        if self._local_q:
+            wake.append(self._local_q[0].due)
+        wait = max_wait if not wake else min(max_wait, max(0.0, min(wake) - self.clock()))
+        if wait > 0:
+            ready, _, _ = select.select([n.sock for n in self.nics.values()] + [self._wake_r], [], [], wait)
+            if self._wake_r in ready:
+                try:
+                    os.read(self._wake_r, 4096)
+                except BlockingIOError:
+                    pass
+
+    def run_until(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Turn the loop until ``done()`` or ``timeout`` seconds; returns ``done()``."""
+        end = self.clock() + timeout
+        while not done():
+            if self.clock() > end:
+                return False
+            self.turn()
+        return True
+
+    def idle(self) -> bool:
+        """No message waiting to be sent or acknowledged anywhere."""
+        return not self._local_q and all(qp.requester.idle for qp in self.qps.values())

@@ -1,0 +1,235 @@
+"""A job: which ranks exist (one per rail NIC), how the transport runs, what to execute.
+
+Every agent of a job reads the same job file and derives everything else from it --
+queue-pair numbers, ring orders, source ports -- deterministically, so agents need no
+connection set-up exchange (as if the QP numbers had been swapped out of band). The
+file is YAML (JSON is YAML too)::
+
+    ranks:                      # one per rail NIC; the rank is the list index
+      - {server: b0h0, block: 0, rail: 0, iface: eth0, ip: 10.0.0.1,
+         mac: "02:00:0a:00:00:01", gateway_mac: "02:ff:00:00:00:01"}
+    transport: {mtu: 1024, window: 64, line_mbps: 20, ports: orthogonal}
+    workload: {kind: bench, op: allreduce, sizes: [65536, 1048576], iters: 3}
+
+`job_from_fabric` writes the ranks of a fabric from its addressing plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from tccl.dcqcn import DEFAULT_TIME_FACTOR, DcqcnParams, Scale
+
+# QP numbers: bit 20 set (QPN 0 and 1 are special in InfiniBand), then the local rank
+# and the peer rank in 10 bits each -- so a job holds at most 1024 ranks.
+MAX_RANKS = 1024
+OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
+ORDERS = ("rail", "input")
+PORT_MODES = ("random", "orthogonal")
+
+
+class JobError(ValueError):
+    """A job file that cannot run; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """One rank: a rail NIC of a server (the "GPU" behind it)."""
+
+    rank: int
+    server: str
+    block: int
+    rail: int
+    iface: str
+    ip: str
+    mac: str
+    gateway_mac: str          # destination MAC of every frame this NIC sends (first hop)
+
+
+@dataclass(frozen=True)
+class Transport:
+    """Transport settings shared by all agents of a job."""
+
+    mtu: int = 1024                       # RoCE path MTU (payload bytes per packet)
+    window: int = 64                      # max unacknowledged packets per QP
+    rto: float = 0.25                     # go-back-N retransmission timeout (s)
+    line_mbps: float = 20.0               # NIC line rate of the emulated fabric
+    time_factor: float = DEFAULT_TIME_FACTOR
+    ports: str = "random"                 # source-port planning mode
+    seed: int = 1                         # seeds random ports and synthetic data
+    nvlink_gbps: float = 0.0              # same-server ranks: local channel rate; 0 = off
+    nvlink_latency_us: float = 5.0
+
+    @property
+    def line_rate_bps(self) -> float:
+        return self.line_mbps * 1e6
+
+    def dcqcn(self) -> DcqcnParams:
+        """DCQCN constants scaled to this fabric's line rate and time factor."""
+        return DcqcnParams().scaled(Scale.for_line_rate(self.line_rate_bps, self.time_factor))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the agents run: ``bench`` (nccl-tests style sweep of one collective)."""
+
+    op: str = "allreduce"
+    sizes: tuple[int, ...] = (1 << 16,)
+    iters: int = 3
+    warmup: int = 1
+    order: str = "rail"
+    check: bool = True
+    peers: tuple[int, int] = (0, 1)       # sendrecv: (sender, receiver)
+
+
+@dataclass(frozen=True)
+class Job:
+    ranks: tuple[RankInfo, ...]
+    transport: Transport = field(default_factory=Transport)
+    workload: Workload = field(default_factory=Workload)
+    name: str = "job"
+    fabric: str | None = None             # fabric spec path (orthogonal ports need it)
+
+    def server_ranks(self, server: str) -> list[RankInfo]:
+        found = [r for r in self.ranks if r.server == server]
+        if not found:
+            servers = sorted({r.server for r in self.ranks})
+            raise JobError(f"server {server!r} has no ranks in job {self.name!r} "
+                           f"(servers: {', '.join(servers)})")
+        return found
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["ranks"] = [{k: v for k, v in r.items() if k != "rank"} for r in d["ranks"]]
+        d["workload"]["sizes"] = list(self.workload.sizes)
+        d["workload"]["peers"] = list(self.workload.peers)
+        if self.fabric is None:
+            del d["fabric"]
+        return d
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
+
+
+def qpn(local: int, peer: int) -> int:
+    """The QP number of rank ``local``'s queue pair connected to rank ``peer``."""
+    return (1 << 20) | (local << 10) | peer
+
+
+def qpn_ranks(number: int) -> tuple[int, int] | None:
+    """(local, peer) of a QP number made by `qpn`, or None for any other number."""
+    if number >> 20 != 1:
+        return None
+    return (number >> 10) & 0x3FF, number & 0x3FF
+
+
+def _section(data: Mapping[str, Any], key: str, cls: type, source: str) -> Any:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise JobError(f"{source}: {key}: expected a mapping, got {value!r}")
+    names = {f.name: f for f in dataclasses.fields(cls)}
+    for k in value:
+        if k not in names:
+            raise JobError(f"{source}: {key}.{k}: unknown key (known: {', '.join(names)})")
+    try:
+        out = {k: (tuple(v) if isinstance(v, list) else v) for k, v in value.items()}
+        return cls(**out)
+    except TypeError as e:
+        raise JobError(f"{source}: {key}: {e}") from e
+
+
+def parse_job(data: Any, source: str = "job.yaml") -> Job:
+    """Validate a parsed job document and build the `Job`."""
+    if not isinstance(data, Mapping):
+        raise JobError(f"{source}: a job is a mapping, found {type(data).__name__}")
+    known = {"name", "ranks", "transport", "workload", "fabric"}
+    for k in data:
+        if k not in known:
+            raise JobError(f"{source}: {k}: unknown key (known: {', '.join(sorted(known))})")
+    raw_ranks = data.get("ranks")
+    if not isinstance(raw_ranks, list) or not raw_ranks:
+        raise JobError(f"{source}: ranks: a non-empty list of NICs is required")
+    if len(raw_ranks) > MAX_RANKS:
+        raise JobError(f"{source}: ranks: at most {MAX_RANKS} ranks, got {len(raw_ranks)}")
+    ranks = []
+    rank_keys = [f.name for f in dataclasses.fields(RankInfo) if f.name != "rank"]
+    for i, r in enumerate(raw_ranks):
+        if not isinstance(r, Mapping):
+            raise JobError(f"{source}: ranks[{i}]: expected a mapping, got {r!r}")
+        missing = [k for k in rank_keys if k not in r]
+        extra = [k for k in r if k not in rank_keys]
+        if missing or extra:
+            raise JobError(f"{source}: ranks[{i}]: missing {missing} / unknown {extra}")
+        ranks.append(RankInfo(rank=i, **r))
+    transport = _section(data, "transport", Transport, source)
+    workload = _section(data, "workload", Workload, source)
+    _validate(ranks, transport, workload, source)
+    return Job(ranks=tuple(ranks), transport=transport, workload=workload,
+               name=str(data.get("name", "job")), fabric=data.get("fabric"))
+
+
+def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> None:
+    def fail(key: str, msg: str) -> None:
+        raise JobError(f"{source}: {key}: {msg}")
+
+    if not 64 <= t.mtu <= 4096:
+        fail("transport.mtu", f"must be 64..4096 bytes, got {t.mtu}")
+    if t.window < 1:
+        fail("transport.window", f"must be >= 1 packet, got {t.window}")
+    if t.line_mbps <= 0 or t.rto <= 0 or t.time_factor <= 0:
+        fail("transport", "line_mbps, rto and time_factor must be > 0")
+    if t.ports not in PORT_MODES:
+        fail("transport.ports", f"one of {', '.join(PORT_MODES)}, got {t.ports!r}")
+    if w.op not in OPS:
+        fail("workload.op", f"one of {', '.join(OPS)}, got {w.op!r}")
+    if w.order not in ORDERS:
+        fail("workload.order", f"one of {', '.join(ORDERS)}, got {w.order!r}")
+    if not w.sizes or any(not isinstance(s, int) or s < 1 for s in w.sizes):
+        fail("workload.sizes", f"a list of positive byte counts, got {list(w.sizes)}")
+    if w.iters < 1 or w.warmup < 0:
+        fail("workload", f"iters >= 1 and warmup >= 0, got {w.iters}, {w.warmup}")
+    if w.op == "sendrecv" and (len(w.peers) != 2 or w.peers[0] == w.peers[1]
+                              or not all(0 <= p < len(ranks) for p in w.peers)):
+        fail("workload.peers", f"two different ranks below {len(ranks)}, got {list(w.peers)}")
+    seen: dict[str, int] = {}
+    for r in ranks:
+        if r.ip in seen:
+            fail(f"ranks[{r.rank}].ip", f"{r.ip} already used by rank {seen[r.ip]}")
+        seen[r.ip] = r.rank
+
+
+def load_job(path: str | Path) -> Job:
+    source = str(path)
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise JobError(f"{source}: cannot read the job file: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise JobError(f"{source}: not valid YAML: {e}") from e
+    return parse_job(data, source)
+
+
+def job_from_fabric(fabric_path: str | Path, workload: Workload, transport: Transport | None = None,
+                    name: str = "job") -> Job:
+    """A job over every NIC of a fabric, ranks in the plan's order (server, then rail),
+    with the fabric's host line rate."""
+    from topo.addressing import AddressPlan
+    from topo.spec import load_spec
+
+    spec = load_spec(fabric_path)
+    plan = AddressPlan(spec)
+    ranks = []
+    for nic in plan.nics():
+        ranks.append(RankInfo(rank=len(ranks), server=nic.server, block=nic.block, rail=nic.rail,
+                              iface=nic.intf, ip=nic.ip, mac=nic.mac,
+                              gateway_mac=plan.switch(nic.leaf).mac))
+    base = transport or Transport()
+    t = dataclasses.replace(base, line_mbps=spec.links.host_mbps)
+    job = Job(ranks=tuple(ranks), transport=t, workload=workload, name=name, fabric=str(fabric_path))
+    _validate(ranks, t, workload, str(fabric_path))
+    return job

@@ -1,0 +1,78 @@
+"""Results as nccl-tests prints them, and saved as JSON.
+
+Bandwidths follow nccl-tests (doc/PERFORMANCE.md): ``algbw = size / time``, and the
+bus bandwidth ``busbw`` corrects algbw by the fraction of the data each rank must move
+over its slowest link, so that busbw is comparable with the link rate whatever the
+number of ranks:
+
+* AllReduce: busbw = algbw * 2(n-1)/n
+* AllGather, ReduceScatter, AllToAll: busbw = algbw * (n-1)/n
+* SendRecv: busbw = algbw
+
+Our links run at Mbit/s, so bandwidths print in Mbit/s (nccl-tests: GB/s).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+ELEMENT = ("uint8", 1)     # XOR works per byte: count = bytes
+
+
+def bus_factor(op: str, n: int) -> float:
+    """busbw / algbw for ``op`` on ``n`` ranks (nccl-tests' formulas)."""
+    if n < 1:
+        raise ValueError(f"a collective has at least one rank, got {n}")
+    if op == "allreduce":
+        return 2 * (n - 1) / n
+    if op in ("allgather", "reducescatter", "alltoall"):
+        return (n - 1) / n
+    if op == "sendrecv":
+        return 1.0
+    raise ValueError(f"no bus bandwidth formula for {op!r}")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of output: one message size."""
+
+    op: str
+    size: int
+    count: int
+    type: str
+    redop: str
+    time_us: float          # mean over the timed iterations, slowest local rank
+    algbw_mbps: float
+    busbw_mbps: float
+    wrong: int              # ranks whose result differed from the expected one (-1: unchecked)
+
+    @classmethod
+    def measure(cls, op: str, size: int, nranks: int, seconds: float, wrong: int) -> "Row":
+        alg = size * 8 / seconds / 1e6 if seconds > 0 else 0.0
+        return cls(op=op, size=size, count=size // ELEMENT[1], type=ELEMENT[0],
+                   redop="bxor" if op in ("allreduce", "reducescatter") else "none",
+                   time_us=seconds * 1e6, algbw_mbps=alg, busbw_mbps=alg * bus_factor(op, nranks),
+                   wrong=wrong)
+
+
+HEADER = ("#       size         count      type   redop        time     algbw     busbw  #wrong\n"
+          "#        (B)    (elements)                          (us)    (Mb/s)    (Mb/s)")
+
+
+def format_row(row: Row) -> str:
+    wrong = "N/A" if row.wrong < 0 else str(row.wrong)
+    return (f"{row.size:12d}  {row.count:12d}  {row.type:>8s}  {row.redop:>6s}  {row.time_us:10.1f}"
+            f"  {row.algbw_mbps:8.3f}  {row.busbw_mbps:8.3f}  {wrong:>6s}")
+
+
+def format_table(rows: Iterable[Row]) -> str:
+    return "\n".join([HEADER, *(format_row(r) for r in rows)])
+
+
+def save(path: str | Path, meta: dict[str, Any], rows: Iterable[Row]) -> None:
+    """Write one run: its description (``meta``) and the rows."""
+    Path(path).write_text(json.dumps({**meta, "rows": [asdict(r) for r in rows]}, indent=2),
+                          encoding="utf-8")

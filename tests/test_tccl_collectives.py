@@ -1,0 +1,86 @@
+"""Collective algorithms and ring orders, run in one process over the NVLink channel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tccl import collectives as C
+from tccl.engine import Engine
+from tccl.job import Job, RankInfo, Transport, Workload, job_from_fabric
+
+FABRIC = Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "default.yaml"
+
+
+def one_server_job(n: int) -> Job:
+    """``n`` ranks on one server: every message takes the in-process NVLink channel."""
+    ranks = tuple(RankInfo(rank=i, server="s", block=0, rail=i, iface=f"eth{i}", ip=f"10.{i}.0.1",
+                           mac=f"02:00:00:00:00:{i:02x}", gateway_mac="02:ff:00:00:00:01")
+                  for i in range(n))
+    return Job(ranks=ranks, transport=Transport(nvlink_gbps=10.0, nvlink_latency_us=1.0),
+               workload=Workload())
+
+
+@pytest.mark.parametrize("op", ["allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"])
+@pytest.mark.parametrize("n,size", [(1, 100), (2, 1000), (3, 1001), (5, 4099), (4, 3)])
+def test_collective_results(op, n, size):
+    if op == "sendrecv" and n == 1:
+        pytest.skip("sendrecv needs two ranks")
+    job = one_server_job(n)
+    engine = Engine(job, "s")
+    ring = [(k * 2) % n for k in range(n)] if n % 2 else list(reversed(range(n)))
+    assert sorted(ring) == list(range(n))
+    progs, _ = C.programs_for(op, engine, ring, size, seed=7, peers=(0, n - 1))
+    results = C.run_collective(engine, progs, timeout=10.0)
+    for rank in range(n):
+        assert results[rank] == C.expected(op, ring, rank, size, seed=7, peers=(0, n - 1)), rank
+    assert engine.idle()
+    engine.close()
+
+
+def test_allreduce_is_xor_of_inputs():
+    a, b = C.input_data(1, 0, 64), C.input_data(1, 1, 64)
+    assert C.expected("allreduce", [0, 1], 0, 64, seed=1) == bytes(x ^ y for x, y in zip(a, b))
+    with pytest.raises(ValueError, match="cannot reduce"):
+        C.xor(b"ab", b"a")
+
+
+def test_chunks_cover_buffer():
+    assert C.chunks(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert C.chunks(2, 4) == [(0, 1), (1, 2), (2, 2), (2, 2)]
+
+
+def test_rail_order_keeps_server_hops_on_one_rail():
+    job = job_from_fabric(FABRIC, Workload())
+    ranks = {r.rank: r for r in job.ranks}
+    ring = C.ring_order(job.ranks, "rail")
+    assert sorted(ring) == sorted(ranks)
+    hops = C.ring_hops(ring, ranks)
+    servers = len({r.server for r in job.ranks})
+    blocks = len({r.block for r in job.ranks})
+    # Inside servers: rails-1 hops each; between servers: same leaf, except the hops
+    # that leave a block (one per block boundary of the ring).
+    assert hops["intra_server"] == servers * (job.ranks[-1].rail)
+    assert hops["spine"] == blocks
+    assert hops["same_leaf"] == servers - blocks
+    for k, a in enumerate(ring):
+        b = ring[(k + 1) % len(ring)]
+        if ranks[a].server != ranks[b].server:
+            assert ranks[a].rail == ranks[b].rail
+
+
+def test_input_order_is_input_and_crosses_more_spines():
+    job = job_from_fabric(FABRIC, Workload())
+    ranks = {r.rank: r for r in job.ranks}
+    rail_major = sorted(job.ranks, key=lambda r: (r.rail, r.server))
+    ring = C.ring_order(rail_major, "input")
+    assert ring == [r.rank for r in rail_major]
+    assert C.ring_hops(ring, ranks)["spine"] > C.ring_hops(C.ring_order(job.ranks, "rail"), ranks)["spine"]
+    with pytest.raises(ValueError, match="unknown ring order"):
+        C.ring_order(job.ranks, "tree")
+
+
+def test_ring_flows():
+    assert C.ring_flows([3, 1, 2]) == [(3, 1), (1, 2), (2, 3)]
+    assert C.ring_flows([5]) == []
