@@ -139,8 +139,8 @@ class _NoGnmiWarning(logging.Filter):
 logging.getLogger("finsy").addFilter(_NoGnmiWarning())
 
 def entities(program: SwitchProgram) -> list[Any]:
-    """The program as finsy entities, in a safe write order (next hops before the
-    routes that use them)."""
+    """The program as finsy entities, in a safe write order: the switch_config default
+    entry, the clone session, then next hops before the routes that use them."""
     sw = program.switch
     out: list[Any] = [
         fy.P4TableEntry("switch_config", is_default_action=True,
@@ -183,7 +183,7 @@ async def program_switch(switch: fy.Switch, program: SwitchProgram) -> None:
     await switch.write([~default, +clone, *(+e for e in rest)])
 
 
-def switch_options(plan: AddressPlan, pipeline: Pipeline, sw: SwitchInfo) -> fy.SwitchOptions:
+def switch_options(pipeline: Pipeline, sw: SwitchInfo) -> fy.SwitchOptions:
     """finsy options that push ``pipeline`` to switch ``sw`` on connect."""
     return fy.SwitchOptions(p4info=pipeline.p4info, p4blob=pipeline.device_config,
                             device_id=sw.device_id)
@@ -196,7 +196,7 @@ async def program_fabric_async(plan: AddressPlan, pipeline: Pipeline,
 
     async def one(sw: SwitchInfo) -> None:
         try:
-            async with fy.Switch(sw.name, sw.grpc_address, switch_options(plan, pipeline, sw)) as conn:
+            async with fy.Switch(sw.name, sw.grpc_address, switch_options(pipeline, sw)) as conn:
                 await program_switch(conn, switch_program(plan, sw.name))
         except Exception as e:
             raise RuntimeError(f"programming {sw.name} at {sw.grpc_address} failed: {e}") from e

@@ -95,7 +95,8 @@ def orthogonal_ports(plan: AddressPlan, flows: Sequence[tuple[str, str]], seed: 
     k = plan.spec.spines
     up = [f for f in flows if plan.nic(f[0]).leaf != plan.nic(f[1]).leaf]
     colors = color_bipartite([(("src", plan.nic(s).leaf), ("dst", plan.nic(d).leaf)) for s, d in up], k)
-    out = {f: rng.randint(*PORT_RANGE) for f in flows if f not in set(up)}
+    crossing = set(up)
+    out = {f: rng.randint(*PORT_RANGE) for f in flows if f not in crossing}
     used: set[int] = set()
     for (src, dst), spine in zip(up, colors):
         out[(src, dst)] = port_for_spine(plan, src, dst, spine, rng.randint(*PORT_RANGE), used)

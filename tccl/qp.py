@@ -113,8 +113,11 @@ class Requester:
             raise ValueError(f"UDP source port must be 1024..65535, got {port}")
         if self._make_template is None:
             raise ValueError(f"QP {self.qpn:#x} cannot change its source port (no template factory)")
-        self.port_change = PortChange(port, old_port=self.sport)
-        return self.port_change
+        change = PortChange(port, old_port=self.sport)
+        self.port_change = change
+        if not self._inflight and (not self._queue or self._queue[0].offset == 0):
+            self._apply_port_change()       # already at a boundary with nothing in flight
+        return change
 
     # --- sending ----------------------------------------------------------------------
 
@@ -224,6 +227,7 @@ class ResponderStats:
     bad_icrc: int = 0
     ce_marked: int = 0
     cnps_sent: int = 0
+    min_cnp_gap: float = 0.0      # shortest time between two CNPs sent (0: fewer than two)
     messages: int = 0
 
 
@@ -253,7 +257,10 @@ class Responder:
             return out
         if pkt.ecn == roce.ECN_CE:
             self.stats.ce_marked += 1
-            if now - self._last_cnp >= self.cnp_interval:
+            gap = now - self._last_cnp
+            if gap >= self.cnp_interval:
+                if self.stats.cnps_sent:
+                    self.stats.min_cnp_gap = min(self.stats.min_cnp_gap or gap, gap)
                 self._last_cnp = now
                 self.stats.cnps_sent += 1
                 out.append(self.cnp_template.cnp())

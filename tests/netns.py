@@ -15,14 +15,17 @@ import ctypes
 import itertools
 import os
 import socket
+import struct
 import subprocess
+import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 ETH_P_ALL = 0x0003
 CLONE_NEWNET = 0x40000000
 SOL_PACKET = 263
 PACKET_IGNORE_OUTGOING = 23
+SO_TIMESTAMPNS = 35
 _counter = itertools.count()
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -114,6 +117,8 @@ class Netns:
         with self.entered(short):
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
             sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
             sock.bind((iface, ETH_P_ALL))
         return sock
 
@@ -122,6 +127,31 @@ class Netns:
         for real in self.namespaces.values():
             subprocess.run(["ip", "netns", "del", real], capture_output=True)
         self.namespaces.clear()
+
+
+def receive(sock: socket.socket, count: int, timeout: float,
+            keep: Callable[[bytes], bool]) -> list[tuple[float, bytes]]:
+    """Frames from a ``Netns.socket`` accepted by ``keep``, until ``count`` or ``timeout``.
+
+    Each comes with its arrival time as the kernel stamped it (seconds), so rates
+    measured from these times do not depend on when the test process got to run.
+    """
+    got: list[tuple[float, bytes]] = []
+    end = time.monotonic() + timeout
+    while len(got) < count:
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        sock.settimeout(left)
+        try:
+            data, anc, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(16))
+        except TimeoutError:
+            break
+        if keep(data):
+            stamp = next(struct.unpack("qq", d[:16]) for level, kind, d in anc
+                         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS)
+            got.append((stamp[0] + stamp[1] / 1e9, data))
+    return got
 
 
 def _setns(fd: int) -> None:

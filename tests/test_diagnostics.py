@@ -85,3 +85,21 @@ def test_truncated_programs_give_compile_errors_only(tmp_path) -> None:
         with pytest.raises(CompileError) as info:
             load_program(str(path))
         assert info.value.pos.line >= 1
+
+
+def test_missing_source_names_the_file_without_a_made_up_position(tmp_path) -> None:
+    from p4sim.compiler import compile_file
+
+    missing = str(tmp_path / "nope.p4")
+    with pytest.raises(CompileError) as info:
+        compile_file(missing)
+    assert info.value.render() == f"{missing}: error: cannot open source file (no such file)"
+    with pytest.raises(CompileError) as info:
+        compile_file(str(tmp_path))
+    assert info.value.render() == f"{tmp_path}: error: cannot open source file (is a directory)"
+
+
+def test_error_without_any_position_renders_without_one() -> None:
+    assert CompileError("cpp is missing").render() == "error: cpp is missing"
+    # compile_file places such an error in the program's file (never at "0:0")
+    assert CompileError("no main").in_file("p.p4").render() == "p.p4: error: no main"

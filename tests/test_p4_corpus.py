@@ -175,3 +175,28 @@ def test_add_and_setdefault_on_an_action_profile_table_create_members(tmp_path):
 def test_const_default_action_cannot_be_changed(tmp_path):
     result, _ = run_text(tmp_path, "setdefault t_const set_r5(v:1)\n", program=GOOD / "match_kinds.p4")
     assert [f.loc.line for f in result.failures] == [1]
+
+
+def test_json_the_engine_cannot_load_fails_cleanly(tmp_path, capsys):
+    from p4sim.compiler import compile_file
+
+    js = compile_file(str(BASIC)).bmv2_json
+    js["actions"][0]["primitives"] = [{"op": "no_such_primitive", "parameters": []}]
+    pipeline = tmp_path / "bad.json"
+    pipeline.write_text(json.dumps(js))
+    stf = tmp_path / "t.stf"
+    stf.write_text(f"packet 0 {PKT_IN}\n")
+    assert stf_main([str(pipeline), str(stf)]) == 1
+    captured = capsys.readouterr()
+    assert "the switch cannot load this program: unsupported primitive 'no_such_primitive'" in captured.err
+    assert captured.out.strip().splitlines()[-1] == "FAIL: the test could not be loaded"
+
+
+def test_missing_program_is_reported_by_name(tmp_path, capsys):
+    stf = tmp_path / "t.stf"
+    stf.write_text(f"packet 0 {PKT_IN}\n")
+    missing = tmp_path / "nope.p4"
+    assert stf_main([str(missing), str(stf)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.strip() == f"{missing}: error: cannot open source file (no such file)"
+    assert captured.out.strip() == "FAIL: the test could not be loaded"

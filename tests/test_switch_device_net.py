@@ -31,7 +31,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 from scapy.utils import rdpcap
 
-from netns import Netns
+from netns import Netns, receive
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
@@ -53,21 +53,8 @@ def ours(frame: bytes) -> bool:
 
 
 def recv_until(sock, count: int, timeout: float, keep=ours) -> list[tuple[float, bytes]]:
-    """Frames accepted by ``keep`` with their arrival times, until ``count`` or ``timeout``."""
-    got: list[tuple[float, bytes]] = []
-    end = time.monotonic() + timeout
-    while len(got) < count:
-        left = end - time.monotonic()
-        if left <= 0:
-            break
-        sock.settimeout(left)
-        try:
-            data = sock.recv(65536)
-        except TimeoutError:
-            break
-        if keep(data):
-            got.append((time.monotonic(), data))
-    return got
+    """Our frames with their kernel arrival times, until ``count`` or ``timeout``."""
+    return receive(sock, count, timeout, keep)
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
@@ -208,8 +195,10 @@ def test_ecn_marks_exactly_when_queue_exceeds_threshold(net, switch, l2):
     got = [Ether(f) for _, f in recv_until(rx, 25, timeout=10)]
     assert [p[UDP].sport - 10000 for p in got] == list(range(25))
     depths = [p[IP].id for p in got]
-    assert depths[0] == 0 and depths[-1] >= 15
-    assert all(0 <= b - a <= 1 for a, b in zip(depths, depths[1:]))
+    # One packet arrives at a time, so the queue grows by at most one between
+    # consecutive packets (it shrinks if the sender falls behind the 10 ms drain).
+    assert depths[0] == 0 and max(depths) >= ECN_THRESHOLD
+    assert all(b - a <= 1 for a, b in zip(depths, depths[1:]))
     marked = [p[IP].tos & 3 == 3 for p in got]
     assert marked == [d >= ECN_THRESHOLD for d in depths]
     assert any(marked) and not all(marked)

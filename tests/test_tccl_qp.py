@@ -101,6 +101,7 @@ def test_ce_marks_give_at_most_one_cnp_per_interval_and_cut_rate():
     cnps = [t for t, f in back if roce.parse(f).opcode == roce.CNP]
     assert got == [bytes(100_000)]
     assert all(b - a >= PARAMS.cnp_interval for a, b in zip(cnps, cnps[1:]))
+    assert resp.stats.min_cnp_gap == pytest.approx(min(b - a for a, b in zip(cnps, cnps[1:])))
     assert resp.stats.ce_marked == marked
     # One CNP per interval of marked traffic (time steps of 0.1 ms, so +1 for edges).
     assert 2 <= len(cnps) < marked
@@ -121,6 +122,15 @@ def test_port_change_waits_for_boundary_and_drains():
     assert change.done.is_set() and req.sport == 60000 and change.old_port == 50000
     assert got == [b"a" * 500, b"b" * 500]
     assert resp.last_sport == 60000
+
+
+def test_port_change_of_idle_flow_applies_at_once():
+    req, resp, got = pair()
+    change = req.request_port(61000)
+    assert change.done.is_set() and req.sport == 61000
+    req.post(b"q" * 150)
+    run(req, resp)
+    assert got == [b"q" * 150] and resp.last_sport == 61000
 
 
 def test_bad_port_and_empty_message_rejected():

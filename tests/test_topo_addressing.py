@@ -44,7 +44,7 @@ def test_ports_and_peers():
     assert plan.peer("b1l2", 4) == ("sp1", plan.spine_port(1, 2))
     assert plan.peer("sp1", plan.spine_port(1, 2)) == ("b1l2", 4)
     assert plan.peer("b1l2", 2) == ("b1h1", 2)
-    assert plan.port_rates("b1l2") == {1: 20.0, 2: 20.0, 3: 20.0, 4: 20.0}
+    assert plan.port_rates("b1l2") == {1: 10.0, 2: 10.0, 3: 10.0, 4: 10.0}
     assert sorted(plan.port_rates("sp0")) == list(range(1, 9))
 
 

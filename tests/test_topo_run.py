@@ -1,12 +1,16 @@
-"""The launcher refuses a bad spec with one clear error before starting anything."""
+"""The launcher refuses a bad spec or a missing backend with one clear error before
+starting anything; the switch nodes' command lines (no root needed)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from topo.nodes import BMv2Switch, P4ProcessSwitch, P4SimSwitch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,3 +29,35 @@ def test_bad_spec_gives_one_error_and_starts_nothing(tmp_path, text, message):
     assert done.stderr.strip().splitlines() == [f"error: {spec}: {message}"] or \
         (len(done.stderr.strip().splitlines()) == 1 and message in done.stderr)
     assert "***" not in done.stdout  # Mininet never started
+
+
+@pytest.mark.skipif(shutil.which("simple_switch_grpc") is not None and shutil.which("p4c") is not None,
+                    reason="BMv2 is installed here")
+def test_bmv2_backend_without_bmv2_is_one_error():
+    done = subprocess.run([sys.executable, "-m", "topo.run", "--backend", "bmv2"], cwd=ROOT,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: backend bmv2 needs simple_switch_grpc and p4c on PATH"
+
+
+def _node(cls: type[P4ProcessSwitch], **attrs) -> P4ProcessSwitch:
+    """A switch node object without Mininet's shell (only its command line is used)."""
+    node = cls.__new__(cls)
+    node.__dict__.update({"device_id": 3, "grpc_port": 50053, "port_rates": {1: 10.0, 2: 2.5},
+                          "queue_depth": 64, "priority_queues": 8, "cpu_port": 255, "pcap_dir": None, **attrs})
+    node.data_ports = lambda: {1: "b0l2-eth1", 2: "b0l2-eth2"}
+    return node
+
+
+def test_switch_command_lines():
+    p4sim = _node(P4SimSwitch).command()
+    assert p4sim[1:4] == ["-m", "p4sim.cli", "switch"]
+    joined = " ".join(p4sim)
+    for part in ("-i 1@b0l2-eth1 -i 2@b0l2-eth2", "--device-id 3", "--grpc-server-addr 127.0.0.1:50053",
+                 "--priority-queues 8", "--cpu-port 255", "--port-rate 1=10 --port-rate 2=2.5", "--no-p4"):
+        assert part in joined
+    bmv2 = _node(BMv2Switch, pcap_dir="/tmp/p").command()
+    assert bmv2[0] == "simple_switch_grpc" and "--no-p4" in bmv2
+    target = bmv2[bmv2.index("--") + 1:]   # simple_switch_grpc's target options follow "--"
+    assert target == ["--grpc-server-addr", "127.0.0.1:50053", "--priority-queues", "8", "--cpu-port", "255"]
+    assert "--pcap" in bmv2[:bmv2.index("--")]

@@ -12,6 +12,10 @@ from mininet.topo import Topo
 
 from topo.addressing import CPU_PORT, AddressPlan
 
+# Strict-priority egress queues per port: v1model's priority is 3 bits, astral.p4 puts
+# CNPs at 7, and the traffic manager (BMv2's too) drops priorities >= the queue count.
+PRIORITY_QUEUES = 8
+
 
 class FabricTopo(Topo):
     """Leaf/Spine multi-rail fabric of ``plan``."""
@@ -24,7 +28,7 @@ class FabricTopo(Topo):
         for sw in plan.switches:
             self.addSwitch(sw.name, dpid=f"{sw.switch_id:016x}", device_id=sw.device_id,
                            grpc_port=sw.grpc_port, port_rates=plan.port_rates(sw.name),
-                           queue_depth=spec.queue_depth, priority_queues=spec.priority_queues,
+                           queue_depth=spec.queue_depth, priority_queues=PRIORITY_QUEUES,
                            cpu_port=CPU_PORT)
         for nic in plan.nics():
             self.addLink(nic.server, nic.leaf, port1=nic.port, port2=nic.leaf_port,

@@ -16,6 +16,7 @@ reaches NICs of other rails too (``ping -I 10.0.0.1 10.1.1.2`` crosses a spine).
 from __future__ import annotations
 
 import functools
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,8 @@ class Fabric:
     def __init__(self, spec: FabricSpec, backend: str = "p4sim", run_dir: Path = RUN_DIR) -> None:
         if backend not in BACKENDS:
             raise FabricError(f"unknown backend {backend!r}; one of {', '.join(BACKENDS)}")
-        if backend == "bmv2" and not BMv2Switch.available():
-            raise FabricError(f"backend bmv2 needs {BMv2Switch.executable} on PATH")
+        if backend == "bmv2" and not (BMv2Switch.available() and shutil.which("p4c")):
+            raise FabricError(f"backend bmv2 needs {BMv2Switch.executable} and p4c on PATH")
         self.spec = spec
         self.plan = AddressPlan(spec)
         self.backend = backend

@@ -2,9 +2,10 @@
 ``simple_switch_grpc`` -- like the P4 tutorials' ``P4RuntimeSwitch``.
 
 Both classes take the same constructor arguments (what `topo.mininet_topo` puts in
-each switch's options) and override only ``start``/``stop``: ``start`` launches the
-process on the switch's interfaces (the switch stays in the root namespace, like the
-tutorials' switches; its gRPC port is on 127.0.0.1), `batchStartup` -- which Mininet
+each switch's options) and differ only in their command line; their base overrides
+Mininet's ``start``/``stop`` and batch hooks: ``start`` launches the process on the
+switch's interfaces (the switch stays in the root namespace, like the tutorials'
+switches; its gRPC port is on 127.0.0.1), `batchStartup` -- which Mininet
 calls for all switches of a class after starting them -- waits until every gRPC port
 answers, so the processes boot in parallel. ``stop`` ends the process by its PID. The
 PID is also written to ``<run_dir>/<name>.pid`` so that `make stop` can find leftovers.
@@ -12,7 +13,6 @@ PID is also written to ``<run_dir>/<name>.pid`` so that `make stop` can find lef
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import socket
@@ -55,8 +55,7 @@ class P4ProcessSwitch(Switch):
     def __init__(self, name: str, *, device_id: int, grpc_port: int,
                  port_rates: dict[int, float] | None = None, queue_depth: int = 64,
                  priority_queues: int = 8, cpu_port: int | None = 255,
-                 pcap_dir: str | None = None, run_dir: str | Path = RUN_DIR,
-                 pipeline_json: str | None = None, **params) -> None:
+                 pcap_dir: str | None = None, run_dir: str | Path = RUN_DIR, **params) -> None:
         super().__init__(name, **params)
         self.device_id = device_id
         self.grpc_port = grpc_port
@@ -66,7 +65,6 @@ class P4ProcessSwitch(Switch):
         self.cpu_port = cpu_port
         self.pcap_dir = pcap_dir
         self.run_dir = Path(run_dir)
-        self.pipeline_json = pipeline_json
         self.process: subprocess.Popen | None = None
 
     @property
@@ -172,7 +170,7 @@ class P4SimSwitch(P4ProcessSwitch):
             cmd += ["--port-rate", f"{port}={mbps:g}"]
         if self.pcap_dir:
             cmd += ["--pcap", self.pcap_dir]
-        cmd += [self.pipeline_json] if self.pipeline_json else ["--no-p4"]
+        cmd.append("--no-p4")  # the controller pushes the pipeline over P4Runtime
         return cmd
 
 
@@ -194,7 +192,7 @@ class BMv2Switch(P4ProcessSwitch):
         cmd += ["--device-id", str(self.device_id), "--log-level", "warn"]
         if self.pcap_dir:
             cmd += ["--pcap", self.pcap_dir]
-        cmd += [self.pipeline_json] if self.pipeline_json else ["--no-p4"]
+        cmd.append("--no-p4")
         cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}",
                 "--priority-queues", str(self.priority_queues)]
         if self.cpu_port is not None:

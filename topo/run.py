@@ -17,6 +17,7 @@ from types import FrameType
 from mininet.cli import CLI
 from mininet.log import setLogLevel
 
+from p4sim.compiler import CompileError
 from topo.net import Fabric, FabricError
 from topo.nodes import BACKENDS
 from topo.pipeline import PROGRAM
@@ -64,13 +65,13 @@ def main(argv: list[str] | None = None) -> int:
         spec = load_spec(args.fabric)
         if args.pcap:
             spec = replace(spec, pcap=True)
-    except SpecError as e:
+        fabric = Fabric(spec, backend=args.backend)
+    except (SpecError, FabricError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _exit_on_signal)
     signal.signal(signal.SIGHUP, _exit_on_signal)
     setLogLevel("info")
-    fabric = Fabric(spec, backend=args.backend)
     started = time.monotonic()
     try:
         fabric.start()
@@ -81,9 +82,14 @@ def main(argv: list[str] | None = None) -> int:
               f"*** Try: nics, switches, pingall, "
               f"{first.name} ping -c1 -I {first.nics[0].ip} {last.nics[-1].ip}", flush=True)
         FabricCLI(fabric)
-    except FabricError as e:
+    except (FabricError, CompileError, RuntimeError) as e:
+        # Bring-up failures (a switch that did not start, a rejected write, a compile
+        # error) end with their message; the fabric is already torn down by then.
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C during start-up (the prompt handles its own)
+        print("interrupted", file=sys.stderr)
+        return 130
     finally:
         fabric.stop()
     return 0

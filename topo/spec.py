@@ -46,8 +46,8 @@ class LinkRates:
     """Line rates in Mbit/s. Scaled down from 400 Gbit/s so that the modelled queues,
     not the switches' Python CPU, are the bottleneck (docs/fabric.md)."""
 
-    host_mbps: float = 20.0
-    uplink_mbps: float = 20.0
+    host_mbps: float = 10.0
+    uplink_mbps: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,6 @@ class FabricSpec:
     name: str = "fabric"
     links: LinkRates = field(default_factory=LinkRates)
     queue_depth: int = 64
-    priority_queues: int = 8
     ecn: EcnProfile = field(default_factory=EcnProfile)
     ecmp_hash: str = "crc32"
     sample_rate: int = 64
@@ -93,7 +92,7 @@ class FabricSpec:
 # link rates and the ECN profile; everything else is a top-level scalar.
 _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "name": str, "blocks": int, "servers_per_block": int, "rails": int, "spines": int,
-    "links": dict, "queue_depth": int, "priority_queues": int, "ecn": dict,
+    "links": dict, "queue_depth": int, "ecn": dict,
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
     "pcap": bool,
 }
@@ -162,7 +161,7 @@ def validate(spec: FabricSpec, source: str = "fabric spec") -> None:
     def fail(key: str, message: str) -> None:
         raise SpecError(f"{source}: {key}: {message}")
 
-    for key in ("blocks", "servers_per_block", "rails", "spines", "queue_depth", "priority_queues"):
+    for key in ("blocks", "servers_per_block", "rails", "spines", "queue_depth"):
         value = getattr(spec, key)
         if value < 1:
             fail(key, f"must be at least 1, got {value}")
@@ -178,8 +177,6 @@ def validate(spec: FabricSpec, source: str = "fabric spec") -> None:
              f"{spec.servers_per_block + spec.spines} ports, at most {MAX_PORT}")
     if spec.leaves > MAX_PORT:
         fail("blocks", f"a spine needs blocks x rails = {spec.leaves} ports, at most {MAX_PORT}")
-    if spec.priority_queues > 8:
-        fail("priority_queues", f"v1model priorities are 3 bits: at most 8, got {spec.priority_queues}")
     for key in ("host_mbps", "uplink_mbps"):
         if not getattr(spec.links, key) > 0:
             fail(f"links.{key}", f"must be > 0 Mbit/s, got {getattr(spec.links, key)}")

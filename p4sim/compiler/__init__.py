@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from p4sim.compiler.diagnostics import CompileError
+from p4sim.compiler.diagnostics import CompileError, SrcPos
 
 __all__ = ["CompileError", "CompileResult", "compile_file", "compile_program"]
 
@@ -64,11 +64,21 @@ def compile_file(
     """Compile the P4-16 v1model program at ``path``.
 
     Raises `CompileError` (with file:line:col) for any program p4c would reject or
-    that p4sim does not support; never returns a partial result.
+    that p4sim does not support, and for a compiler bug (an internal error naming the
+    file); never returns a partial result.
     """
     import os
 
     from p4sim.compiler.frontend import load_program
 
-    program = load_program(path, include_dirs, defines)
-    return compile_program(program, os.path.basename(path))
+    try:
+        program = load_program(path, include_dirs, defines)
+        return compile_program(program, os.path.basename(path))
+    except CompileError as e:
+        raise e.in_file(path) from None  # an error about the whole program names its file
+    except RecursionError:
+        raise CompileError("program is nested too deeply to compile", SrcPos(path, 0, 0),
+                           "unsupported") from None
+    except Exception as e:  # a back-end bug: still a diagnostic, never a traceback
+        raise CompileError(f"internal compiler error ({type(e).__name__}: {e}); "
+                           "please report it with the program", SrcPos(path, 0, 0)) from e

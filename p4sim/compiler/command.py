@@ -68,16 +68,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         result = compile_file(args.source, args.include_dirs, _defines(args.defines))
     except CompileError as e:
-        # an error with no source position (missing file, cpp missing) names the input
-        where_known = e.pos.line > 0
-        print(e.render() if where_known else f"{args.source}: {e.kind}: {e.message}", file=sys.stderr)
-        return 1
-    except RecursionError:
-        print(f"{args.source}: error: program is nested too deeply", file=sys.stderr)
-        return 1
-    except Exception as e:  # a compiler bug: report it like p4c's "Compiler Bug", no traceback
-        print(f"{args.source}: error: internal compiler error ({type(e).__name__}: {e}); "
-              "please report this program", file=sys.stderr)
+        print(e.render(), file=sys.stderr)
         return 1
     try:
         if args.outdir.endswith(".json"):

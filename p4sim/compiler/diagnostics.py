@@ -37,9 +37,23 @@ class CompileError(Exception):
         self.pos = pos or NO_POS
         self.kind = kind
 
+    def where(self) -> str:
+        """``file:line:col``; just ``file`` for an error about a whole file (line 0);
+        empty when nothing is known (never a made-up position)."""
+        if self.pos.line > 0:
+            return str(self.pos)
+        return "" if self.pos is NO_POS else self.pos.file
+
+    def in_file(self, path: str) -> "CompileError":
+        """This error, placed in file ``path`` when it has no position of its own."""
+        if self.pos is NO_POS:
+            self.pos = SrcPos(path, 0, 0)
+        return self
+
     def render(self) -> str:
         """``file:line:col: error: message`` + source line + caret, like p4c."""
-        head = f"{self.pos}: {self.kind}: {self.message}"
+        where = self.where()
+        head = f"{where}: {self.kind}: {self.message}" if where else f"{self.kind}: {self.message}"
         if not self.pos.text:
             return head
         caret = " " * max(self.pos.col - 1, 0) + "^"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Mapping, Optional, Sequence
 
 from p4sim.compiler import ast
-from p4sim.compiler.diagnostics import CompileError
+from p4sim.compiler.diagnostics import CompileError, SrcPos
 from p4sim.compiler.parse import parse
 from p4sim.compiler.preprocess import preprocess
 from p4sim.compiler.typecheck import check_program
@@ -35,8 +35,8 @@ def load_program(
     except CompileError:
         raise
     except RecursionError:
-        raise CompileError(f"{path}: program is nested too deeply to compile", kind="unsupported") from None
+        raise CompileError("program is nested too deeply to compile", SrcPos(path, 0, 0), "unsupported") from None
     except Exception as e:  # a compiler bug: still a diagnostic, not a traceback
-        raise CompileError(f"{path}: internal compiler error ({type(e).__name__}: {e}); "
-                           "please report it with the program") from e
+        raise CompileError(f"internal compiler error ({type(e).__name__}: {e}); "
+                           "please report it with the program", SrcPos(path, 0, 0)) from e
     return program

@@ -105,7 +105,8 @@ def preprocess(
     position cpp names.
     """
     if not os.path.isfile(path):
-        raise CompileError(f"cannot open source file '{path}'")
+        why = "is a directory" if os.path.isdir(path) else "no such file"
+        raise CompileError(f"cannot open source file ({why})", SrcPos(path, 0, 0))
     # p4c-bm2-ss defines __TARGET_BMV2__ for every program it compiles.
     cmd = _cpp_command() + ["-undef", "-nostdinc", "-x", "c", "-I", P4INCLUDE, "-D__TARGET_BMV2__"]
     for d in include_dirs:

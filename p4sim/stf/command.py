@@ -19,6 +19,7 @@ from p4sim.compiler import CompileError, compile_file
 from p4sim.stf.program import UnknownName
 from p4sim.stf.runner import StfResult, StfRunner
 from p4sim.stf.syntax import StfSyntaxError, parse_stf_file
+from p4sim.switch.errors import ProgramError
 
 
 def load_pipeline(program: str, include_dirs: list[str], defines: dict[str, str]) -> dict:
@@ -34,8 +35,9 @@ def run_stf(program: str, stf: str, *, include_dirs: list[str] | None = None,
             verbose: bool = False) -> StfResult:  # fmt: skip
     """Compile/load ``program``, run the STF file ``stf``; failures are in the result.
 
-    Raises `CompileError`, `StfSyntaxError`, `OSError` or `UnknownName` when the
-    program or test cannot be loaded at all -- there is no run to report on then.
+    Raises `CompileError`, `StfSyntaxError`, `OSError`, `UnknownName` or `ProgramError`
+    (a BMv2 JSON the engine cannot load) when the program or test cannot be loaded at
+    all -- there is no run to report on then.
     """
     commands = parse_stf_file(stf)
     pipeline = load_pipeline(program, include_dirs or [], defines or {})
@@ -68,6 +70,10 @@ def main(argv: list[str]) -> int:
                          defines=_defines(args.defines), verbose=args.verbose)  # fmt: skip
     except (CompileError, StfSyntaxError, UnknownName) as e:
         print(str(e), file=sys.stderr)
+        print("FAIL: the test could not be loaded")
+        return 1
+    except ProgramError as e:
+        print(f"p4sim stf: {args.program}: the switch cannot load this program: {e}", file=sys.stderr)
         print("FAIL: the test could not be loaded")
         return 1
     except json.JSONDecodeError as e:

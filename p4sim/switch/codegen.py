@@ -159,6 +159,28 @@ class Generator:
                     f.width, f.signed)
         raise ProgramError(f"expected a field destination, got {tv!r}")
 
+    def varbit_ref(self, tv: dict) -> tuple[str, str]:
+        """(code for the value, code for the bit length) of a varbit field reference:
+        a named field, or a field of a header chosen at run time (``stack[i].f``)."""
+        t, v = tv["type"], tv["value"]
+        if t == "field":
+            f = self.L.field(v[0], v[1])
+            if not f.varbit:
+                raise ProgramError(f"field {v[0]}.{v[1]} is not a varbit field")
+            return f"F[{f.slot}]", f"F[{f.len_slot}]"
+        if t == "expression" and "op" not in v:
+            return self.varbit_ref(v)
+        if t == "expression" and v["op"] == "access_field":
+            static, code, h = self.href(v["left"])
+            off = int(v["right"])
+            if not h.fields[off].varbit:
+                raise ProgramError(f"field {off} of header type {h.type_name!r} is not a varbit field")
+            if static:
+                f = self.L.by_id[int(code)].fields[off]
+                return f"F[{f.slot}]", f"F[{f.len_slot}]"
+            return f"F[HF[{code}][{off}]]", f"F[HF[{code}][{off}] + 1]"
+        raise ProgramError(f"expected a varbit field, got {tv!r}")
+
     def assign(self, dst: dict, src: str) -> str:
         """Statement storing `src` into `dst`, truncated (or sign-wrapped) to its width."""
         code, width, signed = self.lvalue(dst)
@@ -346,9 +368,10 @@ class Generator:
         if op in ("assign", "modify_field"):
             self.emit(self.assign(ps[0], e(ps[1])), ind)
         elif op == "assign_VL":
-            dst = self.L.field(*ps[0]["value"])
-            src = self.L.field(*ps[1]["value"])
-            self.emit(f"F[{dst.slot}] = F[{src.slot}]; F[{dst.len_slot}] = F[{src.len_slot}]", ind)
+            dst_data, dst_len = self.varbit_ref(ps[0])
+            src_data, src_len = self.varbit_ref(ps[1])
+            self.emit(f"{dst_data} = {src_data}", ind)
+            self.emit(f"{dst_len} = {src_len}", ind)
         elif op in ("assign_header", "copy_header"):
             _s, dcode, _h = self.href(ps[0])
             _s2, scode, _h2 = self.href(ps[1])

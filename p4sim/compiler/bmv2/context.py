@@ -64,7 +64,6 @@ class BlockValue:
     name: str  # control-plane prefix of its contents
     args: list[ast.Argument]
     scope: "Scope"
-    applied: bool = False
     inner: Optional["Scope"] = None  # its own scope, created when instantiated
 
 

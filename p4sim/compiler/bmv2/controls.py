@@ -330,10 +330,8 @@ class ControlLowerer:
         decl = bv.decl
         if not isinstance(decl, ast.ControlDecl):
             raise CompileError("only controls can be applied in a control", c.pos)
-        if bv.applied:
-            raise CompileError(f"control instance '{bv.name}' is applied more than once; BMv2 tables can only "
-                               "appear once in a pipeline", c.pos, "unsupported")
-        bv.applied = True
+        # Applied again (as p4c allows), the control is inlined again; only a table
+        # inside it cannot appear twice in a BMv2 pipeline, which `table` reports.
         lw = StmtLowerer(scope)
         bindings: dict[int, Any] = {}
         for p, a in zip(decl.params, ordered_args(decl.params, c.args, c.pos)):

@@ -238,10 +238,42 @@ class StmtLowerer(ExprLowerer):
             raise CompileError("unsupported assignment", where.pos, "unsupported")
 
     def assign_aggregate(self, dst: Any, rhs: ast.Expr) -> None:
+        """``dst = { ... }``: P4 evaluates the whole right-hand side before writing.
+
+        Writing element by element would let a later element read a field an earlier
+        one already overwrote (``hdr.p = { hdr.p.y, hdr.p.x }``), so every
+        non-constant element after the first is staged in a temporary first; headers
+        become valid only after all elements have been read.
+        """
+        headers: list[HeaderLoc] = []
+        pairs: list[tuple[Any, ast.Expr]] = []
+        self.aggregate_pairs(dst, rhs, headers, pairs)
+        staged: list[tuple[Any, Any, ast.Expr]] = []
+        for i, (d, v) in enumerate(pairs):
+            if i == 0 or const_value(v) is not None:
+                staged.append((d, None, v))
+                continue
+            if isinstance(d, (FieldLoc, DynFieldLoc)):
+                tmp = self.temp(d.type)
+            else:
+                tmp = self.ctx.layout.storage("tmp", d.type, v.pos)
+            self.assign_to(tmp, v)
+            staged.append((d, tmp, v))
+        for h in headers:
+            self.prim("add_header", [h.node()])
+        for d, tmp, v in staged:
+            if tmp is None:
+                self.assign_to(d, v)
+            else:
+                self.copy(d, tmp, v)
+
+    def aggregate_pairs(self, dst: Any, rhs: ast.Expr, headers: list[HeaderLoc],
+                        pairs: list[tuple[Any, ast.Expr]]) -> None:
+        """Flatten ``dst = { ... }`` (nested lists included) into (location, value) pairs."""
         if isinstance(dst, StructLoc):
             fields = dst.fields
         elif isinstance(dst, HeaderLoc):
-            self.prim("add_header", [dst.node()])
+            headers.append(dst)
             fields = {f.name: dst.field(f.name, rhs.pos) for f in dst.type.fields}
         else:
             raise CompileError("a list or struct expression can only be assigned to a struct or header",
@@ -249,15 +281,18 @@ class StmtLowerer(ExprLowerer):
         if isinstance(rhs, ast.ListExpr):
             if len(rhs.elements) != len(fields):
                 raise CompileError(f"expected {len(fields)} values, got {len(rhs.elements)}", rhs.pos)
-            pairs = zip(fields.values(), rhs.elements)
+            given = list(zip(fields.values(), rhs.elements))
         else:
-            given = dict(rhs.fields)
-            missing = [n for n in fields if n not in given]
+            values = dict(rhs.fields)
+            missing = [n for n in fields if n not in values]
             if missing:
                 raise CompileError(f"missing field '{missing[0]}' in struct expression", rhs.pos)
-            pairs = ((fields[n], given[n]) for n in fields)
-        for d, v in pairs:
-            self.assign_to(d, v)
+            given = [(fields[n], values[n]) for n in fields]
+        for d, v in given:
+            if isinstance(v, (ast.ListExpr, ast.StructInitExpr)) and not isinstance(d, (FieldLoc, DynFieldLoc)):
+                self.aggregate_pairs(d, v, headers, pairs)
+            else:
+                pairs.append((d, v))
 
     def lookahead_header(self, dst: HeaderLoc, rhs: ast.CallExpr) -> None:
         if not self.parser:

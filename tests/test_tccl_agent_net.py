@@ -1,0 +1,280 @@
+"""Agents as real processes in network namespaces joined by veth pairs.
+
+* two namespaces, one veth: a message arrives complete and in order;
+* the same with a tbf rate limiter below the agents' line rate: tail drops, and
+  go-back-N recovers every byte;
+* three namespaces with a CE-marking forwarder in the middle (a userspace stand-in for
+  a switch's ECN marking, since no marking qdisc exists on this machine): the receiver
+  answers with CNPs, at most one per CNP interval, and the sender cuts its rate;
+* the control channel: listing flows, clear errors, and a source-port change in the
+  middle of a transfer that shows up on the wire without losing a byte.
+
+Every process is started here and terminated by PID; namespaces are always removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from netns import Netns
+from tccl import roce
+from tccl.control import AgentClient, socket_path
+from tccl.job import Job, RankInfo, Transport, Workload, qpn
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+
+REPO = Path(__file__).resolve().parent.parent
+MAC_A, MAC_B = "02:00:0a:00:00:01", "02:00:0a:00:00:02"
+IP_A, IP_B = "10.9.0.1", "10.9.0.2"
+
+
+def make_job(iface_a: str, iface_b: str, size: int, iters: int = 1, warmup: int = 0,
+             **transport) -> Job:
+    ranks = (RankInfo(0, "a", 0, 0, iface_a, IP_A, MAC_A, MAC_B),
+             RankInfo(1, "b", 0, 0, iface_b, IP_B, MAC_B, MAC_A))
+    return Job(ranks=ranks, transport=Transport(**{"line_mbps": 20.0, **transport}),
+               workload=Workload(op="sendrecv", sizes=(size,), iters=iters, warmup=warmup), name="veth")
+
+
+def configure(net: Netns, ns: str, iface: str, mac: str, ip: str) -> None:
+    net.run(ns, "ip", "link", "set", iface, "address", mac)
+    net.run(ns, "ip", "addr", "add", f"{ip}/24", "dev", iface)
+
+
+class Agents:
+    """Start agent processes inside namespaces; always terminate them by PID."""
+
+    def __init__(self, net: Netns, job: Job, tmp: Path) -> None:
+        self.net, self.tmp = net, tmp
+        self.job_path = tmp / "job.yaml"
+        job.save(self.job_path)
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, server: str, ns: str) -> None:
+        cmd = [*self.net.exec_prefix(ns), sys.executable, "-m", "tccl.agent", "--job",
+               str(self.job_path), "--server", server, "--run-dir", str(self.tmp)]
+        self.procs[server] = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, text=True)
+
+    def start_ready(self, server: str, ns: str, timeout: float = 20.0) -> None:
+        """Start an agent and wait until its NICs are open (its control socket exists)."""
+        self.start(server, ns)
+        path = socket_path(self.tmp, server)
+        end = time.monotonic() + timeout
+        while not path.exists():
+            if self.procs[server].poll() is not None or time.monotonic() > end:
+                pytest.fail(f"agent {server} did not come up: {self.procs[server].communicate()}")
+            time.sleep(0.02)
+
+    def wait(self, timeout: float) -> dict[str, dict]:
+        end = time.monotonic() + timeout
+        for server, proc in self.procs.items():
+            try:
+                out, err = proc.communicate(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"agent {server} did not finish in {timeout}s")
+            assert proc.returncode == 0, f"agent {server} failed:\n{out}\n{err}"
+        return {s: json.loads((self.tmp / f"results-{s}.json").read_text()) for s in self.procs}
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def two_hosts(net: Netns) -> tuple[str, str]:
+    net.add_ns("a")
+    net.add_ns("b")
+    ia, ib = net.add_link("a", "b")
+    configure(net, "a", ia, MAC_A, IP_A)
+    configure(net, "b", ib, MAC_B, IP_B)
+    return ia, ib
+
+
+def flow(result: dict, local: int, peer: int) -> dict:
+    return next(f for f in result["flows"] if f["qpn"] == qpn(local, peer))
+
+
+def test_message_arrives_complete_and_in_order(tmp_path):
+    with Netns() as net:
+        ia, ib = two_hosts(net)
+        # A warm-up message first: the agents start at different times (as nccl-tests).
+        agents = Agents(net, make_job(ia, ib, 300_000, warmup=1), tmp_path)
+        try:
+            agents.start_ready("b", "b")
+            agents.start("a", "a")
+            res = agents.wait(60)
+        finally:
+            agents.stop()
+    assert res["a"]["rows"][0]["wrong"] == 0 and res["b"]["rows"][0]["wrong"] == 0
+    rx = flow(res["b"], 1, 0)["rx"]
+    assert rx["messages"] == 2 and rx["bad_icrc"] == 0 and rx["out_of_order"] == 0
+    assert rx["bytes"] >= 600_000
+    # Paced at the 20 Mbit/s line rate (headers included): the sender's goodput is close.
+    assert 15 < res["a"]["rows"][0]["algbw_mbps"] <= 20.0
+
+
+def test_go_back_n_recovers_tail_drops(tmp_path):
+    with Netns() as net:
+        ia, ib = two_hosts(net)
+        # The wire carries 10 Mbit/s with a 10 KB queue; the sender paces at 20.
+        net.run("a", "tc", "qdisc", "add", "dev", ia, "root", "tbf", "rate", "10mbit",
+                "burst", "5kb", "limit", "10kb")
+        agents = Agents(net, make_job(ia, ib, 200_000, window=32), tmp_path)
+        try:
+            agents.start_ready("b", "b")
+            agents.start("a", "a")
+            res = agents.wait(90)
+        finally:
+            agents.stop()
+    assert res["b"]["rows"][0]["wrong"] == 0
+    sender = flow(res["a"], 0, 1)
+    assert sender["retransmits"] > 0
+    assert flow(res["b"], 1, 0)["rx"]["out_of_order"] > 0
+
+
+class Marker:
+    """Forward frames between two interfaces of a middle namespace, setting CE on the
+    first ``count`` ECT data frames (what a switch does when its queue builds up)."""
+
+    def __init__(self, net: Netns, ns: str, left: str, right: str, count: int) -> None:
+        self.socks = (net.socket(ns, left), net.socket(ns, right))
+        self.count = count
+        self.marked = 0
+        self.cnps = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        left, right = self.socks
+        while not self.stop.is_set():
+            ready, _, _ = select.select(self.socks, [], [], 0.05)
+            for sock in ready:
+                frame = bytearray(sock.recv(65535))
+                pkt = roce.parse(bytes(frame))
+                if pkt is not None and pkt.opcode == roce.CNP:
+                    self.cnps += 1
+                if pkt is not None and pkt.ecn == roce.ECN_ECT0 and self.marked < self.count:
+                    frame[roce.IP_OFF + 1] |= roce.ECN_CE   # IP checksum: ICRC masks TOS, but
+                    _fix_ip_checksum(frame)                 # the IPv4 checksum must follow
+                    self.marked += 1
+                (right if sock is left else left).send(bytes(frame))
+
+    def __enter__(self) -> "Marker":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        for s in self.socks:
+            s.close()
+
+
+def _fix_ip_checksum(frame: bytearray) -> None:
+    frame[roce.IP_OFF + 10:roce.IP_OFF + 12] = b"\0\0"
+    words = [int.from_bytes(frame[roce.IP_OFF + i:roce.IP_OFF + i + 2], "big") for i in range(0, 20, 2)]
+    total = sum(words)
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    frame[roce.IP_OFF + 10:roce.IP_OFF + 12] = (~total & 0xFFFF).to_bytes(2, "big")
+
+
+def test_ce_marks_produce_cnps_and_rate_cut(tmp_path):
+    marked = 60
+    with Netns() as net:
+        for ns in ("a", "m", "b"):
+            net.add_ns(ns)
+        ia, ml = net.add_link("a", "m")
+        mr, ib = net.add_link("m", "b")
+        configure(net, "a", ia, MAC_A, IP_A)
+        configure(net, "b", ib, MAC_B, IP_B)
+        job = make_job(ia, ib, 400_000)
+        agents = Agents(net, job, tmp_path)
+        try:
+            with Marker(net, "m", ml, mr, marked) as marker:
+                agents.start_ready("b", "b")
+                agents.start("a", "a")
+                res = agents.wait(90)
+        finally:
+            agents.stop()
+    assert marker.marked == marked
+    assert res["b"]["rows"][0]["wrong"] == 0
+    rx = flow(res["b"], 1, 0)["rx"]
+    sender = flow(res["a"], 0, 1)
+    assert rx["ce_marked"] == marked
+    # CNPs on the wire: several, never two within one CNP interval by the receiver's
+    # clock (marked packets come every 0.45 ms at line rate).
+    assert marker.cnps == rx["cnps_sent"] >= 2
+    assert rx["min_cnp_gap"] >= job.transport.dcqcn().cnp_interval
+    assert sender["cnps"] == rx["cnps_sent"]
+    # The cut rate slowed the transfer below line rate.
+    assert res["b"]["rows"][0]["algbw_mbps"] < 0.9 * job.transport.line_mbps
+
+
+def test_control_channel_lists_flows_and_moves_a_flow(tmp_path):
+    with Netns() as net:
+        ia, ib = two_hosts(net)
+        # 12 messages of 150 KB (~60 ms each at 20 Mbit/s): boundaries to move at.
+        agents = Agents(net, make_job(ia, ib, 150_000, iters=12), tmp_path)
+        sniff = net.socket("b", ib)
+        try:
+            agents.start_ready("b", "b")
+            agents.start("a", "a")
+            path = socket_path(tmp_path, "a")
+            with AgentClient(path) as client:
+                deadline = time.monotonic() + 20
+                flows = []
+                while time.monotonic() < deadline and not any(
+                        f.qpn == qpn(0, 1) and f.bytes > 200_000 for f in flows):
+                    if path.exists():
+                        try:
+                            flows = client.list_flows()
+                        except grpc.RpcError:
+                            pass
+                    time.sleep(0.02)
+                f = next(f for f in flows if f.qpn == qpn(0, 1))
+                assert (f.src_ip, f.dst_ip, f.dport, f.state) == (IP_A, IP_B, 4791, "active")
+                with pytest.raises(grpc.RpcError) as bad:
+                    client.set_source_port(80, qpn=f.qpn)
+                assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "invalid source port 80" in bad.value.details()
+                with pytest.raises(grpc.RpcError) as unknown:
+                    client.set_source_port(50000, qpn=0x123)
+                assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+                assert "0x123" in unknown.value.details()
+                new = 40000 if f.sport != 40000 else 40001
+                reply = client.set_source_port(new, src_ip=IP_A, dst_ip=IP_B, current_sport=f.sport)
+                assert reply.old_sport == f.sport and reply.flow.sport == new
+            # The wire shows the new port from some packet on, and never the old one after.
+            ports = []
+            end = time.monotonic() + 30
+            while time.monotonic() < end and agents.procs["a"].poll() is None:
+                ready, _, _ = select.select([sniff], [], [], 0.1)
+                if ready:
+                    p = roce.parse(sniff.recv(65535))
+                    if p is not None and p.opcode != roce.ACKNOWLEDGE:
+                        ports.append(p.sport)
+            res = agents.wait(60)
+        finally:
+            sniff.close()
+            agents.stop()
+    assert new in ports
+    assert f.sport not in ports[ports.index(new):]
+    assert res["b"]["rows"][0]["wrong"] == 0
+    assert flow(res["b"], 1, 0)["rx_last_sport"] == new

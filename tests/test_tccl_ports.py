@@ -1,0 +1,120 @@
+"""Source-port planning: edge colouring, orthogonal ports on real fabric specs, random odds."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tccl import ports
+from topo.addressing import AddressPlan
+from topo.spec import load_spec
+
+FABRICS = Path(__file__).resolve().parent.parent / "topo" / "fabrics"
+
+
+def plan(name: str) -> AddressPlan:
+    return AddressPlan(load_spec(FABRICS / f"{name}.yaml"))
+
+
+def conflicts(edges, colors) -> int:
+    seen = Counter()
+    for (u, v), c in zip(edges, colors):
+        seen[(u, c)] += 1
+        seen[(v, c)] += 1
+    return sum(n - 1 for n in seen.values() if n > 1)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_bipartite_colouring_is_proper_when_degrees_allow(seed):
+    rng = random.Random(seed)
+    k = rng.randint(1, 5)
+    left, right = rng.randint(1, 6), rng.randint(1, 6)
+    deg_l, deg_r = Counter(), Counter()
+    edges = []
+    for _ in range(rng.randint(0, 40)):
+        u, v = rng.randrange(left), rng.randrange(right)
+        if deg_l[u] < k and deg_r[v] < k:
+            deg_l[u] += 1
+            deg_r[v] += 1
+            edges.append((("L", u), ("R", v)))
+    colors = ports.color_bipartite(edges, k)
+    assert all(0 <= c < k for c in colors)
+    assert conflicts(edges, colors) == 0
+
+
+def test_colouring_overload_spreads_least_loaded():
+    edges = [(("L", 0), ("R", i)) for i in range(5)]
+    colors = ports.color_bipartite(edges, 2)
+    assert sorted(Counter(colors).values()) == [2, 3]
+    with pytest.raises(ValueError, match="at least one colour"):
+        ports.color_bipartite(edges, 0)
+
+
+@pytest.mark.parametrize("fabric", ["default", "large"])
+@pytest.mark.parametrize("trial", range(5))
+def test_orthogonal_flows_take_distinct_uplinks_and_downlinks(fabric, trial):
+    p = plan(fabric)
+    k = p.spec.spines
+    rng = random.Random(trial)
+    # From every leaf of block 0, k flows to random NICs of other blocks (same rail:
+    # a ring's inter-block hops), as many flows per leaf as spines.
+    flows = []
+    dst_count = Counter()
+    for leaf in [lf for lf in p.leaves if lf.block == 0]:
+        srcs = [n for n in p.nics() if n.leaf == leaf.name]
+        for i in range(k):
+            src = srcs[i % len(srcs)]
+            candidates = [n for n in p.nics() if n.block != 0 and n.rail == leaf.rail
+                          and dst_count[n.leaf] < k]
+            dst = rng.choice(candidates)
+            dst_count[dst.leaf] += 1
+            flows.append((src.ip, dst.ip))
+    assigned = ports.orthogonal_ports(p, flows, seed=trial)
+    up = Counter()
+    down = Counter()
+    for (src, dst) in flows:
+        spine = ports.uplink_of(p, src, dst, assigned[(src, dst)])
+        up[(p.nic(src).leaf, spine)] += 1
+        down[(spine, p.nic(dst).leaf)] += 1
+    assert set(up.values()) == {1}          # every uplink of every leaf: exactly one flow
+    assert set(down.values()) == {1}        # and every spine->leaf downlink too
+    assert all(49152 <= port <= 65535 for port in assigned.values())
+
+
+def test_same_leaf_flow_gets_a_port_and_no_uplink():
+    p = plan("default")
+    a, b = p.servers[0].nics[0], p.servers[1].nics[0]
+    assert a.leaf == b.leaf
+    out = ports.orthogonal_ports(p, [(a.ip, b.ip)], seed=1)
+    assert ports.uplink_of(p, a.ip, b.ip, out[(a.ip, b.ip)]) is None
+
+
+def test_port_for_spine_matches_hash_model_and_rejects_bad_spine():
+    p = plan("default")
+    src, dst = p.servers[0].nics[1].ip, p.servers[3].nics[1].ip
+    for spine in range(p.spec.spines):
+        port = ports.port_for_spine(p, src, dst, spine, start=65535)
+        assert ports.uplink_of(p, src, dst, port) == spine
+    with pytest.raises(ValueError, match="out of range"):
+        ports.port_for_spine(p, src, dst, 7, start=50000)
+
+
+def test_random_ports_collide_like_k_factorial_over_k_to_the_k():
+    p = plan("large")
+    k = p.spec.spines
+    leaf_nics = [n for n in p.nics() if n.leaf == p.leaves[0].name]
+    remote = [n for n in p.nics() if n.block == 1 and n.rail == 0]
+    flows = [(leaf_nics[i % len(leaf_nics)].ip, remote[i].ip) for i in range(k)]
+    trials = 400
+    perfect = 0
+    for t in range(trials):
+        assigned = ports.random_ports(flows, seed=t)
+        spines = {ports.uplink_of(p, s, d, assigned[(s, d)]) for s, d in flows}
+        perfect += len(spines) == k
+    expect = math.factorial(k) / k ** k
+    sigma = math.sqrt(expect * (1 - expect) / trials)
+    assert abs(perfect / trials - expect) < 4 * sigma

@@ -1,0 +1,120 @@
+"""astral.p4 on the engine, programmed by controller.routes (no root): ECN marking
+follows the RED profile, sampled RoCE packets reach the CPU port with their metadata,
+CNPs get the high priority, and pipeline builds are cached per hash algorithm."""
+
+from __future__ import annotations
+
+import struct
+
+import finsy as fy
+from scapy.contrib.roce import BTH
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+from controller.routes import entities, switch_program
+from fabric_sim import compiled, install
+from p4sim.switch.v1model import V1Switch
+from topo.addressing import CPU_PORT, AddressPlan
+from topo.hashmodel import FiveTuple, predict_path
+from topo.pipeline import build_pipeline
+from topo.spec import EcnProfile, FabricSpec
+
+SPEC = FabricSpec(blocks=2, servers_per_block=2, rails=2, spines=2, sample_rate=3,
+                  ecn=EcnProfile(kmin=4, kmax=12, pmax=0.5))
+
+
+def leaf_engine(plan: AddressPlan, name: str) -> V1Switch:
+    sw = V1Switch(compiled(plan.spec.ecmp_hash), cpu_port=CPU_PORT)
+    install(sw, switch_program(plan, name))
+    return sw
+
+
+def roce(plan: AddressPlan, src, dst, sport: int, opcode: int = 4, tos: int = 2) -> bytes:
+    return bytes(Ether(src=src.mac, dst=plan.switch(src.leaf).mac) / IP(src=src.ip, dst=dst.ip, tos=tos)
+                 / UDP(sport=sport, dport=4791) / BTH(opcode=opcode, dqpn=5, psn=sport) / Raw(b"d" * 64))
+
+
+def test_ecn_marks_follow_kmin_kmax_pmax():
+    plan = AddressPlan(SPEC)
+    sw = leaf_engine(plan, "b0l0")
+    src, dst = plan.server_at(0, 0).nics[0], plan.server_at(1, 0).nics[0]
+    data = roce(plan, src, dst, 1000)
+
+    def marked_fraction(qdepth: int, n: int) -> float:
+        marked = 0
+        for _ in range(n):
+            (job,) = sw.run_ingress(src.leaf_port, data)
+            (_port, out), = [o for o in sw.run_egress(job, qdepth, qdepth, 0, 0) if o[0] != CPU_PORT]
+            marked += Ether(out)[IP].tos & 3 == 3
+        return marked / n
+
+    assert marked_fraction(0, 200) == 0
+    assert marked_fraction(SPEC.ecn.kmin, 200) == 0
+    assert marked_fraction(SPEC.ecn.kmax, 100) == 1
+    assert marked_fraction(500, 100) == 1
+    midway = (SPEC.ecn.kmin + SPEC.ecn.kmax) // 2     # probability pmax / 2 = 0.25
+    assert 0.18 < marked_fraction(midway, 2000) < 0.32
+    # Not-ECT packets are never marked
+    (job,) = sw.run_ingress(src.leaf_port, roce(plan, src, dst, 1000, tos=0))
+    outs = [o for o in sw.run_egress(job, 500, 500, 0, 0) if o[0] != CPU_PORT]
+    assert Ether(outs[0][1])[IP].tos & 3 == 0
+
+
+def test_one_in_n_roce_data_packets_are_sampled_to_the_cpu_with_metadata():
+    plan = AddressPlan(SPEC)
+    leaf = plan.switch("b0l1")
+    sw = leaf_engine(plan, leaf.name)
+    src, dst = plan.server_at(0, 1).nics[1], plan.server_at(1, 1).nics[1]
+    pins = []
+    for sport in range(40000, 40012):
+        outs = sw.process(src.leaf_port, roce(plan, src, dst, sport))
+        for port, data in outs:
+            if port == CPU_PORT:
+                ingress, egress, qdepth, switch_id = struct.unpack("!HHII", data[:12])
+                pins.append((sport, ingress, egress, qdepth, switch_id, Ether(data[12:])))
+    assert len(pins) == 12 // SPEC.sample_rate
+    for sport, ingress, egress, qdepth, switch_id, pkt in pins:
+        spine = predict_path(plan, FiveTuple(src.ip, dst.ip, 17, sport, 4791))[2]
+        assert (ingress, switch_id, qdepth) == (src.leaf_port, leaf.switch_id, 0)
+        assert egress == plan.uplink_port(int(spine.removeprefix("sp")))
+        assert pkt[IP].src == src.ip and pkt[BTH].psn == sport
+    # CNPs and non-RoCE UDP are not sampled
+    for sport in range(12):
+        outs = sw.process(src.leaf_port, roce(plan, src, dst, sport, opcode=0x81))
+        assert all(port != CPU_PORT for port, _ in outs)
+
+
+def test_cnps_ride_the_high_priority_queue():
+    plan = AddressPlan(SPEC)
+    sw = leaf_engine(plan, "b0l0")
+    src, dst = plan.server_at(0, 0).nics[0], plan.server_at(1, 0).nics[0]
+    (cnp,) = sw.run_ingress(src.leaf_port, roce(plan, src, dst, 7, opcode=0x81))
+    (data,) = sw.run_ingress(src.leaf_port, roce(plan, src, dst, 7, opcode=4))
+    assert (cnp.priority, data.priority) == (7, 0)
+
+
+def test_pipeline_build_is_reused_and_per_hash_algorithm(tmp_path):
+    first = build_pipeline(SPEC, tmp_path)
+    stamp = first.device_config.stat().st_mtime_ns
+    again = build_pipeline(SPEC, tmp_path)
+    assert again == first and again.device_config.stat().st_mtime_ns == stamp
+    assert "AstralIngress.ipv4_lpm" in first.p4info.read_text()
+    crc16 = build_pipeline(FabricSpec(blocks=1, servers_per_block=1, rails=1, spines=1, ecmp_hash="crc16"), tmp_path)
+    assert crc16.device_config != first.device_config
+    assert '"crc16"' in crc16.device_config.read_text()
+
+
+def test_every_switch_program_encodes_against_the_compiled_p4info(tmp_path):
+    """Names, match kinds and widths of the P4Runtime writes fit the program (no switch
+    needed: finsy encodes against the P4Info)."""
+    plan = AddressPlan(SPEC)
+    schema = fy.P4Schema(build_pipeline(SPEC, tmp_path).p4info)
+    for sw in plan.switches:
+        encoded = [e.encode(schema) for e in entities(switch_program(plan, sw.name))]
+        tables = {m.table_entry.table_id for m in encoded if m.HasField("table_entry")}
+        expected = {"switch_config", "ipv4_lpm", "ecn_threshold"}
+        if sw.role == "leaf":
+            expected |= {"ecmp_nhop", "arp_reply"}
+        assert tables == {schema.tables[name].id for name in expected}
+        assert sum(m.HasField("packet_replication_engine_entry") for m in encoded) == 1
