@@ -12,6 +12,14 @@ Two halves, so that GOR can reuse either:
 Roles: a leaf routes its own NICs (/32) to their ports and everything else in
 10.0.0.0/8 to ECMP group 1 (one member per spine); a spine routes each (rail, block)
 /24 to that leaf. Every hop rewrites the MACs to (own MAC -> next hop's MAC).
+
+Failed cables (``down``: leaf-spine cables as pairs of node names) are routed around:
+a leaf's group 1 holds only the spines it still reaches; where a destination leaf is
+reachable through fewer spines than that, the leaf gets a /24 route per destination
+(rail, block) subnet to a group of just the spines that reach both (ids from 2 up), or
+a drop route if none does; a spine stops routing to a leaf it lost. `ecmp_members`
+says which spines a flow hashes over, so the controller predicts paths with failures.
+`program_updates` turns an old and a new program into the P4Runtime writes between them.
 """
 
 from __future__ import annotations
@@ -34,9 +42,15 @@ MAX_QDEPTH = (1 << 19) - 1
 ALWAYS_MARK = 65535
 
 
+# Cables that are down, each the frozenset of its two node names.
+Down = frozenset[frozenset[str]]
+NO_FAILURES: Down = frozenset()
+
+
 @dataclass(frozen=True)
 class Route:
-    """An ipv4_lpm entry: ``prefix`` -> forward(port, mac) or ecmp_select(group, size)."""
+    """An ipv4_lpm entry: ``prefix`` -> forward(port, mac), ecmp_select(group, size),
+    or drop() when neither is given (a destination that no usable path reaches)."""
 
     prefix: str
     port: int | None = None
@@ -47,6 +61,10 @@ class Route:
     @property
     def is_ecmp(self) -> bool:
         return self.group is not None
+
+    @property
+    def is_drop(self) -> bool:
+        return self.group is None and self.port is None
 
 
 @dataclass(frozen=True)
@@ -102,28 +120,63 @@ def ecn_steps(profile: EcnProfile) -> tuple[EcnStep, ...]:
     return tuple(steps)
 
 
-def switch_program(plan: AddressPlan, name: str) -> SwitchProgram:
-    """The entries switch ``name`` needs in ``plan``'s fabric."""
+def cable(a: str, b: str) -> frozenset[str]:
+    """The key of the cable between nodes ``a`` and ``b`` in a `Down` set."""
+    return frozenset((a, b))
+
+
+def reachable_spines(plan: AddressPlan, leaf: str, down: Down = NO_FAILURES) -> tuple[int, ...]:
+    """Spine numbers whose cable to ``leaf`` is up, in order."""
+    return tuple(k for k, spine in enumerate(plan.spines) if cable(leaf, spine.name) not in down)
+
+
+def ecmp_members(plan: AddressPlan, src_leaf: str, dst_leaf: str,
+                 down: Down = NO_FAILURES) -> tuple[int, ...]:
+    """The spines (in group order) that ``src_leaf``'s ECMP group for destinations on
+    ``dst_leaf`` holds: the flow's member is ``hash % len(members)``."""
+    ups = reachable_spines(plan, dst_leaf, down)
+    return tuple(k for k in reachable_spines(plan, src_leaf, down) if k in ups)
+
+
+def _leaf_program(plan: AddressPlan, sw: SwitchInfo, down: Down) -> SwitchProgram:
+    local = [nic for server in plan.servers for nic in server.nics if nic.leaf == sw.name]
+    routes = [Route(f"{nic.ip}/32", port=nic.leaf_port, mac=nic.mac) for nic in local]
+    own = reachable_spines(plan, sw.name, down)
+    groups: dict[tuple[int, ...], int] = {}
+    if own:
+        groups[own] = UPLINK_GROUP
+        routes.append(Route(str(FABRIC_NET), group=UPLINK_GROUP, size=len(own)))
+    for leaf in plan.leaves:
+        members = ecmp_members(plan, sw.name, leaf.name, down)
+        if leaf.name == sw.name or members == own:
+            continue
+        subnet = plan.rail_block_subnet(leaf.rail, leaf.block)
+        if not members:
+            routes.append(Route(subnet))
+            continue
+        group = groups.setdefault(members, UPLINK_GROUP + len(groups))
+        routes.append(Route(subnet, group=group, size=len(members)))
+    hops = tuple(NextHop(group, i, plan.uplink_port(k), plan.spines[k].mac)
+                 for members, group in groups.items() for i, k in enumerate(members))
+    gateway = local[0].gateway_ip
+    return SwitchProgram(sw, plan.spec.sample_rate, tuple(routes), hops, ecn_steps(plan.spec.ecn),
+                         (ArpAnswer(gateway, sw.mac),))
+
+
+def switch_program(plan: AddressPlan, name: str, down: Down = NO_FAILURES) -> SwitchProgram:
+    """The entries switch ``name`` needs in ``plan``'s fabric with cables ``down`` failed."""
     sw = plan.switch(name)
-    ecn = ecn_steps(plan.spec.ecn)
     if sw.role == "leaf":
-        local = [nic for server in plan.servers for nic in server.nics if nic.leaf == sw.name]
-        routes = [Route(f"{nic.ip}/32", port=nic.leaf_port, mac=nic.mac) for nic in local]
-        routes.append(Route(str(FABRIC_NET), group=UPLINK_GROUP, size=len(plan.spines)))
-        hops = tuple(NextHop(UPLINK_GROUP, k, plan.uplink_port(k), spine.mac)
-                     for k, spine in enumerate(plan.spines))
-        gateway = local[0].gateway_ip
-        return SwitchProgram(sw, plan.spec.sample_rate, tuple(routes), hops, ecn,
-                             (ArpAnswer(gateway, sw.mac),))
+        return _leaf_program(plan, sw, down)
     routes = tuple(Route(plan.rail_block_subnet(leaf.rail, leaf.block),
                          port=plan.spine_port(leaf.block, leaf.rail), mac=leaf.mac)
-                   for leaf in plan.leaves)
-    return SwitchProgram(sw, plan.spec.sample_rate, routes, (), ecn)
+                   for leaf in plan.leaves if cable(name, leaf.name) not in down)
+    return SwitchProgram(sw, plan.spec.sample_rate, routes, (), ecn_steps(plan.spec.ecn))
 
 
-def fabric_programs(plan: AddressPlan) -> dict[str, SwitchProgram]:
+def fabric_programs(plan: AddressPlan, down: Down = NO_FAILURES) -> dict[str, SwitchProgram]:
     """`switch_program` for every switch, by name."""
-    return {sw.name: switch_program(plan, sw.name) for sw in plan.switches}
+    return {sw.name: switch_program(plan, sw.name, down) for sw in plan.switches}
 
 
 # --- P4Runtime (finsy) -----------------------------------------------------------------
@@ -138,6 +191,52 @@ class _NoGnmiWarning(logging.Filter):
 
 logging.getLogger("finsy").addFilter(_NoGnmiWarning())
 
+def route_entity(route: Route) -> Any:
+    """One ipv4_lpm entry as a finsy entity."""
+    if route.is_ecmp:
+        action = fy.P4TableAction("ecmp_select", group=route.group, size=route.size)
+    elif route.is_drop:
+        action = fy.P4TableAction("drop")
+    else:
+        action = fy.P4TableAction("forward", port=route.port, dst_mac=route.mac)
+    return fy.P4TableEntry("ipv4_lpm", match=fy.P4TableMatch({"hdr.ipv4.dstAddr": route.prefix}),
+                           action=action)
+
+
+def next_hop_entity(hop: NextHop) -> Any:
+    """One ecmp_nhop entry as a finsy entity."""
+    return fy.P4TableEntry("ecmp_nhop",
+                           match=fy.P4TableMatch({"meta.ecmp_group": hop.group,
+                                                  "meta.ecmp_index": hop.index}),
+                           action=fy.P4TableAction("forward", port=hop.port, dst_mac=hop.mac))
+
+
+def program_updates(old: SwitchProgram, new: SwitchProgram) -> list[Any]:
+    """finsy updates (``+`` insert, ``~`` modify, ``-`` delete) that turn a switch
+    holding ``old`` into one holding ``new`` without a moment in which a route points
+    at a missing next hop: next hops are added/changed first, then routes, then what
+    is gone is deleted (routes before the next hops they used). Only routes and next
+    hops change with failures; the rest of a program is fixed by the plan."""
+    old_hops = {(h.group, h.index): h for h in old.next_hops}
+    new_hops = {(h.group, h.index): h for h in new.next_hops}
+    old_routes = {r.prefix: r for r in old.routes}
+    new_routes = {r.prefix: r for r in new.routes}
+    out: list[Any] = []
+    for key, hop in new_hops.items():
+        if key not in old_hops:
+            out.append(+next_hop_entity(hop))
+        elif old_hops[key] != hop:
+            out.append(~next_hop_entity(hop))
+    for prefix, route in new_routes.items():
+        if prefix not in old_routes:
+            out.append(+route_entity(route))
+        elif old_routes[prefix] != route:
+            out.append(~route_entity(route))
+    out += [-route_entity(r) for p, r in old_routes.items() if p not in new_routes]
+    out += [-next_hop_entity(h) for k, h in old_hops.items() if k not in new_hops]
+    return out
+
+
 def entities(program: SwitchProgram) -> list[Any]:
     """The program as finsy entities, in a safe write order: the switch_config default
     entry, the clone session, then next hops before the routes that use them."""
@@ -149,18 +248,8 @@ def entities(program: SwitchProgram) -> list[Any]:
                                                 sample_rate=program.sample_rate)),
         fy.P4CloneSessionEntry(program.clone_session[0], replicas=[program.clone_session[1]]),
     ]
-    out += [fy.P4TableEntry("ecmp_nhop",
-                            match=fy.P4TableMatch({"meta.ecmp_group": hop.group,
-                                                   "meta.ecmp_index": hop.index}),
-                            action=fy.P4TableAction("forward", port=hop.port, dst_mac=hop.mac))
-            for hop in program.next_hops]
-    for route in program.routes:
-        if route.is_ecmp:
-            action = fy.P4TableAction("ecmp_select", group=route.group, size=route.size)
-        else:
-            action = fy.P4TableAction("forward", port=route.port, dst_mac=route.mac)
-        out.append(fy.P4TableEntry("ipv4_lpm", match=fy.P4TableMatch({"hdr.ipv4.dstAddr": route.prefix}),
-                                   action=action))
+    out += [next_hop_entity(hop) for hop in program.next_hops]
+    out += [route_entity(route) for route in program.routes]
     # Entries of a range table need a priority; they do not overlap, so one value does.
     out += [fy.P4TableEntry("ecn_threshold", priority=1,
                             match=fy.P4TableMatch({"standard_metadata.enq_qdepth": (step.lo, step.hi)}),

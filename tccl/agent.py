@@ -28,13 +28,28 @@ from tccl.results import HEADER, Row, format_row, save
 # Stop lingering once no frame has arrived for this many retransmission timeouts.
 QUIET_RTOS = 4
 MAX_LINGER = 30.0
+# How long an agent waits for the other agents of the job to open their NICs before it
+# starts anyway (go-back-N then recovers what reached a NIC not yet open).
+START_BARRIER = 30.0
+
+
+def ready_path(run_dir: Path, server: str) -> Path:
+    """Marker file an agent writes once its NICs are open (the start barrier)."""
+    return run_dir / f"ready-{server}"
+
+
+def _barrier(engine: Engine, job: Job, run_dir: Path) -> None:
+    """Wait (serving the control channel) until every server's agent has its NICs open.
+    A run directory holds one job: markers are never removed during it."""
+    servers = {r.server for r in job.ranks}
+    engine.run_until(lambda: all(ready_path(run_dir, s).exists() for s in servers), START_BARRIER)
 
 
 def workload_flows(job: Job, ring: list[int]) -> list[tuple[int, int]]:
     """The (src, dst) rank pairs that carry the workload's data, all concurrent."""
     w = job.workload
     if w.op == "sendrecv":
-        return [tuple(w.peers)]  # type: ignore[list-item]
+        return list(w.pairs)
     if w.op == "alltoall":
         return [(a, b) for a in ring for b in ring if a != b]
     return C.ring_flows(ring)
@@ -83,22 +98,25 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout) -> dict[str
     port, planned = port_function(job, ring)
     engine = Engine(job, server, ports=port)
     rows: list[Row] = []
+    ready_path(run_dir, server).unlink(missing_ok=True)
     with engine:
         control = ControlServer(engine, socket_path(run_dir, server)).start()
+        ready_path(run_dir, server).touch()
         try:
+            _barrier(engine, job, run_dir)
             print(f"# tccl agent {server}: {w.op}, {len(ring)} ranks, order {w.order}, "
                   f"ports {job.transport.ports}, local ranks {sorted(engine.local)}", file=out)
             print(HEADER, file=out, flush=True)
             for size in w.sizes:
                 times, wrong = [], 0
                 for it in range(w.warmup + w.iters):
-                    progs, _ = C.programs_for(w.op, engine, ring, size, job.transport.seed, w.peers)
+                    progs, _ = C.programs_for(w.op, engine, ring, size, job.transport.seed, w.pairs)
                     start = time.monotonic()
                     results = C.run_collective(engine, progs, collective_timeout(job, size))
                     if it >= w.warmup:
                         times.append(time.monotonic() - start)
                     if w.check and it == w.warmup + w.iters - 1:
-                        wrong = sum(results[r] != C.expected(w.op, ring, r, size, job.transport.seed, w.peers)
+                        wrong = sum(results[r] != C.expected(w.op, ring, r, size, job.transport.seed, w.pairs)
                                     for r in results)
                 row = Row.measure(w.op, size, len(ring), statistics.mean(times), wrong if w.check else -1)
                 rows.append(row)
@@ -111,7 +129,9 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout) -> dict[str
     meta = {"job": job.name, "server": server, "op": w.op, "order": w.order,
             "ports": job.transport.ports, "ranks": len(ring), "local_ranks": sorted(engine.local),
             "ring": ring, "ring_hops": C.ring_hops(ring, {r.rank: r for r in job.ranks}),
-            "planned_ports": planned, "line_mbps": job.transport.line_mbps, "flows": flows}
+            "planned_ports": planned, "line_mbps": job.transport.line_mbps, "flows": flows,
+            "timeline": {"columns": ["t_s", "acked_bytes", "rate_bps", "retransmits", "cnps"],
+                         "flows": {str(q): rows for q, rows in engine.timeline.items()}}}
     save(run_dir / f"results-{server}.json", meta, rows)
     return {**meta, "rows": [vars(r) for r in rows]}
 

@@ -71,32 +71,42 @@ def chunks(size: int, n: int) -> list[tuple[int, int]]:
 
 # --- per-rank programs ------------------------------------------------------------------
 
-def _ring_reduce_scatter(ring: Sequence[int], me: int, parts: list[bytes]) -> Program:
-    """Ring reduce-scatter over ``parts`` (one per ring position): at step s position i
-    sends part (i-s) mod n and reduces part (i-s-1) mod n into what it receives, so
-    after n-1 steps position i holds part (i+1) mod n reduced over all ranks."""
+# Ring steps are pipelined in slices of about this size (NCCL's "slices"): a rank
+# forwards each slice as soon as it has it, instead of waiting for the whole chunk, so
+# the ring's hops overlap. 16 KiB is ~15 packets: enough to keep the window busy.
+SLICE_BYTES = 16 * 1024
+MAX_SLICES = 8
+
+
+def slices(data: bytes) -> list[bytes]:
+    """``data`` cut into the pipeline's slices (the same cut on every rank)."""
+    n = max(1, min(MAX_SLICES, -(-len(data) // SLICE_BYTES)))
+    return [data[a:b] for a, b in chunks(len(data), n)]
+
+
+def _ring(ring: Sequence[int], me: int, parts: list[list[bytes]], offset: int, steps: int,
+          reduce_steps: int) -> Program:
+    """The ring engine: at step t position i sends part (i+offset-t) mod n and receives
+    part (i+offset-t-1) mod n -- reducing it into its own copy during the first
+    ``reduce_steps`` steps, replacing it after -- and forwards each received slice at
+    once, since the part received at step t is the one sent at step t+1.
+
+    Reduce-scatter is (offset 0, n-1 steps, all reducing): position i ends with part
+    i+1 reduced. All-gather from part i+offset is (offset, n-1 steps, none reducing).
+    AllReduce is both in one pipeline: (0, 2(n-1) steps, n-1 reducing).
+    """
     n = len(ring)
     i = ring.index(me)
     nxt, prv = ring[(i + 1) % n], ring[(i - 1) % n]
-    for step in range(n - 1):
-        s, r = (i - step) % n, (i - step - 1) % n
-        yield Send(nxt, parts[s])
-        got = yield Recv(prv)
-        parts[r] = xor(parts[r], got)
-    yield Drain()
-    return parts
-
-
-def _ring_all_gather(ring: Sequence[int], me: int, parts: list[bytes], own: int) -> Program:
-    """Ring all-gather where position i starts with part (i+own) mod n valid; after n-1
-    steps every position holds every part."""
-    n = len(ring)
-    i = ring.index(me)
-    nxt, prv = ring[(i + 1) % n], ring[(i - 1) % n]
-    for step in range(n - 1):
-        s, r = (i + own - step) % n, (i + own - step - 1) % n
-        yield Send(nxt, parts[s])
-        parts[r] = yield Recv(prv)
+    for piece in parts[(i + offset) % n]:
+        yield Send(nxt, piece)
+    for t in range(steps):
+        r = (i + offset - t - 1) % n
+        for j in range(len(parts[r])):
+            got = yield Recv(prv)
+            parts[r][j] = xor(parts[r][j], got) if t < reduce_steps else got
+            if t < steps - 1:
+                yield Send(nxt, parts[r][j])
     yield Drain()
     return parts
 
@@ -104,11 +114,10 @@ def _ring_all_gather(ring: Sequence[int], me: int, parts: list[bytes], own: int)
 def ring_all_reduce(ring: Sequence[int], me: int, buf: bytes) -> Program:
     """Reduce-scatter then all-gather: each rank sends 2(n-1)/n of the buffer."""
     n = len(ring)
-    parts = [buf[a:b] for a, b in chunks(len(buf), n)]
+    parts = [slices(buf[a:b]) for a, b in chunks(len(buf), n)]
     if n > 1:
-        parts = yield from _ring_reduce_scatter(ring, me, parts)
-        parts = yield from _ring_all_gather(ring, me, parts, own=1)
-    return b"".join(parts)
+        parts = yield from _ring(ring, me, parts, offset=0, steps=2 * (n - 1), reduce_steps=n - 1)
+    return b"".join(b"".join(p) for p in parts)
 
 
 def ring_reduce_scatter(ring: Sequence[int], me: int, buf: bytes, order: Sequence[int]) -> Program:
@@ -117,23 +126,25 @@ def ring_reduce_scatter(ring: Sequence[int], me: int, buf: bytes, order: Sequenc
     sl = chunks(len(buf), n)
     slot = {r: k for k, r in enumerate(order)}
     # Position i finishes owning part (i+1) mod n: make that part its rank's chunk.
-    parts: list[bytes] = [b""] * n
+    parts: list[list[bytes]] = [[]] * n
     for pos, r in enumerate(ring):
         a, b = sl[slot[r]]
-        parts[(pos + 1) % n] = buf[a:b]
+        parts[(pos + 1) % n] = slices(buf[a:b])
     if n > 1:
-        parts = yield from _ring_reduce_scatter(ring, me, parts)
-    return parts[(ring.index(me) + 1) % n]
+        parts = yield from _ring(ring, me, parts, offset=0, steps=n - 1, reduce_steps=n - 1)
+    return b"".join(parts[(ring.index(me) + 1) % n])
 
 
-def ring_all_gather(ring: Sequence[int], me: int, mine: bytes, order: Sequence[int]) -> Program:
-    """AllGather: every rank contributes ``mine``; the result is them in ``order``."""
+def ring_all_gather(ring: Sequence[int], me: int, mine: bytes, order: Sequence[int],
+                    sizes: dict[int, int]) -> Program:
+    """AllGather: every rank contributes ``mine`` (rank r: ``sizes[r]`` bytes); the
+    result is the contributions in ``order``."""
     n = len(ring)
-    parts: list[bytes] = [b""] * n
-    parts[ring.index(me)] = mine
+    parts = [slices(bytes(sizes[r])) for r in ring]
+    parts[ring.index(me)] = slices(mine)
     if n > 1:
-        parts = yield from _ring_all_gather(ring, me, parts, own=0)
-    by_rank = dict(zip(ring, parts))
+        parts = yield from _ring(ring, me, parts, offset=0, steps=n - 1, reduce_steps=0)
+    by_rank = {r: b"".join(p) for r, p in zip(ring, parts)}
     return b"".join(by_rank[r] for r in order)
 
 
@@ -155,15 +166,18 @@ def all_to_all(ranks: Sequence[int], me: int, buf: bytes) -> Program:
     return b"".join(got)
 
 
-def send_recv(sender: int, receiver: int, me: int, buf: bytes) -> Program:
-    """Point to point: ``sender``'s buffer ends up at ``receiver``."""
-    if me == sender:
-        yield Send(receiver, buf)
-        yield Drain()
-        return buf
-    if me == receiver:
-        return (yield Recv(sender))
-    return b""
+def send_recv(pairs: Sequence[tuple[int, int]], me: int, buf: bytes) -> Program:
+    """Point to point, every (src, dst) pair at once: each sender sends its buffer to
+    each of its receivers; a rank's result is what it received, in ``pairs`` order."""
+    for src, dst in pairs:
+        if src == me:
+            yield Send(dst, buf)
+    got = []
+    for src, dst in pairs:
+        if dst == me:
+            got.append((yield Recv(src)))
+    yield Drain()
+    return b"".join(got)
 
 
 # --- ordering ---------------------------------------------------------------------------
@@ -268,7 +282,7 @@ def run_collective(engine: Engine, programs: dict[int, Program], timeout: float)
 
 
 def programs_for(op: str, engine: Engine, ring: Sequence[int], size: int, seed: int,
-                 peers: tuple[int, int] = (0, 1)) -> tuple[dict[int, Program], dict[int, bytes]]:
+                 pairs: Sequence[tuple[int, int]] = ((0, 1),)) -> tuple[dict[int, Program], dict[int, bytes]]:
     """The local ranks' programs for one run of ``op`` with ``size`` bytes, and their inputs.
 
     ``size`` is nccl-tests' size: the AllReduce buffer, the AllGather output, the
@@ -282,9 +296,9 @@ def programs_for(op: str, engine: Engine, ring: Sequence[int], size: int, seed: 
         if rank not in ring:
             continue
         if op == "allgather":
-            per = chunks(size, n)[order.index(rank)]
-            data = input_data(seed, rank, per[1] - per[0])
-            progs[rank] = ring_all_gather(ring, rank, data, order)
+            sizes = {r: b - a for r, (a, b) in zip(order, chunks(size, n))}
+            data = input_data(seed, rank, sizes[rank])
+            progs[rank] = ring_all_gather(ring, rank, data, order, sizes)
         else:
             data = input_data(seed, rank, size)
             if op == "allreduce":
@@ -294,7 +308,7 @@ def programs_for(op: str, engine: Engine, ring: Sequence[int], size: int, seed: 
             elif op == "alltoall":
                 progs[rank] = all_to_all(order, rank, data)
             elif op == "sendrecv":
-                progs[rank] = send_recv(peers[0], peers[1], rank, data)
+                progs[rank] = send_recv(pairs, rank, data)
             else:
                 raise ValueError(f"unknown collective {op!r}")
         inputs[rank] = data
@@ -302,7 +316,7 @@ def programs_for(op: str, engine: Engine, ring: Sequence[int], size: int, seed: 
 
 
 def expected(op: str, ring: Sequence[int], rank: int, size: int, seed: int,
-             peers: tuple[int, int] = (0, 1)) -> bytes:
+             pairs: Sequence[tuple[int, int]] = ((0, 1),)) -> bytes:
     """What rank ``rank`` must hold after ``op`` (computed from every rank's input)."""
     order = sorted(ring)
     n = len(order)
@@ -321,9 +335,7 @@ def expected(op: str, ring: Sequence[int], rank: int, size: int, seed: int,
         k = order.index(rank)
         return b"".join(inputs[r][sl[k][0]:sl[k][1]] for r in order)
     if op == "sendrecv":
-        if rank == peers[1]:
-            return input_data(seed, peers[0], size)
-        return input_data(seed, rank, size) if rank == peers[0] else b""
+        return b"".join(input_data(seed, src, size) for src, dst in pairs if dst == rank)
     raise ValueError(f"unknown collective {op!r}")
 
 

@@ -39,6 +39,11 @@ RCVBUF = 8 << 20            # room for a burst of several windows while Python i
 MAX_RX_BATCH = 512          # frames read per socket per turn before sending again
 MAX_TX_BATCH = 64           # frames sent per NIC per turn before reading again
 MAX_SLEEP = 0.005           # the loop looks at timers at least this often (s)
+SAMPLE_INTERVAL = 0.1       # flows' timeline: one sample per active QP this often (s)
+# A NIC that woke up late may catch up by this many frame times at once: enough to keep
+# the line rate through the event loop's timing jitter, well below the switches' ECN
+# Kmin (5 packets), so that the sender's own bursts do not look like congestion.
+CATCHUP_FRAMES = 2
 EPHEMERAL = (49152, 65535)  # IANA dynamic ports: where "random" source ports come from
 
 
@@ -83,7 +88,8 @@ class NicPort:
                 if frame is not None:
                     self._rr = (self._rr + k + 1) % n
                     self.transmit(frame)
-                    self.next_tx = max(self.next_tx, now - MAX_SLEEP) + len(frame) * 8 / self.line_rate
+                    gap = len(frame) * 8 / self.line_rate
+                    self.next_tx = max(self.next_tx, now - CATCHUP_FRAMES * gap) + gap
                     sent += 1
                     break
             else:
@@ -126,6 +132,7 @@ class QueuePair:
                 "src_ip": self.local.ip, "dst_ip": self.peer.ip, "sport": r.sport,
                 "dport": roce.ROCE_UDP_PORT, "bytes": r.stats.bytes, "packets": r.stats.packets,
                 "rate_bps": r.rate.rc, "state": state, "retransmits": r.stats.retransmits,
+                "naks": r.stats.naks, "timeouts": r.stats.timeouts, "acked_bytes": r.stats.acked_bytes,
                 "cnps": r.stats.cnps, "ce_marked_rx": self.responder.stats.ce_marked}
 
 
@@ -164,6 +171,10 @@ class Engine:
         os.set_blocking(self._wake_r, False)
         self.rx_frames = 0
         self.rx_ignored = 0
+        self.started = clock()
+        self._next_sample = self.started
+        # QPN -> [(t, acked bytes, rate bit/s, retransmits, CNPs)], for sending QPs.
+        self.timeline: dict[int, list[tuple[float, int, float, int, int]]] = {}
 
     # --- lifetime -----------------------------------------------------------------------
 
@@ -302,6 +313,8 @@ class Engine:
             nic.pump(now)
         for qp in self.qps.values():
             qp.requester.check_timeout(now)
+        if now >= self._next_sample:
+            self._sample(now)
         wake = [t for t in (nic.ready_at() for nic in self.nics.values()) if t is not None]
         if self._local_q:
             wake.append(self._local_q[0].due)
@@ -313,6 +326,16 @@ class Engine:
                     os.read(self._wake_r, 4096)
                 except BlockingIOError:
                     pass
+
+    def _sample(self, now: float) -> None:
+        self._next_sample = now + SAMPLE_INTERVAL
+        for n, qp in self.qps.items():
+            st = qp.requester.stats
+            if st.packets:
+                qp.requester.rate.advance(now)
+                self.timeline.setdefault(n, []).append(
+                    (round(now - self.started, 4), st.acked_bytes, qp.requester.rate.rc,
+                     st.retransmits, st.cnps))
 
     def run_until(self, done: Callable[[], bool], timeout: float) -> bool:
         """Turn the loop until ``done()`` or ``timeout`` seconds; returns ``done()``."""

@@ -84,7 +84,12 @@ class Workload:
     warmup: int = 1
     order: str = "rail"
     check: bool = True
-    peers: tuple[int, int] = (0, 1)       # sendrecv: (sender, receiver)
+    pairs: tuple[tuple[int, int], ...] = ((0, 1),)   # sendrecv: concurrent (sender, receiver)
+
+    def __post_init__(self) -> None:
+        # YAML gives lists; keep the dataclass hashable and comparable.
+        object.__setattr__(self, "sizes", tuple(self.sizes))
+        object.__setattr__(self, "pairs", tuple(tuple(p) for p in self.pairs))
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,7 @@ class Job:
         d = dataclasses.asdict(self)
         d["ranks"] = [{k: v for k, v in r.items() if k != "rank"} for r in d["ranks"]]
         d["workload"]["sizes"] = list(self.workload.sizes)
-        d["workload"]["peers"] = list(self.workload.peers)
+        d["workload"]["pairs"] = [list(p) for p in self.workload.pairs]
         if self.fabric is None:
             del d["fabric"]
         return d
@@ -193,9 +198,13 @@ def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> 
         fail("workload.sizes", f"a list of positive byte counts, got {list(w.sizes)}")
     if w.iters < 1 or w.warmup < 0:
         fail("workload", f"iters >= 1 and warmup >= 0, got {w.iters}, {w.warmup}")
-    if w.op == "sendrecv" and (len(w.peers) != 2 or w.peers[0] == w.peers[1]
-                              or not all(0 <= p < len(ranks) for p in w.peers)):
-        fail("workload.peers", f"two different ranks below {len(ranks)}, got {list(w.peers)}")
+    if w.op == "sendrecv":
+        for k, pair in enumerate(w.pairs):
+            if len(pair) != 2 or pair[0] == pair[1] or not all(
+                    isinstance(r, int) and 0 <= r < len(ranks) for r in pair):
+                fail(f"workload.pairs[{k}]", f"two different ranks below {len(ranks)}, got {list(pair)}")
+        if len(set(w.pairs)) != len(w.pairs) or not w.pairs:
+            fail("workload.pairs", "a non-empty list of distinct (sender, receiver) pairs")
     seen: dict[str, int] = {}
     for r in ranks:
         if r.ip in seen:
@@ -233,3 +242,12 @@ def job_from_fabric(fabric_path: str | Path, workload: Workload, transport: Tran
     job = Job(ranks=tuple(ranks), transport=t, workload=workload, name=name, fabric=str(fabric_path))
     _validate(ranks, t, workload, str(fabric_path))
     return job
+
+
+def renumbered(job: Job, order: list[int]) -> Job:
+    """The same job with its ranks listed (and so numbered) in ``order`` (old rank
+    numbers): how a job's "input order" is chosen."""
+    if sorted(order) != list(range(len(job.ranks))):
+        raise JobError(f"job {job.name!r}: a rank order must list every rank once, got {order}")
+    ranks = tuple(dataclasses.replace(job.ranks[old], rank=new) for new, old in enumerate(order))
+    return dataclasses.replace(job, ranks=ranks)

@@ -64,6 +64,7 @@ class RequesterStats:
     timeouts: int = 0
     cnps: int = 0
     messages_done: int = 0
+    acked_bytes: int = 0        # payload bytes acknowledged: the flow's goodput
 
 
 class Requester:
@@ -194,6 +195,7 @@ class Requester:
         if 0 < acked <= len(self._inflight):
             for _ in range(acked):
                 seg = self._inflight.popleft()
+                self.stats.acked_bytes += seg.end - seg.start
                 if seg.opcode in roce.LAST_OPCODES:
                     self.stats.messages_done += 1
                     if seg.message.on_done is not None:

@@ -28,11 +28,10 @@ import time
 from pathlib import Path
 
 import pytest
+from google.protobuf import text_format
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
-
-from google.protobuf import text_format
 
 from netns import Netns
 from p4sim.proto import p4i
@@ -40,11 +39,13 @@ from p4sim.proto import p4i
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT_SCRIPT = Path(__file__).parent / "clients" / "p4runtime_shell_ops.py"
 VENV = ROOT / ".venv-clients" / "p4runtime-shell"
-# The one place the client's versions are chosen. p4runtime-shell 0.0.6 (the newest)
-# requires p4runtime==1.4.1 and protobuf >=3.15,<3.21; protobuf 3.20.3 is the last of
-# that line (its pure-Python wheel runs on Python 3.11). grpcio 1.62.2 and
-# googleapis-common-protos 1.63.0 are the newest releases that still accept protobuf
-# 3.20 and ship Python 3.11 wheels. Pinned exactly so the client never drifts.
+# The one place the client's versions are chosen, pinned exactly so that the client
+# never drifts. p4runtime-shell 0.0.6 (the newest) requires p4runtime==1.4.1 and
+# protobuf >=3.15,<3.21; protobuf 3.20.3 is the last release below 3.21 (its
+# pure-Python wheel runs on Python 3.11); googleapis-common-protos 1.63.0 accepts
+# protobuf >=3.19.5,<5 (3.20.0/3.20.1 excluded); grpcio 1.62.2 has Python 3.11 wheels
+# and no protobuf requirement of its own. The rest (IPython 7.31 etc.) follows from
+# p4runtime-shell's own exact pins.
 CLIENT_PINS = (
     "p4runtime-shell==0.0.6",
     "p4runtime==1.4.1",

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from dataclasses import dataclass
@@ -120,7 +123,9 @@ def test_port_rate_is_met_under_overload(net):
     size = 1000
     tx, rx = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
     arrivals: list[tuple[float, bytes]] = []
-    with Running(net, WireEngine(), port_rates={2: rate}, queue_depth=64) as dev:
+    # A deep queue rides out the sender (this process) being descheduled on a busy
+    # machine, so the port stays backlogged and its drain rate is what is measured.
+    with Running(net, WireEngine(), port_rates={2: rate}, queue_depth=500) as dev:
         receiver = threading.Thread(target=lambda: arrivals.extend(recv_until(rx, 10**6, 4.0)))
         receiver.start()
         start, sent = time.monotonic(), 0
@@ -137,7 +142,7 @@ def test_port_rate_is_met_under_overload(net):
     assert measured == pytest.approx(rate, rel=0.05)
     assert drops > 0.2 * sent
     depths = [META.unpack_from(d, META_AT)[0] for _, d in arrivals]
-    assert max(depths) == 63
+    assert max(depths) == 499
 
 
 def test_queue_metadata_follow_the_queue(net):
@@ -150,13 +155,12 @@ def test_queue_metadata_follow_the_queue(net):
     metas = [META.unpack_from(d, META_AT) for _, d in got]
     enq = [m[0] for m in metas]
     # The burst (well under a millisecond) arrives much faster than it drains (40 ms a
-    # packet; an idle port may pass up to 1514 bytes at once, so the third packet
-    # leaves >= 19 ms after the first): each packet finds the earlier ones still
+    # packet, the first leaving at once): each packet finds the earlier ones still
     # queued, except those already gone, and when it leaves all later ones are queued
     # behind it.
     assert enq[0] == 0 and enq[-1] >= 17
     assert all(b - a <= 1 for a, b in zip(enq, enq[1:]))
-    assert [m[1] for m in metas[2:]] == [19 - k for k in range(2, 20)]
+    assert [m[1] for m in metas[1:]] == [19 - k for k in range(1, 20)]
     deltas = [m[3] for m in metas]
     assert deltas[-1] > 500_000 and deltas == sorted(deltas)
 
@@ -230,13 +234,13 @@ def test_queue_rate_limits_packets_per_second(net):
             tx.send(frame(b"P" + bytes([i]), 60))
         got = recv_until(rx, 200, timeout=5)
     assert len(got) == 200
-    times = [t for t, _ in got[20:]]  # past the idle port's burst allowance
+    times = [t for t, _ in got]
     assert (len(times) - 1) / (times[-1] - times[0]) == pytest.approx(1000, rel=0.05)
 
 
 def test_replacing_the_pipeline_drops_packets_queued_by_the_old_one(net):
     tx, rx = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
-    with Running(net, WireEngine(), port_rates={2: 10_000.0}) as dev:  # 100 ms a packet
+    with Running(net, WireEngine(), port_rates={2: 2_000.0}) as dev:  # 500 ms a packet
         for i in range(20):
             tx.send(frame(b"O" + bytes([i]), 1000))
         received = recv_until(rx, 1, timeout=5)
@@ -269,3 +273,84 @@ def test_frames_larger_than_a_ring_slot_are_received_whole():
                 tx.send(frame(b"J" + bytes([i]), size))
             got = recv_until(rx, len(sizes), timeout=5)
         assert [(d[15], len(d)) for _, d in got] == list(enumerate(sizes))
+
+
+class PassEngine:
+    """Port 1 <-> port 2, frames unchanged."""
+
+    def run_ingress(self, port: int, data: bytes) -> list[Job]:
+        return [Job(2 if port == 1 else 1, 0, data)]
+
+    def run_egress_ex(self, job: Job, *queueing: int) -> tuple[list[tuple[int, bytes]], list[Job]]:
+        return [(job.port, job.data)], []
+
+
+def run_py(net: Netns, host: str, code: str) -> subprocess.Popen:
+    return subprocess.Popen([*net.exec_prefix(host), sys.executable, "-c", code],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_hosts_kernel_traffic_with_checksum_offload_crosses_the_switch(net, caplog):
+    # veths offload TCP/UDP checksums by default: without the port completing them,
+    # h2's kernel would drop every datagram and segment from h1's kernel.
+    net.run("h1", "ip", "addr", "add", "10.9.0.1/24", "dev", net.ifaces["h1"])
+    net.run("h2", "ip", "addr", "add", "10.9.0.2/24", "dev", net.ifaces["h2"])
+    net.run("h1", "ethtool", "-K", net.ifaces["h1"], "tso", "off", "gso", "off")
+    caplog.set_level("WARNING", logger="p4sim.switch.ports")
+    with Running(net, PassEngine()):
+        server = run_py(net, "h2", textwrap.dedent("""
+            import socket
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("10.9.0.2", 5000))
+            u.settimeout(20); print("udp", u.recv(100).decode(), flush=True)
+            t = socket.socket(); t.bind(("10.9.0.2", 5001)); t.listen(); c, _ = t.accept()
+            total = 0
+            while data := c.recv(65536):
+                total += len(data)
+            print("tcp", total, flush=True)
+        """))
+        client = run_py(net, "h1", textwrap.dedent("""
+            import socket, time
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            t = None
+            for _ in range(100):  # until the server listens: each try also resends the datagram
+                u.sendto(b"hello", ("10.9.0.2", 5000))
+                try:
+                    t = socket.create_connection(("10.9.0.2", 5001), timeout=5)
+                    break
+                except ConnectionRefusedError:
+                    time.sleep(0.1)
+            t.sendall(b"x" * 300000)
+            t.close()
+        """))
+        out, err = server.communicate(timeout=30)
+        client.communicate(timeout=30)
+    assert "udp hello" in out and "tcp 300000" in out, err
+    assert "segmentation offload" not in caplog.text
+
+
+def test_segmentation_offload_is_reported(net, caplog):
+    net.run("h1", "ip", "addr", "add", "10.9.0.1/24", "dev", net.ifaces["h1"])
+    net.run("h2", "ip", "addr", "add", "10.9.0.2/24", "dev", net.ifaces["h2"])
+    caplog.set_level("WARNING", logger="p4sim.switch.ports")
+    with Running(net, PassEngine()):
+        # TSO needs an established connection; the SYN gets through, the data does not.
+        server = run_py(net, "h2", "import socket; t = socket.socket(); t.bind(('10.9.0.2', 5001)); "
+                                   "t.listen(); c, _ = t.accept(); c.settimeout(5); c.recv(10)")
+        client = run_py(net, "h1", textwrap.dedent("""
+            import socket, time
+            for _ in range(100):
+                try:
+                    t = socket.create_connection(("10.9.0.2", 5001), timeout=5)
+                    break
+                except ConnectionRefusedError:
+                    time.sleep(0.1)
+            t.sendall(b"x" * 200000)
+            time.sleep(1)
+        """))
+        end = time.monotonic() + 10
+        while "segmentation offload" not in caplog.text and time.monotonic() < end:
+            time.sleep(0.05)
+        for proc in (client, server):
+            proc.kill()
+            proc.wait()
+    assert "turn it off there (ethtool -K <host-iface> tso off gso off)" in caplog.text

@@ -162,7 +162,9 @@ def test_forwards_between_namespaces_in_both_directions(net, switch, l2):
 def test_rate_limited_port_drains_at_configured_rate_and_marks_ecn(net, switch, l2):
     mbps, size = 8.0, 1000
     rate = mbps * 1e6 / 8  # bytes/s
-    sw = switch(str(FIXTURE), "--port-rate", f"2={mbps:g}")
+    # A deep queue rides out the sender (this test) being descheduled on a busy
+    # machine, so the port stays backlogged and its drain rate is what is measured.
+    sw = switch(str(FIXTURE), "--port-rate", f"2={mbps:g}", "--queue-depth", "200")
     rx = net.socket("h2", net.ifaces["h2"])
     arrivals: list[tuple[float, bytes]] = []
     receiver = threading.Thread(target=lambda: arrivals.extend(recv_until(rx, 10**6, 4.5)))
@@ -180,7 +182,7 @@ def test_rate_limited_port_drains_at_configured_rate_and_marks_ecn(net, switch, 
     measured = (len(window) - 1) * size / (window[-1] - window[0])
     assert measured == pytest.approx(rate, rel=0.05)
     depths = [Ether(f)[IP].id for _, f in arrivals]
-    assert max(depths) == 63  # default depth 64: a packet finds at most 63 ahead of it
+    assert max(depths) == 199  # a packet finds at most depth - 1 ahead of it
     assert all((Ether(f)[IP].tos & 3 == 3) == (d >= ECN_THRESHOLD) for (_, f), d in zip(arrivals, depths))
     assert sw.stop() == 0
     assert "queue_drops={2:" in sw.log_text()
@@ -214,11 +216,10 @@ def test_priority_queues_serve_higher_priority_first(net, switch, l2):
         l2["h1"].send(frame)
     got = [Ether(f) for _, f in recv_until(rx, 11, timeout=10)]
     order = [p[UDP].sport - 10000 for p in got]
-    # The first low-priority packets leave at once (the idle port's burst allowance);
-    # the high-priority ones then overtake every low one still queued.
+    # The first low-priority packet may leave at once, before the rest of the burst is
+    # in; the high-priority ones overtake every low one still queued.
     first_high = order.index(100)
-    assert first_high <= 2
-    assert order[first_high:first_high + 3] == [100, 101, 102]
+    assert first_high <= 1 and order[first_high:first_high + 3] == [100, 101, 102]
     assert [o for o in order if o < 100] == list(range(8))
     assert [p[IP].id for p in got[first_high:first_high + 3]] == [0, 1, 2]  # own queue's depth
     assert sw.stop() == 0

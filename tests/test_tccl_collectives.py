@@ -23,7 +23,7 @@ def one_server_job(n: int) -> Job:
 
 
 @pytest.mark.parametrize("op", ["allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"])
-@pytest.mark.parametrize("n,size", [(1, 100), (2, 1000), (3, 1001), (5, 4099), (4, 3)])
+@pytest.mark.parametrize("n,size", [(1, 100), (2, 1000), (3, 1001), (5, 4099), (4, 3), (3, 200_003)])
 def test_collective_results(op, n, size):
     if op == "sendrecv" and n == 1:
         pytest.skip("sendrecv needs two ranks")
@@ -31,10 +31,10 @@ def test_collective_results(op, n, size):
     engine = Engine(job, "s")
     ring = [(k * 2) % n for k in range(n)] if n % 2 else list(reversed(range(n)))
     assert sorted(ring) == list(range(n))
-    progs, _ = C.programs_for(op, engine, ring, size, seed=7, peers=(0, n - 1))
+    progs, _ = C.programs_for(op, engine, ring, size, seed=7, pairs=((0, n - 1),))
     results = C.run_collective(engine, progs, timeout=10.0)
     for rank in range(n):
-        assert results[rank] == C.expected(op, ring, rank, size, seed=7, peers=(0, n - 1)), rank
+        assert results[rank] == C.expected(op, ring, rank, size, seed=7, pairs=((0, n - 1),)), rank
     assert engine.idle()
     engine.close()
 
@@ -84,3 +84,24 @@ def test_input_order_is_input_and_crosses_more_spines():
 def test_ring_flows():
     assert C.ring_flows([3, 1, 2]) == [(3, 1), (1, 2), (2, 3)]
     assert C.ring_flows([5]) == []
+
+
+def test_sendrecv_many_pairs_at_once():
+    job = one_server_job(3)
+    engine = Engine(job, "s")
+    pairs = ((0, 2), (1, 2), (2, 0))
+    progs, _ = C.programs_for("sendrecv", engine, [0, 1, 2], 500, seed=3, pairs=pairs)
+    results = C.run_collective(engine, progs, timeout=10.0)
+    assert results[2] == C.input_data(3, 0, 500) + C.input_data(3, 1, 500)
+    assert results[0] == C.input_data(3, 2, 500) and results[1] == b""
+    for rank in range(3):
+        assert results[rank] == C.expected("sendrecv", [0, 1, 2], rank, 500, seed=3, pairs=pairs)
+
+
+def test_slices_cut_large_chunks_the_same_everywhere():
+    data = bytes(range(256)) * 400            # 102400 bytes -> 7 slices of <= 16 KiB
+    cut = C.slices(data)
+    assert len(cut) == 7 and b"".join(cut) == data
+    assert max(map(len, cut)) <= C.SLICE_BYTES
+    assert len(C.slices(bytes(10 * C.SLICE_BYTES * C.MAX_SLICES))) == C.MAX_SLICES
+    assert C.slices(b"") == [b""]

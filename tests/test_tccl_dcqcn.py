@@ -87,6 +87,6 @@ def test_scale_translates_rates_times_and_bytes():
     assert q.line_rate == pytest.approx(20e6)
     assert q.cnp_interval == pytest.approx(50e-6 * 200)
     assert q.byte_counter == pytest.approx(10e6 * 5e-5 * 200)
-    assert q.rate_ai == pytest.approx(400e6 * 5e-5)
+    assert q.rate_ai == pytest.approx(0.01 * 20e6)
     with pytest.raises(ValueError, match="must be > 0"):
         Scale.for_line_rate(0)

@@ -430,7 +430,8 @@ class ExprChecker:
                 return T.ActionEnumT(base.table)
             raise CompileError(f"a table's apply() result has no member '{name}'", e.member_pos or e.pos)
         if isinstance(base, (T.ParserT, T.ControlT)) and name == "apply":
-            if isinstance(e.expr, ast.PathExpr) and isinstance(e.expr.ref, ast.InstantiationDecl):
+            # an instance, or a constructor parameter of a control/parser type
+            if isinstance(e.expr, ast.PathExpr) and isinstance(e.expr.ref, (ast.InstantiationDecl, ast.Param)):
                 params = base.decl.params
                 return T.MethodT(tuple(p.type_ref.type for p in params), T.VoidT())
         raise CompileError(f"{fmt(ot)} has no member '{name}'", e.member_pos or e.pos)
@@ -449,6 +450,12 @@ class ExprChecker:
                     e.ref = m
                     return tt
             raise CompileError(f"enum '{tt.name}' has no member '{e.member}'", e.member_pos or e.pos)
+        if isinstance(tt, (T.ParserT, T.ControlT)) and e.member == "apply" \
+                and isinstance(tt.decl, (ast.ParserDecl, ast.ControlDecl)):
+            if tt.decl.ctor_params:
+                raise CompileError(f"'{tt.name}' has constructor parameters, so it cannot be applied by its "
+                                   "type name", e.member_pos or e.pos)
+            return T.MethodT(tuple(p.type_ref.type for p in tt.decl.params), T.VoidT())
         raise CompileError(f"type {fmt(tt)} has no member '{e.member}'", e.member_pos or e.pos)
 
     def _enum_decl(self, tr: ast.TypeRef, scope: Scope) -> ast.EnumDecl:
@@ -652,7 +659,13 @@ class ExprChecker:
             return self.proto_call(e, proto, {}, scope)
         if isinstance(target, ast.MemberExpr):
             if isinstance(target.expr, ast.TypeNameExpr):
-                self.expr(target, scope)
+                mt = self.expr(target, scope)
+                tt = target.expr.type
+                if isinstance(mt, T.MethodT) and isinstance(tt, (T.ParserT, T.ControlT)):
+                    if self.in_action:
+                        raise CompileError("controls cannot be applied inside an action", e.pos)
+                    self.arguments(e.args, tt.decl.params, {}, f"{tt.decl.name}.apply", e.pos, scope)
+                    return T.VoidT()
                 raise CompileError(f"'{target.member}' is not callable", target.member_pos or target.pos)
             ot = self.expr(target.expr, scope)
             base = strip_newtype(ot)

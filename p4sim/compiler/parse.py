@@ -422,6 +422,13 @@ class _Build(Transformer):
     def call_stmt(self, c: list) -> ast.Stmt:
         return ast.CallStmt(c[0].pos, c[0])
 
+    def direct_apply(self, c: list) -> ast.Stmt:
+        """``T.apply(args)``: a control or parser applied by its type name (P4-16 1.2)."""
+        pos = self.p(c[0])
+        target = ast.MemberExpr(pos, ast.TypeNameExpr(pos, ast.NamedTypeRef(pos, str(c[0]))), "apply")
+        target.member_pos = pos
+        return ast.CallStmt(pos, ast.CallExpr(pos, target, [], c[1] or []))
+
     def if_stmt(self, c: list) -> ast.Stmt:
         return ast.IfStmt(self.p(c[0]), c[1], c[2], c[3] if len(c) > 3 else None)
 
@@ -598,6 +605,10 @@ def _parse_locked(pre: Preprocessed) -> ast.Program:
             pos = positions[-1] if positions else SrcPos("<input>", 1, 1)
             raise CompileError("syntax error, unexpected end of file", pos) from None
         pos = positions[tok.start_pos]
+        loop = _for_loop_before(toks, tok.start_pos)
+        if loop is not None:
+            raise CompileError("for loops (P4-16 1.2.4) are not supported", positions[loop],
+                               "unsupported") from None
         if tok.type == "IDENT" and "TYPE_IDENT" in e.expected and "IDENT" not in e.expected:
             raise CompileError(f"syntax error: '{tok}' is not a declared type", pos) from None
         hint = ""
@@ -607,6 +618,19 @@ def _parse_locked(pre: Preprocessed) -> ast.Program:
     except (UnexpectedEOF, UnexpectedCharacters, UnexpectedInput) as e:
         pos = positions[-1] if positions else SrcPos("<input>", 1, 1)
         raise CompileError(f"syntax error: {e}", pos) from None
+
+
+def _for_loop_before(toks: list, index: int) -> Optional[int]:
+    """Index of a ``for (`` that starts the statement holding token ``index``, if any:
+    P4-16 1.2.4's loops are not in the grammar, so they surface as a syntax error
+    somewhere inside their header, which should name the construct instead."""
+    i = index - 1
+    while i > 0 and toks[i].value not in (";", "{", "}"):
+        i -= 1
+    for j in range(i, index):
+        if toks[j].value == "for" and j + 1 < len(toks) and toks[j + 1].value == "(":
+            return j
+    return None
 
 
 def _first_line_of(pre: Preprocessed) -> int:

@@ -230,6 +230,10 @@ class Generator:
             return f"({self.expr(left)} // {self.expr(right)})"
         if op == "%":
             return f"({self.expr(left)} % {self.expr(right)})"
+        if op in ("==", "!=") and self.operand_kind(left) != "data":
+            # BMv2 picks the comparison from the operand type: headers and unions
+            # compare validity and fields
+            op += "h" if self.operand_kind(left) == "header" else "u"
         if op in ("==", "!=", ">", "<", ">=", "<="):
             return f"({self.expr(left)} {op} {self.expr(right)})"
         if op in ("==b", "!=b"):
@@ -278,6 +282,24 @@ class Generator:
         if op == "access_field":
             return self.lvalue({"type": "expression", "value": v})[0]
         raise ProgramError(f"unsupported expression operator {op!r}")
+
+    @staticmethod
+    def operand_kind(tv: dict) -> str:
+        """"header", "union" or "data": what an operand of ``==``/``!=`` denotes."""
+        t, v = tv.get("type"), tv.get("value")
+        if t in ("header", "regular"):
+            return "header"
+        if t in ("header_union", "union"):
+            return "union"
+        if t == "expression" and isinstance(v, dict):
+            op = v.get("op")
+            if op is None:
+                return Generator.operand_kind(v)
+            if op in ("dereference_header_stack", "dereference_stack", "access_union_header"):
+                return "header"
+            if op == "dereference_union_stack":
+                return "union"
+        return "data"
 
     # -- extern arrays ----------------------------------------------------------
     def register(self, name: str) -> str:

@@ -18,9 +18,15 @@ drains as fast as the device can transmit.
 
 The buckets are "deficit" buckets: a packet may leave whenever the balance is not
 negative, and its transmitted size is charged afterwards (so egress-pipeline changes to
-the size count). The balance saturates at ``BURST_SECONDS`` of line rate, which absorbs
-the lateness of the event loop's timer (a few milliseconds on a busy 2-core machine)
-without letting an idle port later burst for long.
+the size count). That models a link serialising one frame after the other:
+
+* a port that was idle starts at balance 0 (or still negative if its last frame is
+  still "on the wire"), so the first packet of a burst leaves at once and the next
+  ones wait their serialisation time -- no burst beyond the link rate;
+* while a port has a backlog the balance may grow up to ``CATCHUP_SECONDS`` of line
+  rate, so when the process wakes up late (timer slack, or the CPU busy with other
+  switches on a loaded machine) the packets that were due leave together and the
+  average rate stays exact.
 """
 
 from __future__ import annotations
@@ -32,10 +38,9 @@ from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
-BURST_SECONDS = 0.005
-# Floor of the byte bucket: one full-size Ethernet frame, so slow ports still send
-# whole packets back to back at their average rate.
-MIN_BURST_BYTES = 1514
+# Lateness the buckets make up for: scheduling delays of tens of milliseconds happen
+# when a dozen switch processes share two cores.
+CATCHUP_SECONDS = 0.05
 DEFAULT_QUEUE_DEPTH = 64  # packets, BMv2's default per queue
 
 
@@ -76,14 +81,15 @@ class _Port:
         return sum(len(q) for q in self.queues)
 
     def refill(self, now: int) -> None:
+        """Credit the time since the last refill (see the module docstring for caps)."""
         elapsed = (now - self.refilled_at) / 1e6
         self.refilled_at = now
+        catchup = CATCHUP_SECONDS if self.backlog() else 0.0
         if self.byte_rate is not None:
-            cap = max(self.byte_rate * BURST_SECONDS, MIN_BURST_BYTES)
-            self.byte_tokens = min(cap, self.byte_tokens + self.byte_rate * elapsed)
+            self.byte_tokens = min(self.byte_rate * catchup,
+                                   self.byte_tokens + self.byte_rate * elapsed)
         if self.pkt_rate is not None:
-            cap = max(self.pkt_rate * BURST_SECONDS, 1.0)
-            self.pkt_tokens = min(cap, self.pkt_tokens + self.pkt_rate * elapsed)
+            self.pkt_tokens = min(self.pkt_rate * catchup, self.pkt_tokens + self.pkt_rate * elapsed)
 
     def head(self) -> tuple[int, deque] | None:
         """The highest-priority non-empty queue and its priority, or None."""
@@ -182,8 +188,11 @@ class TrafficManager:
         if qdepth >= state.depth:
             state.drops += 1
             return False
-        self._busy.add(port)
-        queue.append((item, self.clock(), qdepth))
+        now = self.clock()
+        if port not in self._busy:
+            state.refill(now)  # idle until now: no credit beyond an idle link's
+            self._busy.add(port)
+        queue.append((item, now, qdepth))
         state.enqueued += 1
         if qdepth + 1 > state.max_qdepth:
             state.max_qdepth = qdepth + 1

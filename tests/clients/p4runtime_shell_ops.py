@@ -84,6 +84,7 @@ def _int(value: bytes) -> int:
 
 
 def run_op(op: dict) -> dict:
+    """Carry out one op of the request (see the module docstring) with the shell's API."""
     kind = op["op"]
     if kind in ("insert", "modify", "delete"):
         getattr(build_entry(op), kind)()

@@ -14,6 +14,7 @@ l-value lives (`storage.Loc`) or what a name denotes (`context` values).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional
 
 from p4sim.compiler import ast
@@ -33,6 +34,28 @@ def const_node(value: int, t: T.Type) -> dict:
     if isinstance(bt, T.BoolT):
         return bool_node(bool(value))
     return hex_node(value, scalar_width(bt))
+
+
+def has_call(e: Any) -> bool:
+    """Whether evaluating ``e`` runs a call with possible effects (a function body, an
+    extern method), i.e. anything but ``isValid()``: such operands must not be
+    evaluated when ``&&``/``||``/``?:`` skip them."""
+    todo = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.CallExpr):
+            if not (isinstance(n.target, ast.MemberExpr) and n.target.member == "isValid"):
+                return True
+        if isinstance(n, ast.Argument):
+            todo.append(n.value)
+        elif isinstance(n, ast.Expr):
+            for f in dataclasses.fields(n):
+                v = getattr(n, f.name)
+                if isinstance(v, (ast.Expr, ast.Argument)):
+                    todo.append(v)
+                elif isinstance(v, list):
+                    todo.extend(x for x in v if isinstance(x, (ast.Expr, ast.Argument)))
+    return False
 
 
 def to_data(node: dict, t: T.Type) -> dict:
@@ -182,6 +205,11 @@ class ExprLowerer:
         if isinstance(e, ast.BinaryExpr):
             return self.binary(e)
         if isinstance(e, ast.TernaryExpr):
+            c = const_value(e.cond)
+            if c is not None:
+                return self.rv(e.then if c else e.else_)
+            if has_call(e.then) or has_call(e.else_):
+                return self.conditional_value(e)
             then, else_ = self.rv(e.then), self.rv(e.else_)
             if not isinstance(bt, T.BoolT):
                 then, else_ = to_data(then, e.then.type), to_data(else_, e.else_.type)
@@ -274,6 +302,12 @@ class ExprLowerer:
     def binary(self, e: ast.BinaryExpr) -> dict:
         op = e.op
         if op in ("&&", "||"):
+            left = const_value(e.left)
+            if left is not None:  # the right operand runs only when it decides
+                decided = bool(left) == (op == "||")
+                return bool_node(bool(left)) if decided else self.rv(e.right)
+            if has_call(e.right):
+                return self.short_circuit(e)
             return expr_node("and" if op == "&&" else "or", self.rv(e.left), self.rv(e.right))
         lt = base_type(e.left.type)
         if op in ("==", "!="):
@@ -281,8 +315,8 @@ class ExprLowerer:
                 return expr_node(op, self.rv(e.left), self.rv(e.right))
             if isinstance(lt, (T.HeaderT, T.HeaderUnionT)):
                 return expr_node(op, self.loc(e.left).node(), self.loc(e.right).node())
-            if isinstance(lt, (T.StructT, T.TupleT)):
-                return self.struct_equality(e)
+            if isinstance(lt, (T.StructT, T.TupleT, T.StackT)):
+                return self.aggregate_equality(e)
             return expr_node(op, self.data(e.left), self.data(e.right))
         if op in ("<", ">", "<=", ">="):
             return expr_node(op, self.data(e.left), self.data(e.right))
@@ -307,19 +341,27 @@ class ExprLowerer:
             return wrap(node, t) if base_type(t).signed else node
         raise CompileError(f"operator '{op}' is not supported here", e.pos, "unsupported")
 
-    def struct_equality(self, e: ast.BinaryExpr) -> dict:
-        a, b = self.loc(e.left), self.loc(e.right)
-        if not (isinstance(a, StructLoc) and isinstance(b, StructLoc)):
-            raise CompileError("struct comparison needs two struct variables", e.pos, "unsupported")
-        out: Optional[dict] = None
-        for name, fa in a.fields.items():
-            fb = b.fields[name]
-            if not isinstance(fa, FieldLoc) or not isinstance(fb, FieldLoc):
-                raise CompileError("nested struct comparison is not supported", e.pos, "unsupported")
-            c = expr_node("==", fa.node(), fb.node())
-            out = c if out is None else expr_node("and", out, c)
-        out = out or bool_node(True)
+    def aggregate_equality(self, e: ast.BinaryExpr) -> dict:
+        """Structs, tuples and header stacks compare member by member (BMv2 compares
+        only data, headers and unions; p4c's SimplifyComparisons expands the rest)."""
+        out = self.equal_locs(self.loc(e.left), self.loc(e.right), e)
         return out if e.op == "==" else expr_node("not", None, out)
+
+    def equal_locs(self, a: Any, b: Any, e: ast.Expr) -> dict:
+        if isinstance(a, (HeaderLoc, DynHeaderLoc, UnionLoc)):
+            return expr_node("==", a.node(), b.node())
+        if isinstance(a, StackLoc):
+            parts = [expr_node("==", x.node(), y.node()) for x, y in zip(a.elements, b.elements)]
+        elif isinstance(a, StructLoc):
+            parts = [self.equal_locs(fa, b.fields[name], e) for name, fa in a.fields.items()]
+        elif isinstance(a, (FieldLoc, DynFieldLoc)):
+            return expr_node("==", a.node(), b.node())
+        else:
+            raise CompileError("this comparison is not supported", e.pos, "unsupported")
+        out: Optional[dict] = None
+        for c in parts:
+            out = c if out is None else expr_node("and", out, c)
+        return out or bool_node(True)
 
     def cast(self, e: ast.CastExpr) -> dict:
         src, dst = base_type(e.expr.type), base_type(e.type)
@@ -357,3 +399,14 @@ class ExprLowerer:
 
     def call_with_result(self, e: ast.CallExpr) -> dict:
         raise CompileError("a call cannot be used as a value here", e.pos, "unsupported")
+
+    def short_circuit(self, e: ast.BinaryExpr) -> dict:
+        """``a && f()`` / ``a || f()`` where ``f`` has effects: needs control flow
+        (statements lower it, see `StmtLowerer`); a bare expression cannot."""
+        raise CompileError(f"'{e.op}' with a call on its right needs a statement context here", e.pos,
+                           "unsupported")
+
+    def conditional_value(self, e: ast.TernaryExpr) -> dict:
+        """``c ? f() : g()`` with calls: only one branch may run (see `StmtLowerer`)."""
+        raise CompileError("'?:' with calls in its branches needs a statement context here", e.pos,
+                           "unsupported")

@@ -49,6 +49,16 @@ def enum_arg(args: list[ast.Argument], i: int, what: str, pos: Any) -> str:
     return m
 
 
+def direct_instance(scope: Scope, tn: ast.TypeNameExpr) -> BlockValue:
+    """The instance that ``T.apply(...)`` applies: like ``T() T;`` declared here (p4c
+    names it after the type)."""
+    t = scope.ctx.types.resolve(tn.type_ref)
+    if not isinstance(t, (T.ControlT, T.ParserT)):
+        raise CompileError("only controls and parsers can be applied by their type name", tn.pos)
+    name = f"{scope.prefix}.{t.decl.name}" if scope.prefix else t.decl.name
+    return BlockValue(t.decl, name, [], scope)
+
+
 def instantiate(scope: Scope, decl: ast.InstantiationDecl) -> Any:
     """Create the BMv2 object for an instantiation in ``scope``."""
     ctx = scope.ctx

@@ -19,7 +19,7 @@ from p4sim.compiler import ast
 from p4sim.compiler.bmv2.context import BlockValue, Context, PacketValue, Scope
 from p4sim.compiler.bmv2.controls import bind_ctor_params
 from p4sim.compiler.bmv2.expressions import lookahead_field
-from p4sim.compiler.bmv2.externs import instantiate
+from p4sim.compiler.bmv2.externs import direct_instance, instantiate
 from p4sim.compiler.bmv2.jsonutil import as_param, mask, nbytes
 from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
 from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StackLoc, scalar_width
@@ -144,6 +144,8 @@ class ParserLowerer:
     def sub_parser_call(self, scope: Scope, st: ast.Stmt) -> Optional[BlockValue]:
         if isinstance(st, ast.CallStmt) and isinstance(st.call.target, ast.MemberExpr) \
                 and st.call.target.member == "apply":
+            if isinstance(st.call.target.expr, ast.TypeNameExpr):
+                return direct_instance(scope, st.call.target.expr)
             v = ParserStmtLowerer(scope).loc(st.call.target.expr)
             if isinstance(v, BlockValue):
                 return v

@@ -178,6 +178,35 @@ class StmtLowerer(ExprLowerer):
             return
         jumps.append(self.prim("_jump", [hex_node(0)]))
 
+    # ------------------------------------------------------------------ control flow in expressions
+    def short_circuit(self, e: ast.BinaryExpr) -> dict:
+        """``a && f()`` / ``a || f()``: ``f`` runs only when ``a`` does not decide,
+        as p4c's side-effect ordering arranges: ``t = a; if (t is undecided) t = f();``."""
+        tmp = self.temp(T.BoolT())
+        self.set_field(tmp, to_data(self.rv(e.left), T.BoolT()))
+        skip = tmp.node() if e.op == "&&" else expr_node("^", tmp.node(), hex_node(1, 1))
+        self.guarded(skip, lambda: self.set_field(tmp, to_data(self.rv(e.right), T.BoolT())), e)
+        return expr_node("d2b", None, tmp.node())
+
+    def conditional_value(self, e: ast.TernaryExpr) -> dict:
+        """``c ? x : y`` with calls in a branch: only the chosen branch runs."""
+        tmp = self.ctx.layout.storage("tmp", e.type, e.pos)
+        cond = self.temp(T.BoolT())
+        self.set_field(cond, to_data(self.rv(e.cond), T.BoolT()))
+        self.guarded(cond.node(), lambda: self.assign_to(tmp, e.then), e)
+        self.guarded(expr_node("^", cond.node(), hex_node(1, 1)), lambda: self.assign_to(tmp, e.else_), e)
+        return self.loc_value(tmp, e)
+
+    def guarded(self, run_if_nonzero: dict, lower: Any, e: ast.Expr) -> None:
+        """Emit what ``lower()`` emits, skipped at run time when the data value
+        ``run_if_nonzero`` is 0."""
+        if self.parser:
+            raise CompileError("a call that may be skipped (in '&&', '||' or '?:') is not supported in a "
+                               "parser state by the BMv2 back end", e.pos, "unsupported")
+        jz = self.prim("_jump_if_zero", [as_param(run_if_nonzero), hex_node(0)])
+        lower()
+        jz["parameters"][1] = hex_node(len(self.out))
+
     # ------------------------------------------------------------------ assignment
     def assign(self, lhs: ast.Expr, rhs: ast.Expr) -> None:
         if isinstance(lhs, ast.SliceExpr):
@@ -191,9 +220,15 @@ class StmtLowerer(ExprLowerer):
         self.write_slice(lhs, self.data(rhs))
 
     def write_slice(self, lhs: ast.SliceExpr, value: dict) -> None:
-        """``f[hi:lo] = v`` as ``f = (f & ~m) | ((v << lo) & m)`` (p4c's lowering)."""
-        dst = self.loc(lhs.expr)
+        """``f[hi:lo] = v`` as ``f = (f & ~m) | ((v << lo) & m)`` (p4c's lowering);
+        a slice of a slice (``f[7:4][1:0]``) is the slice of ``f`` it denotes."""
         hi, lo = self.require_const(lhs.hi), self.require_const(lhs.lo)
+        base = lhs.expr
+        while isinstance(base, ast.SliceExpr):
+            outer_lo = self.require_const(base.lo)
+            hi, lo = hi + outer_lo, lo + outer_lo
+            base = base.expr
+        dst = self.loc(base)
         w = scalar_width(dst.type)
         m = mask(hi - lo + 1) << lo
         keep = expr_node("&", dst.node(), hex_node(mask(w) & ~m, w))
@@ -357,8 +392,13 @@ class StmtLowerer(ExprLowerer):
     def packet_call(self, pkt: PacketValue, method: str, c: ast.CallExpr) -> None:
         raise CompileError(f"packet method '{method}' is not allowed here", c.pos)
 
-    def bind_params(self, scope: Scope, params: list[ast.Param], c: ast.CallExpr) -> None:
-        """Bind callee parameters in ``scope`` to the call's arguments, evaluated here."""
+    def bind_params(self, scope: Scope, params: list[ast.Param], c: ast.CallExpr) -> list[tuple[ast.SliceExpr, Any]]:
+        """Bind callee parameters in ``scope`` to the call's arguments, evaluated here.
+
+        Returns the copy-outs to do after the body: a slice given for an ``out`` or
+        ``inout`` parameter is a temporary written back into the slice."""
+        copy_out: list[tuple[ast.SliceExpr, Any]] = []
+        fresh: list[Any] = []  # out arguments: invalidated once every argument is evaluated
         for p, a in zip(params, ordered_args(params, c.args, c.pos)):
             if a is None:
                 raise CompileError(f"missing argument for parameter '{p.name}'", c.pos)
@@ -366,8 +406,17 @@ class StmtLowerer(ExprLowerer):
             if p.direction in ("out", "inout"):
                 if isinstance(a, ast.DontCareExpr):
                     scope.bind(p, self.ctx.layout.storage(p.name, pt))
+                elif isinstance(a, ast.SliceExpr):
+                    tmp = self.temp(pt)
+                    if p.direction == "inout":
+                        self.set_field(tmp, self.data(a))
+                    scope.bind(p, tmp)
+                    copy_out.append((a, tmp))
                 else:
-                    scope.bind(p, self.loc(a))
+                    loc = self.loc(a)
+                    if p.direction == "out":
+                        fresh.append(loc)
+                    scope.bind(p, loc)
                 continue
             v = const_value(a) if isinstance(base_type(pt), (T.BitT, T.BoolT)) else None
             if v is not None:
@@ -378,6 +427,28 @@ class StmtLowerer(ExprLowerer):
                 tmp = self.ctx.layout.storage(p.name, pt, a.pos)
                 self.assign_to(tmp, a)
                 scope.bind(p, tmp)
+        for loc in fresh:
+            self.invalidate(loc)
+        return copy_out
+
+    def invalidate(self, loc: Any) -> None:
+        """An ``out`` argument starts uninitialized: the headers in it start invalid
+        (P4-16 6.8), so a callee that does not write it leaves them invalid."""
+        if isinstance(loc, (HeaderLoc, DynHeaderLoc)):
+            self.prim("remove_header", [as_param(loc.node())])
+        elif isinstance(loc, StackLoc):
+            for h in loc.elements:
+                self.prim("remove_header", [as_param(h.node())])
+        elif isinstance(loc, UnionLoc):
+            for h in loc.members.values():
+                self.prim("remove_header", [as_param(h.node())])
+        elif isinstance(loc, StructLoc):
+            for f in loc.fields.values():
+                self.invalidate(f)
+
+    def copy_out(self, pending: list[tuple[ast.SliceExpr, Any]]) -> None:
+        for target, tmp in pending:
+            self.write_slice(target, tmp.node())
 
     def inline_body(self, scope: Scope, body: ast.BlockStmt, result: Any) -> None:
         saved = self.scope
@@ -405,13 +476,15 @@ class StmtLowerer(ExprLowerer):
 
     def inline_action(self, av: ActionValue, c: ast.CallExpr) -> None:
         scope = av.scope.child()
-        self.bind_params(scope, av.decl.params, c)
+        pending = self.bind_params(scope, av.decl.params, c)
         self.inline_body(scope, av.decl.body, None)
+        self.copy_out(pending)
 
     def inline_function(self, f: ast.FunctionDecl, c: ast.CallExpr, result: Any) -> None:
         scope = Scope(self.ctx, "", self.ctx.globals)
-        self.bind_params(scope, f.params, c)
+        pending = self.bind_params(scope, f.params, c)
         self.inline_body(scope, f.body, result)
+        self.copy_out(pending)
 
     def call_result_loc(self, c: ast.CallExpr) -> Any:
         t = c.target

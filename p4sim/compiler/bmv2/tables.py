@@ -44,7 +44,7 @@ def table_match_type(kinds: list[str]) -> str:
 
 
 def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dict]:
-    from p4sim.compiler.bmv2.controls import action_id, expr_text
+    from p4sim.compiler.bmv2.controls import action_id, bind_directional, expr_text
 
     ctx, decl, scope, name = cl.ctx, tv.decl, tv.scope, tv.name
     lw = StmtLowerer(scope)
@@ -72,9 +72,12 @@ def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dic
     action_names: list[str] = []
     action_ids: list[int] = []
     refs: list[CPActionRef] = []
+    variants: dict[int, int] = {}  # action decl -> the copy bound by this table's action list
     for ar in decl.actions:
         av = _action_of(scope, ar)
-        action_ids.append(action_id(ctx, av))
+        aid = action_id(ctx, av, bind_directional(lw, av, ar.args, ar.pos))
+        variants[id(av.decl)] = aid
+        action_ids.append(aid)
         action_names.append(av.name)
         names = {a.name for a in ar.annotations}
         sc = "DEFAULT_ONLY" if "defaultonly" in names else "TABLE_ONLY" if "tableonly" in names else "TABLE_AND_DEFAULT"
@@ -135,7 +138,9 @@ def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dic
                                   "action_data": [], "action_entry_const": False}
     elif default is not None:
         av = _action_of(scope, default)
-        aid = action_id(ctx, av)
+        aid = variants.get(id(av.decl))
+        if aid is None:
+            aid = action_id(ctx, av)
         if table["type"] == "simple":
             table["default_entry"] = {"action_id": aid, "action_const": decl.default_action_const,
                                       "action_data": _action_data(ctx, av, default),
@@ -147,7 +152,8 @@ def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dic
         if table["type"] != "simple":
             raise CompileError("entries on a table with an implementation are not supported", decl.pos, "unsupported")
         prios = bmv2_priorities(decl)
-        table["entries"] = [_entry(ctx, scope, e, kinds, widths, p) for e, p in zip(decl.entries, prios)]
+        table["entries"] = [_entry(ctx, scope, e, kinds, widths, p, variants)
+                            for e, p in zip(decl.entries, prios)]
         cpt.is_const = decl.entries_const
         cpt.has_initial_entries = True
 
@@ -197,6 +203,8 @@ def _action_data(ctx: Any, av: ActionValue, ar: ast.ActionRef) -> list[str]:
     out = []
     args = ordered_args(av.decl.params, ar.args, ar.pos)
     for p, a in zip(av.decl.params, args):
+        if p.direction is not None:  # bound by the action list, not action data
+            continue
         if a is None:
             raise CompileError(f"missing argument for action parameter '{p.name}'", ar.pos)
         w = scalar_width(ctx.types.resolve(p.type_ref)) or 1
@@ -268,7 +276,8 @@ def bmv2_priorities(decl: ast.TableDecl) -> list[int]:
     return [top - p + 1 for p in p4]
 
 
-def _entry(ctx: Any, scope: Any, e: ast.TableEntry, kinds: list[str], widths: list[int], priority: int) -> dict:
+def _entry(ctx: Any, scope: Any, e: ast.TableEntry, kinds: list[str], widths: list[int], priority: int,
+           variants: dict[int, int]) -> dict:
     keys = e.keys
     if len(keys) == 1 and len(kinds) > 1 and isinstance(keys[0], ast.ListExpr):
         keys = keys[0].elements
@@ -278,10 +287,11 @@ def _entry(ctx: Any, scope: Any, e: ast.TableEntry, kinds: list[str], widths: li
         raise CompileError(f"entry has {len(keys)} key values, the table has {len(kinds)} keys", e.pos)
     match_key = [_match(k, mk, w) for k, mk, w in zip(keys, kinds, widths)]
     av = _action_of(scope, e.action)
-    from p4sim.compiler.bmv2.controls import action_id
-
+    aid = variants.get(id(av.decl))
+    if aid is None:
+        raise CompileError(f"action '{av.decl.name}' of an entry is not in the table's actions", e.action.pos)
     return {"match_key": match_key,
-            "action_entry": {"action_id": action_id(ctx, av), "action_data": _action_data(ctx, av, e.action)},
+            "action_entry": {"action_id": aid, "action_data": _action_data(ctx, av, e.action)},
             "priority": priority}
 
 

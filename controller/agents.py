@@ -1,0 +1,145 @@
+"""GOR's side of the TCCL agents: their control channels, and jobs started on them.
+
+Every agent serves ``tccl.Agent`` on ``<run dir>/tccl-<server>.sock``
+(`tccl.control.socket_path`); `AgentDirectory` finds the live ones, lists their flows
+and asks the agent owning a flow to change its source port. `JobRunner` starts a job's
+agents inside the fabric's Mininet hosts without waiting for them (the REPL's ``job``
+command), keeps their output in ``agent-<server>.log`` and ends them by PID.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from tccl.control import AgentClient, socket_path
+from tccl.job import Job
+from topo.addressing import AddressPlan
+
+ROOT = Path(__file__).resolve().parent.parent
+# An agent that does not answer a flow listing in this time is skipped this round.
+LIST_TIMEOUT_S = 1.0
+
+
+@dataclass(frozen=True)
+class AgentFlow:
+    """A flow as its agent reports it."""
+
+    server: str
+    qpn: int
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    bytes: int
+    rate_bps: float
+    state: str
+
+
+class AgentDirectory:
+    """The control channels of the agents of one fabric's run directory."""
+
+    def __init__(self, plan: AddressPlan, run_dir: str | Path) -> None:
+        self.plan = plan
+        self.run_dir = Path(run_dir)
+        self._clients: dict[str, AgentClient] = {}
+        self._lock = threading.Lock()
+
+    def _client(self, server: str, timeout: float) -> AgentClient | None:
+        path = socket_path(self.run_dir, server)
+        if not path.exists():
+            return None
+        with self._lock:
+            if server not in self._clients:
+                self._clients[server] = AgentClient(path, timeout=timeout)
+            return self._clients[server]
+
+    def flows(self) -> tuple[set[str], list[AgentFlow]]:
+        """The servers whose agents answered now, and all their flows."""
+        answered, out = set(), []
+        for server in self.plan.servers:
+            client = self._client(server.name, LIST_TIMEOUT_S)
+            if client is None:
+                continue
+            try:
+                flows = client.list_flows()
+            except grpc.RpcError:
+                continue
+            answered.add(server.name)
+            out += [AgentFlow(server.name, f.qpn, f.src_ip, f.dst_ip, f.sport, f.dport, f.bytes,
+                              f.rate_bps, f.state) for f in flows]
+        return answered, out
+
+    def set_source_port(self, server: str, qpn: int, sport: int, timeout_s: float) -> Any:
+        """Ask ``server``'s agent to move flow ``qpn`` to ``sport`` at its next message
+        boundary; returns the agent's reply once the flow uses it. Raises RuntimeError
+        naming the agent when it is not there or refuses."""
+        client = self._client(server, timeout_s + 5)
+        if client is None:
+            raise RuntimeError(f"no agent of {server} (no {socket_path(self.run_dir, server)})")
+        try:
+            return client.set_source_port(sport, qpn=qpn, timeout_s=timeout_s)
+        except grpc.RpcError as e:
+            raise RuntimeError(f"agent {server}: {e.code().name}: {e.details()}") from e
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()
+
+
+@dataclass
+class JobRun:
+    """The agent processes of one job started from GOR."""
+
+    name: str
+    path: Path
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def status(self) -> dict[str, str]:
+        return {s: ("running" if p.poll() is None else f"exit {p.returncode}") for s, p in self.procs.items()}
+
+
+class JobRunner:
+    """Starts jobs' agents in the fabric's hosts; `stop_all` ends them by PID."""
+
+    def __init__(self, fabric: Any, run_dir: str | Path) -> None:
+        self.fabric = fabric
+        self.run_dir = Path(run_dir)
+        self.jobs: list[JobRun] = []
+
+    def start(self, job: Job) -> JobRun:
+        """Start one agent per server of ``job`` (output in agent-<server>.log)."""
+        path = self.run_dir / f"job-{job.name}.yaml"
+        job.save(path)
+        run = JobRun(job.name, path)
+        for server in sorted({r.server for r in job.ranks}):
+            (self.run_dir / f"results-{server}.json").unlink(missing_ok=True)
+            (self.run_dir / f"ready-{server}").unlink(missing_ok=True)
+        for server in sorted({r.server for r in job.ranks}):
+            log = open(self.run_dir / f"agent-{server}.log", "w", encoding="utf-8")
+            run.procs[server] = self.fabric.host(server).popen(
+                [sys.executable, "-m", "tccl.agent", "--job", str(path), "--server", server,
+                 "--run-dir", str(self.run_dir)], cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
+            log.close()
+        self.jobs.append(run)
+        return run
+
+    def stop_all(self) -> None:
+        for run in self.jobs:
+            for proc in run.procs.values():
+                if proc.poll() is None:
+                    proc.terminate()
+            for proc in run.procs.values():
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()

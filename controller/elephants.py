@@ -1,0 +1,113 @@
+"""Elephant detection from sampled packets (the sFlow stand-in).
+
+Every switch clones 1 in ``sample_rate`` RoCE data packets to the controller with a
+``packet_in`` header: ingress and egress port, the queue depth the packet saw, the
+switch id; the payload is the packet's first 128 bytes. A `Sample` is one of those,
+decoded; `SampleWindow` keeps the last ``window_s`` seconds of them and ranks the flows
+that left a given switch port by estimated bytes: samples x sample_rate x packet size,
+which is what sFlow does (each sample stands for N packets).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import Iterable
+
+from topo.hashmodel import PROTO_UDP, FiveTuple
+
+ETH_LEN = 14
+ETHERTYPE_IPV4 = 0x0800
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampled packet: where it was seen, and its flow and size."""
+
+    time: float
+    switch: str
+    ingress_port: int
+    egress_port: int
+    queue_depth: int
+    flow: FiveTuple
+    length: int          # bytes on the wire (Ethernet header + IP total length)
+
+
+def parse_sample(time: float, switch: str, metadata: dict, payload: bytes) -> Sample | None:
+    """Decode a PacketIn of the sampling clone; None if it is not an IPv4/UDP packet."""
+    if len(payload) < ETH_LEN + 28 or struct.unpack_from("!H", payload, 12)[0] != ETHERTYPE_IPV4:
+        return None
+    ip = payload[ETH_LEN:]
+    ihl = (ip[0] & 0x0F) * 4
+    total, proto = struct.unpack_from("!H", ip, 2)[0], ip[9]
+    if proto != PROTO_UDP or len(ip) < ihl + 4:
+        return None
+    src = ".".join(map(str, ip[12:16]))
+    dst = ".".join(map(str, ip[16:20]))
+    sport, dport = struct.unpack_from("!HH", ip, ihl)
+    return Sample(time, switch, int(metadata.get("ingress_port", 0)), int(metadata.get("egress_port", 0)),
+                  int(metadata.get("qdepth", 0)), FiveTuple(src, dst, proto, sport, dport), ETH_LEN + total)
+
+
+@dataclass(frozen=True)
+class Elephant:
+    """A flow's estimate over the window on one switch port."""
+
+    flow: FiveTuple
+    bytes: float
+    rate_bps: float
+    samples: int
+
+
+class SampleWindow:
+    """The samples of the last ``window_s`` seconds."""
+
+    def __init__(self, window_s: float, sample_rate: int) -> None:
+        if window_s <= 0 or sample_rate < 1:
+            raise ValueError(f"sample window: window_s > 0 and sample_rate >= 1 needed, "
+                             f"got {window_s}, {sample_rate}")
+        self.window_s = window_s
+        self.sample_rate = sample_rate
+        self._samples: deque[Sample] = deque()
+
+    def add(self, samples: Iterable[Sample]) -> None:
+        self._samples.extend(samples)
+
+    def prune(self, now: float) -> None:
+        while self._samples and self._samples[0].time < now - self.window_s:
+            self._samples.popleft()
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def flows(self, now: float, switch: str | None = None, egress_port: int | None = None
+              ) -> list[Elephant]:
+        """Flows seen (at ``switch`` leaving by ``egress_port``, if given) in the window,
+        largest first (ties: by 5-tuple, so the order is reproducible)."""
+        self.prune(now)
+        count: dict[FiveTuple, int] = defaultdict(int)
+        size: dict[FiveTuple, int] = defaultdict(int)
+        for s in self._samples:
+            if (switch is None or s.switch == switch) and (egress_port is None or s.egress_port == egress_port):
+                count[s.flow] += 1
+                size[s.flow] += s.length
+        out = [Elephant(f, size[f] * self.sample_rate, size[f] * self.sample_rate * 8 / self.window_s,
+                        count[f]) for f in count]
+        out.sort(key=lambda e: (-e.bytes, e.flow.src, e.flow.dst, e.flow.sport))
+        return out
+
+    def seen(self, flow: FiveTuple, switch: str, egress_port: int, since: float) -> bool:
+        """Whether ``flow`` was sampled leaving ``switch`` by ``egress_port`` at or
+        after ``since`` (the data plane's evidence that a flow took a path)."""
+        for s in reversed(self._samples):
+            if s.time < since:
+                return False
+            if s.flow == flow and s.switch == switch and s.egress_port == egress_port:
+                return True
+        return False
+
+    def top(self, now: float, switch: str, egress_port: int, n: int, min_samples: int = 2) -> list[Elephant]:
+        """The ``n`` largest flows leaving ``switch`` by ``egress_port`` with at least
+        ``min_samples`` samples (one sample is too little to call a flow big)."""
+        return [e for e in self.flows(now, switch, egress_port) if e.samples >= min_samples][:n]

@@ -1,0 +1,76 @@
+"""GOR's structured event log: one JSON object per line, each with the wall-clock time
+(``ts``, seconds since the epoch) and a monotonic time (``t``, for differences).
+
+Every step of a reroute loop is an event carrying the loop's number (``loop``):
+``detect`` (an alarm reached the acting level) -> ``decide`` (flow, path, port chosen)
+-> ``command`` (sent to the agent) -> ``commanded`` (agent acknowledged) -> ``moved``
+(the data plane shows the flow on its new path) -> ``cleared`` (the alarm is gone),
+or ``rolled_back`` / ``failed``. `loop_latencies` reads the loop times back from a log,
+so loop latency is measured from the record, not guessed.
+
+    {"ts": 1764500000.12, "t": 812.33, "event": "moved", "loop": 1, "flow": "10.0.0.1:50123->10.1.1.2"}
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+# Events kept in memory for the REPL's `events` command.
+MEMORY = 500
+
+
+class EventLog:
+    """JSON-lines log (a new file per run), safe to use from several threads."""
+
+    def __init__(self, path: str | Path | None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = Path(path) if path else None
+        self.clock = clock
+        self.recent: deque[dict[str, Any]] = deque(maxlen=MEMORY)
+        self._lock = threading.Lock()
+        # One log per controller run: loop numbers restart with the controller.
+        self._file = open(self.path, "w", encoding="utf-8") if self.path else None
+
+    def emit(self, event: str, t: float | None = None, **fields: Any) -> dict[str, Any]:
+        """Record one event now (or at monotonic time ``t``); returns the record."""
+        now = self.clock()
+        record = {"ts": round(time.time() - (now - t if t is not None else 0.0), 6),
+                  "t": round(now if t is None else t, 6), "event": event, **fields}
+        line = json.dumps(record, default=str)
+        with self._lock:
+            self.recent.append(record)
+            if self._file is not None:
+                self._file.write(line + "\n")
+                self._file.flush()
+        return record
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+def read_events(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a log file, in order."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def loop_latencies(events: Iterable[dict[str, Any]], end: str = "moved") -> dict[int, float]:
+    """Seconds from ``detect`` to ``end`` (``moved`` or ``cleared``) for every loop
+    that got there, by loop number."""
+    start: dict[int, float] = {}
+    out: dict[int, float] = {}
+    for e in events:
+        loop = e.get("loop")
+        if loop is None:
+            continue
+        if e["event"] == "detect":
+            start[loop] = e["t"]
+        elif e["event"] == end and loop in start:
+            out[loop] = e["t"] - start[loop]
+    return out

@@ -1,0 +1,87 @@
+"""Paths of flows through the fabric as it is routed now (failed cables included):
+prediction, the candidate ECMP paths of a flow, and the source-port search that puts a
+flow onto a chosen path.
+
+`topo.hashmodel` is the one model of the data plane's hash; this module adds what the
+controller knows and the agents do not: which ECMP group (`controller.routes.
+ecmp_members`) a leaf uses for a destination while cables are down. With no failures
+`predict` equals `topo.hashmodel.predict_path`.
+
+A path is the list of nodes a packet visits (server, leaf, [spine, leaf,] server);
+its directed links are consecutive pairs.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Iterable
+
+import networkx as nx
+
+from controller.routes import NO_FAILURES, Down, ecmp_members
+from topo.addressing import AddressPlan
+from topo.hashmodel import PROTO_UDP, FiveTuple, ecmp_index
+
+# Source ports GOR hands out: IANA's dynamic range, as the agents use.
+PORT_RANGE = (49152, 65535)
+
+LinkId = tuple[str, str]
+
+
+def links_of(path: list[str]) -> list[LinkId]:
+    """Directed links (from, to) of a path."""
+    return list(zip(path, path[1:]))
+
+
+def predict(plan: AddressPlan, flow: FiveTuple, down: Down = NO_FAILURES) -> list[str] | None:
+    """The path of ``flow`` with cables ``down`` failed; None when its leaf drops it
+    (no spine reaches the destination)."""
+    src, dst = plan.nic(flow.src), plan.nic(flow.dst)
+    if src.leaf == dst.leaf:
+        return [src.server, src.leaf, dst.server]
+    members = ecmp_members(plan, src.leaf, dst.leaf, down)
+    if not members:
+        return None
+    k = members[ecmp_index(plan.spec.ecmp_hash, plan.switch(src.leaf).salt, flow, len(members))]
+    return [src.server, src.leaf, plan.spines[k].name, dst.leaf, dst.server]
+
+
+def candidate_paths(plan: AddressPlan, flow: FiveTuple, down: Down = NO_FAILURES) -> list[list[str]]:
+    """Every path ECMP can give ``flow`` now: the shortest paths on the topology graph
+    between its NICs' servers that enter at its source leaf and leave at its
+    destination leaf over cables that are up (one per usable spine in a two-tier fabric)."""
+    src, dst = plan.nic(flow.src), plan.nic(flow.dst)
+    if src.leaf == dst.leaf:
+        return [[src.server, src.leaf, dst.server]]
+    g = plan.graph()
+    g.remove_edges_from(tuple(c) for c in down if len(c) == 2)
+    try:
+        middles = list(nx.all_shortest_paths(g, src.leaf, dst.leaf))
+    except nx.NetworkXNoPath:
+        return []
+    usable = {plan.spines[k].name for k in ecmp_members(plan, src.leaf, dst.leaf, down)}
+    return [[src.server, *m, dst.server] for m in sorted(middles)
+            if all(n in usable for n in m[1:-1])]
+
+
+def find_port(plan: AddressPlan, flow: FiveTuple, path: list[str], down: Down = NO_FAILURES,
+              avoid: Iterable[int] = (), start: int | None = None) -> int:
+    """A UDP source port that puts ``flow`` (its other fields kept) on ``path`` at every
+    hop, searched from ``start`` (default: a per-flow point, so that flows between the
+    same pair do not all get the same port) through the dynamic range, wrapping around;
+    ports in ``avoid`` (e.g. in use by other flows of the same pair) are skipped.
+    Raises ValueError naming the flow and path if no port does."""
+    lo, hi = PORT_RANGE
+    span = hi - lo + 1
+    if start is None:
+        start = lo + zlib.crc32(f"{flow.src}>{flow.dst}>{flow.sport}".encode()) % span
+    skip = set(avoid)
+    for i in range(span):
+        sport = lo + (start - lo + i) % span
+        if sport in skip:
+            continue
+        moved = FiveTuple(flow.src, flow.dst, PROTO_UDP, sport, flow.dport)
+        if predict(plan, moved, down) == path:
+            return sport
+    raise ValueError(f"no UDP source port in {lo}..{hi} puts {flow.src}->{flow.dst} "
+                     f"onto {'-'.join(path)}")

@@ -1,0 +1,164 @@
+"""P4Runtime sessions with every switch of a fabric at once, usable from plain threads.
+
+finsy does the P4Runtime work: one `finsy.Switch` per switch inside one
+`finsy.Controller`, which keeps each stream open, wins primary arbitration with our
+election id, reconnects after a switch restart (finsy waits up to 10 s between quick
+failures) and pushes the pipeline when the switch's cookie differs. This module adds
+what GOR needs on top:
+
+* on every (re)connection as primary, the switch is *re-pushed*: its entries are
+  wiped and its current program written again (`desired(name)`, which includes the
+  failure repairs in force), so a restarted switch gets back exactly what it had;
+* sampled packets (PacketIns) are handed to a callback, with the switch name;
+* an asyncio loop on a thread of its own, so the REPL and the telemetry loop call
+  `run(coro)`/`write(...)` synchronously; writes to several switches go out as one
+  WriteRequest per switch, all switches concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from concurrent.futures import Future
+from typing import Any, Awaitable, Callable, Iterable, TypeVar
+
+import finsy as fy
+
+from controller.routes import SwitchProgram, program_switch, switch_options
+from topo.addressing import AddressPlan
+from topo.pipeline import Pipeline
+
+# Above the election ids of the one-shot programming at bring-up (finsy's default 10)
+# and of tests that peek at a switch, so GOR is the primary of every switch.
+ELECTION_ID = 100
+# PacketIns queued per switch before finsy drops them: a few seconds of samples.
+PACKET_QUEUE = 20000
+
+T = TypeVar("T")
+LOG = logging.getLogger("controller.switches")
+
+
+class SwitchFleetError(RuntimeError):
+    """A switch that did not come up, or a write that failed; names the switch."""
+
+
+class SwitchFleet:
+    """Primary P4Runtime sessions with every switch of ``plan``."""
+
+    def __init__(self, plan: AddressPlan, pipeline: Pipeline, desired: Callable[[str], SwitchProgram],
+                 on_packet: Callable[[str, Any], None] | None = None,
+                 election_id: int = ELECTION_ID) -> None:
+        self.plan = plan
+        self.desired = desired
+        self.on_packet = on_packet
+        self.pushes: dict[str, int] = {sw.name: 0 for sw in plan.switches}
+        self._ready: dict[str, threading.Event] = {sw.name: threading.Event() for sw in plan.switches}
+        self.switches: dict[str, fy.Switch] = {}
+        for sw in plan.switches:
+            opts = switch_options(pipeline, sw)(initial_election_id=election_id, ready_handler=self._on_ready)
+            self.switches[sw.name] = fy.Switch(sw.name, sw.grpc_address, opts)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="p4runtime", daemon=True)
+        self._main: Future | None = None
+
+    # --- life cycle ----------------------------------------------------------------
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Connect to every switch and wait until each has been (re)programmed."""
+        self._thread.start()
+        controller = fy.Controller(self.switches.values())
+        self._main = asyncio.run_coroutine_threadsafe(controller.run(), self._loop)
+        self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float, names: Iterable[str] | None = None) -> None:
+        """Block until the switches (all, or ``names``) are programmed primaries."""
+        for name in names or self._ready:
+            if not self._ready[name].wait(timeout):
+                if self._main is not None and self._main.done() and self._main.exception():
+                    raise SwitchFleetError(f"P4Runtime controller failed: {self._main.exception()}")
+                raise SwitchFleetError(f"switch {name} at {self.plan.switch(name).grpc_address} "
+                                       f"did not come up as primary within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        """Close every session and end the loop thread (safe to call twice)."""
+        if self._main is not None:
+            self._loop.call_soon_threadsafe(self._main.cancel)
+            try:
+                self._main.result(10)
+            except BaseException:  # cancelled: the normal way a finsy Controller ends
+                pass
+            self._main = None
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+    def __enter__(self) -> "SwitchFleet":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def is_up(self, name: str) -> bool:
+        return self._ready[name].is_set() and self.switches[name].is_up
+
+    # --- calls from other threads ----------------------------------------------------
+
+    def run(self, coro: Awaitable[T], timeout: float = 10.0) -> T:
+        """Run a coroutine on the fleet's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)  # type: ignore[arg-type]
+
+    def write(self, updates: dict[str, list[Any]], timeout: float = 10.0) -> None:
+        """One WriteRequest per switch (finsy updates: ``+e``, ``~e``, ``-e``), all
+        switches at once; raises `SwitchFleetError` naming every switch that failed."""
+        async def one(name: str, batch: list[Any]) -> None:
+            await self.switches[name].write(batch)
+
+        async def all_of() -> list[Any]:
+            names = [n for n, batch in updates.items() if batch]
+            results = await asyncio.gather(*(one(n, updates[n]) for n in names), return_exceptions=True)
+            return [(n, r) for n, r in zip(names, results) if isinstance(r, BaseException)]
+
+        failed = self.run(all_of(), timeout)
+        if failed:
+            raise SwitchFleetError("; ".join(f"write to {n} failed: {e}" for n, e in failed))
+
+    async def read_many(self, requests: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        """(On the loop) read entities from several switches concurrently; a switch
+        that is down or fails answers an empty list, so one dead switch does not stall
+        the telemetry of the others."""
+        async def one(name: str, entities: list[Any]) -> list[Any]:
+            sw = self.switches[name]
+            if not sw.is_up:
+                return []
+            try:
+                return [e async for e in sw.read(entities)]
+            except Exception as e:  # noqa: BLE001 -- a switch restarting mid-read
+                LOG.debug("read from %s failed: %s", name, e)
+                return []
+
+        names = list(requests)
+        results = await asyncio.gather(*(one(n, requests[n]) for n in names))
+        return dict(zip(names, results))
+
+    # --- finsy callbacks (on the loop) ---------------------------------------------
+
+    async def _on_ready(self, sw: fy.Switch) -> None:
+        if not sw.is_primary:
+            return
+        await sw.delete_all()
+        await program_switch(sw, self.desired(sw.name))
+        self.pushes[sw.name] += 1
+        if self.on_packet is not None:
+            sw.create_task(self._packets(sw))
+        self._ready[sw.name].set()
+
+    async def _packets(self, sw: fy.Switch) -> None:
+        async for packet in sw.read_packets(queue_size=PACKET_QUEUE):
+            assert self.on_packet is not None
+            self.on_packet(sw.name, packet)

@@ -1,0 +1,197 @@
+"""Telemetry: per-port counters of every switch, read over P4Runtime each interval and
+turned into per-link rates.
+
+What one poll reads from each switch (one ReadRequest, then one register reset):
+
+* ``tx_port_counter`` (packets, bytes per egress port): the load of the link leaving
+  the port; ``rx_port_counter`` of a leaf's NIC-facing ports gives the NIC -> leaf
+  direction, which no switch transmits;
+* ``ecn_marked_counter``: packets the port's queue marked CE;
+* ``max_qdepth`` register: the deepest the port's queue got since the last poll --
+  read, then written back to 0 (a packet between the two is not seen; the next
+  packet of a congested queue sees the same depth);
+* p4sim's QueueControl ``GetQueueStats`` (when the switch serves it): tail drops.
+
+A link is directed: (from node, to node). Counters that go backwards (a switch that
+restarted) count from zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import finsy as fy
+import grpc
+
+from controller.paths import LinkId
+from controller.switches import SwitchFleet
+from p4sim.runtime.queues import QueueControlClient
+from topo.addressing import AddressPlan
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """One link over one interval."""
+
+    link: LinkId
+    capacity_bps: float
+    bps: float
+    pps: float
+    packets: int
+    ecn_marked: int
+    queue_depth: int
+    drops: int
+
+    @property
+    def util(self) -> float:
+        return self.bps / self.capacity_bps if self.capacity_bps else 0.0
+
+    @property
+    def ecn_fraction(self) -> float:
+        return self.ecn_marked / self.packets if self.packets else 0.0
+
+
+@dataclass
+class Snapshot:
+    """Cumulative counters of one switch at one time (port -> value)."""
+
+    time: float
+    tx_packets: dict[int, int] = field(default_factory=dict)
+    tx_bytes: dict[int, int] = field(default_factory=dict)
+    rx_packets: dict[int, int] = field(default_factory=dict)
+    rx_bytes: dict[int, int] = field(default_factory=dict)
+    ecn: dict[int, int] = field(default_factory=dict)
+    drops: dict[int, int] = field(default_factory=dict)
+    max_qdepth: dict[int, int] = field(default_factory=dict)   # since the last poll, not cumulative
+
+
+def _delta(new: int, old: int | None) -> int:
+    return new if old is None or new < old else new - old
+
+
+class LinkMap:
+    """Which directed link each switch port's counters describe."""
+
+    def __init__(self, plan: AddressPlan) -> None:
+        self.tx: dict[tuple[str, int], LinkId] = {}
+        self.rx: dict[tuple[str, int], LinkId] = {}
+        self.capacity: dict[LinkId, float] = {}
+        for link in plan.links:
+            bps = link.mbps * 1e6
+            for (a, a_port), (b, _) in (((link.a, link.a_port), (link.b, link.b_port)),
+                                         ((link.b, link.b_port), (link.a, link.a_port))):
+                self.capacity[(a, b)] = bps
+                if plan_has_switch(plan, a):
+                    self.tx[(a, a_port)] = (a, b)
+                    if not plan_has_switch(plan, b):
+                        self.rx[(a, a_port)] = (b, a)
+
+    def port_of(self, link: LinkId) -> tuple[str, int]:
+        """(switch, egress port) whose counters carry ``link``'s transmit side."""
+        for key, value in self.tx.items():
+            if value == link:
+                return key
+        raise KeyError(f"{'->'.join(link)} is not transmitted by any switch port")
+
+
+def plan_has_switch(plan: AddressPlan, name: str) -> bool:
+    try:
+        plan.switch(name)
+        return True
+    except KeyError:
+        return False
+
+
+def link_stats(links: LinkMap, old: dict[str, Snapshot], new: dict[str, Snapshot]) -> dict[LinkId, LinkStats]:
+    """Per-link stats between two polls (switches missing from either are skipped)."""
+    out: dict[LinkId, LinkStats] = {}
+    for (switch, port), link in links.tx.items():
+        a, b = old.get(switch), new.get(switch)
+        if a is None or b is None or b.time <= a.time or port not in b.tx_packets:
+            continue
+        dt = b.time - a.time
+        packets = _delta(b.tx_packets[port], a.tx_packets.get(port))
+        nbytes = _delta(b.tx_bytes.get(port, 0), a.tx_bytes.get(port))
+        out[link] = LinkStats(link, links.capacity[link], nbytes * 8 / dt, packets / dt, packets,
+                              min(packets, _delta(b.ecn.get(port, 0), a.ecn.get(port))),
+                              b.max_qdepth.get(port, 0), _delta(b.drops.get(port, 0), a.drops.get(port)))
+    for (switch, port), link in links.rx.items():
+        a, b = old.get(switch), new.get(switch)
+        if a is None or b is None or b.time <= a.time or port not in b.rx_packets:
+            continue
+        dt = b.time - a.time
+        packets = _delta(b.rx_packets[port], a.rx_packets.get(port))
+        nbytes = _delta(b.rx_bytes.get(port, 0), a.rx_bytes.get(port))
+        out[link] = LinkStats(link, links.capacity[link], nbytes * 8 / dt, packets / dt, packets, 0, 0, 0)
+    return out
+
+
+class Telemetry:
+    """Polls every switch of a fleet; `poll` returns the links' stats since the last one."""
+
+    def __init__(self, plan: AddressPlan, fleet: SwitchFleet, queue_stats: bool = True) -> None:
+        self.plan = plan
+        self.fleet = fleet
+        self.links = LinkMap(plan)
+        self._last: dict[str, Snapshot] = {}
+        self._queues: dict[str, QueueControlClient] = {}
+        self._channels: list[grpc.Channel] = []
+        if queue_stats:
+            for sw in plan.switches:
+                channel = grpc.insecure_channel(sw.grpc_address)
+                self._channels.append(channel)
+                self._queues[sw.name] = QueueControlClient(channel, timeout=2.0)
+        self.latest: dict[LinkId, LinkStats] = {}
+
+    def close(self) -> None:
+        for channel in self._channels:
+            channel.close()
+
+    async def _snapshots(self, loop_time: Any) -> dict[str, Snapshot]:
+        request = [fy.P4CounterEntry("tx_port_counter"), fy.P4CounterEntry("rx_port_counter"),
+                   fy.P4CounterEntry("ecn_marked_counter"), fy.P4RegisterEntry("max_qdepth")]
+        names = [sw.name for sw in self.plan.switches]
+        drops = asyncio.gather(*(asyncio.to_thread(self._drops, n) for n in names))
+        replies = await self.fleet.read_many({n: request for n in names})
+        now = loop_time()
+        resets = [self.fleet.switches[n].write([~fy.P4RegisterEntry("max_qdepth", data=0)])
+                  for n in names if replies[n]]
+        await asyncio.gather(*resets, return_exceptions=True)
+        snaps = {}
+        for name, drop in zip(names, await drops):
+            if not replies[name]:
+                continue
+            snap = Snapshot(now, drops=drop)
+            for e in replies[name]:
+                if isinstance(e, fy.P4CounterEntry) and e.data is not None and e.index is not None:
+                    if e.counter_id == "tx_port_counter":
+                        snap.tx_packets[e.index], snap.tx_bytes[e.index] = e.data.packet_count, e.data.byte_count
+                    elif e.counter_id == "rx_port_counter":
+                        snap.rx_packets[e.index], snap.rx_bytes[e.index] = e.data.packet_count, e.data.byte_count
+                    elif e.counter_id == "ecn_marked_counter":
+                        snap.ecn[e.index] = e.data.packet_count
+                elif isinstance(e, fy.P4RegisterEntry) and e.index is not None:
+                    snap.max_qdepth[e.index] = int(e.data or 0)
+            snaps[name] = snap
+        return snaps
+
+    def _drops(self, name: str) -> dict[int, int]:
+        client = self._queues.get(name)
+        if client is None:
+            return {}
+        try:
+            return {port: int(s.get("drops", 0)) for port, s in client.queue_stats().items()}
+        except grpc.RpcError:
+            return {}
+
+    def poll(self, clock: Any) -> dict[LinkId, LinkStats]:
+        """Read every switch now; returns per-link stats since the previous poll (empty
+        on the first)."""
+        snaps = self.fleet.run(self._snapshots(clock), timeout=10.0)
+        stats = link_stats(self.links, self._last, snaps)
+        self._last.update(snaps)
+        if stats:
+            self.latest = stats
+        return stats

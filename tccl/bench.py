@@ -1,0 +1,116 @@
+"""Ring AllReduce on a fabric with random vs orthogonal source ports (for `make bench`).
+
+The ring is the one a naive rank order gives when servers are listed alternating
+between blocks (b0h0, b1h0, b0h1, b1h1, ...; rails snaked inside each server, NVLink
+between a server's ranks): every hop between servers crosses blocks, so every leaf
+on the ring's rails sends ``servers_per_block`` concurrent flows up its uplinks -- as
+many as there are spines on the default fabric. Random ports then often share an
+uplink (each sharing flow gets half the rate, and the ring runs at its slowest hop);
+orthogonal ports never do. A flat ring's busbw is bounded by the link rate
+(nccl-tests' definition), so ``busbw / link rate`` is the fraction reported.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tccl.job import Job, Transport, Workload, job_from_fabric, renumbered
+from tccl.launch import run_on_fabric
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_FABRIC = ROOT / "topo" / "fabrics" / "default.yaml"
+SIZES = (64 * 1024, 256 * 1024, 1024 * 1024)
+SEEDS = (1, 2, 3)
+
+
+def interleaved_order(job: Job) -> list[int]:
+    """Old rank numbers: servers alternating between blocks, rails snaked per server."""
+    servers: dict[str, list] = {}
+    for r in job.ranks:
+        servers.setdefault(r.server, []).append(r)
+    by_block: dict[int, list[str]] = {}
+    for name, members in servers.items():
+        by_block.setdefault(members[0].block, []).append(name)
+    ordered = []
+    for i in range(max(len(v) for v in by_block.values())):
+        for block in sorted(by_block):
+            if i < len(by_block[block]):
+                ordered.append(by_block[block][i])
+    order = []
+    for k, name in enumerate(ordered):
+        members = sorted(servers[name], key=lambda r: r.rail, reverse=bool(k % 2))
+        order.extend(r.rank for r in members)
+    return order
+
+
+def _free_port_base(count: int) -> int:
+    rng = random.Random(os.getpid() * 13)
+    for _ in range(50):
+        base = rng.randrange(20000, 40000)
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free TCP port range for the switches")
+
+
+def allreduce_port_modes(spec_path: Path = DEFAULT_FABRIC, sizes: tuple[int, ...] = SIZES,
+                         seeds: tuple[int, ...] = SEEDS) -> dict[str, float]:
+    """Start the fabric, run the ring AllReduce per port mode and seed, return figures:
+    ``allreduce_busbw_frac_<mode>`` (largest size, mean over seeds) and per size."""
+    from topo.net import Fabric
+    from topo.spec import load_spec
+
+    with tempfile.TemporaryDirectory(prefix="tccl-bench-") as tmp:
+        tmp_path = Path(tmp)
+        spec_file = tmp_path / "fabric.yaml"
+        spec_file.write_text(_own_spec(spec_path))
+        spec = load_spec(spec_file)
+        fabric = Fabric(spec, run_dir=tmp_path / "run")
+        figures: dict[str, float] = {}
+        fabric.start()
+        try:
+            for mode in ("random", "orthogonal"):
+                per_size: dict[int, list[float]] = {s: [] for s in sizes}
+                for seed in seeds:
+                    base = job_from_fabric(spec_file, Workload(op="allreduce", sizes=sizes, iters=2,
+                                                               warmup=1, order="input", check=False),
+                                           Transport(ports=mode, seed=seed, nvlink_gbps=1.0),
+                                           name=f"bench-{mode}-{seed}")
+                    job = renumbered(base, interleaved_order(base))
+                    results = run_on_fabric(fabric, job, tmp_path / f"{mode}-{seed}", timeout=600)
+                    for size in sizes:
+                        per_size[size].append(_busbw(results, size) / spec.links.host_mbps)
+                for size in sizes:
+                    figures[f"allreduce_busbw_frac_{mode}_{size // 1024}K"] = statistics.mean(per_size[size])
+                figures[f"allreduce_busbw_frac_{mode}"] = statistics.mean(per_size[max(sizes)])
+        finally:
+            fabric.stop()
+    return figures
+
+
+def _own_spec(spec_path: Path) -> str:
+    """The spec text with a node prefix and switch ports of the benchmark's own."""
+    lines = [ln for ln in Path(spec_path).read_text().splitlines()
+             if not ln.startswith(("grpc_port_base:", "node_prefix:", "pcap:"))]
+    return "\n".join(lines + [f"grpc_port_base: {_free_port_base(64)}",
+                              f"node_prefix: k{os.getpid() % 1000}", "pcap: false"]) + "\n"
+
+
+def _busbw(results: dict[str, Any], size: int) -> float:
+    """The job's busbw at ``size``: the slowest agent's (the collective ends when it does)."""
+    return min(row["busbw_mbps"] for res in results.values() for row in res["rows"] if row["size"] == size)

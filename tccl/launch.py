@@ -1,0 +1,68 @@
+"""Run a job's agents on a running fabric: one agent process per server, in its host.
+
+``run_on_fabric(fabric, job, run_dir)`` writes the job file into ``run_dir`` (hosts
+share the filesystem), starts ``python -m tccl.agent`` inside every server's Mininet
+host, waits for all of them and returns their results; on a failure or timeout every
+agent still running is terminated by PID. Used by the tests and ``make bench``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from tccl.job import Job
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class HostsProvider(Protocol):
+    """What the launcher needs from a fabric (topo.net.Fabric has it)."""
+
+    def host(self, name: str) -> Any: ...
+
+
+class LaunchError(RuntimeError):
+    """An agent failed or did not finish; the message carries its output."""
+
+
+def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path, timeout: float = 120.0
+                  ) -> dict[str, dict[str, Any]]:
+    """Run ``job`` on every server of the fabric that has ranks; results by server."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    job_path = run_dir / "job.yaml"
+    job.save(job_path)
+    servers = sorted({r.server for r in job.ranks})
+    procs: dict[str, subprocess.Popen] = {}
+    for server in servers:      # leftovers of an earlier job would pass the start barrier
+        (run_dir / f"results-{server}.json").unlink(missing_ok=True)
+        (run_dir / f"ready-{server}").unlink(missing_ok=True)
+    try:
+        for server in servers:
+            procs[server] = fabric.host(server).popen(
+                [sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
+                 "--run-dir", str(run_dir)], cwd=str(ROOT), text=True)
+        end = time.monotonic() + timeout
+        for server, proc in procs.items():
+            try:
+                out, err = proc.communicate(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise LaunchError(f"agent {server} did not finish within {timeout:.0f}s") from None
+            (run_dir / f"agent-{server}.log").write_text(out + err, encoding="utf-8")
+            if proc.returncode != 0:
+                raise LaunchError(f"agent {server} exited with {proc.returncode}:\n{out}{err}")
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    return {s: json.loads((run_dir / f"results-{s}.json").read_text(encoding="utf-8")) for s in servers}

@@ -1,0 +1,172 @@
+"""GOR's pure logic (no root): alarm hysteresis, elephant ranking from samples, path
+planning with projected loads, routing around failed cables, and the source-port
+search checked against the hash model and the engine."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from controller.alarms import CRITICAL, NOTICE, OK, WARNING, AlarmBook, AlarmThresholds, LinkSample
+from controller.elephants import SampleWindow, parse_sample
+from controller.paths import candidate_paths, find_port, links_of, predict
+from controller.planner import plan_move
+from controller.routes import cable, ecmp_members, fabric_programs, program_updates, switch_program
+from fabric_sim import FabricSim, compiled, install
+from p4sim.switch.v1model import V1Switch
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+from topo.addressing import AddressPlan
+from topo.hashmodel import FiveTuple, predict_path
+from topo.spec import FabricSpec
+
+SPEC = FabricSpec(blocks=2, servers_per_block=2, rails=2, spines=3)
+LINK = ("b0l0", "sp0")
+
+
+def sample(frac: float, q: int, packets: int = 500) -> dict:
+    return {LINK: LinkSample(frac, q, packets)}
+
+
+# --- alarms -------------------------------------------------------------------------
+
+def test_alarm_levels_raise_at_once_and_clear_only_after_quiet_intervals():
+    book = AlarmBook(AlarmThresholds(clear_after=3))
+    assert book.update(0, sample(0.0, 0)) == []
+    (e,) = book.update(1, sample(0.02, 3))
+    assert (e.kind, e.level, e.time) == ("raised", NOTICE, 1)
+    (e,) = book.update(2, sample(0.30, 25))
+    assert (e.kind, e.level, e.previous) == ("escalated", CRITICAL, NOTICE)
+    # Below the critical raise threshold but above half of it: stays critical.
+    assert [book.update(t, sample(0.15, 15)) for t in (3, 4, 5, 6)] == [[], [], [], []]
+    assert book.level(LINK) == CRITICAL
+    # Quiet for two intervals, then a spike: the count restarts.
+    assert book.update(7, sample(0.0, 0)) == [] and book.update(8, sample(0.0, 0)) == []
+    assert book.update(9, sample(0.12, 0)) == []
+    assert book.update(10, sample(0.0, 0)) == [] and book.update(11, sample(0.0, 0)) == []
+    (e,) = book.update(12, sample(0.0, 0))
+    assert (e.kind, e.level, e.previous, e.time) == ("cleared", OK, CRITICAL, 12)
+    assert book.active() == {}
+
+
+def test_alarm_lowers_to_the_level_the_quiet_intervals_support():
+    book = AlarmBook(AlarmThresholds(clear_after=1))
+    book.update(0, sample(0.5, 30))
+    (e,) = book.update(1, sample(0.04, 0))   # >= half of warning's 5 %: warning stays possible
+    assert (e.kind, e.level) == ("lowered", WARNING)
+
+
+def test_marked_fraction_of_a_handful_of_packets_is_ignored():
+    book = AlarmBook(AlarmThresholds(min_packets=20))
+    assert book.update(0, sample(1.0, 0, packets=5)) == []
+    assert book.update(1, sample(1.0, 0, packets=50))[0].level == CRITICAL
+
+
+def test_bad_thresholds_name_the_field():
+    with pytest.raises(ValueError, match="queue_depth must be three rising"):
+        AlarmThresholds(queue_depth=(10, 5, 20))
+    with pytest.raises(ValueError, match="clear_ratio"):
+        AlarmThresholds(clear_ratio=0)
+
+
+# --- elephants ----------------------------------------------------------------------
+
+def roce_packet(src: str, dst: str, sport: int, total_len: int) -> bytes:
+    eth = bytes(6) + bytes(6) + struct.pack("!H", 0x0800)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 2, total_len, 0, 0, 64, 17, 0,
+                     bytes(map(int, src.split("."))), bytes(map(int, dst.split("."))))
+    return eth + ip + struct.pack("!HHHH", sport, 4791, total_len - 20, 0) + bytes(12)
+
+
+def test_samples_decode_and_rank_by_scaled_bytes_on_one_port():
+    win = SampleWindow(window_s=1.0, sample_rate=64)
+    meta = {"ingress_port": 1, "egress_port": 3, "qdepth": 7, "switch_id": 1}
+    big = [parse_sample(0.1 * i, "b0l0", meta, roce_packet("10.0.0.1", "10.0.1.1", 50000, 1086))
+           for i in range(6)]
+    small = [parse_sample(0.5, "b0l0", meta, roce_packet("10.0.0.2", "10.0.1.2", 50001, 100))] * 3
+    other_port = [parse_sample(0.5, "b0l0", {**meta, "egress_port": 4},
+                               roce_packet("10.0.0.2", "10.0.1.2", 50002, 1086))] * 9
+    assert big[0].flow == FiveTuple("10.0.0.1", "10.0.1.1", 17, 50000, 4791)
+    assert (big[0].length, big[0].queue_depth, big[0].egress_port) == (1100, 7, 3)
+    win.add(big + small + other_port)
+    top = win.top(0.6, "b0l0", 3, n=2)
+    assert [e.flow.sport for e in top] == [50000, 50001]
+    assert top[0].bytes == 6 * 1100 * 64 and top[0].rate_bps == 6 * 1100 * 64 * 8
+    assert win.top(0.6, "b0l0", 3, n=1)[0].flow.sport == 50000
+    # Later, the first samples leave the window.
+    assert [(e.flow.sport, e.samples) for e in win.top(1.35, "b0l0", 3, n=5)] == [(50000, 2), (50001, 3)]
+    assert parse_sample(0, "x", meta, b"\x00" * 60) is None
+
+
+# --- planner ------------------------------------------------------------------------
+
+def test_planner_projects_loads_and_respects_safety_and_alarms():
+    cur = ["h0", "L0", "S0", "L1", "h1"]
+    cands = [cur, ["h0", "L0", "S1", "L1", "h1"], ["h0", "L0", "S2", "L1", "h1"]]
+    cap = {link: 10e6 for p in cands for link in links_of(p)}
+    loads = {("L0", "S0"): 10e6, ("S0", "L1"): 10e6, ("L0", "S1"): 2e6, ("S1", "L1"): 1e6,
+             ("L0", "S2"): 0.5e6, ("h0", "L0"): 10e6}
+    ok, bad = plan_move(cur, cands, 5e6, loads, cap, alarmed={("L0", "S0")})
+    assert [c.path[2] for c in ok] == ["S2", "S1"]
+    assert ok[0].max_util == pytest.approx(0.55)
+    assert ok[1].projected[("L0", "S1")] == pytest.approx(0.7)
+    assert bad == []
+    # A bigger flow breaks the 75 % threshold on S1 only; an alarm on S2 rules it out.
+    ok, bad = plan_move(cur, cands, 6e6, loads, cap, alarmed={("S2", "L1")})
+    assert ok == [] and [r.path[2] for r in bad] == ["S1", "S2"]
+    assert "80% > safety 75%" in bad[0].reason and "alarmed" in bad[1].reason
+
+
+# --- routing around failures, paths and ports --------------------------------------
+
+def test_no_failures_gives_the_fabric_programs_and_the_hash_model():
+    plan = AddressPlan(SPEC)
+    from controller import routes
+    assert fabric_programs(plan) == {sw.name: routes.switch_program(plan, sw.name) for sw in plan.switches}
+    flow = FiveTuple("10.0.0.1", "10.1.1.2", sport=50123)
+    assert predict(plan, flow) == predict_path(plan, flow)
+    assert len(candidate_paths(plan, flow)) == SPEC.spines
+
+
+def test_failed_cable_is_routed_around_in_programs_engine_and_model():
+    plan = AddressPlan(SPEC)
+    down = frozenset({cable("b1l0", "sp1")})
+    assert ecmp_members(plan, "b0l0", "b1l0", down) == (0, 2)
+    assert ecmp_members(plan, "b0l0", "b1l1", down) == (0, 1, 2)
+    assert ecmp_members(plan, "b1l0", "b0l1", down) == (0, 2)
+    old, new = switch_program(plan, "b0l0"), switch_program(plan, "b0l0", down)
+    assert [(r.prefix, r.size) for r in new.routes if r.group == 2] == [("10.0.1.0/24", 2)]
+    # Repair = two next hops of group 2 and the /24, inserted; undoing it deletes them.
+    kinds = [(u._update_type.name, u.table_id) for u in program_updates(old, new)]
+    assert kinds == [("INSERT", "ecmp_nhop")] * 2 + [("INSERT", "ipv4_lpm")]
+    kinds = [(u._update_type.name, u.table_id) for u in program_updates(new, old)]
+    assert kinds == [("DELETE", "ipv4_lpm")] + [("DELETE", "ecmp_nhop")] * 2
+    assert program_updates(old, old) == []
+    # Every flow in the engine fabric follows the model and never crosses the cable.
+    sim = FabricSim(plan)
+    for name, program in fabric_programs(plan, down).items():
+        sim.engines[name] = V1Switch(compiled(plan.spec.ecmp_hash), cpu_port=255)
+        install(sim.engines[name], program)
+    src, dst = plan.nic("10.0.0.1"), plan.nic("10.0.1.2")
+    for sport in range(50000, 50060):
+        data = bytes(Ether(src=src.mac, dst=plan.switch(src.leaf).mac) / IP(src=src.ip, dst=dst.ip)
+                     / UDP(sport=sport, dport=4791) / Raw(b"x" * 20))
+        path, out = sim.send(src.ip, data)
+        assert out is not None and path == predict(plan, FiveTuple(src.ip, dst.ip, sport=sport), down)
+        assert path[2] != "sp1"
+
+
+def test_find_port_lands_on_the_chosen_path_with_and_without_failures():
+    plan = AddressPlan(SPEC)
+    flow = FiveTuple("10.0.0.1", "10.1.1.1", sport=50000)
+    for down in (frozenset(), frozenset({cable("b0l0", "sp2")})):
+        paths = candidate_paths(plan, flow, down)
+        assert len(paths) == (3 if not down else 2)
+        for path in paths:
+            port = find_port(plan, flow, path, down, avoid={flow.sport})
+            assert 49152 <= port <= 65535 and port != flow.sport
+            assert predict(plan, FiveTuple(flow.src, flow.dst, sport=port), down) == path
+    with pytest.raises(ValueError, match="onto"):
+        find_port(plan, flow, ["b0h0", "b0l0", "sp2", "b1l1", "b1h0"], frozenset({cable("b0l0", "sp2")}))

@@ -1,0 +1,59 @@
+"""Job files: round trip, fabric-derived ranks, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from topo.spec import load_spec
+from tccl.job import JobError, Transport, Workload, job_from_fabric, load_job, parse_job, qpn, qpn_ranks
+
+FABRIC = Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "default.yaml"
+RANK = {"server": "h", "block": 0, "rail": 0, "iface": "eth0", "ip": "10.0.0.1",
+        "mac": "02:00:00:00:00:01", "gateway_mac": "02:ff:00:00:00:01"}
+
+
+def test_round_trip_through_yaml(tmp_path):
+    job = job_from_fabric(FABRIC, Workload(op="sendrecv", sizes=(10, 20), pairs=((0, 5), (3, 1))),
+                          Transport(ports="orthogonal"), name="rt")
+    path = tmp_path / "job.yaml"
+    job.save(path)
+    back = load_job(path)
+    assert back == job
+    spec = load_spec(FABRIC)
+    assert len(job.ranks) == 16 and job.transport.line_mbps == spec.links.host_mbps
+    assert job.ranks[5].server == "b0h1" and job.ranks[5].rail == 1
+    assert job.ranks[0].gateway_mac == "02:ff:00:00:00:01"
+
+
+@pytest.mark.parametrize("doc,message", [
+    ({"ranks": []}, "ranks: a non-empty list"),
+    ({"ranks": [RANK], "colour": 1}, "colour: unknown key"),
+    ({"ranks": [{**RANK, "gpu": 1}]}, r"ranks\[0\]: missing \[\] / unknown \['gpu'\]"),
+    ({"ranks": [RANK], "transport": {"mtu": 9}}, "transport.mtu: must be 64..4096"),
+    ({"ranks": [RANK], "transport": {"ports": "best"}}, "transport.ports: one of random, orthogonal"),
+    ({"ranks": [RANK], "transport": {"speed": 1}}, "transport.speed: unknown key"),
+    ({"ranks": [RANK], "workload": {"op": "bcast"}}, "workload.op: one of"),
+    ({"ranks": [RANK], "workload": {"sizes": [0]}}, "workload.sizes"),
+    ({"ranks": [RANK, {**RANK, "server": "g"}]}, r"ranks\[1\].ip: 10.0.0.1 already used by rank 0"),
+    ({"ranks": [RANK, {**RANK, "ip": "10.0.0.2"}], "workload": {"op": "sendrecv", "pairs": [[0, 0]]}},
+     r"workload.pairs\[0\]: two different ranks"),
+])
+def test_bad_jobs_name_the_key(doc, message):
+    with pytest.raises(JobError, match=message):
+        parse_job(doc, "j.yaml")
+
+
+def test_unknown_server_and_missing_file(tmp_path):
+    job = parse_job({"ranks": [RANK]})
+    with pytest.raises(JobError, match="server 'x' has no ranks.*servers: h"):
+        job.server_ranks("x")
+    with pytest.raises(JobError, match="cannot read the job file"):
+        load_job(tmp_path / "nope.yaml")
+
+
+def test_qp_numbers_encode_both_ranks():
+    assert qpn_ranks(qpn(17, 1023)) == (17, 1023)
+    assert qpn_ranks(0x42) is None
+    assert len({qpn(a, b) for a in range(40) for b in range(40)}) == 1600
