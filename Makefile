@@ -42,5 +42,5 @@ stop:
 	@if [ -x $(PY) ]; then $(PY) -m topo.cleanup; else mn -c >/dev/null 2>&1; fi
 
 clean:
-	rm -rf $(VENV) build *.egg-info bench/results/latest.json
+	rm -rf $(VENV) .venv-clients build *.egg-info bench/results/latest.json
 	find . -name __pycache__ -prune -exec rm -rf {} +

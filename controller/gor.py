@@ -55,6 +55,8 @@ LOG = logging.getLogger("controller.gor")
 # Flows are re-listed from the agents this often (s): listing costs each agent a turn
 # of its event loop, and a new flow needs a sample window to become an elephant anyway.
 AGENT_REFRESH_S = 0.5
+# An alarmed link for which no move was found is planned again after this long (s).
+NO_PLAN_RETRY_S = 1.0
 # A flow neither listed by an agent nor sampled for this long is forgotten (s).
 FORGET_S = 10.0
 
@@ -353,12 +355,17 @@ class Gor:
             if move is None:
                 self.events.emit("failed", loop=loop, link="->".join(link),
                                  reason="no movable elephant with a safe path")
-                # The same answer would come every tick: ask again after a cooldown.
-                self._no_plan_until[link] = now + self.config.cooldown_s
+                # The same answer would come every tick: ask again a little later.
+                self._no_plan_until[link] = now + NO_PLAN_RETRY_S
                 continue
             self._command(move)
 
     def _plan_for(self, loop: int, link: LinkId, detect_t: float, elephants: list, now: float) -> Move | None:
+        known = {(f.src, f.dst, f.sport) for f in self.flows.values() if f.server is not None}
+        if any((e.flow.src, e.flow.dst, e.flow.sport) not in known for e in elephants):
+            # An elephant younger than the last agent listing: ask the agents now.
+            self._agents_at = now
+            self._refresh_agent_flows(*self.agents.flows(), now)
         loads, capacity = self._loads()
         alarmed = set(self.alarms.active(self.config.act_level))
         for e in elephants:
