@@ -10,7 +10,7 @@ APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump cpp python3-venv pytho
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
 
-.PHONY: setup test run bench clean stop
+.PHONY: setup test run bench clean stop inspect
 
 setup: $(STAMP)
 
@@ -36,6 +36,11 @@ run: setup
 
 bench: setup
 	$(PY) -m bench
+
+# Summarise a run's captures (RUN=dir): tables, RUN/inspect.json, plots in RUN/plots.
+inspect: setup
+	@test -n "$(RUN)" || { echo "usage: make inspect RUN=<run directory>"; exit 2; }
+	$(PY) -m insight $(RUN) --json $(RUN)/inspect.json --plots $(RUN)/plots
 
 # Leftovers of a crashed run: `mn -c`, then the switch processes of build/run/*.pid (by PID).
 stop:

@@ -88,11 +88,16 @@ class SampleWindow:
         self.prune(now)
         count: dict[FiveTuple, int] = defaultdict(int)
         size: dict[FiveTuple, int] = defaultdict(int)
+        first: dict[FiveTuple, float] = {}
         for s in self._samples:
             if (switch is None or s.switch == switch) and (egress_port is None or s.egress_port == egress_port):
                 count[s.flow] += 1
                 size[s.flow] += s.length
-        out = [Elephant(f, size[f] * self.sample_rate, size[f] * self.sample_rate * 8 / self.window_s,
+                first.setdefault(s.flow, s.time)
+        # A flow that started inside the window is measured over its own lifetime (but
+        # not less than a tenth of the window, where one sample would be a spike).
+        span = {f: min(self.window_s, max(self.window_s / 10, now - first[f])) for f in count}
+        out = [Elephant(f, size[f] * self.sample_rate, size[f] * self.sample_rate * 8 / span[f],
                         count[f]) for f in count]
         out.sort(key=lambda e: (-e.bytes, e.flow.src, e.flow.dst, e.flow.sport))
         return out

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from controller.agents import AgentDirectory, AgentFlow, JobRunner
-from controller.alarms import LEVELS, WARNING, AlarmBook, AlarmEvent, AlarmThresholds, LinkSample
+from controller.alarms import LEVELS, NOTICE, AlarmBook, AlarmEvent, AlarmThresholds, LinkSample
 from controller.elephants import Sample, SampleWindow, parse_sample
 from controller.events import EventLog
 from controller.paths import LinkId, candidate_paths, find_port, links_of, predict
@@ -68,11 +68,18 @@ class GorConfig:
     ``interval_s``: telemetry period; 0.25 s gives alarms within a few hundred ms while
     polling 10 switches costs them little CPU. ``window_s``: how far back samples count
     for elephants (long enough for a few samples of a 10 Mbit/s flow at 1 in 64).
+    ``act_level`` and ``act_util``: GOR acts on a link whose alarm is at least
+    ``act_level`` *and* whose utilisation is at least ``act_util``. Senders running
+    DCQCN keep an overloaded link's marked fraction low (a few percent: they back off
+    until the queue hovers near Kmin), so marks alone do not tell an overloaded link
+    from a busy one whose software switch forwards in bursts; a link with room left
+    under the safety threshold is not where moving a flow helps.
     """
 
     interval_s: float = 0.25
     window_s: float = 1.0
-    act_level: int = WARNING
+    act_level: int = NOTICE
+    act_util: float = SAFETY
     top_n: int = 2
     safety: float = SAFETY
     verify_s: float = 3.0
@@ -89,8 +96,9 @@ class GorConfig:
             raise ValueError(f"GOR config: act_level must be 1..{len(LEVELS) - 1}, got {self.act_level}")
         if self.top_n < 1:
             raise ValueError(f"GOR config: top_n must be >= 1, got {self.top_n}")
-        if not 0 < self.safety <= 1:
-            raise ValueError(f"GOR config: safety must be in (0, 1], got {self.safety}")
+        for name in ("safety", "act_util"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"GOR config: {name} must be in (0, 1], got {getattr(self, name)}")
 
 
 @dataclass
@@ -128,6 +136,8 @@ class Move:
     flow: Flow
     old_sport: int
     link: LinkId | None                   # the alarmed link it relieves (None: by hand)
+    old_path: tuple[str, ...]
+    rate_bps: float
     candidates: list[tuple[str, ...]]
     detect_t: float
     state: str = "commanding"             # commanding, verifying, clearing, done
@@ -329,17 +339,31 @@ class Gor:
     # --- deciding ------------------------------------------------------------------
 
     def _loads(self) -> tuple[dict[LinkId, float], dict[LinkId, float]]:
+        """Measured link loads, with the moves telemetry does not show yet (in flight or
+        just finished) applied: their rate taken off the old path, put on the new."""
         assert self.telemetry is not None
         stats = self.telemetry.latest
         capacity = {link: cap for link, cap in self.telemetry.links.capacity.items()
                     if cable(*link) not in self.down}
-        return {link: s.bps for link, s in stats.items()}, capacity
+        loads = {link: s.bps for link, s in stats.items()}
+        for m in self.moves:
+            for link in links_of(list(m.old_path)):
+                loads[link] = max(0.0, loads.get(link, 0.0) - m.rate_bps)
+            for link in links_of(list(m.path or (m.candidates[0] if m.candidates else ()))):
+                loads[link] = loads.get(link, 0.0) + m.rate_bps
+        return loads, capacity
 
     def _act_on_alarms(self, now: float) -> None:
-        busy = {m.link for m in self.moves if m.state != "done"}
+        # Links on the old path of a move in flight (or just finished, see `_finish`)
+        # wait: telemetry does not show that move yet, so planning now would double it.
+        busy = {link for m in self.moves for link in links_of(list(m.old_path))} | \
+            {m.link for m in self.moves}
         for link, alarm in sorted(self.alarms.active(self.config.act_level).items()):
             # A NIC link carries its flows on every path: moving cannot relieve it.
             if link in busy or now < self._no_plan_until.get(link, 0.0) or link not in self.fabric_links:
+                continue
+            stats = self.telemetry.latest.get(link)  # type: ignore[union-attr]
+            if stats is None or stats.util < self.config.act_util:
                 continue
             switch, port = self.telemetry.links.port_of(link)  # type: ignore[union-attr]
             elephants = self.samples.top(now, switch, port, self.config.top_n)
@@ -359,6 +383,7 @@ class Gor:
                 self._no_plan_until[link] = now + NO_PLAN_RETRY_S
                 continue
             self._command(move)
+            busy |= set(links_of(list(move.old_path)))
 
     def _plan_for(self, loop: int, link: LinkId, detect_t: float, elephants: list, now: float) -> Move | None:
         known = {(f.src, f.dst, f.sport) for f in self.flows.values() if f.server is not None}
@@ -383,7 +408,8 @@ class Gor:
                                        for c in accepted],
                              rejected=[{"path": "-".join(r.path), "reason": r.reason} for r in rejected])
             if accepted:
-                return Move(loop, flow, flow.sport, link, [c.path for c in accepted], detect_t)
+                return Move(loop, flow, flow.sport, link, tuple(current), e.rate_bps,
+                            [c.path for c in accepted], detect_t)
         return None
 
     def _movable(self, f: FiveTuple, now: float, loop: int) -> Flow | None:
@@ -415,7 +441,8 @@ class Gor:
             loop = next(self._loops)
             now = self.clock()
             self.events.emit("detect", loop=loop, t=now, flow=flow.label, reason="manual reroute")
-            move = Move(loop, flow, flow.sport, None, [tuple(path)], now)
+            move = Move(loop, flow, flow.sport, None, tuple(self.path_of(flow) or ()), flow.rate_bps,
+                        [tuple(path)], now)
             self._command(move)
             return move
 
@@ -550,9 +577,11 @@ class Gor:
 
 
 def default_thresholds(plan: AddressPlan) -> AlarmThresholds:
-    """Queue-depth thresholds from the fabric's ECN profile: Kmin, midway, Kmax."""
-    e = plan.spec.ecn
-    return AlarmThresholds(queue_depth=(e.kmin, (e.kmin + e.kmax) // 2, e.kmax))
+    """Queue-depth thresholds from the fabric's spec: Kmax, 2 Kmax, 3 Kmax, each at
+    most the queue's capacity (a full queue is as deep as it gets)."""
+    kmax, cap = plan.spec.ecn.kmax, plan.spec.queue_depth
+    depths = sorted(min(n * kmax, cap - 3 + n) for n in (1, 2, 3))
+    return AlarmThresholds(queue_depth=(depths[0], depths[1], depths[2]))
 
 
 def _oper_up(intf: str) -> bool | None:

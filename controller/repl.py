@@ -35,6 +35,8 @@ _SETTINGS: dict[str, tuple[str, Any, str]] = {
     "window": ("window_s", float, "elephant sample window, seconds"),
     "act": ("act_level", lambda v: LEVELS.index(v) if v in LEVELS else int(v),
             "alarm level GOR acts on: notice, warning, critical"),
+    "act_util": ("act_util", lambda v: float(v.rstrip("%")) / (100 if v.endswith("%") else 1),
+                 "min utilisation of an alarmed link for GOR to act (0.75 or 75%)"),
     "top": ("top_n", int, "elephants considered per alarmed link"),
     "safety": ("safety", lambda v: float(v.rstrip("%")) / (100 if v.endswith("%") else 1),
                "max projected utilisation of a new path (0.75 or 75%)"),

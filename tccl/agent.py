@@ -11,7 +11,6 @@ ACK was lost can still finish, and exits.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -20,10 +19,12 @@ from typing import Any, Callable
 
 from tccl import collectives as C
 from tccl import ports as P
+from tccl import trace as T
 from tccl.control import ControlServer, socket_path
 from tccl.engine import Engine
 from tccl.job import Job, JobError, load_job
 from tccl.results import HEADER, Row, format_row, save
+from tccl.trace import Step, Trace
 
 # Stop lingering once no frame has arrived for this many retransmission timeouts.
 QUIET_RTOS = 4
@@ -45,17 +46,38 @@ def _barrier(engine: Engine, job: Job, run_dir: Path) -> None:
     engine.run_until(lambda: all(ready_path(run_dir, s).exists() for s in servers), START_BARRIER)
 
 
-def workload_flows(job: Job, ring: list[int]) -> list[tuple[int, int]]:
-    """The (src, dst) rank pairs that carry the workload's data, all concurrent."""
-    w = job.workload
-    if w.op == "sendrecv":
-        return list(w.pairs)
-    if w.op == "alltoall":
+def workload_flows(job: Job, ring: list[int], trace: Trace | None = None) -> list[tuple[int, int]]:
+    """The (src, dst) rank pairs that carry the workload's data. A trace's flows are
+    the union over its steps (planned together, although steps run one after another)."""
+    if trace is not None:
+        flows: dict[tuple[int, int], None] = {}
+        for step in trace.steps:
+            if step.op is not None:
+                rings, pairs = _step_layout(job, step)
+                for r in rings:
+                    flows.update(dict.fromkeys(_op_flows(step.op, r, [])))
+                flows.update(dict.fromkeys(pairs))
+        return list(flows)
+    return _op_flows(job.workload.op, ring, list(job.workload.pairs))
+
+
+def _op_flows(op: str, ring: list[int], pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    if op == "sendrecv":
+        return list(pairs)
+    if op == "alltoall":
         return [(a, b) for a in ring for b in ring if a != b]
     return C.ring_flows(ring)
 
 
-def port_function(job: Job, ring: list[int]) -> tuple[Callable[[int, int], int], dict[str, int]]:
+def _step_layout(job: Job, step: Step) -> tuple[list[list[int]], list[tuple[int, int]]]:
+    """(rings of the step's groups, send/recv pairs) of one trace step."""
+    if step.group == "pp":
+        return [], T.pp_pairs(job.ranks)
+    return [C.ring_order(g, job.workload.order) for g in T.groups(step.group, job.ranks)], []
+
+
+def port_function(job: Job, ring: list[int], trace: Trace | None = None
+                  ) -> tuple[Callable[[int, int], int], dict[str, int]]:
     """Source port per QP (local rank, peer rank), as the job's port mode plans it.
 
     Every agent computes the same plan from the same job file, so a flow's port is
@@ -63,7 +85,7 @@ def port_function(job: Job, ring: list[int]) -> tuple[Callable[[int, int], int],
     """
     t = job.transport
     ranks = {r.rank: r for r in job.ranks}
-    flows = [(a, b) for a, b in workload_flows(job, ring)
+    flows = [(a, b) for a, b in workload_flows(job, ring, trace)
              if not (t.nvlink_gbps > 0 and ranks[a].server == ranks[b].server)]
     if t.ports == "orthogonal":
         if not job.fabric:
@@ -84,43 +106,35 @@ def port_function(job: Job, ring: list[int]) -> tuple[Callable[[int, int], int],
     return port, {f"{a}->{b}": p for (a, b), p in planned.items()}
 
 
-def collective_timeout(job: Job, size: int) -> float:
+def collective_timeout(job: Job, op: str, size: int) -> float:
     """A generous bound for one collective: 20x its ideal time at line rate, plus 30 s."""
     n = len(job.ranks)
-    factor = 2.0 if job.workload.op == "allreduce" else 1.0 if job.workload.op != "alltoall" else n
+    factor = 2.0 if op == "allreduce" else 1.0 if op != "alltoall" else n
     return 30.0 + 20 * factor * size * 8 / job.transport.line_rate_bps
 
 
 def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout) -> dict[str, Any]:
     """Run the job's workload for ``server``'s ranks; returns what it saves as JSON."""
     w = job.workload
+    trace = T.load_trace(w.trace) if w.trace else None
     ring = C.ring_order(job.ranks, w.order)
-    port, planned = port_function(job, ring)
+    port, planned = port_function(job, ring, trace)
     engine = Engine(job, server, ports=port)
     rows: list[Row] = []
+    extra: dict[str, Any] = {}
     ready_path(run_dir, server).unlink(missing_ok=True)
     with engine:
         control = ControlServer(engine, socket_path(run_dir, server)).start()
         ready_path(run_dir, server).touch()
         try:
             _barrier(engine, job, run_dir)
-            print(f"# tccl agent {server}: {w.op}, {len(ring)} ranks, order {w.order}, "
-                  f"ports {job.transport.ports}, local ranks {sorted(engine.local)}", file=out)
-            print(HEADER, file=out, flush=True)
-            for size in w.sizes:
-                times, wrong = [], 0
-                for it in range(w.warmup + w.iters):
-                    progs, _ = C.programs_for(w.op, engine, ring, size, job.transport.seed, w.pairs)
-                    start = time.monotonic()
-                    results = C.run_collective(engine, progs, collective_timeout(job, size))
-                    if it >= w.warmup:
-                        times.append(time.monotonic() - start)
-                    if w.check and it == w.warmup + w.iters - 1:
-                        wrong = sum(results[r] != C.expected(w.op, ring, r, size, job.transport.seed, w.pairs)
-                                    for r in results)
-                row = Row.measure(w.op, size, len(ring), statistics.mean(times), wrong if w.check else -1)
-                rows.append(row)
-                print(format_row(row), file=out, flush=True)
+            what = f"trace {trace.name}" if trace else w.op
+            print(f"# tccl agent {server}: {what}, {len(ring)} ranks, order {w.order}, "
+                  f"ports {job.transport.ports}, local ranks {sorted(engine.local)}", file=out, flush=True)
+            if trace is not None:
+                extra = {"trace": trace.name, **_run_trace(engine, job, trace, out)}
+            else:
+                rows = _sweep(engine, job, ring, out)
             _linger(engine)
             flows = [{**qp.describe(), "rx": vars(qp.responder.stats), "rx_last_sport": qp.responder.last_sport}
                      for qp in engine.qps.values()]
@@ -131,9 +145,86 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout) -> dict[str
             "ring": ring, "ring_hops": C.ring_hops(ring, {r.rank: r for r in job.ranks}),
             "planned_ports": planned, "line_mbps": job.transport.line_mbps, "flows": flows,
             "timeline": {"columns": ["t_s", "acked_bytes", "rate_bps", "retransmits", "cnps"],
-                         "flows": {str(q): rows for q, rows in engine.timeline.items()}}}
+                         "flows": {str(q): rows for q, rows in engine.timeline.items()}}, **extra}
     save(run_dir / f"results-{server}.json", meta, rows)
     return {**meta, "rows": [vars(r) for r in rows]}
+
+
+def _sweep(engine: Engine, job: Job, ring: list[int], out: Any) -> list[Row]:
+    """nccl-tests style: per size, warm-up then timed iterations of one collective."""
+    w, seed = job.workload, job.transport.seed
+    print(HEADER, file=out, flush=True)
+    rows = []
+    for size in w.sizes:
+        times, wrong = [], 0
+        for it in range(w.warmup + w.iters):
+            progs, _ = C.programs_for(w.op, engine, ring, size, seed, w.pairs)
+            start = time.monotonic()
+            results = C.run_collective(engine, progs, collective_timeout(job, w.op, size))
+            if it >= w.warmup:
+                times.append(time.monotonic() - start)
+            if w.check and it == w.warmup + w.iters - 1:
+                wrong = sum(results[r] != C.expected(w.op, ring, r, size, seed, w.pairs) for r in results)
+        row = Row.measure(w.op, size, len(ring), statistics.mean(times), wrong if w.check else -1)
+        rows.append(row)
+        print(format_row(row), file=out, flush=True)
+    return rows
+
+
+def _run_trace(engine: Engine, job: Job, trace: Trace, out: Any) -> dict[str, Any]:
+    """Run the trace's iterations, every group of a step at once. Returns seconds per
+    iteration (as this server saw them), and with ``transport.tp_split`` the NVLink
+    share used by each split tp AllReduce and how many results were wrong."""
+    t, seed = job.transport, job.transport.seed
+    split = t.tp_split and t.nvlink_gbps > 0
+    balancer = C.SplitBalancer(t.nvlink_gbps * 1e9, t.line_rate_bps)
+    times, shares, wrong = [], [], 0
+    for it in range(trace.iterations):
+        start = time.monotonic()
+        for step in trace.steps:
+            if step.op is None:
+                end = time.monotonic() + step.compute_ms / 1000
+                engine.run_until(lambda: time.monotonic() >= end, step.compute_ms / 1000 + 1)
+                continue
+            rings, pairs = _step_layout(job, step)
+            if split and step.group == "tp" and step.op == "allreduce":
+                shares.append(balancer.share)
+                wrong += _split_step(engine, job, rings, step.size, balancer)
+                continue
+            progs: dict[C.Task, C.Program] = {}
+            if pairs:
+                progs, _ = C.programs_for("sendrecv", engine, [r.rank for r in job.ranks], step.size,
+                                          seed, pairs)
+            for ring in rings:
+                part, _ = C.programs_for(step.op, engine, ring, step.size, seed)
+                progs.update(part)
+            C.run_collective(engine, progs, collective_timeout(job, step.op, step.size))
+        times.append(time.monotonic() - start)
+        print(f"# iteration {it}: {times[-1] * 1e3:.1f} ms", file=out, flush=True)
+    result: dict[str, Any] = {"iteration_s": times}
+    if split:
+        result.update(tp_nvlink_share=shares, tp_split_wrong=wrong)
+    return result
+
+
+def _split_step(engine: Engine, job: Job, rings: list[list[int]], size: int,
+                balancer: C.SplitBalancer) -> int:
+    """This server's tp AllReduce split over NVLink and the NICs; updates the balancer
+    from each channel's achieved bandwidth. Returns how many ranks got a wrong result."""
+    ring = next(r for r in rings if set(r) <= set(engine.local))
+    progs, cut = C.split_all_reduce(engine, ring, size, job.transport.seed, balancer.share)
+    finished: dict[C.Task, float] = {}
+    start = engine.clock()
+    results = C.run_collective(engine, progs, collective_timeout(job, "allreduce", size), finished)
+    for channel, nbytes in ((C.NVLINK, cut), (C.NET, size - cut)):
+        done = [f for (rank, ch), f in finished.items() if ch == channel]
+        if done:
+            # Bytes each rank moves over the channel in a ring AllReduce: 2(n-1)/n of its part.
+            moved = nbytes * 2 * (len(ring) - 1) / len(ring)
+            balancer.update(channel, int(moved), max(done) - start)
+    expect = C.expected("allreduce", ring, ring[0], size, job.transport.seed)
+    joined = {rank: results.get((rank, C.NVLINK), b"") + results.get((rank, C.NET), b"") for rank in ring}
+    return sum(v != expect for v in joined.values())
 
 
 def _linger(engine: Engine) -> None:

@@ -12,7 +12,7 @@ checkable -- an AllReduce must equal the XOR of every rank's input.
 Ring orders (`ring_order`): ``input`` keeps the job's rank order; ``rail`` walks the
 servers block by block and, inside each server, snakes over the rails so that every
 hop between two servers stays on one rail (one leaf, no spine inside a block): the
-only hops that cross a spine are the two between blocks. Hops inside a server use the
+only hops that cross a spine are the ones from one block to the next (one per block). Hops inside a server use the
 emulated NVLink when the job has one.
 """
 
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable, Generator, Iterable, Sequence
+from typing import Callable, Generator, Hashable, Iterable, Sequence
 
-from tccl.engine import Engine
+from tccl.engine import NET, NVLINK, Engine
 from tccl.job import RankInfo
 
 
@@ -30,11 +30,13 @@ from tccl.job import RankInfo
 class Send:
     peer: int
     data: bytes | memoryview
+    via: str | None = None        # channel (engine.NET / engine.NVLINK); None: default path
 
 
 @dataclass(frozen=True)
 class Recv:
     peer: int
+    via: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ def slices(data: bytes) -> list[bytes]:
 
 
 def _ring(ring: Sequence[int], me: int, parts: list[list[bytes]], offset: int, steps: int,
-          reduce_steps: int) -> Program:
+          reduce_steps: int, via: str | None = None) -> Program:
     """The ring engine: at step t position i sends part (i+offset-t) mod n and receives
     part (i+offset-t-1) mod n -- reducing it into its own copy during the first
     ``reduce_steps`` steps, replacing it after -- and forwards each received slice at
@@ -99,25 +101,34 @@ def _ring(ring: Sequence[int], me: int, parts: list[list[bytes]], offset: int, s
     i = ring.index(me)
     nxt, prv = ring[(i + 1) % n], ring[(i - 1) % n]
     for piece in parts[(i + offset) % n]:
-        yield Send(nxt, piece)
+        yield Send(nxt, piece, via)
     for t in range(steps):
         r = (i + offset - t - 1) % n
         for j in range(len(parts[r])):
-            got = yield Recv(prv)
+            got = yield Recv(prv, via)
             parts[r][j] = xor(parts[r][j], got) if t < reduce_steps else got
             if t < steps - 1:
-                yield Send(nxt, parts[r][j])
+                yield Send(nxt, parts[r][j], via)
     yield Drain()
     return parts
 
 
-def ring_all_reduce(ring: Sequence[int], me: int, buf: bytes) -> Program:
+def ring_all_reduce(ring: Sequence[int], me: int, buf: bytes, via: str | None = None) -> Program:
     """Reduce-scatter then all-gather: each rank sends 2(n-1)/n of the buffer."""
     n = len(ring)
     parts = [slices(buf[a:b]) for a, b in chunks(len(buf), n)]
     if n > 1:
-        parts = yield from _ring(ring, me, parts, offset=0, steps=2 * (n - 1), reduce_steps=n - 1)
+        parts = yield from _ring(ring, me, parts, offset=0, steps=2 * (n - 1), reduce_steps=n - 1,
+                                 via=via)
     return b"".join(b"".join(p) for p in parts)
+
+
+def split_point(size: int, nvlink_share: float) -> int:
+    """Bytes of a ``size``-byte buffer that go over NVLink when it carries
+    ``nvlink_share`` of the traffic (the rest goes over the NICs)."""
+    if not 0.0 <= nvlink_share <= 1.0:
+        raise ValueError(f"an NVLink share is a fraction in [0, 1], got {nvlink_share}")
+    return round(size * nvlink_share)
 
 
 def ring_reduce_scatter(ring: Sequence[int], me: int, buf: bytes, order: Sequence[int]) -> Program:
@@ -191,7 +202,8 @@ def ring_order(ranks: Sequence[RankInfo], mode: str) -> list[int]:
     servers: dict[str, list[RankInfo]] = {}
     for r in ranks:
         servers.setdefault(r.server, []).append(r)
-    ordered = sorted(servers.values(), key=lambda rs: (rs[0].block, rs[0].server))
+    # Stable: servers of a block keep the job's order (names like b0h10 sort badly).
+    ordered = sorted(servers.values(), key=lambda rs: rs[0].block)
     ring: list[int] = []
     for k, members in enumerate(ordered):
         by_rail = sorted(members, key=lambda r: r.rail, reverse=bool(k % 2))
@@ -224,61 +236,114 @@ class CollectiveError(RuntimeError):
     """A collective that did not finish (timeout) or broke its protocol."""
 
 
-def run_collective(engine: Engine, programs: dict[int, Program], timeout: float) -> dict[int, bytes]:
-    """Drive the local ranks' programs to completion on ``engine``; their results by rank."""
-    results: dict[int, bytes] = {}
-    waiting: dict[int, object] = {}
-    pending_sends: dict[int, int] = {r: 0 for r in programs}
+Task = Hashable     # a rank, or (rank, tag) when one rank runs several programs at once
 
-    def sent(rank: int) -> Callable[[], None]:
+
+def task_rank(task: Task) -> int:
+    return task if isinstance(task, int) else task[0]
+
+
+def run_collective(engine: Engine, programs: dict[Task, Program], timeout: float,
+                   finished: dict[Task, float] | None = None) -> dict[Task, bytes]:
+    """Drive the local programs to completion on ``engine``; their results by task.
+
+    A task is a rank, or (rank, tag) for a rank running several programs at once (e.g.
+    one per channel); ``finished`` receives each task's completion time (engine clock).
+    """
+    results: dict[Task, bytes] = {}
+    waiting: dict[Task, object] = {}
+    pending_sends: dict[Task, int] = {t: 0 for t in programs}
+
+    def sent(task: Task) -> Callable[[], None]:
         def done() -> None:
-            pending_sends[rank] -= 1
+            pending_sends[task] -= 1
         return done
 
-    def step(rank: int, value: bytes | None) -> None:
-        prog = programs[rank]
+    def step(task: Task, value: bytes | None) -> None:
+        prog = programs[task]
+        rank = task_rank(task)
         while True:
             try:
                 op = prog.send(value)
             except StopIteration as stop:
-                results[rank] = stop.value
-                waiting.pop(rank, None)
+                results[task] = stop.value
+                waiting.pop(task, None)
+                if finished is not None:
+                    finished[task] = engine.clock()
                 return
             value = None
             if isinstance(op, Send):
-                pending_sends[rank] += 1
-                engine.send(rank, op.peer, op.data, sent(rank))
+                pending_sends[task] += 1
+                engine.send(rank, op.peer, op.data, sent(task), op.via)
                 continue
             if isinstance(op, Recv):
-                got = engine.take(rank, op.peer)
+                got = engine.take(rank, op.peer, op.via)
                 if got is not None:
                     value = got
                     continue
             elif isinstance(op, Drain):
-                if pending_sends[rank] == 0:
+                if pending_sends[task] == 0:
                     continue
             else:
-                raise CollectiveError(f"rank {rank}: program yielded {op!r}")
-            waiting[rank] = op
+                raise CollectiveError(f"task {task}: program yielded {op!r}")
+            waiting[task] = op
             return
 
-    for rank in programs:
-        step(rank, None)
+    for task in programs:
+        step(task, None)
 
     def advance() -> bool:
-        for rank, op in list(waiting.items()):
+        for task, op in list(waiting.items()):
             if isinstance(op, Recv):
-                got = engine.take(rank, op.peer)
+                got = engine.take(task_rank(task), op.peer, op.via)
                 if got is not None:
-                    step(rank, got)
-            elif pending_sends[rank] == 0:
-                step(rank, None)
+                    step(task, got)
+            elif pending_sends[task] == 0:
+                step(task, None)
         return len(results) == len(programs)
 
     if not engine.run_until(advance, timeout):
-        stuck = {r: repr(op) for r, op in waiting.items()}
+        stuck = {t: repr(op) for t, op in waiting.items()}
         raise CollectiveError(f"collective did not finish in {timeout:.1f}s; waiting: {stuck}")
     return results
+
+
+class SplitBalancer:
+    """The NVLink share of split AllReduces, in proportion to the bandwidths the two
+    channels achieved: starts from the configured rates, then each run's measured
+    bytes/second per channel (averaged with the previous estimate) set the next share."""
+
+    def __init__(self, nvlink_bps: float, net_bps: float) -> None:
+        if nvlink_bps <= 0 or net_bps <= 0:
+            raise ValueError(f"channel rates must be > 0, got {nvlink_bps}, {net_bps}")
+        self.bw = {NVLINK: nvlink_bps, NET: net_bps}
+
+    @property
+    def share(self) -> float:
+        return self.bw[NVLINK] / (self.bw[NVLINK] + self.bw[NET])
+
+    def update(self, channel: str, nbytes: int, seconds: float) -> None:
+        """Fold in one measurement of ``channel`` (ignored if it carried nothing)."""
+        if nbytes > 0 and seconds > 0:
+            self.bw[channel] = (self.bw[channel] + nbytes * 8 / seconds) / 2
+
+
+def split_all_reduce(engine: Engine, ring: Sequence[int], size: int, seed: int, nvlink_share: float
+                     ) -> tuple[dict[Task, Program], int]:
+    """AllReduce among ranks of this server split over both channels at once: the first
+    `split_point` bytes ring over NVLink, the rest over the NICs. Tasks are
+    (rank, "nvlink") and (rank, "net"); returns them and the split point."""
+    cut = split_point(size, nvlink_share)
+    progs: dict[Task, Program] = {}
+    for rank in ring:
+        if rank not in engine.local:
+            raise CollectiveError(f"split AllReduce needs every rank on this server; {rank} is not")
+        data = input_data(seed, rank, size)
+        if cut:
+            progs[(rank, NVLINK)] = ring_all_reduce(ring, rank, data[:cut], NVLINK)
+        if cut < size:
+            progs[(rank, NET)] = ring_all_reduce(ring, rank, data[cut:], NET)
+    return progs, cut
 
 
 def programs_for(op: str, engine: Engine, ring: Sequence[int], size: int, seed: int,

@@ -6,10 +6,11 @@ pacers allow (round robin over QPs), runs due timers, executes commands queued b
 other threads (the control channel), then sleeps in ``select`` until the next packet
 is due or a frame arrives. Frames go out through one reused AF_PACKET socket per NIC.
 
-Messages between ranks: `send(src, dst, data, on_done)` and a per-(dst, src) mailbox of
-received messages, in order. Ranks of the same server exchange messages over an
-emulated NVLink channel (serialised at its bandwidth, delivered after its latency)
-when the job enables one; otherwise over their NICs like any other pair.
+Messages between ranks: `send(src, dst, data, on_done, via)` and a per-(dst, src,
+channel) mailbox of received messages, in order. Ranks of the same server exchange
+messages over an emulated NVLink channel (serialised at its bandwidth, delivered after
+its latency) when the job enables one; otherwise, or when asked, over their NICs
+(channel ``net``) like any other pair.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ SAMPLE_INTERVAL = 0.1       # flows' timeline: one sample per active QP this oft
 # Kmin (5 packets), so that the sender's own bursts do not look like congestion.
 CATCHUP_FRAMES = 2
 EPHEMERAL = (49152, 65535)  # IANA dynamic ports: where "random" source ports come from
+NET, NVLINK = "net", "nvlink"  # the two channels between ranks
+# Socket errors that mean "this frame is lost", not "the agent is broken".
+LINK_ERRORS = (errno.EAGAIN, errno.ENOBUFS, errno.ENETDOWN, errno.ENXIO)
 
 
 class NicPort:
@@ -69,11 +73,12 @@ class NicPort:
         self.tx_dropped = 0
 
     def transmit(self, frame: bytes) -> None:
-        """Put one frame on the wire; a full socket buffer drops it (go-back-N recovers)."""
+        """Put one frame on the wire. A full socket buffer or a link that is down (a
+        failed link in an experiment) drops it, as a NIC would; go-back-N recovers."""
         try:
             self.sock.send(frame)
         except OSError as e:
-            if e.errno not in (errno.EAGAIN, errno.ENOBUFS):
+            if e.errno not in LINK_ERRORS:
                 raise
             self.tx_dropped += 1
 
@@ -162,7 +167,7 @@ class Engine:
         self.nics: dict[int, NicPort] = {}
         self._sink: socket.socket | None = None
         self.qps: dict[int, QueuePair] = {}
-        self.mailbox: dict[tuple[int, int], deque[bytes]] = {}
+        self.mailbox: dict[tuple[int, int, str], deque[bytes]] = {}
         self._local_q: list[_LocalDelivery] = []
         self._local_busy: dict[tuple[int, int], float] = {}
         self._seq = itertools.count()
@@ -210,9 +215,11 @@ class Engine:
 
     # --- messages ---------------------------------------------------------------------
 
-    def nvlink(self, src: int, dst: int) -> bool:
-        """Whether ``src`` -> ``dst`` uses the local channel rather than the fabric."""
-        return self.job.transport.nvlink_gbps > 0 and src in self.local and dst in self.local
+    def path(self, src: int, dst: int) -> str:
+        """The channel ``src`` -> ``dst`` takes by default: ``nvlink`` between ranks of
+        this server when the job has NVLink, ``net`` (the NICs and the fabric) otherwise."""
+        local = self.job.transport.nvlink_gbps > 0 and src in self.local and dst in self.local
+        return NVLINK if local else NET
 
     def qp(self, local: int, peer: int) -> QueuePair:
         """The QP of local rank ``local`` towards ``peer``, created on first use."""
@@ -227,25 +234,33 @@ class Engine:
         return qp
 
     def send(self, src: int, dst: int, data: bytes | bytearray | memoryview,
-             on_done: Callable[[], None] | None = None) -> None:
-        """Send one message from local rank ``src`` to rank ``dst``."""
-        if self.nvlink(src, dst):
+             on_done: Callable[[], None] | None = None, via: str | None = None) -> None:
+        """Send one message from local rank ``src`` to rank ``dst`` over channel ``via``
+        (default: `path`). Ranks of one server may also talk over ``net`` -- their NICs
+        and the fabric -- e.g. to add the NICs' bandwidth to NVLink's."""
+        via = via or self.path(src, dst)
+        if via == NVLINK:
             t = self.job.transport
+            if self.path(src, dst) != NVLINK:
+                raise ValueError(f"no NVLink between ranks {src} and {dst} on server {self.server}")
             now = self.clock()
             start = max(now, self._local_busy.get((src, dst), now))
             finish = start + len(data) * 8 / (t.nvlink_gbps * 1e9)
             self._local_busy[(src, dst)] = finish
             heapq.heappush(self._local_q, _LocalDelivery(finish + t.nvlink_latency_us * 1e-6,
                                                          next(self._seq), dst, src, bytes(data), on_done))
-        else:
+        elif via == NET:
             self.qp(src, dst).requester.post(data, on_done)
+        else:
+            raise ValueError(f"unknown channel {via!r} ({NET}, {NVLINK})")
 
-    def deliver(self, dst: int, src: int, data: bytes) -> None:
-        self.mailbox.setdefault((dst, src), deque()).append(data)
+    def deliver(self, dst: int, src: int, data: bytes, via: str = NET) -> None:
+        self.mailbox.setdefault((dst, src, via), deque()).append(data)
 
-    def take(self, dst: int, src: int) -> bytes | None:
-        """The next message for local rank ``dst`` from ``src``, if one has arrived."""
-        box = self.mailbox.get((dst, src))
+    def take(self, dst: int, src: int, via: str | None = None) -> bytes | None:
+        """The next message for local rank ``dst`` from ``src`` on channel ``via``
+        (default: `path`), if one has arrived. Each channel keeps its own order."""
+        box = self.mailbox.get((dst, src, via or self.path(src, dst)))
         return box.popleft() if box else None
 
     def call(self, fn: Callable[[], Any]) -> Future:
@@ -265,6 +280,10 @@ class Engine:
             try:
                 frame = nic.sock.recv(65535)
             except BlockingIOError:
+                return
+            except OSError as e:        # the link went down under us: nothing to read
+                if e.errno not in LINK_ERRORS:
+                    raise
                 return
             self.rx_frames += 1
             pkt = roce.parse(frame)
@@ -304,7 +323,7 @@ class Engine:
             self._receive(nic, now)
         while self._local_q and self._local_q[0].due <= now:
             d = heapq.heappop(self._local_q)
-            self.deliver(d.dst, d.src, d.data)
+            self.deliver(d.dst, d.src, d.data, NVLINK)
             if d.on_done is not None:
                 d.on_done()
         self._run_commands()

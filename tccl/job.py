@@ -64,6 +64,7 @@ class Transport:
     seed: int = 1                         # seeds random ports and synthetic data
     nvlink_gbps: float = 0.0              # same-server ranks: local channel rate; 0 = off
     nvlink_latency_us: float = 5.0
+    tp_split: bool = False                # traces: tp AllReduce over NVLink and NICs at once
 
     @property
     def line_rate_bps(self) -> float:
@@ -85,6 +86,7 @@ class Workload:
     order: str = "rail"
     check: bool = True
     pairs: tuple[tuple[int, int], ...] = ((0, 1),)   # sendrecv: concurrent (sender, receiver)
+    trace: str | None = None              # a traces/*.yaml file: run it instead of a sweep
 
     def __post_init__(self) -> None:
         # YAML gives lists; keep the dataclass hashable and comparable.
@@ -115,6 +117,8 @@ class Job:
         d["workload"]["pairs"] = [list(p) for p in self.workload.pairs]
         if self.fabric is None:
             del d["fabric"]
+        if self.workload.trace is None:
+            del d["workload"]["trace"]
         return d
 
     def save(self, path: str | Path) -> None:
@@ -205,6 +209,9 @@ def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> 
                 fail(f"workload.pairs[{k}]", f"two different ranks below {len(ranks)}, got {list(pair)}")
         if len(set(w.pairs)) != len(w.pairs) or not w.pairs:
             fail("workload.pairs", "a non-empty list of distinct (sender, receiver) pairs")
+    if w.trace is not None:
+        from tccl.trace import load_trace
+        load_trace(w.trace)             # fail here, naming the trace file, not in the agents
     seen: dict[str, int] = {}
     for r in ranks:
         if r.ip in seen:

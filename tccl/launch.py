@@ -23,17 +23,25 @@ ROOT = Path(__file__).resolve().parent.parent
 class HostsProvider(Protocol):
     """What the launcher needs from a fabric (topo.net.Fabric has it)."""
 
+    run_dir: Path
+
     def host(self, name: str) -> Any: ...
+
+
+def default_run_dir(fabric: HostsProvider) -> Path:
+    """Where agents run unless told otherwise: ``<fabric run dir>/tccl``. GOR finds the
+    agents' control sockets there (``tccl.control.socket_path``)."""
+    return Path(fabric.run_dir) / "tccl"
 
 
 class LaunchError(RuntimeError):
     """An agent failed or did not finish; the message carries its output."""
 
 
-def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path, timeout: float = 120.0
-                  ) -> dict[str, dict[str, Any]]:
+def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = None,
+                  timeout: float = 120.0) -> dict[str, dict[str, Any]]:
     """Run ``job`` on every server of the fabric that has ranks; results by server."""
-    run_dir = Path(run_dir)
+    run_dir = Path(run_dir) if run_dir is not None else default_run_dir(fabric)
     run_dir.mkdir(parents=True, exist_ok=True)
     job_path = run_dir / "job.yaml"
     job.save(job_path)

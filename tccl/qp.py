@@ -116,9 +116,14 @@ class Requester:
             raise ValueError(f"QP {self.qpn:#x} cannot change its source port (no template factory)")
         change = PortChange(port, old_port=self.sport)
         self.port_change = change
-        if not self._inflight and (not self._queue or self._queue[0].offset == 0):
-            self._apply_port_change()       # already at a boundary with nothing in flight
+        self._apply_port_change_if_drained()
         return change
+
+    def _apply_port_change_if_drained(self) -> None:
+        """Apply a pending change when at a message boundary with nothing in flight."""
+        if self.port_change is not None and not self._inflight and \
+                (not self._queue or self._queue[0].offset == 0):
+            self._apply_port_change()
 
     # --- sending ----------------------------------------------------------------------
 
@@ -156,10 +161,11 @@ class Requester:
         self.stats.bytes += len(frame)
         self.rate.on_sent(len(frame), now)
         gap = len(frame) * 8 / self.rate.rc
-        # Pace from the later of "now" and the schedule, allowing no credit for idle time.
+        # Pace from the later of "now" and the schedule: at most one frame time of credit
+        # after a late wake-up, none for idle time.
         self._next_tx = max(self._next_tx, now - gap) + gap
         if len(self._inflight) == 1 and self._resend == 1:
-            self._last_progress = now
+            self._last_progress = now       # the first packet of an empty window: start the RTO
         return frame
 
     def _new_segment(self) -> _Segment:
@@ -203,6 +209,7 @@ class Requester:
             self.una = (self.una + acked) & roce.PSN_MASK
             self._resend = max(0, self._resend - acked)
             self._last_progress = now
+            self._apply_port_change_if_drained()
         if nak and self._inflight and psn == self.una:
             self.stats.naks += 1
             self._resend = 0

@@ -68,10 +68,6 @@ def format_row(row: Row) -> str:
             f"  {row.algbw_mbps:8.3f}  {row.busbw_mbps:8.3f}  {wrong:>6s}")
 
 
-def format_table(rows: Iterable[Row]) -> str:
-    return "\n".join([HEADER, *(format_row(r) for r in rows)])
-
-
 def save(path: str | Path, meta: dict[str, Any], rows: Iterable[Row]) -> None:
     """Write one run: its description (``meta``) and the rows."""
     Path(path).write_text(json.dumps({**meta, "rows": [asdict(r) for r in rows]}, indent=2),

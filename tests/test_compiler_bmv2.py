@@ -336,7 +336,11 @@ def test_sub_control_is_inlined_with_qualified_names(tmp_path):
     assert "MyIngress.first.t" in names and "MyIngress.second.t" in names
     assert [c["name"] for c in j["counter_arrays"]] == ["MyIngress.first.c", "MyIngress.second.c"]
     assert prims(j, "MyIngress.second.hit") == ["count(MyIngress.second.c, 0x00000000)"]
-    assert table(j, "MyIngress.first.t")["next_tables"] == {"MyIngress.first.hit": "MyIngress.second.t"}
+    # no default_action: NoAction is added (@defaultonly) and is the default, as p4c does
+    assert table(j, "MyIngress.first.t")["next_tables"] == {"MyIngress.first.hit": "MyIngress.second.t",
+                                                            "NoAction": "MyIngress.second.t"}
+    assert table(j, "MyIngress.first.t")["default_entry"]["action_id"] == \
+        next(a["id"] for a in j["actions"] if a["name"] == "NoAction")
 
 
 def test_sub_control_instance_applied_twice_is_inlined_twice(tmp_path):

@@ -9,6 +9,7 @@ import struct
 import pytest
 
 from controller.alarms import CRITICAL, NOTICE, OK, WARNING, AlarmBook, AlarmThresholds, LinkSample
+from controller.gor import default_thresholds
 from controller.elephants import SampleWindow, parse_sample
 from controller.paths import candidate_paths, find_port, links_of, predict
 from controller.planner import plan_move
@@ -37,14 +38,14 @@ def test_alarm_levels_raise_at_once_and_clear_only_after_quiet_intervals():
     assert book.update(0, sample(0.0, 0)) == []
     (e,) = book.update(1, sample(0.02, 3))
     assert (e.kind, e.level, e.time) == ("raised", NOTICE, 1)
-    (e,) = book.update(2, sample(0.30, 25))
+    (e,) = book.update(2, sample(0.30, 65))
     assert (e.kind, e.level, e.previous) == ("escalated", CRITICAL, NOTICE)
     # Below the critical raise threshold but above half of it: stays critical.
-    assert [book.update(t, sample(0.15, 15)) for t in (3, 4, 5, 6)] == [[], [], [], []]
+    assert [book.update(t, sample(0.15, 35)) for t in (3, 4, 5, 6)] == [[], [], [], []]
     assert book.level(LINK) == CRITICAL
     # Quiet for two intervals, then a spike: the count restarts.
     assert book.update(7, sample(0.0, 0)) == [] and book.update(8, sample(0.0, 0)) == []
-    assert book.update(9, sample(0.12, 0)) == []
+    assert book.update(9, sample(0.2, 0)) == []
     assert book.update(10, sample(0.0, 0)) == [] and book.update(11, sample(0.0, 0)) == []
     (e,) = book.update(12, sample(0.0, 0))
     assert (e.kind, e.level, e.previous, e.time) == ("cleared", OK, CRITICAL, 12)
@@ -67,6 +68,10 @@ def test_marked_fraction_of_a_handful_of_packets_is_ignored():
 def test_bad_thresholds_name_the_field():
     with pytest.raises(ValueError, match="queue_depth must be three rising"):
         AlarmThresholds(queue_depth=(10, 5, 20))
+    plan = AddressPlan(SPEC)
+    assert default_thresholds(plan).queue_depth == (20, 40, 60)      # Kmax 20, queue 64
+    small = AddressPlan(FabricSpec(blocks=1, servers_per_block=1, rails=1, spines=1, queue_depth=30))
+    assert default_thresholds(small).queue_depth == (20, 29, 30)     # capped by the queue
     with pytest.raises(ValueError, match="clear_ratio"):
         AlarmThresholds(clear_ratio=0)
 
@@ -93,7 +98,8 @@ def test_samples_decode_and_rank_by_scaled_bytes_on_one_port():
     win.add(big + small + other_port)
     top = win.top(0.6, "b0l0", 3, n=2)
     assert [e.flow.sport for e in top] == [50000, 50001]
-    assert top[0].bytes == 6 * 1100 * 64 and top[0].rate_bps == 6 * 1100 * 64 * 8
+    # Estimated over the flow's life in the window (first sample at 0.0, now 0.6 s).
+    assert top[0].bytes == 6 * 1100 * 64 and top[0].rate_bps == pytest.approx(6 * 1100 * 64 * 8 / 0.6)
     assert win.top(0.6, "b0l0", 3, n=1)[0].flow.sport == 50000
     # Later, the first samples leave the window.
     assert [(e.flow.sport, e.samples) for e in win.top(1.35, "b0l0", 3, n=5)] == [(50000, 2), (50001, 3)]

@@ -342,3 +342,47 @@ def test_type_declared_keys_and_params_carry_their_type_name(tmp_path):
     u = [t for t in info.tables if t.preamble.name == "I.u"][0]
     assert u.match_fields[0].type_name.name == "PortId_t"
     assert info.type_info.new_types["PortId_t"].original_type.bitstring.bit.bitwidth == 9
+
+
+DEFAULTS = PRELUDE + """
+struct metadata { }
+struct headers { ethernet_t ethernet; }
+parser MyParser(packet_in packet, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { packet.extract(hdr.ethernet); transition accept; }
+}
+control MyVerifyChecksum(inout headers hdr, inout metadata meta) { apply { } }
+control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadata_t standard_metadata) {
+    action set_port(bit<9> port) { standard_metadata.egress_spec = port; }
+    action drop() { mark_to_drop(standard_metadata); }
+    table implicit { key = { hdr.ethernet.dstAddr: exact; } actions = { set_port; } }
+    table explicit { key = { hdr.ethernet.srcAddr: exact; } actions = { set_port; drop; } default_action = drop(); }
+    table fixed { key = { hdr.ethernet.etherType: exact; } actions = { set_port; drop; }
+                  const default_action = set_port(1); }
+    apply { implicit.apply(); explicit.apply(); fixed.apply(); }
+}
+control MyEgress(inout headers hdr, inout metadata meta, inout standard_metadata_t standard_metadata) { apply { } }
+control MyComputeChecksum(inout headers hdr, inout metadata meta) { apply { } }
+control MyDeparser(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }
+V1Switch(MyParser(), MyVerifyChecksum(), MyIngress(), MyEgress(), MyComputeChecksum(), MyDeparser()) main;
+"""
+
+
+def test_default_actions_as_p4c_writes_them(tmp_path):
+    """Every table names the default action it starts with; a table without a
+    default_action gets NoAction as a @defaultonly action and default (p4c's rule)."""
+    result = compile_src(tmp_path, DEFAULTS)
+    tables = {t.preamble.name: t for t in result.p4info.tables}
+    actions = {a.preamble.name: a.preamble.id for a in result.p4info.actions}
+    implicit = tables["MyIngress.implicit"]
+    assert [(r.id, r.scope, list(r.annotations)) for r in implicit.action_refs] == [
+        (actions["MyIngress.set_port"], p4i.ActionRef.TABLE_AND_DEFAULT, []),
+        (actions["NoAction"], p4i.ActionRef.DEFAULT_ONLY, ["@defaultonly"])]
+    assert implicit.initial_default_action.action_id == actions["NoAction"] == 21257015
+    assert tables["MyIngress.explicit"].initial_default_action.action_id == actions["MyIngress.drop"]
+    assert not tables["MyIngress.explicit"].const_default_action_id
+    fixed = tables["MyIngress.fixed"]
+    assert fixed.const_default_action_id == fixed.initial_default_action.action_id == actions["MyIngress.set_port"]
+    json_tables = {t["name"]: t for t in result.bmv2_json["pipelines"][0]["tables"]}
+    no_action = next(a["id"] for a in result.bmv2_json["actions"] if a["name"] == "NoAction")
+    assert json_tables["MyIngress.implicit"]["actions"] == ["MyIngress.set_port", "NoAction"]
+    assert json_tables["MyIngress.implicit"]["default_entry"]["action_id"] == no_action

@@ -244,6 +244,9 @@ def test_replacing_the_pipeline_drops_packets_queued_by_the_old_one(net):
         for i in range(20):
             tx.send(frame(b"O" + bytes([i]), 1000))
         received = recv_until(rx, 1, timeout=5)
+        end = time.monotonic() + 5
+        while dev.counters["rx"] < 20 and time.monotonic() < end:  # all in the queue
+            time.sleep(0.01)
         with dev.lock:
             queued = dev.queue_stats()[2]["qdepth"]
             dev.install(WireEngine())  # a new program: the old one's queued packets are stale

@@ -70,8 +70,9 @@ class Controller:
 @pytest.fixture
 def controlled(net, tmp_path):
     address = f"unix:{tmp_path}/p4rt.sock"
-    sw = SwitchProcess(net, tmp_path, "--no-p4", "--cpu-port", str(CPU_PORT),
-                       "--device-id", str(DEVICE_ID), "--grpc-server-addr", address)
+    # Target options after "--", the way simple_switch_grpc is started.
+    sw = SwitchProcess(net, tmp_path, "--no-p4", "--device-id", str(DEVICE_ID),
+                       "--", "--cpu-port", str(CPU_PORT), "--grpc-server-addr", address)
     ctl = None
     try:
         ctl = Controller(address)
@@ -91,7 +92,8 @@ def test_table_entries_forward_between_hosts(net, controlled):
     _, ctl = controlled
     ctl.insert(p4r.Entity(table_entry=p4r.TableEntry(
         table_id=ctl.id("tables", "MyIngress.ipv4_lpm"),
-        match=[p4r.FieldMatch(field_id=1, lpm=p4r.FieldMatch.LPM(value=b(ip("10.0.2.0"), 32), prefix_len=24))],
+        match=[p4r.FieldMatch(field_id=1, lpm=p4r.FieldMatch.LPM(value=b(ip("10.0.2.0"), 32),
+                                                                  prefix_len=24))],
         action=p4r.TableAction(action=p4r.Action(action_id=ctl.id("actions", "MyIngress.set_nhop"), params=[
             p4r.Action.Param(param_id=1, value=b(mac(H2_MAC), 48)),
             p4r.Action.Param(param_id=2, value=b(2, 9))])))))

@@ -278,3 +278,55 @@ def test_control_channel_lists_flows_and_moves_a_flow(tmp_path):
     assert f.sport not in ports[ports.index(new):]
     assert res["b"]["rows"][0]["wrong"] == 0
     assert flow(res["b"], 1, 0)["rx_last_sport"] == new
+
+
+def test_tp_allreduce_split_over_nvlink_and_nics(tmp_path):
+    """One server, two NICs joined by a veth pair (its "fabric"): a trace's tp AllReduce
+    runs over NVLink and the NICs at once, right results, share set by measurement."""
+    trace = tmp_path / "tp.yaml"
+    trace.write_text("iterations: 3\nsteps:\n  - {op: allreduce, group: tp, size: 200000}\n")
+    with Netns() as net:
+        net.add_ns("s")
+        i0, i1 = net.add_link("s", "s")
+        configure(net, "s", i0, MAC_A, IP_A)
+        configure(net, "s", i1, MAC_B, IP_B)
+        ranks = (RankInfo(0, "s", 0, 0, i0, IP_A, MAC_A, MAC_B),
+                 RankInfo(1, "s", 0, 1, i1, IP_B, MAC_B, MAC_A))
+        # NVLink only 2x the NICs: the NICs carry a visible third of the data.
+        job = Job(ranks=ranks, transport=Transport(line_mbps=20.0, nvlink_gbps=0.04, tp_split=True),
+                  workload=Workload(trace=str(trace)), name="split")
+        agents = Agents(net, job, tmp_path)
+        try:
+            agents.start("s", "s")
+            res = agents.wait(90)["s"]
+        finally:
+            agents.stop()
+    assert res["tp_split_wrong"] == 0
+    shares = res["tp_nvlink_share"]
+    assert len(shares) == 3 and all(0.3 < s < 0.95 for s in shares)
+    nic = flow(res, 0, 1)
+    assert nic["acked_bytes"] > 0.05 * 200_000 * 3
+
+
+def test_link_down_and_up_loses_nothing(tmp_path):
+    """A link failure mid-transfer (the sender's NIC down for 0.5 s) only delays it."""
+    with Netns() as net:
+        ia, ib = two_hosts(net)
+        agents = Agents(net, make_job(ia, ib, 100_000, iters=10), tmp_path)
+        try:
+            agents.start_ready("b", "b")
+            agents.start_ready("a", "a")
+            with AgentClient(socket_path(tmp_path, "a")) as client:
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and not any(
+                        f.acked_bytes > 200_000 for f in client.list_flows()):
+                    time.sleep(0.02)
+            net.run("a", "ip", "link", "set", ia, "down")   # 2 of 10 messages are through
+            time.sleep(0.5)                                 # the outage
+            net.run("a", "ip", "link", "set", ia, "up")
+            res = agents.wait(60)
+        finally:
+            agents.stop()
+    assert res["b"]["rows"][0]["wrong"] == 0
+    assert flow(res["b"], 1, 0)["rx"]["messages"] == 10
+    assert flow(res["a"], 0, 1)["timeouts"] + flow(res["a"], 0, 1)["naks"] > 0

@@ -105,3 +105,24 @@ def test_slices_cut_large_chunks_the_same_everywhere():
     assert max(map(len, cut)) <= C.SLICE_BYTES
     assert len(C.slices(bytes(10 * C.SLICE_BYTES * C.MAX_SLICES))) == C.MAX_SLICES
     assert C.slices(b"") == [b""]
+
+
+def test_split_point_and_balancer_follow_measured_bandwidth():
+    assert C.split_point(1000, 0.75) == 750
+    with pytest.raises(ValueError, match="fraction"):
+        C.split_point(10, 1.5)
+    b = C.SplitBalancer(nvlink_bps=3e9, net_bps=1e9)
+    assert b.share == pytest.approx(0.75)
+    b.update(C.NET, 10**9 // 8, 1.0)          # the NICs delivered 1 Gbit/s: as configured
+    b.update(C.NVLINK, 10**9 // 8, 1.0)       # NVLink only 1 Gbit/s: (3 + 1) / 2 = 2
+    assert b.share == pytest.approx(2 / 3)
+    b.update(C.NET, 0, 1.0)                   # a channel that carried nothing tells nothing
+    assert b.share == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="must be > 0"):
+        C.SplitBalancer(0, 1)
+
+
+def test_split_all_reduce_needs_local_ranks():
+    engine = Engine(one_server_job(2), "s")
+    with pytest.raises(C.CollectiveError, match="every rank on this server"):
+        C.split_all_reduce(engine, [0, 1, 7], 100, seed=1, nvlink_share=0.5)

@@ -186,3 +186,71 @@ def test_incast_two_to_one_converges_to_fair_share(fabric, tmp_path):
     assert all(abs(g - fair) <= 0.2 * fair for g in goodputs), goodputs
     assert sum(goodputs) > 0.7 * fab.spec.links.host_mbps * 1e6, goodputs
     assert sum(retransmits) == 0, (retransmits, [results[job.ranks[s].server]["flows"] for s, _ in pairs])
+
+
+def test_trace_driven_job_records_iteration_times(fabric, tmp_path):
+    fab, spec_path = fabric
+    trace = ROOT / "traces" / "dp_tp_pp.yaml"
+    job = job_from_fabric(spec_path, Workload(trace=str(trace)),
+                          Transport(ports="orthogonal", nvlink_gbps=1.0), name="trace")
+    results = run_on_fabric(fab, job, tmp_path, timeout=150)
+    for server, res in results.items():
+        assert res["trace"] == "dp-tp-pp"
+        times = res["iteration_s"]
+        assert len(times) == 3, server
+        assert all(t >= 0.080 for t in times)       # two 40 ms compute phases at least
+
+
+def test_control_channel_moves_a_flow_to_the_predicted_spine(fabric, tmp_path):
+    """GOR's move: a new source port, chosen with the hash model for the other spine,
+    takes the flow there at a message boundary; nothing is lost or reordered."""
+    import threading
+    import time
+
+    from tccl import ports as P
+    from tccl.control import AgentClient, socket_path
+
+    fab, spec_path = fabric
+    plan = fab.plan
+    base = job_from_fabric(spec_path, Workload())
+    rank_of = {r.ip: r.rank for r in base.ranks}
+    src, dst = plan.servers[0].nics[1], plan.servers[2].nics[1]
+    pair = (rank_of[src.ip], rank_of[dst.ip])
+    job = job_from_fabric(spec_path, Workload(op="sendrecv", sizes=(60_000,), iters=15, warmup=0,
+                                              pairs=(pair,)), Transport(seed=5), name="move")
+    outcome: dict = {}
+    runner = threading.Thread(target=lambda: outcome.update(run_on_fabric(fab, job, tmp_path, timeout=120)))
+    runner.start()
+    try:
+        path = socket_path(tmp_path, src.server)
+        deadline = time.monotonic() + 60
+        flow = None
+        while time.monotonic() < deadline and flow is None:
+            if path.exists():
+                with AgentClient(path) as client:
+                    try:
+                        flow = next((f for f in client.list_flows()
+                                     if f.dst_ip == dst.ip and f.acked_bytes > 100_000), None)
+                    except Exception:       # the server may not listen yet
+                        flow = None
+            time.sleep(0.05)
+        assert flow is not None, "the flow never showed up on the control channel"
+        old_spine = P.uplink_of(plan, src.ip, dst.ip, flow.sport)
+        new_spine = (old_spine + 1) % plan.spec.spines
+        new_port = P.port_for_spine(plan, src.ip, dst.ip, new_spine, start=50000)
+        with AgentClient(path) as client:
+            reply = client.set_source_port(new_port, qpn=flow.qpn)
+        assert reply.old_sport == flow.sport and reply.flow.sport == new_port
+    finally:
+        runner.join(150)
+    results = outcome
+    assert results, "the job did not finish"
+    receiver = results[dst.server]
+    assert receiver["rows"][0]["wrong"] == 0
+    rx = next(f for f in receiver["flows"] if f["peer_rank"] == pair[0])["rx"]
+    assert rx["out_of_order"] == 0 and rx["messages"] == 15
+    leaf = plan.switch(src.leaf)
+    seen = {spine: {p[UDP].sport for p in roce_frames(fab, leaf.name, plan.uplink_port(spine), "out")
+                    if (p[IP].src, p[IP].dst) == (src.ip, dst.ip)} for spine in range(plan.spec.spines)}
+    assert flow.sport in seen[old_spine] and new_port in seen[new_spine]
+    assert new_port not in seen[old_spine] and flow.sport not in seen[new_spine]

@@ -133,6 +133,17 @@ def test_port_change_of_idle_flow_applies_at_once():
     assert got == [b"q" * 150] and resp.last_sport == 61000
 
 
+def test_port_change_applies_when_the_last_message_is_acknowledged():
+    req, resp, got = pair()
+    req.post(b"w" * 250)
+    for t in range(3):
+        req.next_frame(float(t))          # all three packets out, none acknowledged yet
+    change = req.request_port(62000)
+    assert not change.done.is_set()
+    run(req, resp)                        # the go-back-N resend gets them ACKed
+    assert change.done.is_set() and req.sport == 62000 and got == [b"w" * 250]
+
+
 def test_bad_port_and_empty_message_rejected():
     req, _, _ = pair()
     with pytest.raises(ValueError, match="1024..65535"):

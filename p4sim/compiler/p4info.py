@@ -187,6 +187,8 @@ def build_p4info(cp: ControlPlane) -> p4i.P4Info:
                 ar.annotations.append("@tableonly")
         if t.const_default_action is not None:
             m.const_default_action_id = ids(P.ACTION, t.const_default_action)
+        if t.initial_default_action is not None and (P.ACTION, t.initial_default_action) in ids.ids:
+            m.initial_default_action.action_id = ids(P.ACTION, t.initial_default_action)
         if t.implementation is not None:
             m.implementation_id = ids(P.ACTION_PROFILE, t.implementation)
         for r in t.direct_resources:

@@ -11,6 +11,7 @@ refers to (tables, extern arrays, hash functions, `phv` helpers).
 from __future__ import annotations
 
 import itertools
+import struct
 from typing import Any
 
 from . import hashes, phv
@@ -21,6 +22,9 @@ from .tables import lookup_mode
 #: Parse states nested inside their predecessor at most this deep (CPython allows at
 #: most 100 indentation levels).
 MAX_INLINE_DEPTH = 24
+#: Control nodes continued inside their predecessor at most this deep (each level of
+#: a fused conditional adds one indentation level).
+MAX_FUSE_DEPTH = 24
 
 
 def _ident(name: str) -> str:
@@ -50,6 +54,8 @@ class Generator:
         self.meters = {m["name"]: m for m in js.get("meter_arrays", [])}
         self.registers = {r["name"]: r for r in js.get("register_arrays", [])}
         self.vsets = {v["name"]: v for v in js.get("parse_vsets", [])}
+        self.actions = {a["id"]: a for a in js.get("actions", [])}
+        self._layouts: dict[str, list] = {}  # struct name -> chunks (see header_layout)
         self.hdr_ops = phv.HeaderOps(layout)
         self.late: list[str] = []          # module-level lines emitted after all functions
         self._states: list[dict] = []      # parse states of the parser being emitted
@@ -561,21 +567,96 @@ class Generator:
         return fname
 
     # -- parser -------------------------------------------------------------------
+    def header_layout(self, h: HeaderInfo) -> tuple[str, list[tuple[list[tuple[str, int]], list]]]:
+        """How a fixed-size header maps onto one `struct` format: (struct name, chunks).
+
+        A chunk is a run of fields ending on a byte boundary, read as struct items of
+        8, 4, 2 and 1 bytes (``pieces``: (code, bytes)); its fields are bits of the
+        chunk value. `struct` does the byte work in C, which makes extracting and
+        emitting headers several times faster than shifting one big integer.
+        """
+        name = f"_ST_{h.id}"
+        if name in self._layouts:
+            return name, self._layouts[name]
+        chunks: list[tuple[list[tuple[str, int]], list]] = []
+        fields: list = []
+        bits = 0
+        for f in h.fields:
+            fields.append(f)
+            bits += f.width
+            if bits % 8 == 0:
+                n = bits // 8
+                pieces = []
+                for size, code in ((8, "Q"), (4, "I"), (2, "H"), (1, "B")):
+                    while n >= size:
+                        pieces.append((code, size))
+                        n -= size
+                chunks.append((pieces, fields))
+                fields, bits = [], 0
+        if fields:
+            raise ProgramError(f"header {h.name!r} is not a whole number of bytes")
+        fmt = "!" + "".join(code for pieces, _f in chunks for code, _n in pieces)
+        self.env[name] = struct.Struct(fmt)
+        self._layouts[name] = chunks
+        return name, chunks
+
     def extract_lines(self, h: HeaderInfo, pte: int, ind: int) -> None:
         """Statements extracting fixed-size header `h` at `pos` (not moving `pos`)."""
         n = h.nbytes
         self.emit(f"if dlen - pos < {n}: raise _PE({pte}, pos)", ind)
-        self.emit(f"v = int.from_bytes(data[pos:pos + {n}], 'big')", ind)
-        shift = n * 8
-        for f in h.fields:
-            shift -= f.width
-            val = f"(v >> {shift}) & {hex(f.mask)}" if shift else f"v & {hex(f.mask)}"
-            if f.signed:
-                val = f"_sx({val}, {f.width})"
-            self.emit(f"F[{f.slot}] = {val}", ind)
+        st, chunks = self.header_layout(h)
+        names = [f"_u{i}" for i in range(sum(len(p) for p, _f in chunks))]
+        if names:
+            self.emit(f"{', '.join(names)}, = {st}.unpack_from(data, pos)", ind)
+        k = 0
+        for pieces, fields in chunks:
+            parts = names[k:k + len(pieces)]
+            k += len(pieces)
+            if len(parts) == 1:
+                chunk = parts[0]
+            else:
+                shift = sum(size for _c, size in pieces) * 8
+                terms = []
+                for (_c, size), part in zip(pieces, parts):
+                    shift -= size * 8
+                    terms.append(f"({part} << {shift})" if shift else part)
+                chunk = "(" + " | ".join(terms) + ")"
+            shift = sum(f.width for f in fields)
+            for f in fields:
+                shift -= f.width
+                if len(fields) == 1:
+                    val = chunk
+                else:
+                    val = f"({chunk} >> {shift}) & {hex(f.mask)}" if shift else f"{chunk} & {hex(f.mask)}"
+                if f.signed:
+                    val = f"_sx({val}, {f.width})"
+                self.emit(f"F[{f.slot}] = {val}", ind)
         self.emit(f"F[{h.valid_slot}] = True", ind)
         for sib in h.union_siblings:
             self.emit(f"F[{self.L.by_id[sib].valid_slot}] = False", ind)
+
+    def pack_args(self, h: HeaderInfo) -> tuple[str, str]:
+        """(struct name, argument list) packing header `h`'s fields for `struct.pack`."""
+        st, chunks = self.header_layout(h)
+        args = []
+        for pieces, fields in chunks:
+            total = sum(f.width for f in fields)
+            shift = total
+            terms = []
+            for f in fields:
+                shift -= f.width
+                term = f"F[{f.slot}]" + (f" & {hex(f.mask)}" if f.signed else "")
+                terms.append(f"({term} << {shift})" if shift else term)
+            chunk = terms[0] if len(terms) == 1 else "(" + " | ".join(terms) + ")"
+            if len(pieces) == 1:
+                args.append(chunk)
+                continue
+            shift = total
+            for _c, size in pieces:
+                shift -= size * 8
+                args.append(f"({chunk} >> {shift}) & {hex((1 << size * 8) - 1)}" if shift
+                            else f"{chunk} & {hex((1 << size * 8) - 1)}")
+        return st, ", ".join(args)
 
     def extractor(self, h: HeaderInfo, pte: int) -> str:
         """Emit `X_<hid>(F, data, pos, dlen) -> pos` (for stack elements)."""
@@ -862,19 +943,18 @@ class Generator:
 
     # -- deparser -----------------------------------------------------------------
     def deparser(self, dep: dict) -> str:
-        """Emit `DEPARSE(F, S) -> bytes`: valid headers in order (payload added by caller).
-
-        All emitted headers are packed into one integer, converted to bytes once.
-        """
+        """Emit `DEPARSE(F, S) -> bytes`: valid headers in order (payload added by caller),
+        each packed by its `struct` (see `header_layout`)."""
         self.emit("def DEPARSE(F, S):")
         for p in dep.get("primitives", []):
             self.primitive(p, 1)
-        self.emit("v = 0", 1)
-        self.emit("nb = 0", 1)
+        self.emit("out = []", 1)
         for name in dep.get("order", []):
             h = self.L.header(name)
             self.emit(f"if F[{h.valid_slot}]:", 1)
             if h.has_varbit:
+                self.emit("v = 0", 2)
+                self.emit("nb = 0", 2)
                 for f in h.fields:
                     if f.varbit:
                         self.emit(f"v = (v << F[{f.len_slot}]) | F[{f.slot}]", 2)
@@ -882,17 +962,11 @@ class Generator:
                     else:
                         self.emit(f"v = (v << {f.width}) | (F[{f.slot}] & {hex(f.mask)})", 2)
                         self.emit(f"nb += {f.width}", 2)
+                self.emit("out.append(v.to_bytes(nb >> 3, 'big'))", 2)
                 continue
-            bits = h.nbytes * 8
-            terms = [f"(v << {bits})"]
-            shift = bits
-            for f in h.fields:
-                shift -= f.width
-                term = f"F[{f.slot}]" + (f" & {hex(f.mask)}" if f.signed else "")
-                terms.append(f"(({term}) << {shift})" if shift else f"({term})")
-            self.emit(f"v = {' | '.join(terms)}", 2)
-            self.emit(f"nb += {bits}", 2)
-        self.emit("return v.to_bytes(nb >> 3, 'big')", 1)
+            st, args = self.pack_args(h)
+            self.emit(f"out.append({st}.pack({args}))", 2)
+        self.emit("return b''.join(out)", 1)
         self.emit("")
         return "DEPARSE"
 
@@ -923,11 +997,157 @@ class Generator:
         self.emit("")
 
     # -- controls -----------------------------------------------------------------
-    def table_node(self, table: dict, node_name) -> None:
-        """Emit the control node applying `table`: key, lookup, and for plain tables
-        the hit path inline (runtime object `T_<id>`, exact dict `EX_<id>`)."""
-        fname = node_name(table["name"])
+    def pipeline(self, p: dict, node_name: Any) -> None:
+        """Emit one function per control node of pipeline `p` (`node_name` names them).
+
+        Fusion: when a node's successor is known at compile time (a branch of a
+        conditional, an action call, a table miss running a const default entry --
+        p4c's key-less ``tbl_act`` tables are always that) and nothing else leads to
+        the successor, its code continues inside the node instead of returning it;
+        where the two branches of a conditional meet again, the code after the join
+        follows the ``if`` (see `join_of`). A run of such nodes then costs one call
+        instead of one per node. Every node keeps its own function too.
+        """
+        self._tables = {t["name"]: t for t in p.get("tables", [])}
+        self._conds = {c["name"]: c for c in p.get("conditionals", [])}
+        self._calls = {a["name"]: a for a in p.get("action_calls", [])}
+        preds: dict[str | None, set[str]] = {}
+
+        def edge(src: str, dst: str | None) -> None:
+            preds.setdefault(dst, set()).add(src)
+
+        edge("<start>", p.get("init_table"))
+        for t in self._tables.values():
+            for n in list(t.get("next_tables", {}).values()) + [t.get("base_default_next")]:
+                edge(t["name"], n)
+        for c in self._conds.values():
+            edge(c["name"], c.get("true_next"))
+            edge(c["name"], c.get("false_next"))
+        for a in self._calls.values():
+            edge(a["name"], a.get("next_node"))
+        self._preds = preds
+        self._node_name = node_name
+        for name in list(self._tables) + list(self._conds) + list(self._calls):
+            self.emit(f"def {node_name(name)}(F, S):")
+            self.node_body(name, 1, 0, None, frozenset())
+            self.emit("")
+
+    def static_next(self, name: str) -> tuple[bool, str | None]:
+        """(True, successor) for a node whose successor is fixed at compile time."""
+        if name in self._calls:
+            return True, self._calls[name].get("next_node")
+        t = self._tables.get(name)
+        if t is not None and not t.get("key") and self.fixed_default(t) is not None:
+            return True, self.miss_next(t)
+        return False, None
+
+    def chain(self, start: str | None) -> list[str | None]:
+        """`start` and the nodes its fixed successors lead to, in order."""
+        out: list[str | None] = []
+        n = start
+        while n not in out and len(out) < MAX_FUSE_DEPTH:
+            out.append(n)
+            if n is None:
+                break
+            fixed, nxt = self.static_next(n)
+            if not fixed:
+                break
+            n = nxt
+        return out
+
+    def join_of(self, t: str | None, f: str | None) -> tuple[str | None, frozenset]:
+        """Where the branches of a conditional meet (`t`, `f` successors), if they
+        surely do: the first node on `t`'s fixed chain that is on `f`'s; and the nodes
+        leading to it from the conditional (its predecessors, if they are all among
+        these, let the join's code be inlined after the ``if``)."""
+        ct, cf = self.chain(t), self.chain(f)
+        for i, n in enumerate(ct):
+            if n is not None and n in cf:
+                return n, frozenset(ct[:i] + cf[:cf.index(n)])
+        return None, frozenset()
+
+    def flow(self, target: str | None, ind: int, depth: int, stop: str | None,
+             owned: frozenset) -> None:
+        """Continue with node `target`: nothing when it is `stop` (the code after an
+        ``if`` follows), its code inline (see `pipeline`), or return it. `owned` are
+        the predecessors fused into this function (a node whose predecessors all are
+        may be inlined)."""
+        if target is not None and target == stop:
+            return
+        preds = self._preds.get(target, set())
+        inline = target is not None and depth < MAX_FUSE_DEPTH and (len(preds) == 1 or preds <= owned)
+        if inline:
+            self.node_body(target, ind, depth + 1, stop, owned)
+        else:
+            self.emit(f"return {self._node_name(target)}", ind)
+
+    def node_body(self, name: str, ind: int, depth: int, stop: str | None, owned: frozenset) -> None:
+        """Statements running control node `name` and continuing after it."""
+        owned = owned | {name}
+        if name in self._conds:
+            c = self._conds[name]
+            t, f = c.get("true_next"), c.get("false_next")
+            join, via = self.join_of(t, f)
+            self.emit(f"if {self.expr(c['expression'])}:", ind)
+            mark = len(self.out)
+            self.flow(t, ind + 1, depth, join, owned | via)
+            if len(self.out) == mark:
+                self.emit("pass", ind + 1)
+            if join is None:
+                self.flow(f, ind, depth, stop, owned)
+                return
+            if f != join:
+                self.emit("else:", ind)
+                mark = len(self.out)
+                self.flow(f, ind + 1, depth, join, owned | via)
+                if len(self.out) == mark:
+                    self.emit("pass", ind + 1)
+            self.flow(join, ind, depth, stop, owned | via)
+        elif name in self._calls:
+            a = self._calls[name]
+            self.emit(f"A_{a['action_id']}(F, S, ())", ind)
+            self.flow(a.get("next_node"), ind, depth, stop, owned)
+        else:
+            self.table_body(self._tables[name], ind, depth, stop, owned)
+
+    def fixed_default(self, table: dict) -> tuple[dict, list[int]] | None:
+        """(action, data) of a table's default entry if no control plane can change it."""
+        de = table.get("default_entry")
+        if not de or not de.get("action_entry_const") or table.get("type", "simple") != "simple":
+            return None
+        act = self.actions.get(de["action_id"])
+        if act is None:
+            raise ProgramError(f"table {table['name']!r}: unknown default action id {de['action_id']}")
+        return act, [int(x, 16) for x in de.get("action_data", [])]
+
+    def miss_next(self, table: dict) -> str | None:
+        """The node after a miss of a table whose default entry is fixed."""
+        nt = table.get("next_tables", {})
+        fixed = self.fixed_default(table)
+        assert fixed is not None
+        if "__HIT__" in nt or "__MISS__" in nt:
+            return nt.get("__MISS__")
+        return nt.get(fixed[0]["name"], table.get("base_default_next"))
+
+    def run_action(self, act: dict, data: list[int], ind: int) -> None:
+        """Run action `act` with constant `data`: its primitives inline when it is
+        straight-line code (no jumps, no exit), else a call."""
+        prims = act.get("primitives", [])
+        if any(p["op"] in ("_jump", "_jump_if_zero", "exit") for p in prims):
+            self.emit(f"A_{act['id']}(F, S, {tuple(data)!r})", ind)
+            return
+        if data:
+            self.emit(f"d = {tuple(data)!r}", ind)
+        for p in prims:
+            self.primitive(p, ind)
+
+    def table_body(self, table: dict, ind: int, depth: int, stop: str | None, owned: frozenset) -> None:
+        """Apply `table`: key, lookup, the hit path inline for plain tables (runtime
+        object `T_<id>`, exact dict `EX_<id>`), the miss path inline when fixed. The
+        hit path always returns, so a fixed miss path may fall through to `stop`."""
         tid = table["id"]
+        nt = table.get("next_tables", {})
+        hitmiss = "__HIT__" in nt or "__MISS__" in nt
         terms = []
         kinds = []
         for k in table.get("key", []):
@@ -946,51 +1166,32 @@ class Generator:
             if not h.metadata and target[1] != "$valid$":
                 term = f"(({term}) if F[{h.valid_slot}] else 0)"
             terms.append(term)
-        self.emit(f"def {fname}(F, S):")
-        if not terms:
-            self.emit(f"return T_{tid}.miss(F, S)", 1)
-            self.emit("")
+        if terms:  # a key-less table always misses
+            key = f"({', '.join(terms)},)"
+            if lookup_mode(table.get("match_type", "exact"), kinds) == "exact":
+                self.emit(f"rec = EX_{tid}.get({key})", ind)
+            else:
+                self.emit(f"rec = T_{tid}.lookup({key})", ind)
+            self.emit("if rec is not None:", ind)
+            if table.get("type", "simple") != "simple" or table.get("direct_meters"):
+                self.emit(f"return T_{tid}.hit(F, S, rec)", ind + 1)
+            else:
+                self.emit("ref = rec.ref", ind + 1)
+                if table.get("with_counters"):
+                    self.emit("c = rec.counter", ind + 1)
+                    self.emit("c[0] += 1", ind + 1)
+                    self.emit("c[1] += S.ilen", ind + 1)
+                self.emit("ref.fn(F, S, ref.args)", ind + 1)
+                if hitmiss:
+                    self.emit(f"return T_{tid}.hit_next", ind + 1)
+                else:
+                    self.emit(f"return T_{tid}.next_for[ref.id]", ind + 1)
+        fixed = self.fixed_default(table)
+        if fixed is None:
+            self.emit(f"return T_{tid}.miss(F, S)", ind)
             return
-        key = f"({', '.join(terms)},)"
-        if lookup_mode(table.get("match_type", "exact"), kinds) == "exact":
-            self.emit(f"rec = EX_{tid}.get({key})", 1)
-        else:
-            self.emit(f"rec = T_{tid}.lookup({key})", 1)
-        self.emit("if rec is None:", 1)
-        self.emit(f"return T_{tid}.miss(F, S)", 2)
-        if table.get("type", "simple") != "simple" or table.get("direct_meters"):
-            self.emit(f"return T_{tid}.hit(F, S, rec)", 1)
-            self.emit("")
-            return
-        self.emit("ref = rec.ref", 1)
-        if table.get("with_counters"):
-            self.emit("c = rec.counter", 1)
-            self.emit("c[0] += 1", 1)
-            self.emit("c[1] += S.ilen", 1)
-        self.emit("ref.fn(F, S, ref.args)", 1)
-        nt = table.get("next_tables", {})
-        if "__HIT__" in nt or "__MISS__" in nt:
-            self.emit(f"return T_{tid}.hit_next", 1)
-        else:
-            self.emit(f"return T_{tid}.next_for[ref.id]", 1)
-        self.emit("")
-
-    def conditional(self, cond: dict, node_name) -> None:
-        """Emit the node function of a pipeline conditional."""
-        fname = node_name(cond["name"])
-        t = node_name(cond.get("true_next"))
-        f = node_name(cond.get("false_next"))
-        self.emit(f"def {fname}(F, S):")
-        self.emit(f"return {t} if {self.expr(cond['expression'])} else {f}", 1)
-        self.emit("")
-
-    def action_call(self, call: dict, node_name) -> None:
-        """Emit the node function of a pipeline action call."""
-        fname = node_name(call["name"])
-        self.emit(f"def {fname}(F, S):")
-        self.emit(f"A_{call['action_id']}(F, S, ())", 1)
-        self.emit(f"return {node_name(call.get('next_node'))}", 1)
-        self.emit("")
+        self.run_action(fixed[0], fixed[1], ind)
+        self.flow(self.miss_next(table), ind, depth, stop, owned)
 
     def source(self) -> str:
         """The complete generated module."""

@@ -11,7 +11,12 @@ own queue settings::
 
 ``--port-rate`` is in Mbit/s of Ethernet frame bytes (what a capture shows), the
 queue depth in packets per queue, ``--queue-rate`` in packets/s for every port (BMv2's
-``set_queue_rate``). The process runs until SIGINT or SIGTERM.
+``set_queue_rate``). P4Runtime is served on ``--grpc-server-addr`` (default
+0.0.0.0:9559 like simple_switch_grpc; ``unix:PATH`` works too), together with the
+``p4sim.QueueControl`` service that changes port rates and queue depths at run time
+(p4sim/runtime/queues.py). ``--pcap DIR`` writes ``<iface>_in.pcap`` and
+``<iface>_out.pcap`` per port (``cpu_*.pcap`` for the CPU port). The process runs
+until SIGINT or SIGTERM and logs its counters when it stops.
 """
 
 from __future__ import annotations

@@ -72,9 +72,19 @@ def log_msg(fmt: str, values: tuple) -> None:
         _p4log.info("%s", text)
 
 
+_random = random.random
+
+
 def rng(lo: int, hi: int) -> int:
-    """v1model `random(lo, hi)` (BMv2 leaves lo > hi unspecified; p4sim gives lo)."""
-    return random.randint(lo, hi) if lo <= hi else lo
+    """v1model `random(lo, hi)`: uniform on [lo, hi] (BMv2 leaves lo > hi unspecified;
+    p4sim gives lo). Scaling `random()` is uniform to within 2**-53 for any span a P4
+    field can hold up to 53 bits and much cheaper than `randint`; wider spans use it."""
+    span = hi - lo + 1
+    if span <= 0:
+        return lo
+    if span < 1 << 53:
+        return lo + int(_random() * span)
+    return random.randint(lo, hi)
 
 
 class HeaderOps:

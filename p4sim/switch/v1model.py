@@ -191,13 +191,7 @@ class V1Switch:
             return name
 
         for pname, p in pipelines.items():
-            namer = node_namer(pname)
-            for t in p.get("tables", []):
-                gen.table_node(t, namer)
-            for c in p.get("conditionals", []):
-                gen.conditional(c, namer)
-            for a in p.get("action_calls", []):
-                gen.action_call(a, namer)
+            gen.pipeline(p, node_namer(pname))
 
         self.source = gen.source()
         return node_names
@@ -287,6 +281,12 @@ class V1Switch:
         q = [slot("queueing_metadata." + n) or slot("standard_metadata." + n)
              for n in ("enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth")]
         self._q = q if all(s is not None for s in q) else None
+        # masks of the fields written per packet, looked up once here
+        m = self._mask
+        self._m_in, self._m_len, self._m_eport = m[self._s_in], m[self._s_len], m[self._s_eport]
+        self._m_igts = m[self._s_igts] if self._s_igts is not None else 0
+        self._m_egts = m[self._s_egts] if self._s_egts is not None else 0
+        self._q_masks = tuple(m[s] for s in self._q) if self._q is not None else ()
 
     def _slots_of(self, elements: list, where: str) -> list[int]:
         out = []
@@ -367,7 +367,10 @@ class V1Switch:
         """Whole pipeline with an instantaneous traffic manager: (egress port, bytes) list."""
         out: list[tuple[int, bytes]] = []
         for job in self.run_ingress(port, data):
-            out.extend(self.run_egress(job, 0, 0, self.clock(), 0))
+            sent, more = self.run_egress_ex(job, 0, 0, self.clock(), 0)
+            out += sent
+            if more:  # E2E clones, recirculated copies: run at once (see run_egress)
+                out += self._run_jobs(more)
         return out
 
     def run_ingress(self, port: int, data: bytes) -> list[EgressJob]:
@@ -376,12 +379,11 @@ class V1Switch:
         F = self._template[:]
         n = len(data)
         S = PacketState(n, n)
-        mask = self._mask
-        F[self._s_in] = port & mask[self._s_in]
-        F[self._s_len] = n & mask[self._s_len]
+        F[self._s_in] = port & self._m_in
+        F[self._s_len] = n & self._m_len
         F[self._s_inst] = NORMAL
         if self._s_igts is not None:
-            F[self._s_igts] = self.clock() & mask[self._s_igts]
+            F[self._s_igts] = self.clock() & self._m_igts
         jobs: list[EgressJob] = []
         self._ingress(port, F, S, data, jobs)
         return jobs
@@ -394,28 +396,25 @@ class V1Switch:
         for s in self._field_lists.get(fl, ()):
             dst[s] = src[s]
 
-    def _run(self, node: Any, F: list, S: PacketState) -> None:
-        try:
-            while node is not None:
-                node = node(F, S)
-        except ExitPipeline:
-            pass
-
-    def _parse_into(self, F: list, S: PacketState, data: bytes) -> None:
-        pos, err = self._parse(F, S, data)
-        S.payload = data[pos:]
-        if self._s_perr is not None:
-            F[self._s_perr] = err
-        ok = self._verify(F, S)
-        if self._s_cerr is not None:
-            F[self._s_cerr] = 0 if ok else 1
-
     def _ingress(self, port: int, F: list, S: PacketState, data: bytes,
                  jobs: list[EgressJob]) -> None:
         while True:
             ingress_size = S.plen
-            self._parse_into(F, S, data)
-            self._run(self._ingress_init, F, S)
+            # parser and checksum verification
+            pos, err = self._parse(F, S, data)
+            S.payload = data[pos:]
+            if self._s_perr is not None:
+                F[self._s_perr] = err
+            ok = self._verify(F, S)
+            if self._s_cerr is not None:
+                F[self._s_cerr] = 0 if ok else 1
+            # the ingress control graph (exit ends it)
+            node = self._ingress_init
+            try:
+                while node is not None:
+                    node = node(F, S)
+            except ExitPipeline:
+                pass
             egress_spec = F[self._s_espec]
             if S.clone is not None:
                 session, fl = S.clone, S.clone_fl
@@ -480,19 +479,24 @@ class V1Switch:
         F, S = job.F, job.S
         out: list[tuple[int, bytes]] = []
         new_jobs: list[EgressJob] = []
-        mask = self._mask
         if self._s_egts is not None:
-            F[self._s_egts] = self.clock() & mask[self._s_egts]
-        if self._q is not None:
-            q = self._q
-            F[q[0]] = enq_timestamp & mask[q[0]]
-            F[q[1]] = enq_qdepth & mask[q[1]]
-            F[q[2]] = deq_timedelta & mask[q[2]]
-            F[q[3]] = deq_qdepth & mask[q[3]]
-        F[self._s_eport] = job.port & mask[self._s_eport]
+            F[self._s_egts] = self.clock() & self._m_egts
+        q = self._q
+        if q is not None:
+            qm = self._q_masks
+            F[q[0]] = enq_timestamp & qm[0]
+            F[q[1]] = enq_qdepth & qm[1]
+            F[q[2]] = deq_timedelta & qm[2]
+            F[q[3]] = deq_qdepth & qm[3]
+        F[self._s_eport] = job.port & self._m_eport
         F[self._s_espec] = self._espec_reset
-        F[self._s_len] = S.plen & mask[self._s_len]
-        self._run(self._egress_init, F, S)
+        F[self._s_len] = S.plen & self._m_len
+        node = self._egress_init
+        try:
+            while node is not None:
+                node = node(F, S)
+        except ExitPipeline:
+            pass
         if S.clone is not None:
             session, fl = S.clone, S.clone_fl
             S.clone = None
@@ -532,7 +536,12 @@ class V1Switch:
         at once (no queueing) and their packets included in the result."""
         out, more = self.run_egress_ex(job, enq_qdepth, deq_qdepth, enq_timestamp,
                                        deq_timedelta)
-        pending = deque(more)
+        return out + self._run_jobs(more) if more else out
+
+    def _run_jobs(self, jobs: list[EgressJob]) -> list[tuple[int, bytes]]:
+        """Egress for `jobs` and every job they create, in FIFO order, without queueing."""
+        out: list[tuple[int, bytes]] = []
+        pending = deque(jobs)
         while pending:
             o, m2 = self.run_egress_ex(pending.popleft(), 0, 0, self.clock(), 0)
             out.extend(o)

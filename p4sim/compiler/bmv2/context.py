@@ -169,6 +169,13 @@ class Context:
         what = getattr(decl, "name", type(decl).__name__)
         raise CompileError(f"'{what}' cannot be used here", e.pos)
 
+    def no_action(self) -> Optional[ActionValue]:
+        """core.p4's ``NoAction`` (None if the program does not declare it)."""
+        for d in self.design.program.decls:
+            if isinstance(d, ast.ActionDecl) and d.name == "NoAction":
+                return ActionValue(d, self.globals)
+        return None
+
     def error_value(self, name: str, pos: Any) -> int:
         if name not in self.errors:
             raise CompileError(f"unknown error constant 'error.{name}'", pos)

@@ -73,13 +73,18 @@ def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dic
     action_ids: list[int] = []
     refs: list[CPActionRef] = []
     variants: dict[int, int] = {}  # action decl -> the copy bound by this table's action list
-    for ar in decl.actions:
-        av = _action_of(scope, ar)
+    listed = [(_action_of(scope, ar), ar, {a.name for a in ar.annotations}) for ar in decl.actions]
+    if decl.default_action is None and all(av.name != "NoAction" for av, _ar, _n in listed):
+        # p4c: a table without a default action defaults to NoAction, added as @defaultonly
+        no_action = ctx.no_action()
+        if no_action is not None:
+            listed.append((no_action, ast.ActionRef(decl.pos, ast.PathExpr(decl.pos, "NoAction"), []),
+                           {"defaultonly"}))
+    for av, ar, names in listed:
         aid = action_id(ctx, av, bind_directional(lw, av, ar.args, ar.pos))
         variants[id(av.decl)] = aid
         action_ids.append(aid)
         action_names.append(av.name)
-        names = {a.name for a in ar.annotations}
         sc = "DEFAULT_ONLY" if "defaultonly" in names else "TABLE_ONLY" if "tableonly" in names else "TABLE_AND_DEFAULT"
         refs.append(CPActionRef(av.name, sc, [a for a in ar.annotations if a.name not in ("defaultonly", "tableonly")]))
 
@@ -136,6 +141,7 @@ def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dic
     if default is None and "NoAction" in action_names:
         table["default_entry"] = {"action_id": action_ids[action_names.index("NoAction")], "action_const": False,
                                   "action_data": [], "action_entry_const": False}
+        cpt.initial_default_action = "NoAction"
     elif default is not None:
         av = _action_of(scope, default)
         aid = variants.get(id(av.decl))
@@ -147,6 +153,7 @@ def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dic
                                       "action_entry_const": decl.default_action_const}
         if decl.default_action_const:
             cpt.const_default_action = av.name
+        cpt.initial_default_action = av.name
 
     if decl.entries is not None:
         if table["type"] != "simple":
@@ -247,14 +254,23 @@ def _action_profile(cl: "ControlLowerer", prof: ExternValue, table: str, selecto
 def bmv2_priorities(decl: ast.TableDecl) -> list[int]:
     """BMv2 priorities (lowest number wins) of a table's initial entries.
 
-    Without explicit priorities the first entry wins (1, 2, 3...). With them, P4's
+    Without explicit priorities the first entry wins (1, 2, 3...), except that an
+    ``@priority(N)`` annotation on an entry gives it BMv2 priority N. With them, P4's
     rules apply (p4c's EntryPriorities): an entry without a priority takes the
     previous one's minus ``priority_delta`` (plus, if ``largest_priority_wins =
     false``), and by default the largest priority wins -- mapped here onto BMv2's
     order-preserving lowest-wins numbers."""
     entries = decl.entries or []
     if all(e.priority is None for e in entries):
-        return [i + 1 for i in range(len(entries))]
+        # p4c's older form: an entry's @priority(N) is its BMv2 priority as is; the
+        # others keep their position
+        out = []
+        for i, e in enumerate(entries):
+            anno = next((a for a in e.annotations if a.name == "priority"), None)
+            if anno is not None and (len(anno.args) != 1 or const_value(anno.args[0]) is None):
+                raise CompileError("@priority needs one integer", anno.pos)
+            out.append(const_value(anno.args[0]) if anno is not None else i + 1)
+        return out
     largest = True
     lp = decl.prop("largest_priority_wins")
     if lp is not None and const_value(lp.value) is not None:

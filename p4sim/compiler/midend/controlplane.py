@@ -46,6 +46,7 @@ class CPTable:
     action_refs: list[CPActionRef]
     size: int
     const_default_action: Optional[str] = None
+    initial_default_action: Optional[str] = None  # the default action the table starts with
     implementation: Optional[str] = None
     direct_resources: list[str] = field(default_factory=list)
     support_timeout: bool = False
