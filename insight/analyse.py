@@ -17,7 +17,7 @@ from typing import Any
 
 from insight.captures import IN, OUT, CaptureSet, Point, find_capture_dir, link_point, scan
 from insight.crosscheck import crosscheck
-from insight.flows import FlowTable, QpnPairing, Row, paths_of
+from insight.flows import FlowTable, Row, paths_of
 from insight.frames import ECN_CE, decode, decode_packet_in
 from insight.pcapfile import PcapInfo, first_timestamp, read_records
 from insight.runfiles import find_agent_results, read_agent_results, read_events, read_telemetry
@@ -80,7 +80,7 @@ def summarise(run_dir: str | Path, plan: AddressPlan, bin_s: float = DEFAULT_BIN
     infos: list[PcapInfo] = []
     frames = _read_ports(captures, servers, links, table, t0, infos)
     samples = _packet_in_depths(captures, plan, infos)
-    table.attribute_cnps(QpnPairing())
+    table.attribute_cnps()
     ports = {}
     for link in plan.links:
         ports[(link.a, link.b)] = (link.a_port, link.b_port)

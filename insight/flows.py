@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 from insight.captures import IN, OUT, Point
 from insight.frames import ACK_OPCODES, CNP_OPCODE, ECN_CE, Packet, psn_after
@@ -79,6 +79,18 @@ class _Psn:
 
     sent_max: int | None = None
     delivered_max: int | None = None
+
+
+def tccl_data_qpn(cnp_qpn: int) -> int | None:
+    """The QPN of the data a CNP answers for, by TCCL's numbering: QPs are
+    ``1<<20 | local<<10 | peer`` (tccl.job.qpn), so rank a's data to rank b carries b's
+    QPN and b's CNPs carry a's. None for a QPN not numbered that way."""
+    from tccl.job import qpn, qpn_ranks
+    ranks = qpn_ranks(cnp_qpn)
+    if ranks is None:
+        return None
+    local, peer = ranks
+    return qpn(peer, local)
 
 
 class FlowTable:
@@ -142,17 +154,17 @@ class FlowTable:
         if not injection and not delivery:
             row.seen(ts)
 
-    def attribute_cnps(self, same_pair_qpn: "QpnPairing") -> None:
+    def attribute_cnps(self, data_qpn_of: Callable[[int], int | None] = tccl_data_qpn) -> None:
         """Credit every CNP to the row of the reverse connection that was sending when
-        it entered the fabric (`QpnPairing` settles which connection when several
-        connections share the address pair)."""
+        it entered the fabric; when several connections share the address pair,
+        ``data_qpn_of`` (CNP QPN -> data QPN) settles which."""
         by_pair: dict[tuple[str, str], dict[int, list[Row]]] = defaultdict(lambda: defaultdict(list))
         for row in self.rows.values():
             if row.key[5] >= 0:
                 by_pair[(row.key[0], row.key[1])][row.key[5]].append(row)
         for (src, dst, qpn), times in self.cnp_times.items():
             conns = by_pair.get((dst, src), {})
-            target = next(iter(conns)) if len(conns) == 1 else same_pair_qpn(qpn)
+            target = next(iter(conns)) if len(conns) == 1 else data_qpn_of(qpn)
             rows = conns.get(target) if target is not None else None
             if not rows:
                 self.unattributed_cnps += len(times)
@@ -164,20 +176,6 @@ class FlowTable:
                     if row.first_ts is not None and row.first_ts <= t:
                         owner = row
                 owner.cnps += 1
-
-
-class QpnPairing:
-    """Which data QPN a CNP's QPN answers for, when an address pair has several
-    connections: TCCL numbers QPs ``1<<20 | local<<10 | peer`` (tccl.job.qpn), so the
-    data of rank a's QP to rank b carries b's QPN and b's CNPs carry a's."""
-
-    def __call__(self, cnp_qpn: int) -> int | None:
-        from tccl.job import qpn, qpn_ranks
-        ranks = qpn_ranks(cnp_qpn)
-        if ranks is None:
-            return None
-        local, peer = ranks
-        return qpn(peer, local)
 
 
 @dataclass(frozen=True)

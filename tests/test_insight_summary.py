@@ -328,3 +328,25 @@ def test_a_directory_without_captures_is_a_clear_error(plan, tmp_path) -> None:
     with pytest.raises(InspectError, match="no port captures"):
         summarise(tmp_path, plan)
     assert main([str(tmp_path / "nope")]) == 2
+
+
+def test_cnps_of_an_address_pair_with_two_connections_go_by_tccl_qp_numbers() -> None:
+    from insight.flows import FlowTable
+    from insight.frames import decode
+    table = FlowTable(T0, 0.1)
+    for i, dqpn in enumerate((qpn(5, 0), qpn(7, 3))):
+        table.add(0, True, True, T0 + i, decode(roce("10.0.0.1", "10.0.1.1", 50000 + i, dqpn, 0)))
+    for cnp_qpn in (qpn(3, 7), qpn(3, 7), 0x42):
+        table.add(1, True, False, T0 + 2, decode(roce("10.0.1.1", "10.0.0.1", 51000, cnp_qpn, 0, CNP, 16, 0)))
+    table.attribute_cnps()
+    cnps = {r.key[5]: r.cnps for r in table.rows.values()}
+    assert cnps == {qpn(5, 0): 0, qpn(7, 3): 2}
+    assert table.unattributed_cnps == 1
+
+
+def test_json_to_stdout_keeps_the_tables_on_stderr(scenario, capsys) -> None:
+    _, run = scenario
+    assert main([str(run), "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["fabric"] == "default"
+    assert "FLOWS" in captured.err

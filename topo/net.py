@@ -49,6 +49,9 @@ def host_commands(plan: AddressPlan, server: Server) -> list[str]:
         table = RAIL_TABLE_BASE + nic.rail
         cmds += [
             f"sysctl -qw net.ipv4.conf.{nic.intf}.rp_filter=0",
+            # The switch forwards frames as received; segmentation offload would hand
+            # it super-MTU TCP frames (as the P4 tutorials' hosts, turn it off).
+            f"ethtool -K {nic.intf} tso off gso off gro off >/dev/null 2>&1 || true",
             f"ip addr replace {nic.ip}/32 dev {nic.intf}",
             f"ip neigh replace {nic.gateway_ip} lladdr {leaf_mac} dev {nic.intf} nud permanent",
             f"ip route replace {nic.gateway_ip}/32 dev {nic.intf} scope link",

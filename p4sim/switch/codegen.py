@@ -1187,8 +1187,20 @@ class Generator:
                 else:
                     self.emit(f"return T_{tid}.next_for[ref.id]", ind + 1)
         fixed = self.fixed_default(table)
-        if fixed is None:
+        if fixed is None and table.get("type", "simple") != "simple":
             self.emit(f"return T_{tid}.miss(F, S)", ind)
+            return
+        if fixed is None:  # Table.miss for a plain table, inline: the default the table has now
+            self.emit(f"ref = T_{tid}.default", ind)
+            if hitmiss:
+                self.emit("if ref is not None:", ind)
+                self.emit("ref.fn(F, S, ref.args)", ind + 1)
+                self.emit(f"return T_{tid}.miss_next", ind)
+            else:
+                self.emit("if ref is None:", ind)
+                self.emit(f"return T_{tid}.base_next", ind + 1)
+                self.emit("ref.fn(F, S, ref.args)", ind)
+                self.emit(f"return T_{tid}.next_for[ref.id]", ind)
             return
         self.run_action(fixed[0], fixed[1], ind)
         self.flow(self.miss_next(table), ind, depth, stop, owned)

@@ -1,0 +1,142 @@
+"""GOR's prompt as a person uses it (root, Mininet): `python -m topo.run` (what `make
+run` starts) in a pseudo-terminal -- show links, start a job on the agents, find its
+flow, reroute it to the other spine and see it there, quit; nothing is left behind.
+The same commands piped in (`echo links | make run`) work without a terminal."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from topo.nodes import RUN_DIR
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is None,
+                                reason="needs root and Mininet")
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = "astral> "
+
+
+def spec_file(tmp_path: Path, prefix: str, port_offset: int) -> Path:
+    """2 blocks x 1 server x 2 rails, 2 spines: a NIC of one rail reaches the other
+    rail of its own server through either spine."""
+    spec = tmp_path / "repl.yaml"
+    spec.write_text(f"name: repl\nblocks: 2\nservers_per_block: 1\nrails: 2\nspines: 2\n"
+                    f"sample_rate: 16\nnode_prefix: {prefix}\n"
+                    f"grpc_port_base: {42000 + (os.getpid() % 1000) * 16 + port_offset}\n")
+    return spec
+
+
+class Terminal:
+    """A process on a pseudo-terminal; `expect` reads until a pattern appears."""
+
+    def __init__(self, cmd: list[str]) -> None:
+        self.master, slave = os.openpty()
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdin=slave, stdout=slave, stderr=slave,
+                                     start_new_session=True)
+        os.close(slave)
+        self.text = ""
+
+    def expect(self, pattern: str, timeout: float) -> re.Match:
+        end = time.monotonic() + timeout
+        while True:
+            found = re.search(pattern, self.text)
+            if found:
+                self.text = self.text[found.end():]
+                return found
+            left = end - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None:
+                pytest.fail(f"no {pattern!r} within {timeout} s; output so far:\n{self.text[-3000:]}")
+            ready, _, _ = select.select([self.master], [], [], min(left, 0.2))
+            if ready:
+                try:
+                    self.text += os.read(self.master, 65536).decode(errors="replace").replace("\r", "")
+                except OSError:
+                    pass
+
+    def command(self, line: str, timeout: float = 30.0) -> str:
+        """Type a command; returns its output (up to the next prompt)."""
+        self.text = ""
+        os.write(self.master, (line + "\n").encode())
+        return self.expect(rf"(?s)^.*?{re.escape(line)}\n(.*?){PROMPT}", timeout).group(1)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        os.close(self.master)
+
+
+def assert_nothing_left(prefix: str) -> None:
+    assert not list(RUN_DIR.glob(f"{prefix}*.pid"))
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert f" {prefix}" not in links
+
+
+def test_links_job_reroute_and_quit_through_a_terminal(tmp_path):
+    prefix = f"p{os.getpid() % 1000}"
+    term = Terminal([sys.executable, "-m", "topo.run", "--fabric", str(spec_file(tmp_path, prefix, 0))])
+    try:
+        term.expect(r"ready in .*GOR polling", 90)
+        term.expect(PROMPT, 30)
+        links = term.command("links")
+        assert re.search(r"^link +util +Mbit/s +ecn +maxq +drops +alarm$", links, re.M), links
+        end = time.monotonic() + 10      # the first rates need two telemetry polls
+        while not re.search(rf"^{prefix}b0l0->{prefix}sp1 +\d+% ", links, re.M) and time.monotonic() < end:
+            links = term.command("links")
+        assert re.search(rf"^{prefix}b0l0->{prefix}sp1 +\d+% +\d+\.\d\d +\d+\.\d% ", links, re.M), links
+        assert "usage: reroute" in term.command("reroute 1")
+        term.command("set auto off")
+        started = term.command("job sendrecv 100000 80 random")
+        assert f"agents on {prefix}b0h0" in started, started
+        # The job's one flow: rank 0 (b0h0 rail 0) -> rank 1 (b0h0 rail 1), via a spine.
+        end = time.monotonic() + 30
+        row = None
+        while row is None and time.monotonic() < end:
+            row = re.search(rf"^ +(\d+) (10\.0\.0\.1:\d+->10\.1\.0\.1) +{prefix}b0h0 .* ({prefix}sp\d) ",
+                            term.command("flows"), re.M)
+            time.sleep(0.3)
+        assert row is not None, "the job's flow never showed up in `flows`"
+        flow_id, label, via = row.groups()
+        other = f"{prefix}sp1" if via == f"{prefix}sp0" else f"{prefix}sp0"
+        paths = term.command(f"paths {flow_id}")
+        assert re.search(rf"^\* {prefix}b0h0-{prefix}b0l0-{via}-", paths, re.M), paths
+        moved = term.command(f"reroute {flow_id} {other}", timeout=40)
+        assert f"flow {flow_id}: moved" in moved, moved
+        flows = term.command("flows")
+        assert re.search(rf"^ +{flow_id} 10\.0\.0\.1:\d+->10\.1\.0\.1 .* {other} ", flows, re.M), flows
+        events = term.command("events 50 moved")
+        assert f"{prefix}b0h0-{prefix}b0l0-{other}-" in events, events
+        os.write(term.master, b"quit\n")
+        assert term.proc.wait(60) == 0
+    finally:
+        term.close()
+    assert_nothing_left(prefix)
+
+
+def test_piped_commands_without_a_terminal(tmp_path):
+    prefix = f"i{os.getpid() % 1000}"
+    done = subprocess.run([sys.executable, "-m", "topo.run", "--fabric", str(spec_file(tmp_path, prefix, 8))],
+                          cwd=ROOT, input="sh sleep 1\nlinks\nalarms\nset interval 0.5\nset\nbogus\ntopology\n",
+                          capture_output=True, text=True, timeout=120)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert re.search(rf"^{prefix}sp0->{prefix}b1l1 +\d+% ", out, re.M), out
+    assert "no alarms" in out and "interval = 0.5" in out
+    assert re.search(r"^interval +0\.5 ", out, re.M), out
+    assert "*** Unknown command: bogus" in out
+    assert f"published: " in out
+    assert_nothing_left(prefix)
