@@ -145,7 +145,3 @@ class AlarmBook:
     def active(self, minimum: int = NOTICE) -> dict[LinkId, Alarm]:
         """Links whose alarm is at ``minimum`` or above."""
         return {link: a for link, a in self.alarms.items() if a.level >= minimum}
-
-    def forget(self, link: LinkId) -> None:
-        """Drop a link's state (a failed link has no congestion to report)."""
-        self.alarms.pop(link, None)

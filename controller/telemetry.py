@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Callable
 
 import finsy as fy
 import grpc
@@ -149,13 +149,13 @@ class Telemetry:
         for channel in self._channels:
             channel.close()
 
-    async def _snapshots(self, loop_time: Any) -> dict[str, Snapshot]:
+    async def _snapshots(self, clock: Callable[[], float]) -> dict[str, Snapshot]:
         request = [fy.P4CounterEntry("tx_port_counter"), fy.P4CounterEntry("rx_port_counter"),
                    fy.P4CounterEntry("ecn_marked_counter"), fy.P4RegisterEntry("max_qdepth")]
         names = [sw.name for sw in self.plan.switches]
         drops = asyncio.gather(*(asyncio.to_thread(self._drops, n) for n in names))
         replies = await self.fleet.read_many({n: request for n in names})
-        now = loop_time()
+        now = clock()
         resets = [self.fleet.switches[n].write([~fy.P4RegisterEntry("max_qdepth", data=0)])
                   for n in names if replies[n]]
         await asyncio.gather(*resets, return_exceptions=True)
@@ -186,7 +186,7 @@ class Telemetry:
         except grpc.RpcError:
             return {}
 
-    def poll(self, clock: Any) -> dict[LinkId, LinkStats]:
+    def poll(self, clock: Callable[[], float]) -> dict[LinkId, LinkStats]:
         """Read every switch now; returns per-link stats since the previous poll (empty
         on the first)."""
         snaps = self.fleet.run(self._snapshots(clock), timeout=10.0)

@@ -16,9 +16,9 @@ from pathlib import Path
 from topo.addressing import AddressPlan
 
 _PORT_FILE = re.compile(r"^(?P<switch>.+)-eth(?P<port>\d+)_(?P<dir>in|out)\.pcap$")
-_CPU_FILE = re.compile(r"^(?:.*[-_])?cpu_out\.pcap$")
+_CPU_FILE = re.compile(r"^(?:.*[-_])?cpu\d*_out\.pcap$")
 # PacketOuts from the controller: nothing the inspection uses, nothing to warn about.
-_CPU_IN_FILE = re.compile(r"^(?:.*[-_])?cpu_in\.pcap$")
+_CPU_IN_FILE = re.compile(r"^(?:.*[-_])?cpu\d*_in\.pcap$")
 IN, OUT = "in", "out"
 
 

@@ -62,7 +62,11 @@ def main(argv: list[str] | None = None) -> int:
             if out_json:
                 out_json.write(text + "\n")
             else:
-                Path(args.json).write_text(text + "\n", encoding="utf-8")
+                try:
+                    Path(args.json).write_text(text + "\n", encoding="utf-8")
+                except OSError as e:
+                    print(f"inspect: cannot write {args.json}: {e.strerror}", file=sys.stderr)
+                    return 2
     if configs is not None:
         print("\nCONFIGURATIONS\n" + configs_table(configs), file=sys.stderr if out_json else sys.stdout)
     if args.plots:

@@ -48,7 +48,10 @@ def crosscheck(records: list[dict[str, Any]], flows: list[dict[str, Any]],
         diff = (captured - reported) / reported if reported else 0.0
         segments = []
         for f in rows:
-            predicted = predict_path(plan, FiveTuple(f["src"], f["dst"], 17, f["sport"], f["dport"]))
+            try:
+                predicted = predict_path(plan, FiveTuple(f["src"], f["dst"], 17, f["sport"], f["dport"]))
+            except KeyError:        # an address that is no NIC of the fabric: nothing to predict
+                predicted = None
             segments.append({"sport": f["sport"], "path": f["path"], "predicted": predicted,
                              "paths_seen": len(f["paths"]),
                              "match": f["path"] == predicted and len(f["paths"]) == 1})

@@ -19,9 +19,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-# GOR events worth a line on the flow-rate plot: a loop's decision and its outcome.
-MARKED_EVENTS = {"decide": "tab:orange", "moved": "tab:green", "rolled_back": "tab:red",
-                 "link_down": "black", "link_up": "grey"}
+# GOR events worth a line on the flow-rate plot (a loop's decision and its outcome, link
+# failures) and their line styles: black and grey, apart from the flows' colours.
+MARKED_EVENTS = {"decide": ("black", ":"), "moved": ("black", "--"), "rolled_back": ("dimgrey", "-."),
+                 "link_down": ("dimgrey", "-"), "link_up": ("darkgrey", "-")}
 # Flows and ports drawn at most (more lines are unreadable).
 MAX_LINES = 12
 CONFIG_ORDER = ("stock", "rail", "orthogonal", "gor")
@@ -44,7 +45,7 @@ def link_heatmap(summary: dict[str, Any], path: str | Path) -> Path:
     per = {name: l for name, l in links["per_link"].items() if l["packets"]}
     if not per or not links["bins"]:
         raise PlotError("no link carried any frame: nothing to draw in a heat map")
-    names = sorted(per, key=lambda n: (not n.split("->")[0].startswith(("sp", "b")), n))
+    names = sorted(per)
     bin_s = summary["bin_s"]
     rows = [[b * 8 / bin_s / (per[n]["mbps"] * 1e6) for b in per[n]["bytes_per_bin"]] for n in names]
     start = 0.0
@@ -95,10 +96,10 @@ def flow_rates(summary: dict[str, Any], path: str | Path) -> Path:
                 label=f"{f['src']}:{f['sport']}->{f['dst']}")
     labelled = set()
     for e in summary["events"]:
-        color = MARKED_EVENTS.get(e["event"])
-        if color is None:
+        style = MARKED_EVENTS.get(e["event"])
+        if style is None:
             continue
-        ax.axvline(e["t_rel"], color=color, linestyle="--", linewidth=1,
+        ax.axvline(e["t_rel"], color=style[0], linestyle=style[1], linewidth=1.2,
                    label=f"GOR {e['event']}" if e["event"] not in labelled else None)
         labelled.add(e["event"])
     ax.set_xlabel("time since first frame (s)")

@@ -74,3 +74,40 @@ def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = 
                     proc.kill()
                     proc.wait()
     return {s: json.loads((run_dir / f"results-{s}.json").read_text(encoding="utf-8")) for s in servers}
+
+
+def parse_size(text: str) -> int:
+    """``64K`` / ``1M`` / ``4096`` -> bytes (K and M are powers of two, as in nccl-tests)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("B")
+    try:
+        return int(t[:-1]) * units[t[-1]] if t and t[-1] in units else int(t)
+    except ValueError:
+        raise ValueError(f"not a size: {text!r} (e.g. 4096, 64K, 1M)") from None
+
+
+def job_from_command(line: str, fabric_spec: str | Path) -> Job:
+    """A job over every NIC of a fabric from a one-line command, for interactive
+    prompts: ``allreduce 64K,1M --ports orthogonal --order rail --iters 3 --nvlink 1``."""
+    import argparse
+    import shlex
+
+    from tccl.job import OPS, ORDERS, PORT_MODES, Transport, Workload, job_from_fabric
+
+    ap = argparse.ArgumentParser(prog="tccl", add_help=False, exit_on_error=False)
+    ap.add_argument("op", choices=OPS)
+    ap.add_argument("sizes", type=lambda s: tuple(parse_size(x) for x in s.split(",")))
+    ap.add_argument("--ports", choices=PORT_MODES, default="orthogonal")
+    ap.add_argument("--order", choices=ORDERS, default="rail")
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--nvlink", type=float, default=1.0, help="NVLink Gbit/s (0: off)")
+    try:
+        args = ap.parse_args(shlex.split(line))
+    except (argparse.ArgumentError, SystemExit, ValueError) as e:
+        raise ValueError(f"tccl: {e}; usage: {ap.format_usage().strip()}") from None
+    return job_from_fabric(fabric_spec, Workload(op=args.op, sizes=args.sizes, iters=args.iters,
+                                                 warmup=args.warmup, order=args.order),
+                           Transport(ports=args.ports, seed=args.seed, nvlink_gbps=args.nvlink),
+                           name=f"{args.op}-{args.ports}")

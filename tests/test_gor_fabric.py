@@ -10,6 +10,7 @@ per test with its own run directory; everything is torn down, processes by PID.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -25,11 +26,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
 from controller.events import loop_latencies, read_events  # noqa: E402
 from controller.gor import Gor, GorConfig, default_thresholds  # noqa: E402
 from controller.paths import predict  # noqa: E402
-from tccl import collectives as C  # noqa: E402
-from tccl.agent import port_function  # noqa: E402
-from tccl.job import Job, RankInfo, Transport, Workload  # noqa: E402
+from controller.scenario import endpoints, loop_steps, measure_loop, two_flow_job, wait_cleared  # noqa: E402
 from test_fabric_bringup import free_port_base  # noqa: E402
-from topo.addressing import AddressPlan, Nic  # noqa: E402
 from topo.hashmodel import FiveTuple  # noqa: E402
 from topo.net import Fabric  # noqa: E402
 from topo.spec import FabricSpec, LinkRates  # noqa: E402
@@ -77,32 +75,6 @@ def wait_for(what: str, condition: Callable[[], object], timeout: float, step: f
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{log}")
 
 
-def nics(plan: AddressPlan) -> tuple[Nic, Nic, Nic, Nic]:
-    """Two senders on leaf b0l0 and their receivers on leaf b1l0."""
-    return (plan.server_at(0, 0).nics[0], plan.server_at(0, 1).nics[0],
-            plan.server_at(1, 0).nics[0], plan.server_at(1, 1).nics[0])
-
-
-def two_flow_job(plan: AddressPlan, spines: tuple[int, int], iters: int, name: str) -> tuple[Job, list[int]]:
-    """A sendrecv job of two concurrent flows b0h0 -> b1h0 and b0h1 -> b1h1 whose
-    (seeded, random-mode) source ports hash onto ``spines`` -- found by trying seeds
-    against the agents' own port function and the hash model."""
-    a, b, c, d = nics(plan)
-    members = (a, b, c, d)
-    ranks = tuple(RankInfo(i, n.server, n.block, n.rail, n.intf, n.ip, n.mac, plan.switch(n.leaf).mac)
-                  for i, n in enumerate(members))
-    pairs = ((0, 2), (1, 3))
-    for seed in range(1, 5000):
-        job = Job(ranks, Transport(line_mbps=SENDER_MBPS, seed=seed),
-                  Workload(op="sendrecv", sizes=(100_000,), iters=iters, warmup=0, pairs=pairs), name=name)
-        port, _ = port_function(job, C.ring_order(job.ranks, job.workload.order))
-        ports = [port(s, r) for s, r in pairs]
-        got = [predict(plan, FiveTuple(members[s].ip, members[r].ip, sport=p))[2] for (s, r), p in zip(pairs, ports)]
-        if got == [plan.spines[k].name for k in spines]:
-            return job, ports
-    raise AssertionError(f"no seed puts the flows on spines {spines}")
-
-
 def uplink_rates(gor: Gor, seconds: float) -> dict[str, float]:
     """Mean Mbit/s of b0l0's two uplinks over ``seconds`` of telemetry."""
     plan = gor.plan
@@ -128,7 +100,7 @@ def events(gor: Gor, name: str) -> list[dict]:
 
 def test_sessions_telemetry_and_reconnect_after_a_switch_restart(fabric: Fabric, gor: Gor) -> None:
     plan = fabric.plan
-    a, _, c, _ = nics(plan)
+    a, _, c, _ = endpoints(plan)
     assert all(gor.fleet.is_up(sw.name) for sw in plan.switches)
     leaf = plan.leaves[0].name
     out = fabric.host(a.server).cmd(f"ping -n -q -c 20 -i 0.02 -s 1000 -I {a.ip} {c.ip}")
@@ -160,24 +132,27 @@ def best_rates(gor: Gor, target: float, seconds: float) -> dict[str, float]:
     return best
 
 
-def finish(gor: Gor, fabric: Fabric) -> None:
-    """Wait for the jobs' agents; each must have succeeded."""
+def finish(gor: Gor) -> None:
+    """Wait for the jobs' agents: each must succeed with every byte right."""
     assert gor.jobs is not None
     for run in gor.jobs.jobs:
         for server, proc in run.procs.items():
-            proc.wait(60)
+            proc.wait(90)
             assert proc.returncode == 0, (gor.run_dir / f"agent-{server}.log").read_text()
+            result = json.loads((gor.run_dir / f"results-{server}.json").read_text())
+            assert all(row["wrong"] in (0, -1) for row in result["rows"]), result["rows"]
     gor.jobs.jobs.clear()
 
 
 def test_two_elephants_on_one_uplink_are_split_and_the_alarm_clears(fabric: Fabric, gor: Gor) -> None:
-    """A balanced run first: no alarm, no move, and each flow's rate alone on its
-    path -- its fair rate here. Then REPEATS runs with both flows on sp0."""
+    """A balanced run first: no move, and each flow's rate alone on its path -- its
+    fair rate on this machine. Then REPEATS runs with both flows on sp0; then the
+    benchmark's measurement (`controller.scenario.measure_loop`) once."""
     plan = fabric.plan
     assert gor.jobs is not None
-    gor.jobs.start(two_flow_job(plan, (0, 1), ITERS, "balanced")[0])
+    gor.jobs.start(two_flow_job(plan, (0, 1), ITERS, SENDER_MBPS, "balanced")[0])
     fair = best_rates(gor, SENDER_MBPS, 6)
-    finish(gor, fabric)
+    finish(gor)
     # Alarms may come and go (the software switches forward in bursts), but no
     # balanced flow has a safe better path, so nothing is moved.
     assert events(gor, "command") == [], "\n".join(map(str, gor.events.recent))
@@ -186,11 +161,10 @@ def test_two_elephants_on_one_uplink_are_split_and_the_alarm_clears(fabric: Fabr
     latencies = []
     for i in range(REPEATS):
         before = {e["loop"] for e in events(gor, "cleared")}
-        gor.jobs.start(two_flow_job(plan, (0, 0), ITERS, f"elephants{i}")[0])
-        cleared = wait_for(f"a cleared loop in run {i}",
-                           lambda: [e for e in events(gor, "cleared") if e["loop"] not in before], 30, gor=gor)[0]
+        gor.jobs.start(two_flow_job(plan, (0, 0), ITERS, SENDER_MBPS, f"elephants{i}")[0])
+        cleared = wait_cleared(gor, before, 30)
         after = best_rates(gor, 0.9 * max(fair.values()), 6)
-        steps = {e["event"]: e for e in gor.events.recent if e.get("loop") == cleared["loop"]}
+        steps = loop_steps(gor, cleared["loop"])
         # Measured: the rest of the job adds nothing (the link-down test runs a job to
         # its end); a terminated agent run leaves nothing the next one trips over.
         gor.jobs.stop_all()
@@ -206,17 +180,19 @@ def test_two_elephants_on_one_uplink_are_split_and_the_alarm_clears(fabric: Fabr
         assert all(after[k] >= 0.9 * fair[k] for k in fair), (after, fair)
     measured = loop_latencies(read_events(gor.run_dir / "gor-events.jsonl"))
     assert len(measured) >= REPEATS and max(latencies) < 5.0, measured
-    print(f"detect->moved latencies: {[round(x, 3) for x in latencies]}")
+    figures = measure_loop(gor, repeats=1, iters=ITERS, sender_mbps=SENDER_MBPS)
+    assert 0 < figures["gor_loop_s_p50"] == figures["gor_loop_s_max"] < 5.0, figures
+    print(f"detect->moved latencies: {[round(x, 3) for x in latencies]}, bench: {figures}")
 
 
 def test_link_down_moves_traffic_and_the_job_completes(fabric: Fabric, gor: Gor) -> None:
     plan = fabric.plan
     leaf, spine0, spine1 = plan.leaves[0].name, plan.spines[0].name, plan.spines[1].name
-    job, ports = two_flow_job(plan, (0, 1), 40, "linkdown")
+    job, ports = two_flow_job(plan, (0, 1), ITERS, SENDER_MBPS, "linkdown")
     gor.configure(auto=False)
     assert gor.jobs is not None
-    run = gor.jobs.start(job)
-    a, b, c, d = nics(plan)
+    gor.jobs.start(job)
+    a, _, c, _ = endpoints(plan)
     on_sp0 = FiveTuple(a.ip, c.ip, sport=ports[0])
     wait_for("the flow on sp0 in the samples",
              lambda: gor.samples.seen(on_sp0, leaf, plan.uplink_port(0), 0.0), 20)
@@ -225,13 +201,14 @@ def test_link_down_moves_traffic_and_the_job_completes(fabric: Fabric, gor: Gor)
         wait_for("GOR's repair", lambda: events(gor, "repaired"), 5)
         repaired = gor.clock()
         assert frozenset((leaf, spine0)) in gor.down
-        # The same 5-tuple now leaves by the uplink to sp1 (the group shrank).
+        # The same 5-tuple now leaves by the uplink to sp1 (the group shrank), and the
+        # failed uplink carries nothing.
         wait_for("the flow on sp1", lambda: gor.samples.seen(on_sp0, leaf, plan.uplink_port(1), repaired), 10)
-        for proc in run.procs.values():
-            proc.wait(90)
-        assert [p.returncode for p in run.procs.values()] == [0] * 4
+        rates = uplink_rates(gor, 1.0)
+        assert rates[spine0] < 0.1 * SENDER_MBPS < rates[spine1], rates
+        finish(gor)
     finally:
         fabric.net.configLinkStatus(leaf, spine0, "up")
     wait_for("the cable back in service", lambda: frozenset((leaf, spine0)) not in gor.down, 5)
     assert [e["event"] for e in gor.events.recent if e["event"] in ("link_down", "link_up")] == ["link_down", "link_up"]
-    assert spine1 in {p[2] for p in [predict(plan, FiveTuple(b.ip, d.ip, sport=ports[1]))]}
+    assert predict(plan, on_sp0)[2] == spine0

@@ -13,6 +13,7 @@ from controller.gor import default_thresholds
 from controller.elephants import SampleWindow, parse_sample
 from controller.paths import candidate_paths, find_port, links_of, predict
 from controller.planner import plan_move
+from controller.telemetry import LinkMap, Snapshot, link_stats
 from controller.routes import cable, ecmp_members, fabric_programs, program_updates, switch_program
 from fabric_sim import FabricSim, compiled, install
 from p4sim.switch.v1model import V1Switch
@@ -176,3 +177,28 @@ def test_find_port_lands_on_the_chosen_path_with_and_without_failures():
             assert predict(plan, FiveTuple(flow.src, flow.dst, sport=port), down) == path
     with pytest.raises(ValueError, match="onto"):
         find_port(plan, flow, ["b0h0", "b0l0", "sp2", "b1l1", "b1h0"], frozenset({cable("b0l0", "sp2")}))
+
+
+# --- telemetry arithmetic -------------------------------------------------------------
+
+def test_link_stats_from_counter_snapshots_including_a_restarted_switch():
+    plan = AddressPlan(SPEC)
+    links = LinkMap(plan)
+    up = plan.uplink_port(0)
+    assert links.tx[("b0l0", up)] == ("b0l0", "sp0") and links.port_of(("b0l0", "sp0")) == ("b0l0", up)
+    assert links.rx[("b0l0", 1)] == ("b0h0", "b0l0")          # NIC -> leaf from the leaf's rx
+    assert links.capacity[("b0h0", "b0l0")] == SPEC.links.host_mbps * 1e6
+    old = {"b0l0": Snapshot(10.0, tx_packets={up: 100}, tx_bytes={up: 100_000}, ecn={up: 5},
+                            rx_packets={1: 50}, rx_bytes={1: 50_000})}
+    new = {"b0l0": Snapshot(10.5, tx_packets={up: 300}, tx_bytes={up: 350_000}, ecn={up: 25},
+                            rx_packets={1: 80}, rx_bytes={1: 80_000}, max_qdepth={up: 17}, drops={up: 2})}
+    stats = link_stats(links, old, new)
+    s = stats[("b0l0", "sp0")]
+    assert (s.packets, s.ecn_marked, s.queue_depth, s.drops) == (200, 20, 17, 2)
+    assert s.bps == pytest.approx(250_000 * 8 / 0.5) and s.ecn_fraction == pytest.approx(0.1)
+    assert s.util == pytest.approx(s.bps / (SPEC.links.uplink_mbps * 1e6))
+    assert stats[("b0h0", "b0l0")].bps == pytest.approx(30_000 * 8 / 0.5)
+    # After a restart the counters start again from zero: the new value is the delta.
+    restarted = {"b0l0": Snapshot(11.0, tx_packets={up: 40}, tx_bytes={up: 40_000}, ecn={up: 0})}
+    assert link_stats(links, new, restarted)[("b0l0", "sp0")].packets == 40
+    assert link_stats(links, {}, new) == {}

@@ -111,3 +111,16 @@ def test_command_renders_every_plot_without_a_display(run: Path, tmp_path: Path)
     assert names == ["busbw.png", "flow_rates.png", "link_util.png", "queue_depth.png"]
     for p in out.iterdir():
         assert_picture(p)
+
+
+def test_an_experiment_directory_without_captures_gives_the_table_and_bars(tmp_path: Path, capsys) -> None:
+    from insight.cli import main
+    (tmp_path / "summary.json").write_text(json.dumps({"configs": CONFIGS}))
+    assert main([str(tmp_path), "--plots", str(tmp_path / "plots")]) == 0
+    out = capsys.readouterr().out
+    assert "CONFIGURATIONS" in out and "orthogonal" in out
+    assert [p.name for p in (tmp_path / "plots").iterdir()] == ["busbw.png"]
+    assert_picture(tmp_path / "plots" / "busbw.png")
+    (tmp_path / "summary.json").write_text(json.dumps({"configs": {}}))
+    assert main([str(tmp_path)]) == 2
+    assert "at least one config" in capsys.readouterr().err

@@ -186,6 +186,11 @@ def test_incast_two_to_one_converges_to_fair_share(fabric, tmp_path):
     assert all(abs(g - fair) <= 0.2 * fair for g in goodputs), goodputs
     assert sum(goodputs) > 0.7 * fab.spec.links.host_mbps * 1e6, goodputs
     assert sum(retransmits) == 0, (retransmits, [results[job.ranks[s].server]["flows"] for s, _ in pairs])
+    # The switch marked CE, the receiver answered with CNPs, both senders cut their rate.
+    line = fab.spec.links.host_mbps * 1e6
+    for t in timelines:
+        assert t[-1][4] > 0                                 # CNPs received
+        assert min(row[2] for row in t) < 0.75 * line       # DCQCN rate cut
 
 
 def test_trace_driven_job_records_iteration_times(fabric, tmp_path):

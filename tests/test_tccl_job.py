@@ -57,3 +57,17 @@ def test_qp_numbers_encode_both_ranks():
     assert qpn_ranks(qpn(17, 1023)) == (17, 1023)
     assert qpn_ranks(0x42) is None
     assert len({qpn(a, b) for a in range(40) for b in range(40)}) == 1600
+
+
+def test_job_from_a_prompt_command():
+    from tccl.launch import job_from_command, parse_size
+
+    assert (parse_size("64K"), parse_size("1M"), parse_size("4096"), parse_size("2kb")) == \
+        (65536, 1 << 20, 4096, 2048)
+    job = job_from_command("allreduce 64K,1M --ports random --order input --iters 2", FABRIC)
+    assert job.workload.sizes == (65536, 1 << 20) and job.workload.order == "input"
+    assert job.transport.ports == "random" and job.workload.iters == 2
+    with pytest.raises(ValueError, match="usage: tccl"):
+        job_from_command("bcast 1K", FABRIC)
+    with pytest.raises(ValueError, match="not a size"):
+        parse_size("lots")

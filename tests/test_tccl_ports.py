@@ -118,3 +118,12 @@ def test_random_ports_collide_like_k_factorial_over_k_to_the_k():
     expect = math.factorial(k) / k ** k
     sigma = math.sqrt(expect * (1 - expect) / trials)
     assert abs(perfect / trials - expect) < 4 * sigma
+
+
+def test_bench_port_spread_figures():
+    from tccl.bench import port_spread
+
+    fig = port_spread(FABRICS / "default.yaml", trials=100)
+    assert fig["ports_orthogonal_perfect_frac"] == 1.0
+    assert fig["ports_random_perfect_expected"] == 0.5
+    assert abs(fig["ports_random_perfect_frac"] - 0.5) < 4 * math.sqrt(0.25 / 100)

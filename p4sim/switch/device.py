@@ -77,7 +77,8 @@ class Device:
             if pcap_dir is not None:
                 names = dict(ports)
                 if cpu_port is not None:
-                    names[cpu_port] = "cpu"
+                    # Unique per device: fabric switches share one pcap directory.
+                    names[cpu_port] = f"cpu{device_id}"
                 self.captures = PortCaptures(pcap_dir, names)
         except BaseException:
             self.close()
