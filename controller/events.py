@@ -48,6 +48,11 @@ class EventLog:
                 self._file.flush()
         return record
 
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The events kept in memory, oldest first (a copy: the loop keeps appending)."""
+        with self._lock:
+            return list(self.recent)
+
     def close(self) -> None:
         with self._lock:
             if self._file is not None:

@@ -158,6 +158,7 @@ class Gor:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.plan = plan
         self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.config = config or GorConfig(thresholds=default_thresholds(plan))
         self.fabric = fabric
         self.clock = clock
@@ -191,7 +192,6 @@ class Gor:
     def start(self) -> "Gor":
         """Connect to every switch (re-pushing its program), publish the topology and
         start the loop thread."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.fleet.start()
         self.telemetry = Telemetry(self.plan, self.fleet)
         self._publish()
@@ -253,7 +253,7 @@ class Gor:
     def tick(self) -> None:
         """One round: telemetry, port status, alarms, samples, flows, moves."""
         assert self.telemetry is not None
-        stats = self.telemetry.poll(self.clock)
+        stats = self.telemetry.poll(self.clock, self.config.interval_s / 2)
         now = self.clock()
         with self.lock:
             self.ticks += 1

@@ -141,7 +141,8 @@ class GorCLI(CLI):
         """Links with an alarm (notice, warning, critical), since when, and the last
         interval's ECN-marked fraction and queue depth."""
         now = self.gor.clock()
-        active = self.gor.alarms.active()
+        with self.gor.lock:
+            active = {link: dataclasses.replace(a) for link, a in self.gor.alarms.active().items()}
         if not active:
             self.out("no alarms")
         for link, alarm in sorted(active.items(), key=lambda kv: -kv[1].level):
@@ -179,7 +180,7 @@ class GorCLI(CLI):
         words = line.split()
         n = int(words[0]) if words and words[0].isdigit() else 15
         names = [w for w in words if not w.isdigit()]
-        recent = [e for e in self.gor.events.recent if not names or e["event"] in names][-n:]
+        recent = [e for e in self.gor.events.snapshot() if not names or e["event"] in names][-n:]
         for e in recent:
             fields = {k: v for k, v in e.items() if k not in ("ts", "t", "event")}
             self.out(f"{time.strftime('%H:%M:%S', time.localtime(e['ts']))}.{int(e['ts'] % 1 * 1000):03d} "
@@ -197,7 +198,8 @@ class GorCLI(CLI):
         try:
             while time.monotonic() < end:
                 view = self._links_table(words)
-                active = self.gor.alarms.active()
+                with self.gor.lock:
+                    active = dict(self.gor.alarms.active())
                 head = f"GOR {time.strftime('%H:%M:%S')}  alarms: " + (", ".join(
                     f"{'->'.join(k)} {LEVELS[a.level]}" for k, a in sorted(active.items())) or "none")
                 self.stdout.write(("\x1b[H\x1b[2J" if tty else "") + head + "\n" + view + "\n\n")

@@ -7,16 +7,22 @@ spine (a collision GOR must resolve) or different ones (a balanced run GOR must 
 alone). Senders run below the NIC rate so that the NIC links themselves never queue.
 
 `measure_loop` runs the collision ``repeats`` times on a fabric with a GOR attached and
-returns the detect -> moved loop latencies (``gor_loop_s_p50``, ``gor_loop_s_max``).
+returns the detect -> moved loop latencies (``gor_loop_s_p50``, ``gor_loop_s_max``);
+`benchmark` does it all for `make bench` (root): the default fabric cut down to the one
+rail the scenario uses, GOR at its default settings, five runs, everything torn down.
 """
 
 from __future__ import annotations
 
+import socket
 import statistics
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from controller.gor import Gor
+from topo.spec import load_spec, replace
 from controller.paths import predict
 from tccl import collectives as C
 from tccl.agent import port_function
@@ -26,6 +32,13 @@ from topo.hashmodel import FiveTuple
 
 MESSAGE_BYTES = 100_000     # ~0.1 s per message at the scenario's rates: boundaries to move at
 MAX_SEEDS = 5000
+DEFAULT_FABRIC = Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "default.yaml"
+# Two such senders overload a 10 Mbit/s uplink (the default fabric's); one fits under
+# the 75 % safety threshold, so GOR has a safe path to move one of them to.
+SENDER_MBPS = 6.0
+# 1 in 16 instead of the default 64: the moved flow shows up in a sample within one
+# telemetry interval, so the figure measures GOR rather than the sampling rate.
+BENCH_SAMPLE_RATE = 16
 
 
 class ScenarioError(RuntimeError):
@@ -67,19 +80,21 @@ def wait_cleared(gor: Gor, known: set[int], timeout: float) -> dict[str, Any]:
     """The first `cleared` event of a loop not in ``known`` (raises on timeout)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        for e in list(gor.events.recent):
+        for e in gor.events.snapshot():
             if e["event"] == "cleared" and e["loop"] not in known:
                 return e
         time.sleep(0.05)
-    raise ScenarioError(f"no reroute loop cleared its alarm within {timeout:.0f} s")
+    tail = [e for e in gor.events.snapshot() if "loop" in e][-12:]
+    raise ScenarioError(f"no reroute loop cleared its alarm within {timeout:.0f} s; last loop events:\n"
+                        + "\n".join(map(str, tail)))
 
 
 def loop_steps(gor: Gor, loop: int) -> dict[str, dict[str, Any]]:
     """The events of one loop, by name (the last of each)."""
-    return {e["event"]: e for e in list(gor.events.recent) if e.get("loop") == loop}
+    return {e["event"]: e for e in gor.events.snapshot() if e.get("loop") == loop}
 
 
-def measure_loop(gor: Gor, repeats: int = 5, iters: int = 40, sender_mbps: float = 6.0,
+def measure_loop(gor: Gor, repeats: int = 5, iters: int = 40, sender_mbps: float = SENDER_MBPS,
                  timeout: float = 30.0) -> dict[str, float]:
     """Run the collision ``repeats`` times (stopping each job once its loop cleared);
     detect -> moved seconds, median and max."""
@@ -87,7 +102,7 @@ def measure_loop(gor: Gor, repeats: int = 5, iters: int = 40, sender_mbps: float
         raise ScenarioError("GOR was started without a fabric: it cannot start agents")
     latencies = []
     for i in range(repeats):
-        known = {e["loop"] for e in list(gor.events.recent) if e["event"] == "cleared"}
+        known = {e["loop"] for e in gor.events.snapshot() if e["event"] == "cleared"}
         gor.jobs.start(two_flow_job(gor.plan, (0, 0), iters, sender_mbps, f"collision{i}")[0])
         try:
             cleared = wait_cleared(gor, known, timeout)
@@ -97,3 +112,35 @@ def measure_loop(gor: Gor, repeats: int = 5, iters: int = 40, sender_mbps: float
         steps = loop_steps(gor, cleared["loop"])
         latencies.append(steps["moved"]["t"] - steps["detect"]["t"])
     return {"gor_loop_s_p50": statistics.median(latencies), "gor_loop_s_max": max(latencies)}
+
+
+def _free_port_base(count: int) -> int:
+    """A base with ``count`` consecutive free TCP ports on 127.0.0.1 (the switches' gRPC)."""
+    for base in range(30000, 40000, count + 1):
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise ScenarioError("no free range of TCP ports for the switches")
+
+
+def benchmark(repeats: int = 5) -> dict[str, float]:
+    """`make bench`'s GOR figures (needs root and Mininet): see the module docstring."""
+    from topo.net import Fabric   # Mininet is imported only when a fabric is built
+
+    spec = load_spec(DEFAULT_FABRIC)
+    spec = replace(spec, rails=1, sample_rate=BENCH_SAMPLE_RATE, node_prefix="gb",
+                   grpc_port_base=_free_port_base(spec.blocks + spec.spines))
+    with tempfile.TemporaryDirectory(prefix="gor-bench-") as tmp:
+        with Fabric(spec, run_dir=Path(tmp) / "fabric") as fabric:
+            assert fabric.pipeline is not None
+            with Gor(fabric.plan, fabric.pipeline, Path(tmp) / "gor", fabric=fabric) as gor:
+                return measure_loop(gor, repeats, sender_mbps=SENDER_MBPS)

@@ -37,6 +37,7 @@ class LinkStats:
 
     link: LinkId
     capacity_bps: float
+    seconds: float          # the interval's length
     bps: float
     pps: float
     packets: int
@@ -114,7 +115,7 @@ def link_stats(links: LinkMap, old: dict[str, Snapshot], new: dict[str, Snapshot
         dt = b.time - a.time
         packets = _delta(b.tx_packets[port], a.tx_packets.get(port))
         nbytes = _delta(b.tx_bytes.get(port, 0), a.tx_bytes.get(port))
-        out[link] = LinkStats(link, links.capacity[link], nbytes * 8 / dt, packets / dt, packets,
+        out[link] = LinkStats(link, links.capacity[link], dt, nbytes * 8 / dt, packets / dt, packets,
                               min(packets, _delta(b.ecn.get(port, 0), a.ecn.get(port))),
                               b.max_qdepth.get(port, 0), _delta(b.drops.get(port, 0), a.drops.get(port)))
     for (switch, port), link in links.rx.items():
@@ -124,7 +125,7 @@ def link_stats(links: LinkMap, old: dict[str, Snapshot], new: dict[str, Snapshot
         dt = b.time - a.time
         packets = _delta(b.rx_packets[port], a.rx_packets.get(port))
         nbytes = _delta(b.rx_bytes.get(port, 0), a.rx_bytes.get(port))
-        out[link] = LinkStats(link, links.capacity[link], nbytes * 8 / dt, packets / dt, packets, 0, 0, 0)
+        out[link] = LinkStats(link, links.capacity[link], dt, nbytes * 8 / dt, packets / dt, packets, 0, 0, 0)
     return out
 
 
@@ -154,17 +155,25 @@ class Telemetry:
                    fy.P4CounterEntry("ecn_marked_counter"), fy.P4RegisterEntry("max_qdepth")]
         names = [sw.name for sw in self.plan.switches]
         drops = asyncio.gather(*(asyncio.to_thread(self._drops, n) for n in names))
-        replies = await self.fleet.read_many({n: request for n in names})
-        now = clock()
+
+        async def timed(name: str) -> tuple[float, list]:
+            # A switch process on a busy CPU may answer late: its counters are dated
+            # midway between asking and the answer, not when the slowest switch answered.
+            sent = clock()
+            reply = (await self.fleet.read_many({name: request}))[name]
+            return (sent + clock()) / 2, reply
+
+        answers = dict(zip(names, await asyncio.gather(*(timed(n) for n in names))))
         resets = [self.fleet.switches[n].write([~fy.P4RegisterEntry("max_qdepth", data=0)])
-                  for n in names if replies[n]]
+                  for n in names if answers[n][1]]
         await asyncio.gather(*resets, return_exceptions=True)
         snaps = {}
         for name, drop in zip(names, await drops):
-            if not replies[name]:
+            when, reply = answers[name]
+            if not reply:
                 continue
-            snap = Snapshot(now, drops=drop)
-            for e in replies[name]:
+            snap = Snapshot(when, drops=drop)
+            for e in reply:
                 if isinstance(e, fy.P4CounterEntry) and e.data is not None and e.index is not None:
                     if e.counter_id == "tx_port_counter":
                         snap.tx_packets[e.index], snap.tx_bytes[e.index] = e.data.packet_count, e.data.byte_count
@@ -186,12 +195,15 @@ class Telemetry:
         except grpc.RpcError:
             return {}
 
-    def poll(self, clock: Callable[[], float]) -> dict[LinkId, LinkStats]:
+    def poll(self, clock: Callable[[], float], min_interval: float = 0.0) -> dict[LinkId, LinkStats]:
         """Read every switch now; returns per-link stats since the previous poll (empty
-        on the first)."""
+        on the first). A switch read less than ``min_interval`` after its previous
+        snapshot keeps that snapshot as the base: rates over a sliver of time are noise."""
         snaps = self.fleet.run(self._snapshots(clock), timeout=10.0)
+        snaps = {n: s for n, s in snaps.items()
+                 if n not in self._last or s.time - self._last[n].time >= min_interval}
         stats = link_stats(self.links, self._last, snaps)
         self._last.update(snaps)
         if stats:
-            self.latest = stats
+            self.latest = {**self.latest, **stats}
         return stats

@@ -3,7 +3,8 @@
 Runs inside the server's network namespace (its Mininet host), opens one raw socket
 per rail NIC (one rank each), serves the control channel on a Unix socket in the run
 directory, runs the job's workload -- an nccl-tests style sweep of one collective over
-message sizes -- prints the table and writes ``results-<server>.json``. It then keeps
+message sizes, or a trace's training iterations -- prints the results and writes
+``results-<server>.json``. It then keeps
 answering its peers until they have been quiet for a while, so that a peer whose last
 ACK was lost can still finish, and exits.
 """
@@ -32,6 +33,8 @@ MAX_LINGER = 30.0
 # How long an agent waits for the other agents of the job to open their NICs before it
 # starts anyway (go-back-N then recovers what reached a NIC not yet open).
 START_BARRIER = 30.0
+# What GOR publishes into the run directory (controller/publish.py).
+GOR_TOPOLOGY = "gor-topology.json"
 
 
 def ready_path(run_dir: Path, server: str) -> Path:
@@ -76,34 +79,42 @@ def _step_layout(job: Job, step: Step) -> tuple[list[list[int]], list[tuple[int,
     return [C.ring_order(g, job.workload.order) for g in T.groups(step.group, job.ranks)], []
 
 
-def port_function(job: Job, ring: list[int], trace: Trace | None = None
-                  ) -> tuple[Callable[[int, int], int], dict[str, int]]:
-    """Source port per QP (local rank, peer rank), as the job's port mode plans it.
+def port_function(job: Job, ring: list[int], trace: Trace | None = None,
+                  groups: P.Groups | None = None) -> tuple[Callable[..., int], dict[str, int]]:
+    """Source port per QP -- ``port(local rank, peer rank[, QP index])`` -- as the job's
+    port mode plans it.
 
-    Every agent computes the same plan from the same job file, so a flow's port is
-    known everywhere (GOR can predict paths) without any exchange.
+    Every agent computes the same plan from the same job file (and the ECMP ``groups``
+    GOR published, if any), so a flow's port is known everywhere without any exchange.
+    With several QPs per connection each QP is a flow of its own in the plan.
     """
     t = job.transport
     ranks = {r.rank: r for r in job.ranks}
-    flows = [(a, b) for a, b in workload_flows(job, ring, trace)
+    pairs = [(a, b) for a, b in workload_flows(job, ring, trace)
              if not (t.nvlink_gbps > 0 and ranks[a].server == ranks[b].server)]
+    keys: list[tuple[int, ...]] = list(pairs) if t.qps == 1 else \
+        [(a, b, i) for a, b in pairs for i in range(t.qps)]
     if t.ports == "orthogonal":
         if not job.fabric:
             raise JobError(f"job {job.name!r}: transport.ports: orthogonal needs the job's `fabric` spec")
         from topo.addressing import AddressPlan
         from topo.spec import load_spec
         plan = AddressPlan(load_spec(job.fabric))
-        by_ip = P.orthogonal_ports(plan, [(ranks[a].ip, ranks[b].ip) for a, b in flows], t.seed)
-        planned = {(a, b): by_ip[(ranks[a].ip, ranks[b].ip)] for a, b in flows}
+        by_ip = P.orthogonal_ports(plan, [(ranks[k[0]].ip, ranks[k[1]].ip, *k[2:]) for k in keys],
+                                   t.seed, groups)
+        planned = {k: by_ip[(ranks[k[0]].ip, ranks[k[1]].ip, *k[2:])] for k in keys}
     else:
-        planned = P.random_ports(flows, t.seed)
+        planned = P.random_ports(keys, t.seed)
 
-    def port(local: int, peer: int) -> int:
-        if (local, peer) in planned:
-            return planned[(local, peer)]
-        return P.random_ports([(local, peer)], f"{t.seed}/{local}/{peer}")[(local, peer)]
+    def port(local: int, peer: int, index: int = 0) -> int:
+        key = (local, peer) if t.qps == 1 else (local, peer, index)
+        if key in planned:
+            return planned[key]
+        seed = f"{t.seed}/{local}/{peer}" + (f"/{index}" if index else "")
+        return P.random_ports([key], seed)[key]
 
-    return port, {f"{a}->{b}": p for (a, b), p in planned.items()}
+    return port, {"->".join(map(str, k[:2])) + (f"#{k[2]}" if len(k) > 2 else ""): p
+                  for k, p in planned.items()}
 
 
 def collective_timeout(job: Job, op: str, size: int) -> float:
@@ -118,7 +129,12 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout) -> dict[str
     w = job.workload
     trace = T.load_trace(w.trace) if w.trace else None
     ring = C.ring_order(job.ranks, w.order)
-    port, planned = port_function(job, ring, trace)
+    # GOR's published topology: ECMP groups as failed cables left them.
+    try:
+        groups = P.load_groups(run_dir / GOR_TOPOLOGY) if job.transport.ports == "orthogonal" else None
+    except ValueError as e:
+        raise JobError(str(e)) from e
+    port, planned = port_function(job, ring, trace, groups)
     engine = Engine(job, server, ports=port)
     rows: list[Row] = []
     extra: dict[str, Any] = {}
@@ -143,7 +159,7 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout) -> dict[str
     meta = {"job": job.name, "server": server, "op": w.op, "order": w.order,
             "ports": job.transport.ports, "ranks": len(ring), "local_ranks": sorted(engine.local),
             "ring": ring, "ring_hops": C.ring_hops(ring, {r.rank: r for r in job.ranks}),
-            "planned_ports": planned, "line_mbps": job.transport.line_mbps, "flows": flows,
+            "planned_ports": planned, "gor_groups": groups is not None, "line_mbps": job.transport.line_mbps, "flows": flows,
             "timeline": {"columns": ["t_s", "acked_bytes", "rate_bps", "retransmits", "cnps"],
                          "flows": {str(q): rows for q, rows in engine.timeline.items()}}, **extra}
     save(run_dir / f"results-{server}.json", meta, rows)

@@ -35,7 +35,8 @@ _T = descriptor_pb2.FieldDescriptorProto
 _TYPES = {"uint32": _T.TYPE_UINT32, "uint64": _T.TYPE_UINT64, "double": _T.TYPE_DOUBLE,
           "string": _T.TYPE_STRING}
 
-# message -> [(field, type or message name, repeated)]
+# message -> [(field, type or message name, repeated)]; field numbers follow the list
+# order, so new fields go at the end (docs/tccl.md lists the numbers).
 _MESSAGES: dict[str, list[tuple[str, str, bool]]] = {
     "Flow": [("qpn", "uint32", False), ("local_rank", "uint32", False), ("peer_rank", "uint32", False),
              ("src_ip", "string", False), ("dst_ip", "string", False), ("sport", "uint32", False),
@@ -43,7 +44,8 @@ _MESSAGES: dict[str, list[tuple[str, str, bool]]] = {
              ("rate_bps", "double", False), ("state", "string", False),
              ("retransmits", "uint64", False), ("cnps", "uint64", False),
              ("ce_marked_rx", "uint64", False), ("naks", "uint64", False),
-             ("timeouts", "uint64", False), ("acked_bytes", "uint64", False)],
+             ("timeouts", "uint64", False), ("acked_bytes", "uint64", False),
+             ("qp_index", "uint32", False)],
     "FlowRef": [("qpn", "uint32", False), ("src_ip", "string", False), ("dst_ip", "string", False),
                 ("sport", "uint32", False)],
     "ListFlowsRequest": [],
@@ -173,6 +175,8 @@ class ControlServer:
             qp, change = self._on_engine(request_change, context)
         except LookupError as e:
             context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+        except ValueError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         timeout = request.timeout_s or APPLY_TIMEOUT
         if not change.done.wait(timeout):
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,

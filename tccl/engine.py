@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from tccl import roce
-from tccl.job import Job, RankInfo, qpn, qpn_ranks
+from tccl.job import Job, RankInfo, qpn, qpn_index, qpn_ranks
 from tccl.qp import Requester, Responder
 
 ETH_P_IP = 0x0800
@@ -107,12 +107,13 @@ class NicPort:
 
 
 class QueuePair:
-    """Rank ``local``'s RC queue pair to rank ``peer``: requester + responder halves."""
+    """Rank ``local``'s RC queue pair ``index`` to rank ``peer``: requester + responder."""
 
-    def __init__(self, engine: "Engine", local: RankInfo, peer: RankInfo, sport: int, now: float) -> None:
-        self.local, self.peer = local, peer
-        self.qpn = qpn(local.rank, peer.rank)
-        remote_qpn = qpn(peer.rank, local.rank)
+    def __init__(self, engine: "Engine", local: RankInfo, peer: RankInfo, sport: int, now: float,
+                 index: int = 0) -> None:
+        self.local, self.peer, self.index = local, peer, index
+        self.qpn = qpn(local.rank, peer.rank, index)
+        remote_qpn = qpn(peer.rank, local.rank, index)
         src = roce.Endpoint(local.mac, local.ip)
         dst = roce.Endpoint(local.gateway_mac, peer.ip)
         t = engine.job.transport
@@ -127,13 +128,14 @@ class QueuePair:
         self.responder = Responder(
             self.qpn, roce.FrameTemplate(src, dst, sport, remote_qpn, ecn=roce.ECN_NOT_ECT),
             roce.FrameTemplate(src, dst, sport, remote_qpn, dscp=roce.CNP_DSCP, ecn=roce.ECN_NOT_ECT),
-            engine.dcqcn.cnp_interval, lambda data: engine.deliver(local.rank, peer.rank, data))
+            engine.dcqcn.cnp_interval, lambda data: engine.deliver(local.rank, peer.rank, data, NET, index))
 
     def describe(self) -> dict[str, Any]:
         """The flow as the control channel lists it."""
         r = self.requester
         state = "idle" if r.idle else ("moving" if r.port_change else "active")
         return {"qpn": self.qpn, "local_rank": self.local.rank, "peer_rank": self.peer.rank,
+                "qp_index": self.index,
                 "src_ip": self.local.ip, "dst_ip": self.peer.ip, "sport": r.sport,
                 "dport": roce.ROCE_UDP_PORT, "bytes": r.stats.bytes, "packets": r.stats.packets,
                 "rate_bps": r.rate.rc, "state": state, "retransmits": r.stats.retransmits,
@@ -154,7 +156,7 @@ class _LocalDelivery:
 class Engine:
     """Everything one agent runs: its ranks' NICs and QPs and the NVLink channels."""
 
-    def __init__(self, job: Job, server: str, ports: Callable[[int, int], int] | None = None,
+    def __init__(self, job: Job, server: str, ports: Callable[..., int] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.job = job
         self.clock = clock
@@ -163,11 +165,18 @@ class Engine:
         self.local = {r.rank: r for r in job.server_ranks(server)}
         self.server = server
         rng = random.Random(f"{job.transport.seed}-{server}")
-        self._ports = ports or (lambda src, dst: rng.randint(*EPHEMERAL))
+        # ports(local, peer[, index]): the index is passed only for index > 0, so a plain
+        # two-argument function serves single-QP jobs.
+        self._ports = ports or (lambda *_: rng.randint(*EPHEMERAL))
         self.nics: dict[int, NicPort] = {}
         self._sink: socket.socket | None = None
         self.qps: dict[int, QueuePair] = {}
-        self.mailbox: dict[tuple[int, int, str], deque[bytes]] = {}
+        self.mailbox: dict[tuple[int, int, str, int], deque[bytes]] = {}
+        # With several QPs per connection, messages go round robin over them; these
+        # count messages per (src, dst) sent and per (dst, src) taken, so the receiver
+        # takes them back in the order they were sent.
+        self._sent_count: dict[tuple[int, int], int] = {}
+        self._taken_count: dict[tuple[int, int], int] = {}
         self._local_q: list[_LocalDelivery] = []
         self._local_busy: dict[tuple[int, int], float] = {}
         self._seq = itertools.count()
@@ -221,14 +230,15 @@ class Engine:
         local = self.job.transport.nvlink_gbps > 0 and src in self.local and dst in self.local
         return NVLINK if local else NET
 
-    def qp(self, local: int, peer: int) -> QueuePair:
-        """The QP of local rank ``local`` towards ``peer``, created on first use."""
-        n = qpn(local, peer)
+    def qp(self, local: int, peer: int, index: int = 0) -> QueuePair:
+        """QP ``index`` of local rank ``local`` towards ``peer``, created on first use."""
+        n = qpn(local, peer, index)
         qp = self.qps.get(n)
         if qp is None:
-            if local not in self.local or peer not in self.ranks:
-                raise KeyError(f"no QP {local}->{peer} on server {self.server}")
-            qp = QueuePair(self, self.local[local], self.ranks[peer], self._ports(local, peer), self.clock())
+            if local not in self.local or peer not in self.ranks or not 0 <= index < self.job.transport.qps:
+                raise KeyError(f"no QP {local}->{peer} #{index} on server {self.server}")
+            sport = self._ports(local, peer, index) if index else self._ports(local, peer)
+            qp = QueuePair(self, self.local[local], self.ranks[peer], sport, self.clock(), index)
             self.qps[n] = qp
             self.nics[local].requesters.append(qp.requester)
         return qp
@@ -250,18 +260,28 @@ class Engine:
             heapq.heappush(self._local_q, _LocalDelivery(finish + t.nvlink_latency_us * 1e-6,
                                                          next(self._seq), dst, src, bytes(data), on_done))
         elif via == NET:
-            self.qp(src, dst).requester.post(data, on_done)
+            count = self._sent_count.get((src, dst), 0)
+            self._sent_count[(src, dst)] = count + 1
+            self.qp(src, dst, count % self.job.transport.qps).requester.post(data, on_done)
         else:
             raise ValueError(f"unknown channel {via!r} ({NET}, {NVLINK})")
 
-    def deliver(self, dst: int, src: int, data: bytes, via: str = NET) -> None:
-        self.mailbox.setdefault((dst, src, via), deque()).append(data)
+    def deliver(self, dst: int, src: int, data: bytes, via: str = NET, index: int = 0) -> None:
+        self.mailbox.setdefault((dst, src, via, index), deque()).append(data)
 
     def take(self, dst: int, src: int, via: str | None = None) -> bytes | None:
         """The next message for local rank ``dst`` from ``src`` on channel ``via``
         (default: `path`), if one has arrived. Each channel keeps its own order."""
-        box = self.mailbox.get((dst, src, via or self.path(src, dst)))
-        return box.popleft() if box else None
+        via = via or self.path(src, dst)
+        index = 0
+        if via == NET:
+            index = self._taken_count.get((dst, src), 0) % self.job.transport.qps
+        box = self.mailbox.get((dst, src, via, index))
+        if not box:
+            return None
+        if via == NET:
+            self._taken_count[(dst, src)] = self._taken_count.get((dst, src), 0) + 1
+        return box.popleft()
 
     def call(self, fn: Callable[[], Any]) -> Future:
         """Run ``fn`` on the engine thread (from any thread); the future holds its result."""
@@ -291,10 +311,12 @@ class Engine:
                 self.rx_ignored += 1
                 continue
             ranks = qpn_ranks(pkt.dqpn)
-            if ranks is None or ranks[0] != nic.info.rank or ranks[1] not in self.ranks:
+            index = qpn_index(pkt.dqpn)
+            if ranks is None or ranks[0] != nic.info.rank or ranks[1] not in self.ranks \
+                    or index >= self.job.transport.qps:
                 self.rx_ignored += 1
                 continue
-            qp = self.qp(*ranks)
+            qp = self.qp(*ranks, index)
             if pkt.opcode == roce.ACKNOWLEDGE:
                 qp.requester.on_ack(pkt.psn, pkt.syndrome & 0xE0 == roce.AETH_NAK_SEQ, now)
             elif pkt.opcode == roce.CNP:

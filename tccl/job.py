@@ -25,9 +25,11 @@ import yaml
 
 from tccl.dcqcn import DEFAULT_TIME_FACTOR, DcqcnParams, Scale
 
-# QP numbers: bit 20 set (QPN 0 and 1 are special in InfiniBand), then the local rank
-# and the peer rank in 10 bits each -- so a job holds at most 1024 ranks.
+# QP numbers: the QP's index within its connection in bits 21-23, bit 20 set (QPN 0
+# and 1 are special in InfiniBand), then the local rank and the peer rank in 10 bits
+# each -- so a job holds at most 1024 ranks and a connection at most 8 QPs.
 MAX_RANKS = 1024
+MAX_QPS = 8
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
 ORDERS = ("rail", "input")
 PORT_MODES = ("random", "orthogonal")
@@ -65,6 +67,7 @@ class Transport:
     nvlink_gbps: float = 0.0              # same-server ranks: local channel rate; 0 = off
     nvlink_latency_us: float = 5.0
     tp_split: bool = False                # traces: tp AllReduce over NVLink and NICs at once
+    qps: int = 1                          # QPs per connection (NCCL_IB_QPS_PER_CONNECTION)
 
     @property
     def line_rate_bps(self) -> float:
@@ -125,16 +128,22 @@ class Job:
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
 
 
-def qpn(local: int, peer: int) -> int:
-    """The QP number of rank ``local``'s queue pair connected to rank ``peer``."""
-    return (1 << 20) | (local << 10) | peer
+def qpn(local: int, peer: int, index: int = 0) -> int:
+    """The QP number of rank ``local``'s queue pair number ``index`` connected to rank
+    ``peer`` (index 0 is the only one unless the job runs several QPs per connection)."""
+    return (index << 21) | (1 << 20) | (local << 10) | peer
 
 
 def qpn_ranks(number: int) -> tuple[int, int] | None:
     """(local, peer) of a QP number made by `qpn`, or None for any other number."""
-    if number >> 20 != 1:
+    if (number >> 20) & 1 != 1 or number >> 24:
         return None
     return (number >> 10) & 0x3FF, number & 0x3FF
+
+
+def qpn_index(number: int) -> int:
+    """The index within its connection of a QP number made by `qpn`."""
+    return (number >> 21) & (MAX_QPS - 1)
 
 
 def _section(data: Mapping[str, Any], key: str, cls: type, source: str) -> Any:
@@ -188,6 +197,8 @@ def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> 
 
     if not 64 <= t.mtu <= 4096:
         fail("transport.mtu", f"must be 64..4096 bytes, got {t.mtu}")
+    if not 1 <= t.qps <= MAX_QPS:
+        fail("transport.qps", f"1..{MAX_QPS} QPs per connection, got {t.qps}")
     if t.window < 1:
         fail("transport.window", f"must be >= 1 packet, got {t.window}")
     if t.line_mbps <= 0 or t.rto <= 0 or t.time_factor <= 0:

@@ -13,13 +13,19 @@ the only field a RoCE sender can choose is the UDP source port. Two modes:
   alternating-path (Kempe chain) method; beyond that, colours are reused least-loaded
   first. Then, per flow, the hash model (`topo.hashmodel`, bit-exact with the data
   plane) finds a source port that the leaf maps onto the chosen spine.
+
+When GOR has published its topology document (failed cables change the leaves' ECMP
+groups), the planner uses those groups: a flow only gets a spine its group holds, and
+the hash picks member ``hash % len(group)``.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections import defaultdict
-from typing import Hashable, Iterable, Sequence
+from pathlib import Path
+from typing import Hashable, Iterable, Mapping, Sequence
 
 from topo.addressing import AddressPlan
 from topo.hashmodel import FiveTuple, ecmp_index
@@ -85,31 +91,72 @@ def _flip_path(edges: Sequence[tuple[Hashable, Hashable]], color: list[int],
         color[e] = new
 
 
-def orthogonal_ports(plan: AddressPlan, flows: Sequence[tuple[str, str]], seed: int | str
-                     ) -> dict[tuple[str, str], int]:
-    """Source ports for concurrent flows (src IP, dst IP) spreading them over spines.
+Groups = Mapping[str, Mapping[str, Sequence[int]]]
+"""ECMP groups as GOR publishes them: source leaf -> destination leaf -> the spine
+numbers of the group, in member order (a flow takes member ``hash % len(group)``).
+Missing entries mean "every spine" -- the fabric with no failed cable."""
 
-    Flows between NICs of the same leaf never reach a spine and get a random port.
+
+def members(plan: AddressPlan, src: str, dst: str, groups: Groups | None = None) -> tuple[int, ...]:
+    """The spines of the ECMP group that carries ``src`` -> ``dst`` out of its leaf."""
+    a, b = plan.nic(src).leaf, plan.nic(dst).leaf
+    if groups is not None and a in groups and b in groups[a]:
+        return tuple(groups[a][b])
+    return tuple(range(plan.spec.spines))
+
+
+def orthogonal_ports(plan: AddressPlan, flows: Sequence[tuple[str, ...]], seed: int | str,
+                     groups: Groups | None = None) -> dict[tuple[str, ...], int]:
+    """Source ports for concurrent flows (src IP, dst IP[, anything that tells flows of
+    one address pair apart, e.g. a QP index]) spreading them over spines.
+
+    With ``groups`` (a fabric with failed cables, as GOR publishes it) every flow gets
+    a spine of its own group, least-loaded at both ends first. Flows between NICs of
+    the same leaf never reach a spine and get a random port.
     """
     rng = random.Random(f"orthogonal/{seed}")
     k = plan.spec.spines
     up = [f for f in flows if plan.nic(f[0]).leaf != plan.nic(f[1]).leaf]
-    colors = color_bipartite([(("src", plan.nic(s).leaf), ("dst", plan.nic(d).leaf)) for s, d in up], k)
+    ends = [(("src", plan.nic(f[0]).leaf), ("dst", plan.nic(f[1]).leaf)) for f in up]
+    allowed = [members(plan, f[0], f[1], groups) for f in up]
+    if all(len(a) == k for a in allowed):
+        colors = color_bipartite(ends, k)
+    else:
+        colors = _color_constrained(ends, allowed)
     crossing = set(up)
     out = {f: rng.randint(*PORT_RANGE) for f in flows if f not in crossing}
     used: set[int] = set()
-    for (src, dst), spine in zip(up, colors):
-        out[(src, dst)] = port_for_spine(plan, src, dst, spine, rng.randint(*PORT_RANGE), used)
-        used.add(out[(src, dst)])
+    for f, spine in zip(up, colors):
+        out[f] = port_for_spine(plan, f[0], f[1], spine, rng.randint(*PORT_RANGE), used, groups)
+        used.add(out[f])
     return out
 
 
+def _color_constrained(edges: Sequence[tuple[Hashable, Hashable]], allowed: Sequence[Sequence[int]]
+                       ) -> list[int]:
+    """Greedy colouring where edge e may only take colours ``allowed[e]``: the colour
+    least used at both its ends (most constrained edges first)."""
+    load: dict[tuple[Hashable, int], int] = defaultdict(int)
+    color = [-1] * len(edges)
+    for e in sorted(range(len(edges)), key=lambda e: len(allowed[e])):
+        if not allowed[e]:
+            raise ValueError(f"flow {edges[e]} has no spine left to cross (its ECMP group is empty)")
+        u, v = edges[e]
+        c = min(allowed[e], key=lambda c: (load[(u, c)] + load[(v, c)], c))
+        color[e] = c
+        load[(u, c)] += 1
+        load[(v, c)] += 1
+    return color
+
+
 def port_for_spine(plan: AddressPlan, src: str, dst: str, spine: int, start: int,
-                   avoid: set[int] | None = None) -> int:
+                   avoid: set[int] | None = None, groups: Groups | None = None) -> int:
     """The first dynamic port from ``start`` (wrapping around) that the source leaf's
     ECMP hash sends onto ``spine``; ports in ``avoid`` are skipped."""
-    if not 0 <= spine < plan.spec.spines:
-        raise ValueError(f"spine {spine} out of range 0..{plan.spec.spines - 1}")
+    group = members(plan, src, dst, groups)
+    if spine not in group:
+        raise ValueError(f"spine {spine} is not in the ECMP group {list(group)} of {src}->{dst}")
+    want = group.index(spine)
     salt = plan.switch(plan.nic(src).leaf).salt
     lo, hi = PORT_RANGE
     span = hi - lo + 1
@@ -117,14 +164,30 @@ def port_for_spine(plan: AddressPlan, src: str, dst: str, spine: int, start: int
         sport = lo + (start - lo + i) % span
         if avoid and sport in avoid:
             continue
-        if ecmp_index(plan.spec.ecmp_hash, salt, FiveTuple(src, dst, sport=sport), plan.spec.spines) == spine:
+        if ecmp_index(plan.spec.ecmp_hash, salt, FiveTuple(src, dst, sport=sport), len(group)) == want:
             return sport
     raise ValueError(f"no source port in {lo}..{hi} maps {src}->{dst} onto spine {spine}")
 
 
-def uplink_of(plan: AddressPlan, src: str, dst: str, sport: int) -> int | None:
+def uplink_of(plan: AddressPlan, src: str, dst: str, sport: int, groups: Groups | None = None) -> int | None:
     """The spine index a flow takes from its source leaf (None: same leaf, no uplink)."""
     if plan.nic(src).leaf == plan.nic(dst).leaf:
         return None
+    group = members(plan, src, dst, groups)
     salt = plan.switch(plan.nic(src).leaf).salt
-    return ecmp_index(plan.spec.ecmp_hash, salt, FiveTuple(src, dst, sport=sport), plan.spec.spines)
+    return group[ecmp_index(plan.spec.ecmp_hash, salt, FiveTuple(src, dst, sport=sport), len(group))]
+
+
+def load_groups(path: str | Path) -> Groups | None:
+    """The ECMP groups of GOR's published topology document (``gor-topology.json``),
+    or None if there is none (then every spine is assumed up)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read GOR's topology document: {e}") from e
+    groups = doc.get("groups")
+    if not isinstance(groups, dict):
+        raise ValueError(f"{path}: no `groups` mapping in GOR's topology document")
+    return groups

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -71,31 +70,33 @@ def wait_for(what: str, condition: Callable[[], object], timeout: float, step: f
         if value:
             return value
         time.sleep(step)
-    log = "\n".join(str(e) for e in list(gor.events.recent)[-40:]) if gor else ""
+    log = "\n".join(str(e) for e in gor.events.snapshot()[-40:]) if gor else ""
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{log}")
 
 
 def uplink_rates(gor: Gor, seconds: float) -> dict[str, float]:
-    """Mean Mbit/s of b0l0's two uplinks over ``seconds`` of telemetry."""
+    """Mbit/s of b0l0's two uplinks over ``seconds`` of telemetry (bytes over time)."""
     plan = gor.plan
     leaf = plan.leaves[0].name
     links = [(leaf, s.name) for s in plan.spines]
-    samples: dict[str, list[float]] = {s.name: [] for s in plan.spines}
+    bits = {s.name: 0.0 for s in plan.spines}
+    spans = {s.name: 0.0 for s in plan.spines}
+    seen: list[object] = []        # the stats already counted (kept: ids stay unique)
     end = time.monotonic() + seconds
-    last = None
     while time.monotonic() < end:
         stats = gor.telemetry.latest
-        if stats is not last:
-            last = stats
-            for link in links:
-                if link in stats:
-                    samples[link[1]].append(stats[link].bps / 1e6)
-        time.sleep(gor.config.interval_s / 2)
-    return {k: statistics.mean(v) if v else 0.0 for k, v in samples.items()}
+        for link in links:
+            s = stats.get(link)
+            if s is not None and not any(s is t for t in seen):
+                seen.append(s)
+                bits[link[1]] += s.bps * s.seconds
+                spans[link[1]] += s.seconds
+        time.sleep(gor.config.interval_s / 4)
+    return {k: bits[k] / spans[k] / 1e6 if spans[k] else 0.0 for k in bits}
 
 
 def events(gor: Gor, name: str) -> list[dict]:
-    return [e for e in gor.events.recent if e["event"] == name]
+    return [e for e in gor.events.snapshot() if e["event"] == name]
 
 
 def test_sessions_telemetry_and_reconnect_after_a_switch_restart(fabric: Fabric, gor: Gor) -> None:
@@ -155,7 +156,7 @@ def test_two_elephants_on_one_uplink_are_split_and_the_alarm_clears(fabric: Fabr
     finish(gor)
     # Alarms may come and go (the software switches forward in bursts), but no
     # balanced flow has a safe better path, so nothing is moved.
-    assert events(gor, "command") == [], "\n".join(map(str, gor.events.recent))
+    assert events(gor, "command") == [], "\n".join(map(str, gor.events.snapshot()))
     assert min(fair.values()) > 0.5 * SENDER_MBPS, fair
     sp0, (l0, l1) = plan.spines[0].name, (leaf.name for leaf in plan.leaves)
     latencies = []
@@ -210,5 +211,5 @@ def test_link_down_moves_traffic_and_the_job_completes(fabric: Fabric, gor: Gor)
     finally:
         fabric.net.configLinkStatus(leaf, spine0, "up")
     wait_for("the cable back in service", lambda: frozenset((leaf, spine0)) not in gor.down, 5)
-    assert [e["event"] for e in gor.events.recent if e["event"] in ("link_down", "link_up")] == ["link_down", "link_up"]
+    assert [e["event"] for e in gor.events.snapshot() if e["event"] in ("link_down", "link_up")] == ["link_down", "link_up"]
     assert predict(plan, on_sp0)[2] == spine0

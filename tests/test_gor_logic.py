@@ -1,18 +1,22 @@
 """GOR's pure logic (no root): alarm hysteresis, elephant ranking from samples, path
-planning with projected loads, routing around failed cables, and the source-port
-search checked against the hash model and the engine."""
+planning with projected loads, routing around failed cables (checked on the engine),
+the source-port search against the hash model, telemetry arithmetic, the published
+topology document, the event log and its loop latencies."""
 
 from __future__ import annotations
 
+import json
 import struct
 
 import pytest
 
 from controller.alarms import CRITICAL, NOTICE, OK, WARNING, AlarmBook, AlarmThresholds, LinkSample
-from controller.gor import default_thresholds
+from controller.events import EventLog, loop_latencies, read_events
+from controller.gor import GorConfig, default_thresholds
 from controller.elephants import SampleWindow, parse_sample
 from controller.paths import candidate_paths, find_port, links_of, predict
 from controller.planner import plan_move
+from controller.publish import publish, topology_document
 from controller.telemetry import LinkMap, Snapshot, link_stats
 from controller.routes import cable, ecmp_members, fabric_programs, program_updates, switch_program
 from fabric_sim import FabricSim, compiled, install
@@ -21,7 +25,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from topo.addressing import AddressPlan
-from topo.hashmodel import FiveTuple, predict_path
+from topo.hashmodel import FiveTuple, ecmp_index, predict_path
 from topo.spec import FabricSpec
 
 SPEC = FabricSpec(blocks=2, servers_per_block=2, rails=2, spines=3)
@@ -196,9 +200,54 @@ def test_link_stats_from_counter_snapshots_including_a_restarted_switch():
     s = stats[("b0l0", "sp0")]
     assert (s.packets, s.ecn_marked, s.queue_depth, s.drops) == (200, 20, 17, 2)
     assert s.bps == pytest.approx(250_000 * 8 / 0.5) and s.ecn_fraction == pytest.approx(0.1)
+    assert s.seconds == pytest.approx(0.5)
     assert s.util == pytest.approx(s.bps / (SPEC.links.uplink_mbps * 1e6))
     assert stats[("b0h0", "b0l0")].bps == pytest.approx(30_000 * 8 / 0.5)
     # After a restart the counters start again from zero: the new value is the delta.
     restarted = {"b0l0": Snapshot(11.0, tx_packets={up: 40}, tx_bytes={up: 40_000}, ecn={up: 0})}
     assert link_stats(links, new, restarted)[("b0l0", "sp0")].packets == 40
     assert link_stats(links, {}, new) == {}
+
+
+# --- what GOR publishes and logs --------------------------------------------------------
+
+def test_published_topology_carries_the_hash_model_and_the_repaired_groups(tmp_path):
+    plan = AddressPlan(SPEC)
+    doc = topology_document(plan, frozenset({cable("b1l0", "sp1")}), version=3)
+    path = publish(tmp_path, doc)
+    back = json.loads(path.read_text())
+    assert back["version"] == 3 and back["hash"]["algorithm"] == "crc32"
+    assert back["hash"]["salts"]["b0l0"] == plan.switch("b0l0").salt
+    assert sum(width for _, width in back["hash"]["fields"]) == 17 * 8   # the 17-byte field list
+    assert back["down"] == [["b1l0", "sp1"]]
+    assert back["groups"]["b0l0"]["b1l0"] == [0, 2] and back["groups"]["b0l0"]["b1l1"] == [0, 1, 2]
+    # An agent can predict a path from the document alone, as the data plane routes it.
+    flow = FiveTuple("10.0.0.1", "10.0.1.1", sport=50321)
+    members = back["groups"]["b0l0"]["b1l0"]
+    k = members[ecmp_index(back["hash"]["algorithm"], back["hash"]["salts"]["b0l0"], flow, len(members))]
+    assert predict(plan, flow, frozenset({cable("b1l0", "sp1")}))[2] == f"sp{k}"
+
+
+def test_event_log_lines_and_loop_latencies(tmp_path):
+    times = iter([1.0, 1.5, 1.7, 2.0, 2.1])
+    log = EventLog(tmp_path / "ev.jsonl", clock=lambda: next(times))
+    log.emit("detect", loop=1)
+    log.emit("alarm_raised", link="a->b")
+    log.emit("moved", loop=1)
+    log.emit("detect", loop=2, t=1.9)
+    log.emit("cleared", loop=1)
+    log.close()
+    records = read_events(tmp_path / "ev.jsonl")
+    assert [r["event"] for r in records] == ["detect", "alarm_raised", "moved", "detect", "cleared"]
+    assert all(isinstance(r["ts"], float) for r in records) and records[3]["t"] == 1.9
+    assert loop_latencies(records) == {1: pytest.approx(0.7)}
+    assert loop_latencies(records, end="cleared") == {1: pytest.approx(1.1)}
+
+
+def test_gor_config_rejects_bad_values_by_name():
+    with pytest.raises(ValueError, match="interval_s must be > 0"):
+        GorConfig(interval_s=0)
+    with pytest.raises(ValueError, match="safety must be in"):
+        GorConfig(safety=1.5)
+    with pytest.raises(ValueError, match="act_level"):
+        GorConfig(act_level=0)

@@ -1,6 +1,7 @@
 """GOR's prompt as a person uses it (root, Mininet): `python -m topo.run` (what `make
-run` starts) in a pseudo-terminal -- show links, start a job on the agents, find its
-flow, reroute it to the other spine and see it there, quit; nothing is left behind.
+run` starts) in a pseudo-terminal -- show links, complete a command with Tab, start a
+job on the agents, find its flow, reroute it to the other spine and see it there,
+quit; nothing is left behind.
 The same commands piped in (`echo links | make run`) work without a terminal."""
 
 from __future__ import annotations
@@ -99,6 +100,11 @@ def test_links_job_reroute_and_quit_through_a_terminal(tmp_path):
             links = term.command("links")
         assert re.search(rf"^{prefix}b0l0->{prefix}sp1 +\d+% +\d+\.\d\d +\d+\.\d% ", links, re.M), links
         assert "usage: reroute" in term.command("reroute 1")
+        # Tab completes a command name (readline).
+        term.text = ""
+        os.write(term.master, b"topol\t\n")
+        term.expect(r"fabric 'repl': 2 blocks", 10)
+        term.expect(PROMPT, 10)
         term.command("set auto off")
         started = term.command("job sendrecv 100000 80 random")
         assert f"agents on {prefix}b0h0" in started, started

@@ -125,8 +125,9 @@ def test_message_arrives_complete_and_in_order(tmp_path):
     rx = flow(res["b"], 1, 0)["rx"]
     assert rx["messages"] == 2 and rx["bad_icrc"] == 0 and rx["out_of_order"] == 0
     assert rx["bytes"] >= 600_000
-    # Paced at the 20 Mbit/s line rate (headers included): the sender's goodput is close.
-    assert 15 < res["a"]["rows"][0]["algbw_mbps"] <= 20.0
+    # Paced at the 20 Mbit/s line rate (headers included): the sender's goodput is at
+    # most that, and not far below (the margin is for a loaded machine).
+    assert 12 < res["a"]["rows"][0]["algbw_mbps"] <= 20.0
 
 
 def test_go_back_n_recovers_tail_drops(tmp_path):

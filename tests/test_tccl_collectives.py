@@ -126,3 +126,17 @@ def test_split_all_reduce_needs_local_ranks():
     engine = Engine(one_server_job(2), "s")
     with pytest.raises(C.CollectiveError, match="every rank on this server"):
         C.split_all_reduce(engine, [0, 1, 7], 100, seed=1, nvlink_share=0.5)
+
+
+def test_messages_round_robin_over_qps_come_back_in_order():
+    """Several QPs per connection: the receiver takes messages back in send order
+    although each QP delivers only its own share (here out of order across QPs)."""
+    job = one_server_job(2)
+    job = Job(ranks=job.ranks, transport=Transport(qps=3), workload=job.workload)
+    engine = Engine(job, "s")
+    for k in (2, 0, 1, 5, 3, 4):                   # message k travels on QP k % 3
+        engine.deliver(1, 0, b"m%d" % k, "net", k % 3)
+    got = []
+    while (m := engine.take(1, 0, "net")) is not None:
+        got.append(m)
+    assert got == [b"m%d" % k for k in range(6)]

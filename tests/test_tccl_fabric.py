@@ -259,3 +259,32 @@ def test_control_channel_moves_a_flow_to_the_predicted_spine(fabric, tmp_path):
                     if (p[IP].src, p[IP].dst) == (src.ip, dst.ip)} for spine in range(plan.spec.spines)}
     assert flow.sport in seen[old_spine] and new_port in seen[new_spine]
     assert new_port not in seen[old_spine] and flow.sport not in seen[new_spine]
+
+
+def test_qps_of_one_connection_take_different_spines(fabric, tmp_path):
+    """QP scaling: one connection over 2 QPs, orthogonal ports -- each QP (its own
+    source port) crosses its own spine; the messages still arrive complete, in order."""
+    fab, spec_path = fabric
+    plan = fab.plan
+    base = job_from_fabric(spec_path, Workload())
+    rank_of = {r.ip: r.rank for r in base.ranks}
+    src, dst = plan.servers[1].nics[2], plan.servers[3].nics[2]
+    pair = (rank_of[src.ip], rank_of[dst.ip])
+    job = job_from_fabric(spec_path, Workload(op="sendrecv", sizes=(40_000,), iters=6, warmup=0,
+                                              pairs=(pair,)),
+                          Transport(ports="orthogonal", qps=plan.spec.spines, seed=3), name="qps")
+    results = run_on_fabric(fab, job, tmp_path, timeout=120)
+    receiver = results[dst.server]
+    assert receiver["rows"][0]["wrong"] == 0
+    sent = [f for f in results[src.server]["flows"] if f["peer_rank"] == pair[1] and f["packets"]]
+    assert sorted(f["qp_index"] for f in sent) == list(range(plan.spec.spines))
+    sports = {f["sport"] for f in sent}
+    leaf = plan.switch(src.leaf)
+    spine_of = {}
+    for spine in range(plan.spec.spines):
+        for p in roce_frames(fab, leaf.name, plan.uplink_port(spine), "out"):
+            if (p[IP].src, p[IP].dst) == (src.ip, dst.ip) and p[UDP].sport in sports:
+                spine_of.setdefault(p[UDP].sport, set()).add(spine)
+    assert sorted(spine_of) == sorted(sports)
+    assert sorted(min(v) for v in spine_of.values()) == list(range(plan.spec.spines))
+    assert all(len(v) == 1 for v in spine_of.values())

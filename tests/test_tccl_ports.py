@@ -99,7 +99,7 @@ def test_port_for_spine_matches_hash_model_and_rejects_bad_spine():
     for spine in range(p.spec.spines):
         port = ports.port_for_spine(p, src, dst, spine, start=65535)
         assert ports.uplink_of(p, src, dst, port) == spine
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(ValueError, match="not in the ECMP group"):
         ports.port_for_spine(p, src, dst, 7, start=50000)
 
 
@@ -127,3 +127,37 @@ def test_bench_port_spread_figures():
     assert fig["ports_orthogonal_perfect_frac"] == 1.0
     assert fig["ports_random_perfect_expected"] == 0.5
     assert abs(fig["ports_random_perfect_frac"] - 0.5) < 4 * math.sqrt(0.25 / 100)
+
+
+def test_orthogonal_ports_follow_gors_degraded_groups(tmp_path):
+    """Leaf b0l0 lost its cable to spine 0 (large fabric, 4 spines): GOR publishes
+    groups without spine 0 for it; planned flows avoid spine 0 and stay spread."""
+    import json
+
+    p = plan("large")
+    k = p.spec.spines
+    lost = p.leaves[0].name
+    groups = {lost: {leaf.name: [1, 2, 3] for leaf in p.leaves if leaf.name != lost}}
+    path = tmp_path / "gor-topology.json"
+    path.write_text(json.dumps({"version": 3, "groups": groups}))
+    assert ports.load_groups(path) == groups
+    assert ports.load_groups(tmp_path / "none.json") is None
+    srcs = [n for n in p.nics() if n.leaf == lost]
+    dsts = [n for n in p.nics() if n.block == 1 and n.rail == 0]
+    flows = [(srcs[i].ip, dsts[i].ip) for i in range(3)]
+    assigned = ports.orthogonal_ports(p, flows, seed=4, groups=groups)
+    spines = [ports.uplink_of(p, s, d, assigned[(s, d)], groups) for s, d in flows]
+    assert sorted(spines) == [1, 2, 3]
+    # The same ports read without the groups would be predicted wrongly: the group
+    # changes the modulus, which is why agents must use what GOR publishes.
+    assert ports.members(p, *flows[0], groups) == (1, 2, 3)
+    assert ports.members(p, *flows[0]) == tuple(range(k))
+    with pytest.raises(ValueError, match="not in the ECMP group"):
+        ports.port_for_spine(p, *flows[0], spine=0, start=50000, groups=groups)
+    empty = {lost: {leaf.name: [] for leaf in p.leaves if leaf.name != lost}}
+    with pytest.raises(ValueError, match="no spine left"):
+        ports.orthogonal_ports(p, flows, seed=1, groups=empty)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(ValueError, match="no `groups`"):
+        ports.load_groups(bad)

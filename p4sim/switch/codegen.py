@@ -27,6 +27,39 @@ MAX_INLINE_DEPTH = 24
 MAX_FUSE_DEPTH = 24
 
 
+def _pieces(nbytes: int) -> list[tuple[str, int]]:
+    """`struct` items (code, bytes) covering `nbytes` bytes, widest first."""
+    out = []
+    for size, code in ((8, "Q"), (4, "I"), (2, "H"), (1, "B")):
+        while nbytes >= size:
+            out.append((code, size))
+            nbytes -= size
+    return out
+
+
+def _pack_args(chunks: list, terms: list[list[tuple[str, int]]]) -> list[str]:
+    """`struct.pack` arguments: each chunk's terms (code, bit width) joined into one
+    value (left-aligned in the chunk's bytes), then cut into the chunk's items."""
+    args = []
+    for (pieces, _fields), chunk_terms in zip(chunks, terms):
+        total = sum(size for _c, size in pieces) * 8
+        shift = total
+        parts = []
+        for code, width in chunk_terms:
+            shift -= width
+            parts.append(f"(({code}) << {shift})" if shift else f"({code})")
+        chunk = parts[0] if len(parts) == 1 else "(" + " | ".join(parts) + ")"
+        if len(pieces) == 1:
+            args.append(chunk)
+            continue
+        shift = total
+        for _c, size in pieces:
+            shift -= size * 8
+            args.append(f"({chunk} >> {shift}) & {hex((1 << size * 8) - 1)}" if shift
+                        else f"{chunk} & {hex((1 << size * 8) - 1)}")
+    return args
+
+
 def _ident(name: str) -> str:
     """A Python identifier fragment for a P4 name; injective (every character that is not
     an ASCII letter or digit becomes `_` plus its code), so names never collide."""
@@ -56,6 +89,7 @@ class Generator:
         self.vsets = {v["name"]: v for v in js.get("parse_vsets", [])}
         self.actions = {a["id"]: a for a in js.get("actions", [])}
         self._layouts: dict[str, list] = {}  # struct name -> chunks (see header_layout)
+        self._packers: dict[str, str] = {}  # struct format -> name (see packer)
         self.hdr_ops = phv.HeaderOps(layout)
         self.late: list[str] = []          # module-level lines emitted after all functions
         self._states: list[dict] = []      # parse states of the parser being emitted
@@ -359,6 +393,9 @@ class Generator:
                 runs[-1][1].extend(terms)
             else:
                 runs.append([guard, terms])
+        if all(sum(w for _t, w in terms) % 8 == 0 for _g, terms in runs):
+            self.hash_function_packed(fname, hname, algo, runs, payload)
+            return
         for guard, terms in runs:
             total = sum(w for _t, w in terms)
             parts = [f"(v << {total})"]
@@ -379,6 +416,38 @@ class Generator:
         else:
             body.append("pad = -n & 7")
             body.append("buf = (v << pad).to_bytes((n + pad) >> 3, 'big')")
+            if payload:
+                body.append("buf += S.payload")
+            body.append(f"return {hname}(buf)")
+        self.emit(f"def {fname}(F, S):")
+        for line in body:
+            self.emit(line, 1)
+        self.emit("")
+
+    def hash_function_packed(self, fname: str, hname: str, algo: str, runs: list,
+                             payload: bool) -> None:
+        """`hash_function` when every run of inputs is whole bytes: `struct` packs
+        them (much cheaper than shifting one big integer together)."""
+        body: list[str] = []
+        if len(runs) == 1 and runs[0][0] is None:
+            st, args = self.packer(runs[0][1])
+            body.append(f"buf = {st}.pack({args})")
+        else:
+            body.append("parts = []")
+            for guard, terms in runs:
+                st, args = self.packer(terms)
+                line = f"parts.append({st}.pack({args}))"
+                if guard is None:
+                    body.append(line)
+                else:
+                    body += [f"if F[{guard}]:", "    " + line]
+            body.append("buf = b''.join(parts)")
+        if algo in ("csum16", "cksum16") and not payload:
+            # zero padding to whole 16-bit words, then one modulo (hashes.csum16_int)
+            self.env[hname] = hashes.csum16_int
+            body.append("v = int.from_bytes(buf, 'big')")
+            body.append(f"return {hname}(v << 8 if len(buf) & 1 else v)")
+        else:
             if payload:
                 body.append("buf += S.payload")
             body.append(f"return {hname}(buf)")
@@ -581,20 +650,13 @@ class Generator:
         chunks: list[tuple[list[tuple[str, int]], list]] = []
         fields: list = []
         bits = 0
-        for f in h.fields:
+        for k, f in enumerate(h.fields):
             fields.append(f)
             bits += f.width
-            if bits % 8 == 0:
-                n = bits // 8
-                pieces = []
-                for size, code in ((8, "Q"), (4, "I"), (2, "H"), (1, "B")):
-                    while n >= size:
-                        pieces.append((code, size))
-                        n -= size
-                chunks.append((pieces, fields))
+            if bits % 8 == 0 or k == len(h.fields) - 1:
+                # (a header that is not a whole number of bytes ends in padding bits)
+                chunks.append((_pieces((bits + 7) // 8), fields))
                 fields, bits = [], 0
-        if fields:
-            raise ProgramError(f"header {h.name!r} is not a whole number of bytes")
         fmt = "!" + "".join(code for pieces, _f in chunks for code, _n in pieces)
         self.env[name] = struct.Struct(fmt)
         self._layouts[name] = chunks
@@ -621,10 +683,10 @@ class Generator:
                     shift -= size * 8
                     terms.append(f"({part} << {shift})" if shift else part)
                 chunk = "(" + " | ".join(terms) + ")"
-            shift = sum(f.width for f in fields)
+            shift = sum(size for _c, size in pieces) * 8
             for f in fields:
                 shift -= f.width
-                if len(fields) == 1:
+                if len(fields) == 1 and not shift:
                     val = chunk
                 else:
                     val = f"({chunk} >> {shift}) & {hex(f.mask)}" if shift else f"{chunk} & {hex(f.mask)}"
@@ -638,25 +700,31 @@ class Generator:
     def pack_args(self, h: HeaderInfo) -> tuple[str, str]:
         """(struct name, argument list) packing header `h`'s fields for `struct.pack`."""
         st, chunks = self.header_layout(h)
-        args = []
-        for pieces, fields in chunks:
-            total = sum(f.width for f in fields)
-            shift = total
-            terms = []
-            for f in fields:
-                shift -= f.width
-                term = f"F[{f.slot}]" + (f" & {hex(f.mask)}" if f.signed else "")
-                terms.append(f"({term} << {shift})" if shift else term)
-            chunk = terms[0] if len(terms) == 1 else "(" + " | ".join(terms) + ")"
-            if len(pieces) == 1:
-                args.append(chunk)
-                continue
-            shift = total
-            for _c, size in pieces:
-                shift -= size * 8
-                args.append(f"({chunk} >> {shift}) & {hex((1 << size * 8) - 1)}" if shift
-                            else f"{chunk} & {hex((1 << size * 8) - 1)}")
-        return st, ", ".join(args)
+        terms = [[(f"F[{f.slot}]" + (f" & {hex(f.mask)}" if f.signed else ""), f.width) for f in fields]
+                 for _pieces, fields in chunks]
+        return st, ", ".join(_pack_args(chunks, terms))
+
+    def packer(self, terms: list[tuple[str, int]]) -> tuple[str, str]:
+        """(struct name, argument list) packing `terms` ((code, bit width), a whole
+        number of bytes in all) back to back, as the header code does (see
+        `header_layout`)."""
+        chunks: list[tuple[list[tuple[str, int]], list]] = []
+        run: list[tuple[str, int]] = []
+        bits = 0
+        for term in terms:
+            run.append(term)
+            bits += term[1]
+            if bits % 8 == 0:
+                chunks.append((_pieces(bits // 8), run))
+                run, bits = [], 0
+        if run:
+            raise ProgramError("internal: packed terms are not a whole number of bytes")
+        fmt = "!" + "".join(code for pieces, _r in chunks for code, _n in pieces)
+        name = f"_PK_{len(self._packers)}"
+        self._packers[fmt] = self._packers.get(fmt, name)
+        name = self._packers[fmt]
+        self.env[name] = struct.Struct(fmt)
+        return name, ", ".join(_pack_args(chunks, [r for _p, r in chunks]))
 
     def extractor(self, h: HeaderInfo, pte: int) -> str:
         """Emit `X_<hid>(F, data, pos, dlen) -> pos` (for stack elements)."""

@@ -118,6 +118,9 @@ class Context:
         self.names = NameGen()  # actions, tables, conditionals, calculations...
         self.synth_actions: set[str] = set()  # names the compiler made up
         self.synth_tables: set[str] = set()
+        # ``t.apply().hit``/``.miss`` inside a statement, applied before it: the
+        # expression's id -> the 1-bit temporary holding the result
+        self.hoisted: dict[int, Any] = {}
         self.actions: list[dict] = []
         self.action_ids: dict[tuple[int, str], int] = {}
         self.calculations: list[dict] = []

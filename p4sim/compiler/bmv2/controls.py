@@ -15,6 +15,7 @@ that follows it and returns the name of its own first node, so ``return`` and
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional
 
 from p4sim.compiler import ast
@@ -22,7 +23,7 @@ from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import ActionValue, BlockValue, Context, Scope, TableValue
 from p4sim.compiler.bmv2.expressions import ExprLowerer, to_data
 from p4sim.compiler.bmv2.externs import direct_instance, instantiate
-from p4sim.compiler.bmv2.jsonutil import hexstr, source_info
+from p4sim.compiler.bmv2.jsonutil import hex_node, hexstr, source_info
 from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
 from p4sim.compiler.bmv2.storage import ConstLoc, ParamLoc, ValueLoc, scalar_width
 from p4sim.compiler.bmv2.tables import DEFAULT_TABLE_SIZE, convert_table
@@ -207,6 +208,8 @@ class ControlLowerer:
         return nxt
 
     def is_plain(self, scope: Scope, s: ast.Stmt) -> bool:
+        if _table_results(s):
+            return False
         if isinstance(s, (ast.AssignStmt, ast.VarDecl, ast.ConstDecl, ast.EmptyStmt)):
             return True
         if isinstance(s, ast.CallStmt):
@@ -248,6 +251,9 @@ class ControlLowerer:
         return n
 
     def control_stmt(self, scope: Scope, s: ast.Stmt, next_: Optional[str]) -> Optional[str]:
+        tests = _table_results(s)
+        if tests:
+            return self.hoist_table_results(scope, s, tests, next_)
         if isinstance(s, ast.BlockStmt):
             return self.block(scope, s.stmts, next_)
         if isinstance(s, ast.IfStmt):
@@ -266,6 +272,35 @@ class ControlLowerer:
         if isinstance(s, ast.CallStmt):
             return self.call(scope, s.call, next_)
         raise CompileError(f"statement not supported in an apply block ({type(s).__name__})", s.pos, "unsupported")
+
+    def hoist_table_results(self, scope: Scope, s: ast.Stmt, tests: list[ast.MemberExpr],
+                            next_: Optional[str]) -> Optional[str]:
+        """A statement using ``t.apply().hit``/``.miss`` as a value (p4c's side-effect
+        ordering): apply each table first, in order, record the result in a 1-bit
+        temporary (a ``tbl_act`` on each outcome), then run the statement reading it."""
+        temps = []
+        for m in tests:
+            tmp = self.ctx.layout.scalar("tmp", T.BoolT(), m.pos)
+            self.ctx.hoisted[id(m)] = tmp
+            temps.append(tmp)
+        applies = isinstance(s, ast.CallStmt) and isinstance(s.call.target, ast.MemberExpr) \
+            and s.call.target.member == "apply"
+        nxt = self.call(scope, s.call, next_) if applies else self.run(scope, [s], next_)
+        for m, tmp in reversed(list(zip(tests, temps))):
+            call = m.expr
+            assert isinstance(call, ast.CallExpr) and isinstance(call.target, ast.MemberExpr)
+            tv = ExprLowerer(scope).loc(call.target.expr)
+            if not isinstance(tv, TableValue):
+                raise CompileError(f"'{m.member}' needs a table", m.pos)
+            outcome = {}
+            for value in (1, 0):
+                lw = StmtLowerer(scope)
+                lw.set_field(tmp, hex_node(value, 1))
+                aname, aid = synthesized_action(self.ctx, "act", lw.out)
+                outcome[value] = self.synth_table(f"tbl_{aname}", aname, aid, [], nxt)
+            yes, no = (outcome[1], outcome[0]) if m.member == "hit" else (outcome[0], outcome[1])
+            nxt = self.table(tv, {"__HIT__": yes, "__MISS__": no}, nxt, pos=call.pos)
+        return nxt
 
     def stmt(self, scope: Scope, s: Optional[ast.Stmt], next_: Optional[str]) -> Optional[str]:
         if s is None:
@@ -304,19 +339,41 @@ class ControlLowerer:
             return self.stmt(scope, s.then if c else s.else_, next_)
         then_n = self.stmt(scope, s.then, next_)
         else_n = self.stmt(scope, s.else_, next_)
-        hit = _hit_test(s.cond)
+        return self.branch(scope, s.cond, then_n, else_n, next_)
+
+    def branch(self, scope: Scope, e: ast.Expr, then_n: Optional[str], else_n: Optional[str],
+               next_: Optional[str]) -> Optional[str]:
+        """The node testing condition `e`, continuing at `then_n` or `else_n`.
+
+        A condition that applies a table inside ``&&``, ``||`` or ``!``
+        (``hdr.x.isValid() && t.apply().hit``) becomes a graph of tests, as p4c
+        splits it: the table is applied only when evaluation gets that far.
+        """
+        c = const_value(e)
+        if c is not None:
+            return then_n if c else else_n
+        hit = _hit_test(e)
         if hit is not None:
             apply_call, is_hit = hit
             tv = ExprLowerer(scope).loc(apply_call.target.expr)
             if not isinstance(tv, TableValue):
-                raise CompileError("hit/miss needs a table", s.cond.pos)
+                raise CompileError("hit/miss needs a table", e.pos)
             on_hit, on_miss = (then_n, else_n) if is_hit else (else_n, then_n)
             return self.table(tv, {"__HIT__": on_hit, "__MISS__": on_miss}, next_, pos=apply_call.pos)
+        if _applies_table(e):
+            if isinstance(e, ast.UnaryExpr):  # "!"
+                return self.branch(scope, e.expr, else_n, then_n, next_)
+            assert isinstance(e, ast.BinaryExpr)
+            if e.op == "&&":
+                right = self.branch(scope, e.right, then_n, else_n, next_)
+                return self.branch(scope, e.left, right, else_n, next_)
+            right = self.branch(scope, e.right, then_n, else_n, next_)
+            return self.branch(scope, e.left, then_n, right, next_)
         lw = StmtLowerer(scope)
-        cond = lw.rv(s.cond)
+        cond = lw.rv(e)
         name = self.ctx.node_name()
         node = {"name": name, "id": self.new_id("conditionals"),
-                "source_info": source_info(s.cond.pos, _cond_text(s.cond.pos)),
+                "source_info": source_info(e.pos, _cond_text(e.pos)),
                 "expression": cond, "true_next": then_n, "false_next": else_n}
         if node["source_info"] is None:
             del node["source_info"]
@@ -461,6 +518,57 @@ def _hit_test(cond: ast.Expr) -> Optional[tuple[ast.CallExpr, bool]]:
         if isinstance(call.target, ast.MemberExpr) and call.target.member == "apply":
             return call, (cond.member == "hit") != neg
     return None
+
+
+def _table_results(s: ast.Stmt) -> list[ast.MemberExpr]:
+    """The ``t.apply().hit``/``.miss`` values an assignment, declaration or call
+    statement always evaluates (not under ``&&``, ``||`` or ``?:`` branches, where
+    applying the table first would change the program), in evaluation order."""
+    if isinstance(s, ast.AssignStmt):
+        roots: list[Any] = [s.lhs, s.rhs]
+    elif isinstance(s, ast.VarDecl):
+        roots = [s.init] if s.init is not None else []
+    elif isinstance(s, ast.CallStmt):
+        roots = [s.call]
+    else:
+        return []
+    found: list[ast.MemberExpr] = []
+
+    def walk(e: Any) -> None:
+        if isinstance(e, ast.MemberExpr) and e.member in ("hit", "miss") and isinstance(e.expr, ast.CallExpr) \
+                and isinstance(e.expr.target, ast.MemberExpr) and e.expr.target.member == "apply":
+            found.append(e)
+            return
+        if isinstance(e, ast.BinaryExpr) and e.op in ("&&", "||"):
+            walk(e.left)  # the right operand may not run
+            return
+        if isinstance(e, ast.TernaryExpr):
+            walk(e.cond)
+            return
+        if isinstance(e, ast.Argument):
+            walk(e.value)
+        elif isinstance(e, ast.Expr):
+            for f in dataclasses.fields(e):
+                v = getattr(e, f.name)
+                for x in (v if isinstance(v, list) else [v]):
+                    if isinstance(x, (ast.Expr, ast.Argument)):
+                        walk(x)
+
+    for r in roots:
+        walk(r)
+    return found
+
+
+def _applies_table(e: ast.Expr) -> bool:
+    """Whether a condition built with ``&&``, ``||`` and ``!`` tests a table's
+    ``apply().hit``/``.miss`` somewhere inside."""
+    if _hit_test(e) is not None:
+        return True
+    if isinstance(e, ast.UnaryExpr) and e.op == "!":
+        return _applies_table(e.expr)
+    if isinstance(e, ast.BinaryExpr) and e.op in ("&&", "||"):
+        return _applies_table(e.left) or _applies_table(e.right)
+    return False
 
 
 def _path_to(d: ast.VarDecl, scope: Scope) -> ast.PathExpr:

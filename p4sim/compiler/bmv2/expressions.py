@@ -282,9 +282,11 @@ class ExprLowerer:
                 return hex_node(e.expr.type.size, 32)
             if e.member == "lastIndex":
                 return expr_node("last_stack_index", None, self.loc(e.expr).node())
+        if e.member in ("hit", "miss") and id(e) in self.ctx.hoisted:
+            return d2b(self.ctx.hoisted[id(e)].node())
         if e.member in ("hit", "miss", "action_run"):
-            raise CompileError(f"'{e.member}' is only supported directly in an if or switch condition",
-                               e.pos, "unsupported")
+            raise CompileError(f"'{e.member}' is only supported in an if or switch condition or "
+                               "where a statement always evaluates it", e.pos, "unsupported")
         return None
 
     def unary(self, e: ast.UnaryExpr) -> dict:

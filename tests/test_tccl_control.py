@@ -1,0 +1,80 @@
+"""The control channel over a real Unix socket, on an engine without NICs (no root):
+flows are queue pairs created directly, the engine loop turns in a thread."""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+import pytest
+
+from tccl.control import AgentClient, ControlServer, socket_path
+from tccl.engine import Engine, QueuePair
+from tccl.job import Job, RankInfo, Transport, Workload, qpn
+
+RANKS = (RankInfo(0, "a", 0, 0, "eth0", "10.0.0.1", "02:00:00:00:00:01", "02:ff:00:00:00:01"),
+         RankInfo(1, "b", 1, 0, "eth0", "10.0.1.1", "02:00:00:00:00:02", "02:ff:00:00:00:02"))
+
+
+@pytest.fixture
+def agent(tmp_path):
+    engine = Engine(Job(ranks=RANKS, transport=Transport(), workload=Workload()), "a")
+    qp = QueuePair(engine, RANKS[0], RANKS[1], 50000, engine.clock())
+    engine.qps[qp.qpn] = qp
+    server = ControlServer(engine, socket_path(tmp_path, "a")).start()
+    stop = threading.Event()
+    loop = threading.Thread(target=lambda: engine.run_until(stop.is_set, 60), daemon=True)
+    loop.start()
+    client = AgentClient(socket_path(tmp_path, "a"), timeout=5)
+    try:
+        yield engine, qp, client
+    finally:
+        client.close()
+        stop.set()
+        loop.join(5)
+        server.stop()
+        engine.close()
+
+
+def test_list_flows_and_stats(agent):
+    engine, qp, client = agent
+    (flow,) = client.list_flows()
+    assert (flow.qpn, flow.src_ip, flow.dst_ip, flow.sport, flow.dport, flow.state) == \
+        (qpn(0, 1), "10.0.0.1", "10.0.1.1", 50000, 4791, "idle")
+    assert flow.rate_bps == pytest.approx(engine.dcqcn.line_rate)
+    stats = client.stats()
+    assert stats.server == "a" and len(stats.flows) == 1
+
+
+def test_move_an_idle_flow_by_qpn_and_by_addresses(agent):
+    _, qp, client = agent
+    reply = client.set_source_port(51000, qpn=qp.qpn)
+    assert (reply.old_sport, reply.flow.sport) == (50000, 51000) and qp.requester.sport == 51000
+    reply = client.set_source_port(52000, src_ip="10.0.0.1", dst_ip="10.0.1.1", current_sport=51000)
+    assert reply.flow.sport == 52000
+
+
+def test_errors_name_the_flow_or_port(agent):
+    _, qp, client = agent
+    for kwargs, code, text in [
+        (dict(sport=80, qpn=qp.qpn), grpc.StatusCode.INVALID_ARGUMENT, "invalid source port 80"),
+        (dict(sport=70000, qpn=qp.qpn), grpc.StatusCode.INVALID_ARGUMENT, "invalid source port 70000"),
+        (dict(sport=50001, qpn=0x42), grpc.StatusCode.NOT_FOUND, "no flow with QPN 0x42"),
+        (dict(sport=50001, src_ip="10.0.0.1", dst_ip="10.9.9.9"), grpc.StatusCode.NOT_FOUND,
+         "no flow 10.0.0.1:0 -> 10.9.9.9"),
+    ]:
+        with pytest.raises(grpc.RpcError) as err:
+            client.set_source_port(**kwargs)
+        assert err.value.code() == code and text in err.value.details()
+
+
+def test_move_waits_for_a_boundary_and_times_out_when_none_comes(agent):
+    engine, qp, client = agent
+    qp.requester.post(b"x" * 3000)
+    # One packet in flight that nobody will acknowledge (this engine has no NICs).
+    engine.call(lambda: qp.requester.next_frame(engine.clock())).result(5)
+    with pytest.raises(grpc.RpcError) as err:
+        client.set_source_port(53000, qpn=qp.qpn, timeout_s=0.3)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "did not reach a message boundary" in err.value.details()
+    assert client.list_flows()[0].state == "moving" and qp.requester.sport == 50000
