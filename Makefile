@@ -10,7 +10,7 @@ APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump cpp python3-venv pytho
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
 
-.PHONY: setup test run bench clean stop inspect
+.PHONY: setup test run bench clean stop inspect demo
 
 setup: $(STAMP)
 
@@ -36,6 +36,12 @@ run: setup
 
 bench: setup
 	$(PY) -m bench
+
+# The four configurations (stock, rail, orthogonal, gor) on one fabric, or SCENARIO=failure:
+# table on stdout, results/<run>/summary.json and plots. FABRIC=, TRACE=, SEED=, REPEATS=.
+demo: setup
+	$(PY) -m experiments --fabric $(FABRIC) $(if $(TRACE),--trace $(TRACE)) $(if $(SEED),--seed $(SEED)) \
+	  $(if $(REPEATS),--repeats $(REPEATS)) $(if $(SCENARIO),--scenario $(SCENARIO))
 
 # Summarise a run's captures (RUN=dir): tables, RUN/inspect.json, plots in RUN/plots.
 inspect: setup

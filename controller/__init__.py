@@ -1,2 +1,3 @@
-"""GOR, the global controller: route programming over P4Runtime (`routes`), and later
-telemetry, congestion alarms, elephant detection and rerouting."""
+"""GOR, the global controller: route programming and P4Runtime sessions with every
+switch, telemetry, congestion alarms, elephant detection, safe path planning, the
+source-port reroute loop and the live prompt (docs/gor.md)."""

@@ -89,9 +89,14 @@ class AlarmEvent:
     ecn_fraction: float
     queue_depth: int
 
-    def as_dict(self) -> dict:
-        return {"time": self.time, "event": f"alarm_{self.kind}", "link": "->".join(self.link),
-                "level": LEVELS[self.level], "previous": LEVELS[self.previous],
+    @property
+    def name(self) -> str:
+        """The event's name in GOR's log: alarm_raised, alarm_escalated, ..."""
+        return f"alarm_{self.kind}"
+
+    def fields(self) -> dict:
+        """The event's fields for GOR's log (names instead of level numbers)."""
+        return {"link": "->".join(self.link), "level": LEVELS[self.level], "previous": LEVELS[self.previous],
                 "ecn_fraction": round(self.ecn_fraction, 4), "queue_depth": self.queue_depth}
 
 

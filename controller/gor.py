@@ -45,7 +45,7 @@ from controller.paths import LinkId, candidate_paths, find_port, links_of, predi
 from controller.planner import SAFETY, plan_move
 from controller.publish import publish, topology_document
 from controller.routes import NO_FAILURES, Down, cable, program_updates, switch_program
-from controller.switches import SwitchFleet
+from controller.switches import SwitchFleet, SwitchFleetError
 from controller.telemetry import LinkStats, Telemetry
 from topo.addressing import AddressPlan
 from topo.hashmodel import PROTO_UDP, FiveTuple
@@ -55,6 +55,8 @@ LOG = logging.getLogger("controller.gor")
 # Flows are re-listed from the agents this often (s): listing costs each agent a turn
 # of its event loop, and a new flow needs a sample window to become an elephant anyway.
 AGENT_REFRESH_S = 0.5
+# Outcomes of a move after which the flow is on its new path.
+MOVED = ("moved", "cleared", "not cleared")
 # An alarmed link for which no move was found is planned again after this long (s).
 NO_PLAN_RETRY_S = 1.0
 # A flow neither listed by an agent nor sampled for this long is forgotten (s).
@@ -286,7 +288,7 @@ class Gor:
             self._incoming.put(sample)
 
     def _alarm_event(self, event: AlarmEvent) -> None:
-        self.events.emit(**event.as_dict())
+        self.events.emit(event.name, t=event.time, **event.fields())
 
     # --- flows ---------------------------------------------------------------------
 
@@ -347,6 +349,8 @@ class Gor:
                     if cable(*link) not in self.down}
         loads = {link: s.bps for link, s in stats.items()}
         for m in self.moves:
+            if m.state == "done" and m.outcome not in MOVED:
+                continue
             for link in links_of(list(m.old_path)):
                 loads[link] = max(0.0, loads.get(link, 0.0) - m.rate_bps)
             for link in links_of(list(m.path or (m.candidates[0] if m.candidates else ()))):
@@ -473,7 +477,7 @@ class Gor:
                 move.flow.sport = move.sport
                 self.events.emit("commanded", loop=move.loop, flow=move.flow.label,
                                  waited_s=round(reply.waited_s, 4))
-                move.state, move.since, move.deadline = "verifying", move.since, now + self.config.verify_s
+                move.state, move.deadline = "verifying", now + self.config.verify_s
             elif move.state == "verifying":
                 # The uplink the source leaf sends the flow out of on its new path.
                 port = self.telemetry.links.port_of((move.path[1], move.path[2]))  # type: ignore[union-attr]
@@ -553,9 +557,15 @@ class Gor:
                                                 switch_program(self.plan, sw.name, down))
                        for sw in self.plan.switches}
             self.down = down
-            self.fleet.write({n: u for n, u in updates.items() if u})
-            self.events.emit("repaired", down=sorted("-".join(sorted(c)) for c in down),
-                             switches=sorted(n for n, u in updates.items() if u))
+            changed = sorted(n for n, u in updates.items() if u)
+            try:
+                self.fleet.write({n: updates[n] for n in changed})
+            except SwitchFleetError as e:
+                # `down` stays the wanted state: a switch that comes back is re-pushed
+                # with it (`SwitchFleet` programs `switch_program(..., self.down)`).
+                self.events.emit("repair_failed", error=str(e))
+            else:
+                self.events.emit("repaired", down=sorted("-".join(sorted(c)) for c in down), switches=changed)
             self._publish()
 
     def _program(self, name: str) -> Any:

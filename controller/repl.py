@@ -338,7 +338,8 @@ class GorCLI(CLI):
         return [o for o in options if o.startswith(text)]
 
     def _flow_ids(self) -> list[str]:
-        return [str(f.id) for f in self.gor.flows.values()]
+        with self.gor.lock:
+            return [str(f.id) for f in self.gor.flows.values()]
 
     def complete_paths(self, text: str, *_: Any) -> list[str]:
         return self._complete(text, self._flow_ids())

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
@@ -29,9 +30,14 @@ from controller.routes import SwitchProgram, program_switch, switch_options
 from topo.addressing import AddressPlan
 from topo.pipeline import Pipeline
 
-# Above the election ids of the one-shot programming at bring-up (finsy's default 10)
-# and of tests that peek at a switch, so GOR is the primary of every switch.
-ELECTION_ID = 100
+def fresh_election_id() -> int:
+    """A fresh election id: milliseconds since the epoch. P4Runtime makes the highest
+    id the primary, so a controller started later takes over from an earlier one whose
+    stream a switch still holds open (a crashed run), and any fixed small id (the
+    bring-up programming's 10, a test peeking at a switch) stays below it."""
+    return int(time.time() * 1000)
+
+
 # PacketIns queued per switch before finsy drops them: a few seconds of samples.
 PACKET_QUEUE = 20000
 
@@ -48,15 +54,17 @@ class SwitchFleet:
 
     def __init__(self, plan: AddressPlan, pipeline: Pipeline, desired: Callable[[str], SwitchProgram],
                  on_packet: Callable[[str, Any], None] | None = None,
-                 election_id: int = ELECTION_ID) -> None:
+                 election_id: int | None = None) -> None:
         self.plan = plan
         self.desired = desired
         self.on_packet = on_packet
         self.pushes: dict[str, int] = {sw.name: 0 for sw in plan.switches}
         self._ready: dict[str, threading.Event] = {sw.name: threading.Event() for sw in plan.switches}
+        self.election_id = election_id or fresh_election_id()
         self.switches: dict[str, fy.Switch] = {}
         for sw in plan.switches:
-            opts = switch_options(pipeline, sw)(initial_election_id=election_id, ready_handler=self._on_ready)
+            opts = switch_options(pipeline, sw)(initial_election_id=self.election_id,
+                                                ready_handler=self._on_ready)
             self.switches[sw.name] = fy.Switch(sw.name, sw.grpc_address, opts)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="p4runtime", daemon=True)

@@ -92,3 +92,54 @@ def test_fields_of_every_width_are_extracted_and_emitted_in_place(tmp_path, seed
             expected |= ((field + 1) & ((1 << w) - 1)) << shift
         [(port, out)] = sw.process(0, data)
         assert port == 1 and out == expected.to_bytes(total // 8, "big") + b"\x99"
+
+
+def test_long_control_chains_run_fused(tmp_path):
+    """40 `if`s in a row (81 control nodes): a packet goes through them in a few calls
+    of fused code, the generated code stays linear in the program, and the result is
+    the one of running the nodes one by one."""
+    import sys
+
+    from p4sim.switch import codegen
+
+    ifs = "\n".join(f"        if (hdr.h.a[{i % 32}:{i % 32}] == 1) {{ hdr.h.b = hdr.h.b + {i + 1}; }}"
+                    for i in range(40))
+    src = f"""#include <core.p4>
+#include <v1model.p4>
+header h_t {{ bit<32> a; bit<32> b; }}
+struct headers {{ h_t h; }}
+struct metadata {{ }}
+parser P(packet_in p, out headers hdr, inout metadata m, inout standard_metadata_t s) {{
+    state start {{ p.extract(hdr.h); transition accept; }}
+}}
+control C(inout headers hdr, inout metadata m) {{ apply {{ }} }}
+control I(inout headers hdr, inout metadata m, inout standard_metadata_t s) {{
+    apply {{
+{ifs}
+        s.egress_spec = 1;
+    }}
+}}
+control E(inout headers hdr, inout metadata m, inout standard_metadata_t s) {{ apply {{ }} }}
+control D(packet_out p, in headers hdr) {{ apply {{ p.emit(hdr.h); }} }}
+V1Switch(P(), C(), I(), E(), C(), D()) main;
+"""
+    prog = tmp_path / "chain.p4"
+    prog.write_text(src)
+    sw = V1Switch(compile_file(str(prog)).bmv2_json)
+    assert len(sw.source.splitlines()) < 81 * 4 * codegen.MAX_FUSE_DEPTH
+    calls = []
+
+    def count(frame, event, arg):
+        if event == "call" and frame.f_code.co_name.startswith("N_ingress_"):
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(count)
+    try:
+        sw.process(0, bytes(8))
+    finally:
+        sys.setprofile(None)
+    assert 0 < len(calls) <= 81 // codegen.MAX_FUSE_DEPTH + 2
+    for a in (0, 0xFFFFFFFF, 0x0F0F1234):
+        expected = sum(i + 1 for i in range(40) if (a >> (i % 32)) & 1) & 0xFFFFFFFF
+        [(port, out)] = sw.process(0, a.to_bytes(4, "big") + bytes(4))
+        assert port == 1 and int.from_bytes(out[4:8], "big") == expected

@@ -1,19 +1,22 @@
 """GOR's pure logic (no root): alarm hysteresis, elephant ranking from samples, path
 planning with projected loads, routing around failed cables (checked on the engine),
 the source-port search against the hash model, telemetry arithmetic, the published
-topology document, the event log and its loop latencies."""
+topology document, the event log and its loop latencies, and a move's verification,
+next-path retry and rollback (fake agent and clock)."""
 
 from __future__ import annotations
 
 import json
 import struct
+from types import SimpleNamespace
 
 import pytest
 
 from controller.alarms import CRITICAL, NOTICE, OK, WARNING, AlarmBook, AlarmThresholds, LinkSample
 from controller.events import EventLog, loop_latencies, read_events
-from controller.gor import GorConfig, default_thresholds
-from controller.elephants import SampleWindow, parse_sample
+from controller.agents import AgentFlow
+from controller.gor import Gor, GorConfig, Move, default_thresholds
+from controller.elephants import Sample, SampleWindow, parse_sample
 from controller.paths import candidate_paths, find_port, links_of, predict
 from controller.planner import plan_move
 from controller.publish import publish, topology_document
@@ -26,6 +29,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from topo.addressing import AddressPlan
 from topo.hashmodel import FiveTuple, ecmp_index, predict_path
+from topo.pipeline import build_pipeline
 from topo.spec import FabricSpec
 
 SPEC = FabricSpec(blocks=2, servers_per_block=2, rails=2, spines=3)
@@ -43,6 +47,8 @@ def test_alarm_levels_raise_at_once_and_clear_only_after_quiet_intervals():
     assert book.update(0, sample(0.0, 0)) == []
     (e,) = book.update(1, sample(0.02, 3))
     assert (e.kind, e.level, e.time) == ("raised", NOTICE, 1)
+    assert e.name == "alarm_raised" and e.fields() == {"link": "b0l0->sp0", "level": "notice", "previous": "ok",
+                                                       "ecn_fraction": 0.02, "queue_depth": 3}
     (e,) = book.update(2, sample(0.30, 65))
     assert (e.kind, e.level, e.previous) == ("escalated", CRITICAL, NOTICE)
     # Below the critical raise threshold but above half of it: stays critical.
@@ -251,3 +257,69 @@ def test_gor_config_rejects_bad_values_by_name():
         GorConfig(safety=1.5)
     with pytest.raises(ValueError, match="act_level"):
         GorConfig(act_level=0)
+
+
+# --- the move state machine (fake agent, fake clock, no switches) ----------------------
+
+class FakeAgents:
+    """Records port changes; answers like the agent's control channel."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, int]] = []
+
+    def set_source_port(self, server: str, qpn: int, sport: int, timeout_s: float) -> object:
+        self.calls.append((server, qpn, sport))
+        return SimpleNamespace(waited_s=0.01)
+
+    def flows(self) -> tuple[set, list]:
+        return set(), []
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp_path):
+    plan = AddressPlan(SPEC)
+    now = [100.0]
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=lambda: now[0])
+    gor.telemetry = SimpleNamespace(links=LinkMap(plan), latest={})
+    gor.agents = FakeAgents()
+    src, dst = plan.nic("10.0.0.1"), plan.nic("10.0.1.1")
+    old = find_port(plan, FiveTuple(src.ip, dst.ip), candidate_paths(plan, FiveTuple(src.ip, dst.ip))[0])
+    gor._refresh_agent_flows({"b0h0"}, [AgentFlow("b0h0", 7, src.ip, dst.ip, old, 4791, 1000, 5e6, "active")],
+                             now[0])
+    flow = gor.flow("10.0.0.1:%d->10.0.1.1" % old)
+    paths = candidate_paths(plan, flow.five_tuple)
+    assert [p[2] for p in paths] == ["sp0", "sp1", "sp2"]
+
+    def step(seconds: float) -> list[str]:
+        before = len(gor.events.snapshot())
+        for m in gor.moves:
+            if m.future is not None:
+                m.future.result(5)
+        now[0] += seconds
+        gor._advance_moves(now[0])
+        return [e["event"] for e in gor.events.snapshot()[before:]]
+
+    # By hand to sp2: the agent acks, a sample of the new 5-tuple leaving b0l0 towards
+    # sp2 is the proof.
+    move = gor.reroute(flow, paths[2])
+    assert gor.agents.calls[-1][:2] == ("b0h0", 7) and move.sport != old
+    assert step(0.1) == ["commanded"]
+    new = FiveTuple(src.ip, dst.ip, sport=move.sport)
+    gor.samples.add([Sample(now[0], "b0l0", 1, plan.uplink_port(2), 0, new, 1000)])
+    assert step(0.1) == ["moved"] and move.done.is_set() and move.outcome == "moved"
+    assert flow.sport == move.sport and predict(plan, new)[2] == "sp2"
+    # Automatically off an alarmed link, two accepted paths, the data plane never shows
+    # the flow on either: the second path is tried, then the old port comes back.
+    start = flow.sport
+    auto = Move(99, flow, start, ("b0l0", "sp2"), tuple(paths[2]), 5e6, [tuple(paths[0]), tuple(paths[1])], now[0])
+    gor._command(auto)
+    assert step(0.1) == ["commanded"]
+    assert step(gor.config.verify_s + 0.1) == ["not_moved", "command"]
+    assert step(0.1) == ["commanded"]
+    assert step(gor.config.verify_s + 0.1) == ["not_moved", "rolled_back"]
+    assert auto.outcome == "failed" and flow.sport == start
+    gor._pool.shutdown(wait=True)         # the rollback call runs in a worker too
+    assert gor.agents.calls[-1] == ("b0h0", 7, start)
+    gor.events.close()

@@ -124,6 +124,9 @@ def test_links_job_reroute_and_quit_through_a_terminal(tmp_path):
         assert f"flow {flow_id}: moved" in moved, moved
         flows = term.command("flows")
         assert re.search(rf"^ +{flow_id} 10\.0\.0\.1:\d+->10\.1\.0\.1 .* {other} ", flows, re.M), flows
+        assert f"flow {flow_id} pinned" in term.command(f"pin {flow_id}")
+        assert re.search(rf"^ +{flow_id} .* yes$", term.command("flows"), re.M)
+        assert f"flow {flow_id} unpinned" in term.command(f"unpin {flow_id}")
         events = term.command("events 50 moved")
         assert f"{prefix}b0h0-{prefix}b0l0-{other}-" in events, events
         os.write(term.master, b"quit\n")
@@ -136,7 +139,9 @@ def test_links_job_reroute_and_quit_through_a_terminal(tmp_path):
 def test_piped_commands_without_a_terminal(tmp_path):
     prefix = f"i{os.getpid() % 1000}"
     done = subprocess.run([sys.executable, "-m", "topo.run", "--fabric", str(spec_file(tmp_path, prefix, 8))],
-                          cwd=ROOT, input="sh sleep 1\nlinks\nalarms\nset interval 0.5\nset\nbogus\ntopology\n",
+                          cwd=ROOT, input="sh sleep 1\nlinks\nalarms\nset interval 0.5\nset\nbogus\ntopology\n"
+                          f"watch 0.6 {prefix}sp1\nlink x y sideways\n"
+                          f"link {prefix}b0l0 {prefix}sp0 down\ntopology\nlink {prefix}b0l0 {prefix}sp0 up\n",
                           capture_output=True, text=True, timeout=120)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
@@ -145,4 +150,13 @@ def test_piped_commands_without_a_terminal(tmp_path):
     assert re.search(r"^(astral> )?interval +0\.5 ", out, re.M), out
     assert "*** Unknown command: bogus" in out
     assert "published: " in out
+    # watch without a terminal: the refreshing view for 0.6 s, filtered to sp1's links.
+    views = re.findall(r"GOR \d\d:\d\d:\d\d  alarms: [^\n]*\nlink [^\n]*\n(.*?)\n\n", out, re.S)
+    assert len(views) >= 2, out
+    rows = views[0].splitlines()
+    assert len(rows) == 8 and all(f"{prefix}sp1" in row for row in rows), rows
+    assert "usage: link NODE1 NODE2 down|up" in out
+    assert f"{prefix}b0l0-{prefix}sp0 down; routes repaired (topology version 2)" in out, out
+    assert re.search(rf"{prefix}b0l0 +servers .* uplinks x{prefix}sp0\(port 2\) -{prefix}sp1", out), out
+    assert f"{prefix}b0l0-{prefix}sp0 up; routes repaired (topology version 3)" in out, out
     assert_nothing_left(prefix)

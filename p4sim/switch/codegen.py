@@ -22,9 +22,10 @@ from .tables import lookup_mode
 #: Parse states nested inside their predecessor at most this deep (CPython allows at
 #: most 100 indentation levels).
 MAX_INLINE_DEPTH = 24
-#: Control nodes continued inside their predecessor at most this deep (each level of
-#: a fused conditional adds one indentation level).
-MAX_FUSE_DEPTH = 24
+#: Control nodes continued inside their predecessor at most this deep: bounds the
+#: nesting of fused conditionals and the code a long chain of nodes repeats (each
+#: node's function continues into at most this many successors).
+MAX_FUSE_DEPTH = 8
 
 
 def _pieces(nbytes: int) -> list[tuple[str, int]]:
@@ -1074,7 +1075,7 @@ class Generator:
         the successor, its code continues inside the node instead of returning it;
         where the two branches of a conditional meet again, the code after the join
         follows the ``if`` (see `join_of`). A run of such nodes then costs one call
-        instead of one per node. Every node keeps its own function too.
+        instead of one per node.
         """
         self._tables = {t["name"]: t for t in p.get("tables", [])}
         self._conds = {c["name"]: c for c in p.get("conditionals", [])}
@@ -1095,7 +1096,18 @@ class Generator:
             edge(a["name"], a.get("next_node"))
         self._preds = preds
         self._node_name = node_name
-        for name in list(self._tables) + list(self._conds) + list(self._calls):
+        # A node gets a function only when something refers to it at run time: the
+        # pipeline start, a table's next node, or a `return` in generated code.
+        self._wanted: list[str] = [n for n in [p.get("init_table")] if n is not None]
+        for t in self._tables.values():
+            self._wanted += [n for n in list(t.get("next_tables", {}).values()) + [t.get("base_default_next")]
+                             if n is not None]
+        done: set[str] = set()
+        while self._wanted:
+            name = self._wanted.pop()
+            if name in done:
+                continue
+            done.add(name)
             self.emit(f"def {node_name(name)}(F, S):")
             self.node_body(name, 1, 0, None, frozenset())
             self.emit("")
@@ -1148,6 +1160,8 @@ class Generator:
             self.node_body(target, ind, depth + 1, stop, owned)
         else:
             self.emit(f"return {self._node_name(target)}", ind)
+            if target is not None:
+                self._wanted.append(target)
 
     def node_body(self, name: str, ind: int, depth: int, stop: str | None, owned: frozenset) -> None:
         """Statements running control node `name` and continuing after it."""

@@ -357,7 +357,10 @@ class StmtLowerer(ExprLowerer):
                 self.inline_action(v, c)
                 return
             if isinstance(v, FunctionValue):
-                self.inline_function(v.decl, c, None)
+                # a value-returning function called as a statement: the value is dropped
+                rt = self.ctx.types.resolve(v.decl.return_type)
+                result = None if isinstance(rt, T.VoidT) else self.ctx.layout.storage("retval", rt, c.pos)
+                self.inline_function(v.decl, c, result)
                 return
             raise CompileError(f"'{t.name}' cannot be called", t.pos)
         if isinstance(t, ast.MemberExpr):
@@ -392,12 +395,14 @@ class StmtLowerer(ExprLowerer):
     def packet_call(self, pkt: PacketValue, method: str, c: ast.CallExpr) -> None:
         raise CompileError(f"packet method '{method}' is not allowed here", c.pos)
 
-    def bind_params(self, scope: Scope, params: list[ast.Param], c: ast.CallExpr) -> list[tuple[ast.SliceExpr, Any]]:
+    def bind_params(self, scope: Scope, params: list[ast.Param], c: ast.CallExpr) -> list[tuple[Any, Any]]:
         """Bind callee parameters in ``scope`` to the call's arguments, evaluated here.
 
-        Returns the copy-outs to do after the body: a slice given for an ``out`` or
-        ``inout`` parameter is a temporary written back into the slice."""
-        copy_out: list[tuple[ast.SliceExpr, Any]] = []
+        Scalar ``out``/``inout`` arguments are copied in and out (P4-16 6.8): the
+        callee works on a temporary, so two parameters bound to the same field, or a
+        callee that also reaches the field another way, see what p4c's copies give.
+        Returns those copy-outs, to do after the body (in parameter order)."""
+        copy_out: list[tuple[Any, Any]] = []
         fresh: list[Any] = []  # out arguments: invalidated once every argument is evaluated
         for p, a in zip(params, ordered_args(params, c.args, c.pos)):
             if a is None:
@@ -414,6 +419,13 @@ class StmtLowerer(ExprLowerer):
                     copy_out.append((a, tmp))
                 else:
                     loc = self.loc(a)
+                    if isinstance(loc, (FieldLoc, DynFieldLoc)) and scalar_width(pt) is not None:
+                        tmp = self.temp(pt)
+                        if p.direction == "inout":
+                            self.set_field(tmp, loc.node())
+                        scope.bind(p, tmp)
+                        copy_out.append((loc, tmp))
+                        continue
                     if p.direction == "out":
                         fresh.append(loc)
                     scope.bind(p, loc)
@@ -446,9 +458,12 @@ class StmtLowerer(ExprLowerer):
             for f in loc.fields.values():
                 self.invalidate(f)
 
-    def copy_out(self, pending: list[tuple[ast.SliceExpr, Any]]) -> None:
+    def copy_out(self, pending: list[tuple[Any, Any]]) -> None:
         for target, tmp in pending:
-            self.write_slice(target, tmp.node())
+            if isinstance(target, ast.SliceExpr):
+                self.write_slice(target, tmp.node())
+            else:
+                self.set_field(target, tmp.node())
 
     def inline_body(self, scope: Scope, body: ast.BlockStmt, result: Any) -> None:
         saved = self.scope

@@ -1,0 +1,51 @@
+"""``python -m experiments`` (``make demo``): run the configurations, print the table,
+write results/<run>/summary.json and plots; ``--scenario failure`` runs the cable
+failure instead (docs/experiments.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from experiments.configs import CONFIGS, parse_configs
+from experiments.runner import DEFAULT_FABRIC, DEFAULT_TRACE, Settings, prepare, run
+from tccl.job import JobError
+from topo.spec import SpecError
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fabric", type=Path, default=DEFAULT_FABRIC, help="fabric spec (default %(default)s)")
+    ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="trace (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=1, help="seeds random ports and data (default %(default)s)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per configuration (default %(default)s)")
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help="comma-separated subset of %(default)s")
+    ap.add_argument("--iterations", type=int, help="iterations per job (default: the trace's)")
+    ap.add_argument("--size-scale", type=float, default=1.0, help="scale the trace's message sizes")
+    ap.add_argument("--out", type=Path, help="run directory (default results/<date-time>)")
+    ap.add_argument("--scenario", choices=("configs", "failure"), default="configs",
+                    help="configs: the comparison (default); failure: a spine cable fails mid-job")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = Settings(fabric=args.fabric, trace=args.trace, seed=args.seed, repeats=args.repeats,
+                            configs=tuple(parse_configs(args.configs)), out=args.out,
+                            iterations=args.iterations, size_scale=args.size_scale)
+        if args.scenario == "failure":
+            from experiments.failure import run_failure
+            run_failure(settings)
+        else:
+            run(prepare(settings))
+    except (ValueError, SpecError, JobError) as e:
+        print(f"experiments: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

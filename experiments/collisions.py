@@ -1,0 +1,114 @@
+"""What the hash model predicts for a job: which fabric links each step's flows share.
+
+For every collective step of the trace, the flows that cross the network (NVLink pairs
+excluded) get the source ports the agents will use (`tccl.agent.port_function`, the
+same deterministic plan every agent makes) and the path `topo.hashmodel` predicts for
+them (bit-exact with the switches). Then, per directed leaf-spine link:
+
+* a **collision** is a flow more on a link than the least its leaf must put there: a
+  leaf sending F flows through k spines needs ceil(F/k) on its busiest uplink (the same
+  for the flows into a leaf on the spines' downlinks); `collisions` sums the excess;
+* the step runs at the pace of its most shared link (ring collectives move in lock
+  step; every flow of a step is as large as the others), so the model's busbw fraction
+  is sum(ideal) / sum(ideal x flows on the step's busiest link) -- the theory the
+  measured busbw is set against.
+
+`expected_random` repeats the count over many seeds of random ports (the stock
+library's draw), the average a stock job meets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from typing import Any
+
+from experiments.metrics import step_costs
+from tccl import collectives as C
+from tccl import trace as T
+from tccl.agent import port_function
+from tccl.job import Job
+from topo.addressing import AddressPlan
+from topo.hashmodel import FiveTuple, predict_path
+
+
+def step_flows(job: Job, trace: T.Trace) -> list[list[tuple[int, int]]]:
+    """Per collective step, the (src, dst) rank pairs that cross the network."""
+    ranks = {r.rank: r for r in job.ranks}
+    nvlink = job.transport.nvlink_gbps > 0
+    out = []
+    for step in trace.steps:
+        if step.op is None:
+            continue
+        if step.group == "pp":
+            pairs = T.pp_pairs(job.ranks)
+        else:
+            pairs = []
+            for g in T.groups(step.group, job.ranks):
+                ring = C.ring_order(g, job.workload.order)
+                pairs += ([(a, b) for a in ring for b in ring if a != b] if step.op == "alltoall"
+                          else C.ring_flows(ring))
+        out.append([(a, b) for a, b in pairs if not (nvlink and ranks[a].server == ranks[b].server)])
+    return out
+
+
+def link_loads(plan: AddressPlan, job: Job, flows: list[tuple[int, int]], port: Any) -> Counter:
+    """Flows per directed link (``(a, b)``) of the predicted paths."""
+    ranks = {r.rank: r for r in job.ranks}
+    loads: Counter = Counter()
+    for a, b in flows:
+        path = predict_path(plan, FiveTuple(ranks[a].ip, ranks[b].ip, sport=port(a, b)))
+        loads.update(zip(path, path[1:]))
+    return loads
+
+
+def excess(plan: AddressPlan, loads: Counter) -> int:
+    """Flows on leaf-spine links beyond the least their leaves need (module doc)."""
+    leaves = {l.name for l in plan.leaves}
+    spines = {s.name for s in plan.spines}
+    k = len(spines)
+    up: Counter = Counter()
+    down: Counter = Counter()
+    for (a, b), n in loads.items():
+        if a in leaves and b in spines:
+            up[a] += n
+        elif a in spines and b in leaves:
+            down[b] += n
+    total = 0
+    for (a, b), n in loads.items():
+        if a in leaves and b in spines:
+            total += max(0, n - math.ceil(up[a] / k))
+        elif a in spines and b in leaves:
+            total += max(0, n - math.ceil(down[b] / k))
+    return total
+
+
+def analyse(plan: AddressPlan, job: Job, trace: T.Trace) -> dict[str, Any]:
+    """``collisions`` (summed over steps), the most flows on one leaf-spine link, and
+    the model's busbw fraction, for the job's own ports."""
+    ring = C.ring_order(job.ranks, job.workload.order)
+    port, _ = port_function(job, ring, trace)
+    spines = {s.name for s in plan.spines}
+    costs = step_costs(trace, job.ranks, 1.0, 0.0)   # relative sizes: any rate will do
+    collisions = worst_fabric = 0
+    ideal = paced = 0.0
+    for flows, cost in zip(step_flows(job, trace), costs):
+        loads = link_loads(plan, job, flows, port)
+        collisions += excess(plan, loads)
+        fabric = [n for (a, b), n in loads.items() if a in spines or b in spines]
+        worst_fabric = max([worst_fabric, *fabric])
+        if flows:
+            ideal += cost.ideal_s
+            paced += cost.ideal_s * max(loads.values())
+    return {"collisions": collisions, "max_flows_per_link": worst_fabric,
+            "model_busbw_frac": ideal / paced if paced else 1.0}
+
+
+def expected_random(plan: AddressPlan, job: Job, trace: T.Trace, seeds: int = 100) -> float:
+    """Mean `collisions` of the job over ``seeds`` draws of random source ports."""
+    total = 0
+    for s in range(seeds):
+        t = dataclasses.replace(job.transport, ports="random", seed=10_000 + s)
+        total += analyse(plan, dataclasses.replace(job, transport=t), trace)["collisions"]
+    return total / seeds

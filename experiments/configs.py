@@ -1,0 +1,91 @@
+"""The four configurations and the job they run.
+
+Every configuration runs the same job: the ranks of every NIC of the fabric, listed in
+the order a naive hostfile gives them -- servers alternating between blocks, as
+`tccl.bench.interleaved_order` lays out -- running a trace (compute phases and
+collectives), with NVLink between the ranks of a server. They differ in what the
+library and the controller do with it:
+
+========== ================ ============ =====
+config     ring order       source ports GOR
+========== ================ ============ =====
+stock      input (hostfile) random       off
+rail       rail-aware       random       off
+orthogonal rail-aware       orthogonal   off
+gor        rail-aware       orthogonal   on
+========== ================ ============ =====
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from tccl.bench import interleaved_order
+from tccl.job import Job, Transport, Workload, job_from_fabric, renumbered
+from tccl.trace import load_trace
+
+# NVLink between the ranks of a server (Gbit/s): 100x the default 10 Mbit/s NICs, like
+# NVLink against a 400G NIC, so tensor-parallel steps never wait for the network.
+NVLINK_GBPS = 1.0
+
+
+@dataclass(frozen=True)
+class Config:
+    """What one configuration turns on."""
+
+    name: str
+    order: str          # tccl ring order: input | rail
+    ports: str          # tccl source ports: random | orthogonal
+    gor: bool           # GOR's loop moves elephants
+
+
+CONFIGS: dict[str, Config] = {c.name: c for c in (
+    Config("stock", "input", "random", False),
+    Config("rail", "rail", "random", False),
+    Config("orthogonal", "rail", "orthogonal", False),
+    Config("gor", "rail", "orthogonal", True),
+)}
+
+
+def parse_configs(text: str) -> list[Config]:
+    """``stock,gor`` -> those configurations, in the order given."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown or not names:
+        raise ValueError(f"--configs: unknown configuration(s) {unknown or text!r}; "
+                         f"choose from {', '.join(CONFIGS)}")
+    return [CONFIGS[n] for n in names]
+
+
+def prepare_trace(trace: str | Path, out: str | Path, iterations: int | None = None,
+                  size_scale: float = 1.0) -> Path:
+    """A copy of ``trace`` in the run directory, with its iteration count and message
+    sizes changed if asked (short runs for tests); validated by `tccl.trace`."""
+    t = load_trace(trace)
+    if iterations is not None and iterations < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    if size_scale <= 0:
+        raise ValueError(f"size scale must be > 0, got {size_scale}")
+    steps = []
+    for s in t.steps:
+        if s.op is None:
+            steps.append({"compute_ms": s.compute_ms})
+        else:
+            steps.append({"op": s.op, "group": s.group, "size": max(1024, int(s.size * size_scale))})
+    doc = {"name": t.name, "iterations": iterations or t.iterations, "steps": steps}
+    path = Path(out)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    load_trace(path)
+    return path
+
+
+def build_job(spec_file: str | Path, trace_file: str | Path, config: Config, seed: int) -> Job:
+    """The experiment's job under ``config`` (see the module doc)."""
+    base = job_from_fabric(spec_file, Workload(op="allreduce", trace=str(trace_file), order=config.order,
+                                               check=False),
+                           Transport(ports=config.ports, seed=seed, nvlink_gbps=NVLINK_GBPS),
+                           name=f"experiment-{config.name}")
+    return renumbered(base, interleaved_order(base))

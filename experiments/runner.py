@@ -1,0 +1,283 @@
+"""The experiment runner: one fabric, the same trace-driven job under each configuration,
+repeated; the numbers, ``summary.json``, the comparison table and the plots.
+
+One fabric serves every configuration (bring-up is the slow part): between runs
+nothing carries over that a number depends on -- every run has fresh agent processes
+in a run directory of its own, GOR (when on) is a new controller with its own event
+log, link numbers are counter differences over the run's own time window, and the
+queues have drained while the agents lingered. Configurations take turns within each
+repeat, so a drift in the machine's load spreads over all of them.
+
+The fabric runs under a node prefix and gRPC ports of its own (so it never collides
+with ``make run`` or a test); names in the outputs are the spec's, without the prefix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from controller.events import read_events
+from experiments import collisions
+from experiments.configs import CONFIGS, NVLINK_GBPS, Config, build_job, prepare_trace
+from experiments.metrics import compute_seconds, step_costs
+from experiments.recorder import Interval, Recorder
+from experiments.summary import config_row, link_numbers, repeat_numbers
+from experiments.table import format_table
+from tccl.job import Job
+from tccl.launch import run_on_fabric
+from tccl.trace import Trace, load_trace
+from topo.addressing import AddressPlan
+from topo.spec import FabricSpec, load_spec, replace
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results"
+DEFAULT_FABRIC = ROOT / "topo" / "fabrics" / "default.yaml"
+DEFAULT_TRACE = ROOT / "traces" / "dp_tp_pp.yaml"
+SUMMARY = "summary.json"
+EVENTS = "gor-events.jsonl"
+TELEMETRY = "telemetry.jsonl"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What to run (the command line's options)."""
+
+    fabric: Path = DEFAULT_FABRIC
+    trace: Path = DEFAULT_TRACE
+    seed: int = 1
+    repeats: int = 3
+    configs: tuple[Config, ...] = tuple(CONFIGS.values())
+    out: Path | None = None               # default: results/<date-time>
+    iterations: int | None = None         # override the trace's iteration count
+    size_scale: float = 1.0               # scale the trace's message sizes (short runs)
+    interval_s: float = 0.25              # link telemetry period
+    timeout_s: float = 300.0              # one job, all agents
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+        if not self.configs:
+            raise ValueError("at least one configuration is needed")
+
+
+@dataclass
+class Experiment:
+    """A prepared experiment: the run directory, the job per configuration, what the
+    hash model predicts for each, and the line-rate cost of the trace."""
+
+    settings: Settings
+    out: Path
+    spec: FabricSpec                      # the running fabric's (with prefix and ports)
+    spec_file: Path
+    trace: Trace
+    jobs: dict[str, Job]
+    models: dict[str, dict[str, Any]]
+    ideal_comm_s: float
+    compute_s: float
+    bottleneck_mbps: float
+    log: Callable[[str], None] = print
+    repeats: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def name(self, node: str) -> str:
+        """A node or link name without the running fabric's prefix."""
+        p = self.spec.node_prefix
+        return "->".join(n[len(p):] if p and n.startswith(p) else n for n in node.split("->"))
+
+
+def free_port_base(count: int) -> int:
+    """A base of ``count`` consecutive free TCP ports on 127.0.0.1 (the switches' gRPC)."""
+    rng = random.Random(os.getpid() * 31 + int(time.time()))
+    for _ in range(100):
+        base = rng.randrange(20000, 45000)
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free range of TCP ports for the switches")
+
+
+def _write_spec(spec: FabricSpec, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(dataclasses.asdict(spec), sort_keys=False), encoding="utf-8")
+    return path
+
+
+def prepare(settings: Settings, log: Callable[[str], None] = print) -> Experiment:
+    """Everything that needs no fabric: run directory, spec copies, trace copy, jobs,
+    the hash model's predictions."""
+    out = Path(settings.out or RESULTS / time.strftime("%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    base = load_spec(settings.fabric)
+    # The logical fabric, for `python -m insight` on the run directory.
+    _write_spec(dataclasses.replace(base, pcap=False), out / "fabric.yaml")
+    spec = replace(base, node_prefix=f"x{os.getpid() % 1000}", pcap=False,
+                   grpc_port_base=free_port_base(len(AddressPlan(base).switches)))
+    spec_file = _write_spec(spec, out / "fabric" / "spec.yaml")
+    trace_file = prepare_trace(settings.trace, out / "trace.yaml", settings.iterations, settings.size_scale)
+    trace = load_trace(trace_file)
+    plan = AddressPlan(spec)
+    jobs = {c.name: build_job(spec_file, trace_file, c, settings.seed) for c in settings.configs}
+    models = {}
+    for c in settings.configs:
+        m = collisions.analyse(plan, jobs[c.name], trace)
+        m["collisions_expected_random"] = collisions.expected_random(plan, jobs[c.name], trace)
+        models[c.name] = m
+    bottleneck = min(spec.links.host_mbps, spec.links.uplink_mbps)
+    any_job = next(iter(jobs.values()))
+    costs = step_costs(trace, any_job.ranks, bottleneck * 1e6, NVLINK_GBPS * 1e9)
+    return Experiment(settings, out, spec, spec_file, trace, jobs, models,
+                      sum(c.ideal_s for c in costs), compute_seconds(trace), bottleneck, log)
+
+
+def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, run_dir: Path,
+             on_start: Callable[[float], Any] | None = None) -> dict[str, Any]:
+    """One job under one configuration on the running fabric; its numbers (plus, under
+    ``series`` and ``intervals``, the recorded telemetry of the run). ``on_start(t)``
+    is called as the agents are launched (monotonic time ``t``): the failure scenario
+    starts its cable failure there."""
+    from controller.gor import Gor, GorConfig, default_thresholds
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    gor = None
+    if config.gor:
+        gor = Gor(fabric.plan, fabric.pipeline, run_dir, GorConfig(thresholds=default_thresholds(fabric.plan)),
+                  fabric=fabric).start()
+    try:
+        start = time.monotonic()
+        if on_start is not None:
+            on_start(start)
+        results = run_on_fabric(fabric, exp.jobs[config.name], run_dir, exp.settings.timeout_s)
+        end = time.monotonic()
+    finally:
+        if gor is not None:
+            gor.stop()
+    recorder.wait_past(end)
+    recording = recorder.recording
+    recording.write_log(run_dir / TELEMETRY, start, end, rename=exp.name)
+    intervals = {exp.name(k): v for k, v in recording.intervals(start, end).items()}
+    plan = AddressPlan(load_spec(exp.out / "fabric.yaml"))
+    links = link_numbers(intervals, {l.name for l in plan.leaves}, {s.name for s in plan.spines},
+                         {s.name for s in plan.servers})
+    events = read_events(run_dir / EVENTS) if (run_dir / EVENTS).is_file() else []
+    numbers = repeat_numbers(results, exp.ideal_comm_s, exp.compute_s, links, events)
+    numbers["job_s"] = round(end - start, 3)
+    numbers["series"] = _util_series(intervals, plan)
+    numbers["intervals"] = intervals
+    return numbers
+
+
+def _util_series(intervals: dict[str, list[Interval]], plan: AddressPlan) -> dict[str, Any]:
+    """Leaf-spine links' utilisation per telemetry round (for the heat map)."""
+    leaves, spines = {l.name for l in plan.leaves}, {s.name for s in plan.spines}
+    fabric = {k: v for k, v in intervals.items()
+              if (k.split("->")[0] in leaves | spines) and (k.split("->")[1] in leaves | spines)}
+    times = sorted({iv.t for v in fabric.values() for iv in v})
+    if not times:
+        return {"t": [], "util": {}}
+    index = {t: i for i, t in enumerate(times)}
+    util = {}
+    for link, series in sorted(fabric.items()):
+        row = [0.0] * len(times)
+        for iv in series:
+            row[index[iv.t]] = round(iv.util, 4)
+        util[link] = row
+    return {"t": [round(t - times[0], 3) for t in times], "util": util}
+
+
+def run(exp: Experiment) -> dict[str, Any]:
+    """Bring the fabric up, run every configuration ``repeats`` times, write
+    ``summary.json`` and the plots; returns the summary."""
+    from topo.net import Fabric
+
+    s = exp.settings
+    with Fabric(exp.spec, run_dir=exp.out / "fabric") as fabric:
+        exp.log(f"fabric {exp.spec.name} up in {fabric.timings.get('total_s', 0):.1f} s "
+                f"(prefix {exp.spec.node_prefix})")
+        recorder = Recorder(fabric.plan, s.interval_s).start()
+        try:
+            for rep in range(s.repeats):
+                for config in s.configs:
+                    t = time.monotonic()
+                    numbers = run_once(exp, fabric, recorder, config, exp.out / config.name / f"rep{rep + 1}")
+                    exp.repeats.setdefault(config.name, []).append(numbers)
+                    exp.log(f"repeat {rep + 1}/{s.repeats} {config.name:10s} iteration "
+                            f"{numbers['iteration_s']:.3f} s, busbw/link {numbers['busbw_frac']:.2f}, "
+                            f"GOR moves {numbers['gor_moves']} ({time.monotonic() - t:.1f} s)")
+        finally:
+            recorder.stop()
+    return write_summary(exp)
+
+
+def write_summary(exp: Experiment, extra: dict[str, Any] | None = None,
+                  table: Callable[[dict[str, Any]], str] = format_table) -> dict[str, Any]:
+    """summary.json (with ``extra`` keys and per-configuration numbers merged in), the
+    table on the log, the plots."""
+    s = exp.settings
+    configs = {name: config_row([{k: v for k, v in r.items() if k not in ("series", "intervals")}
+                                 for r in reps], exp.models[name])
+               for name, reps in exp.repeats.items()}
+    summary = {
+        "run": exp.out.name, "fabric": str(s.fabric), "trace": str(s.trace), "trace_name": exp.trace.name,
+        "iterations": exp.trace.iterations, "seed": s.seed, "repeats": s.repeats,
+        "bottleneck_mbps": exp.bottleneck_mbps, "ideal_comm_s": exp.ideal_comm_s,
+        "compute_s": exp.compute_s, "configs": configs,
+    }
+    for key, value in (extra or {}).items():
+        if key == "configs":
+            for name, numbers in value.items():
+                configs[name].update(numbers)
+        else:
+            summary[key] = value
+    (exp.out / SUMMARY).write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    exp.log("\n" + table(configs))
+    for path in render_plots(exp, configs):
+        exp.log(f"wrote {path}")
+    exp.log(f"wrote {exp.out / SUMMARY}")
+    return summary
+
+
+def render_plots(exp: Experiment, configs: dict[str, dict[str, Any]]) -> list[Path]:
+    """insight's busbw bars, and a link-utilisation heat map per configuration (its
+    median-iteration repeat), drawn by insight from the recorded telemetry."""
+    from insight.plots import PlotError, busbw_bars, link_heatmap
+
+    plots = exp.out / "plots"
+    written = [busbw_bars(configs, plots / "busbw.png")]
+    for name, reps in exp.repeats.items():
+        middle = sorted(reps, key=lambda r: r["iteration_s"])[(len(reps) - 1) // 2]
+        try:
+            written.append(link_heatmap(heatmap_input(middle["series"], exp), plots / f"link_util_{name}.png"))
+        except PlotError as e:
+            exp.log(f"link_util_{name}.png skipped: {e}")
+    return written
+
+
+def heatmap_input(series: dict[str, Any], exp: Experiment) -> dict[str, Any]:
+    """The recorded utilisation in the shape `insight.plots.link_heatmap` draws
+    (bytes per bin of the telemetry period, per link)."""
+    bin_s = exp.settings.interval_s
+    per_link = {}
+    for link, utils in series["util"].items():
+        mbps = exp.spec.links.uplink_mbps
+        per_link[link] = {"mbps": mbps, "packets": int(any(utils)),
+                          "bytes_per_bin": [round(u * mbps * 1e6 / 8 * bin_s) for u in utils]}
+    return {"links": {"per_link": per_link, "bins": len(series["t"])}, "bin_s": bin_s,
+            "fabric": exp.spec.name}

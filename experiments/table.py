@@ -1,0 +1,53 @@
+"""The comparison table the demo prints (plain text, one row per configuration)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+COLUMNS = (
+    # header, key, format
+    ("config", None, ""),
+    ("iter s (min-max)", "iteration_s", ""),
+    ("busbw/link (min-max)", "busbw_frac", ""),
+    ("model", "model_busbw_frac", ".2f"),
+    ("collisions (random avg)", "collisions", ""),
+    ("max util", "max_link_util", ".2f"),
+    ("mean util", "mean_link_util", ".2f"),
+    ("ECN marks", "ecn_marks", "d"),
+    ("CNPs", "cnps", "d"),
+    ("drops", "drops", "d"),
+    ("GOR moves", "gor_moves", "d"),
+    ("loop s", "gor_loop_s", ".2f"),
+)
+
+
+def _cell(row: Mapping[str, Any], key: str, fmt: str) -> str:
+    if key in ("iteration_s", "busbw_frac"):
+        s = row.get(f"{key}_spread")
+        digits = 3 if key == "iteration_s" else 2
+        if s and s.get("n", 1) > 1:
+            return f"{s['median']:.{digits}f} ({s['min']:.{digits}f}-{s['max']:.{digits}f})"
+        return f"{row[key]:.{digits}f}"
+    if key == "collisions":
+        c, e = row.get("collisions"), row.get("collisions_expected_random")
+        if c is None:
+            return "-"
+        return f"{c} ({e:.1f})" if isinstance(e, (int, float)) else str(c)
+    value = row.get(key)
+    if value is None:
+        return "-"
+    if fmt == "d":
+        return str(int(round(value)))
+    return format(value, fmt)
+
+
+def format_table(configs: Mapping[str, Mapping[str, Any]]) -> str:
+    """Aligned text: a header line, a rule, one line per configuration."""
+    rows = [[h for h, _, _ in COLUMNS]]
+    for name, row in configs.items():
+        rows.append([name] + [_cell(row, key, fmt) for _, key, fmt in COLUMNS[1:]])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
