@@ -117,6 +117,7 @@ class JobRunner:
 
     def start(self, job: Job) -> JobRun:
         """Start one agent per server of ``job`` (output in agent-<server>.log)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         path = self.run_dir / f"job-{job.name}.yaml"
         job.save(path)
         run = JobRun(job.name, path)

@@ -55,6 +55,8 @@ LOG = logging.getLogger("controller.gor")
 # Flows are re-listed from the agents this often (s): listing costs each agent a turn
 # of its event loop, and a new flow needs a sample window to become an elephant anyway.
 AGENT_REFRESH_S = 0.5
+# Agents of a fabric run in this subdirectory of its run directory (tccl.launch).
+AGENT_SUBDIR = "tccl"
 # Outcomes of a move after which the flow is on its new path.
 MOVED = ("moved", "cleared", "not cleared")
 # An alarmed link for which no move was found is planned again after this long (s).
@@ -160,7 +162,10 @@ class Gor:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.plan = plan
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        # Where the agents run, keep their control sockets and read the published
+        # topology: `tccl.launch`'s convention for a fabric whose run dir this is.
+        self.agent_dir = self.run_dir / AGENT_SUBDIR
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
         self.config = config or GorConfig(thresholds=default_thresholds(plan))
         self.fabric = fabric
         self.clock = clock
@@ -173,8 +178,8 @@ class Gor:
         self._incoming: queue.SimpleQueue[Sample] = queue.SimpleQueue()
         self.fleet = SwitchFleet(plan, pipeline, self._program, on_packet=self._on_packet)
         self.telemetry: Telemetry | None = None
-        self.agents = AgentDirectory(plan, self.run_dir)
-        self.jobs = JobRunner(fabric, self.run_dir) if fabric is not None else None
+        self.agents = AgentDirectory(plan, self.agent_dir)
+        self.jobs = JobRunner(fabric, self.agent_dir) if fabric is not None else None
         self.flows: dict[tuple, Flow] = {}
         self._flow_ids = itertools.count(1)
         self._loops = itertools.count(1)
@@ -573,7 +578,7 @@ class Gor:
 
     def _publish(self) -> None:
         self.version += 1
-        publish(self.run_dir, topology_document(self.plan, self.down, self.version))
+        publish(self.agent_dir, topology_document(self.plan, self.down, self.version))
 
     # --- views for the REPL ------------------------------------------------------------
 

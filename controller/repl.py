@@ -19,6 +19,7 @@ import dataclasses
 import json
 import select
 import time
+from pathlib import Path
 from typing import Any
 
 from mininet.cli import CLI
@@ -28,6 +29,7 @@ from controller.gor import Gor
 from controller.paths import candidate_paths, find_port
 from controller.publish import write_spec
 from tccl.job import OPS, JobError, Transport, Workload, job_from_fabric, load_job
+from tccl.launch import job_from_command
 
 # `set` names -> (GorConfig field, parser, what it takes).
 _SETTINGS: dict[str, tuple[str, Any, str]] = {
@@ -110,7 +112,7 @@ class GorCLI(CLI):
                 spines.append(f"{mark}{spine.name}(port {plan.uplink_port(k)})")
             servers = sorted({n.server for n in plan.nics() if n.leaf == leaf.name})
             self.out(f"  {leaf.name:<8} servers {','.join(servers):<20} uplinks {' '.join(spines)}")
-        self.out(f"published: {self.gor.run_dir / 'gor-topology.json'} (version {self.gor.version})")
+        self.out(f"published: {self.gor.agent_dir / 'gor-topology.json'} (version {self.gor.version})")
 
     # --- views -----------------------------------------------------------------------
 
@@ -296,34 +298,46 @@ class GorCLI(CLI):
         key = frozenset((a, b))
         self.fabric.net.configLinkStatus(a, b, state)
         end = time.monotonic() + REPAIR_WAIT_S
-        while time.monotonic() < end and (key in self.gor.down) != (state == "down"):
+        while True:
+            with self.gor.lock:      # a repair (routes, then the published file) is atomic
+                repaired, version = (key in self.gor.down) == (state == "down"), self.gor.version
+            if repaired or time.monotonic() > end:
+                break
             time.sleep(0.05)
-        if (key in self.gor.down) == (state == "down"):
-            self.out(f"{a}-{b} {state}; routes repaired (topology version {self.gor.version})")
+        if repaired:
+            self.out(f"{a}-{b} {state}; routes repaired (topology version {version})")
         else:
             self.out(f"{a}-{b} set {state}; GOR repairs only leaf-spine cables")
 
     def do_job(self, line: str) -> None:
-        """job OP [SIZE] [ITERS] [orthogonal|random] | job FILE: start a collective
-        (allreduce, allgather, reducescatter, alltoall, sendrecv) over every NIC, or
-        the job (or trace) in FILE, on the agents; `jobs` shows them."""
+        """job OP SIZES [--ports orthogonal|random] [--order rail|input] [--iters N]
+        [--nvlink GBPS] | job trace FILE [orthogonal|random] | job FILE: start a
+        collective sweep over every NIC (OP: allreduce, allgather, reducescatter,
+        alltoall, sendrecv; SIZES like 64K,1M), a training trace (traces/*.yaml), or a
+        job file, on the agents; `jobs` shows them, `flows` their flows."""
         words = line.split()
         if not words:
-            raise ValueError("usage: job OP [SIZE] [ITERS] [orthogonal|random] | job FILE")
+            raise ValueError("usage: job OP SIZES [--ports P] [--order O] [--iters N] | "
+                             "job trace FILE [PORTS] | job FILE")
         try:
             if words[0] in OPS:
-                size = int(words[1]) if len(words) > 1 else 1 << 20
-                iters = int(words[2]) if len(words) > 2 else 5
-                ports = words[3] if len(words) > 3 else "orthogonal"
-                spec_path = write_spec(self.gor.run_dir, self.fabric.plan.spec)
-                job = job_from_fabric(spec_path, Workload(op=words[0], sizes=(size,), iters=iters),
-                                      Transport(ports=ports), name=f"{words[0]}-{len(self.gor.jobs.jobs) + 1}")
-            else:
+                job = job_from_command(line, self._spec_file())
+            elif words[0] == "trace" and len(words) in (2, 3):
+                ports = words[2] if len(words) == 3 else "orthogonal"
+                job = job_from_fabric(self._spec_file(), Workload(trace=words[1]), Transport(ports=ports),
+                                      name=f"trace-{Path(words[1]).stem}")
+            elif len(words) == 1:
                 job = load_job(words[0])
+            else:
+                raise ValueError(f"{words[0]!r} is not a collective ({', '.join(OPS)}), `trace` or a job file")
         except JobError as e:
             raise ValueError(str(e)) from None
+        assert self.gor.jobs is not None
         run = self.gor.jobs.start(job)
-        self.out(f"job {run.name}: agents on {', '.join(run.procs)} (logs: {self.gor.run_dir}/agent-*.log)")
+        self.out(f"job {run.name}: agents on {', '.join(run.procs)} (logs: {self.gor.agent_dir}/agent-*.log)")
+
+    def _spec_file(self) -> Path:
+        return write_spec(self.gor.agent_dir, self.fabric.plan.spec)
 
     def do_jobs(self, _line: str) -> None:
         """Jobs started from this prompt and the state of their agents."""
@@ -367,7 +381,7 @@ class GorCLI(CLI):
     complete_watch = complete_links
 
     def complete_job(self, text: str, *_: Any) -> list[str]:
-        return self._complete(text, list(OPS))
+        return self._complete(text, [*OPS, "trace"])
 
 
 def _one(line: str, usage: str) -> str:

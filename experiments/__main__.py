@@ -5,12 +5,16 @@ failure instead (docs/experiments.md)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from experiments.configs import CONFIGS, parse_configs
+from experiments.recorder import RecorderError
 from experiments.runner import DEFAULT_FABRIC, DEFAULT_TRACE, Settings, prepare, run
 from tccl.job import JobError
+from tccl.launch import LaunchError
+from topo.net import FabricError
 from topo.spec import SpecError
 
 
@@ -32,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if os.geteuid() != 0:
+        print("experiments: the fabric runs in Mininet: run as root (make demo)", file=sys.stderr)
+        return 2
     try:
         settings = Settings(fabric=args.fabric, trace=args.trace, seed=args.seed, repeats=args.repeats,
                             configs=tuple(parse_configs(args.configs)), out=args.out,
@@ -44,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, SpecError, JobError) as e:
         print(f"experiments: {e}", file=sys.stderr)
         return 2
+    except (LaunchError, RecorderError, FabricError) as e:
+        print(f"experiments: the run failed: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

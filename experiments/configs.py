@@ -30,6 +30,12 @@ from tccl.trace import load_trace
 # NVLink between the ranks of a server (Gbit/s): 100x the default 10 Mbit/s NICs, like
 # NVLink against a 400G NIC, so tensor-parallel steps never wait for the network.
 NVLINK_GBPS = 1.0
+# QPs per connection (NCCL_IB_QPS_PER_CONNECTION). Two, as many as the default fabric
+# has spines: a ring hop can then use both uplinks of its leaf, and orthogonal ports
+# spread every step's traffic over both spines -- with one QP each and one flow per
+# leaf, the edge colouring gives every flow spine 0, and on p4sim that one spine's
+# Python process, not any link, would set the pace.
+QPS = 2
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,6 @@ def build_job(spec_file: str | Path, trace_file: str | Path, config: Config, see
     """The experiment's job under ``config`` (see the module doc)."""
     base = job_from_fabric(spec_file, Workload(op="allreduce", trace=str(trace_file), order=config.order,
                                                check=False),
-                           Transport(ports=config.ports, seed=seed, nvlink_gbps=NVLINK_GBPS),
+                           Transport(ports=config.ports, seed=seed, nvlink_gbps=NVLINK_GBPS, qps=QPS),
                            name=f"experiment-{config.name}")
     return renumbered(base, interleaved_order(base))

@@ -139,8 +139,8 @@ def finish(gor: Gor) -> None:
     for run in gor.jobs.jobs:
         for server, proc in run.procs.items():
             proc.wait(90)
-            assert proc.returncode == 0, (gor.run_dir / f"agent-{server}.log").read_text()
-            result = json.loads((gor.run_dir / f"results-{server}.json").read_text())
+            assert proc.returncode == 0, (gor.agent_dir / f"agent-{server}.log").read_text()
+            result = json.loads((gor.agent_dir / f"results-{server}.json").read_text())
             assert all(row["wrong"] in (0, -1) for row in result["rows"]), result["rows"]
     gor.jobs.jobs.clear()
 
