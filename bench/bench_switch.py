@@ -24,7 +24,6 @@ programming, the same traffic) and the ratios p4sim/BMv2 are added.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -34,9 +33,8 @@ import struct
 import subprocess
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from scapy.contrib.roce import BTH
 from scapy.layers.inet import IP, UDP
@@ -45,6 +43,7 @@ from scapy.layers.l2 import Ether
 from bench.bench_p4rt import (DEVICE_ID, P4RuntimeClient, canonical, compiled_program, connect, lpm,
                               p4sim_switch, start_switch, stop)
 from p4sim.proto import p4r
+from topo.namespaces import SO_TIMESTAMPNS, Netns
 
 SIZES = (64, 1000)
 FLOWS = 64               # distinct UDP source ports
@@ -58,82 +57,32 @@ LATENCY_SAMPLES = 1000
 LATENCY_WARMUP = 50      # first probes, not counted: they warm caches on both sides
 LATENCY_GAP_S = 0.001    # pause between latency probes: no queueing anywhere
 NEXT_HOPS = 4
-SO_TIMESTAMPNS = 35      # Linux asm-generic value; Python's socket module lacks the name
-ETH_P_ALL = 0x0003
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 # ---- namespaces ---------------------------------------------------------------------
 
 
-def _ip(*args: str) -> str:
-    return subprocess.run(["ip", *args], check=True, capture_output=True, text=True).stdout
-
-
-class Topology:
-    """Namespaces h1, sw, h2 and veths h1-sw, sw-h2, all named after this process so
-    that nothing else is touched; ``close`` deletes the namespaces (and their veths)."""
+class Topology(Netns):
+    """Namespaces h1, sw, h2 and veths h1-sw, sw-h2 (`Netns`: named after this process
+    so that nothing else is touched, no IPv6 chatter); ``cleanup`` deletes them."""
 
     def __init__(self) -> None:
-        tag = f"{os.getpid() % 100000:x}"
-        self.ns = {short: f"p4b{tag}{short}" for short in ("h1", "sw", "h2")}
-        self.ifaces = {"h1": f"vb{tag}h1", "s1": f"vb{tag}s1", "s2": f"vb{tag}s2", "h2": f"vb{tag}h2"}
+        super().__init__()
         try:
-            for real in self.ns.values():
-                _ip("netns", "add", real)
-                # No IPv6 autoconfiguration chatter: only the benchmark's frames cross.
-                for key in ("all", "default"):
-                    _ip("netns", "exec", real, "sysctl", "-qw", f"net.ipv6.conf.{key}.disable_ipv6=1")
-            self._link("h1", "h1", "sw", "s1")
-            self._link("sw", "s2", "h2", "h2")
+            self.add_switch_and_hosts()
         except BaseException:
-            self.close()
+            self.cleanup()
             raise
 
-    def _link(self, ns_a: str, if_a: str, ns_b: str, if_b: str) -> None:
-        a, b = self.ifaces[if_a], self.ifaces[if_b]
-        _ip("-n", self.ns[ns_a], "link", "add", a, "type", "veth", "peer", "name", b, "netns", self.ns[ns_b])
-        _ip("-n", self.ns[ns_a], "link", "set", a, "up")
-        _ip("-n", self.ns[ns_b], "link", "set", b, "up")
-
-    def rx_packets(self, ns: str, iface: str) -> int:
-        """Frames the interface has received (kernel counter)."""
-        (link,) = json.loads(_ip("-n", self.ns[ns], "-s", "-j", "link", "show", "dev", self.ifaces[iface]))
+    def rx_packets(self, host: str) -> int:
+        """Frames the host's interface has received (kernel counter)."""
+        (link,) = json.loads(subprocess.run(["ip", "-n", self.name(host), "-s", "-j", "link", "show", "dev",
+                                             self.ifaces[host]], check=True, capture_output=True, text=True).stdout)
         return link["stats64"]["rx"]["packets"]
 
-    def socket(self, ns: str, iface: str) -> socket.socket:
-        """A raw AF_PACKET socket on ``iface`` inside namespace ``ns`` (sockets keep
-        the namespace they were created in)."""
-        with _entered(self.ns[ns]):
-            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            sock.bind((self.ifaces[iface], ETH_P_ALL))
-        return sock
-
-    def close(self) -> None:
-        for real in self.ns.values():
-            subprocess.run(["ip", "netns", "del", real], capture_output=True)
-
-
-@contextmanager
-def _entered(netns: str) -> Iterator[None]:
-    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(f"/var/run/netns/{netns}", os.O_RDONLY)
-    try:
-        _setns(target)
-        try:
-            yield
-        finally:
-            _setns(own)
-    finally:
-        os.close(target)
-        os.close(own)
-
-
-def _setns(fd: int) -> None:
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"setns: {os.strerror(err)}")
+    def socket_of(self, host: str) -> socket.socket:
+        """A raw socket on the host's interface, inside its namespace."""
+        return self.socket(host, self.ifaces[host])
 
 
 # ---- the switches -------------------------------------------------------------------
@@ -210,7 +159,7 @@ def delivered(topo: Topology, before: int, expected: int) -> int:
     deadline = time.monotonic() + 5.0
     last, still_since = -1, time.monotonic()
     while time.monotonic() < deadline:
-        now = topo.rx_packets("h2", "h2") - before
+        now = topo.rx_packets("h2") - before
         if now >= expected:
             return now
         if now != last:
@@ -224,7 +173,7 @@ def delivered(topo: Topology, before: int, expected: int) -> int:
 def trial(topo: Topology, sock: socket.socket, batch: list[bytes], rate: float) -> tuple[float, float]:
     """(offered frames/s, loss fraction) of one trial at ``rate``."""
     count = int(rate * TRIAL_S)
-    before = topo.rx_packets("h2", "h2")
+    before = topo.rx_packets("h2")
     seconds = offer(sock, batch, count, rate)
     got = delivered(topo, before, count)
     return count / seconds, 1.0 - got / count
@@ -271,9 +220,8 @@ def latency_us(topo: Topology, tx: socket.socket) -> list[float]:
     be at this load) ends the measurement with an error.
     """
     head = frames(0)[0]
-    rx = topo.socket("h2", "h2")
+    rx = topo.socket_of("h2")
     try:
-        rx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         rx.settimeout(0.5)
         samples, lost = [], 0
         for seq in range(LATENCY_WARMUP + LATENCY_SAMPLES):
@@ -310,9 +258,9 @@ def measure(topo: Topology, command: Callable[[Topology, str, Path], list[str]])
     with tempfile.TemporaryDirectory(prefix="bench-switch-") as tmp:
         address = f"unix:{tmp}/p4rt.sock"
         workdir = Path(tmp)
-        proc = start_switch(["ip", "netns", "exec", topo.ns["sw"], *command(topo, address, workdir)], workdir)
+        proc = start_switch([*topo.exec_prefix("sw"), *command(topo, address, workdir)], workdir)
         client = None
-        tx = topo.socket("h1", "h1")
+        tx = topo.socket_of("h1")
         try:
             client = connect(proc, address, workdir)
             client.set_pipeline(p4info, device_config)
@@ -352,4 +300,4 @@ def run() -> dict[str, float]:
             figures.update({f"switch_over_bmv2_ratio_{k}": ours[k] / bmv2[k] for k in ours if bmv2[k]})
         return figures
     finally:
-        topo.close()
+        topo.cleanup()

@@ -31,17 +31,20 @@ from controller.publish import write_spec
 from tccl.job import OPS, JobError, Transport, Workload, job_from_fabric, load_job
 from tccl.launch import job_from_command
 
+def _fraction(text: str) -> float:
+    """``0.75`` or ``75%`` -> 0.75."""
+    return float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+
+
 # `set` names -> (GorConfig field, parser, what it takes).
 _SETTINGS: dict[str, tuple[str, Any, str]] = {
     "interval": ("interval_s", float, "telemetry period, seconds"),
     "window": ("window_s", float, "elephant sample window, seconds"),
     "act": ("act_level", lambda v: LEVELS.index(v) if v in LEVELS else int(v),
             "alarm level GOR acts on: notice, warning, critical"),
-    "act_util": ("act_util", lambda v: float(v.rstrip("%")) / (100 if v.endswith("%") else 1),
-                 "min utilisation of an alarmed link for GOR to act (0.75 or 75%)"),
+    "act_util": ("act_util", _fraction, "min utilisation of an alarmed link for GOR to act (0.75 or 75%)"),
     "top": ("top_n", int, "elephants considered per alarmed link"),
-    "safety": ("safety", lambda v: float(v.rstrip("%")) / (100 if v.endswith("%") else 1),
-               "max projected utilisation of a new path (0.75 or 75%)"),
+    "safety": ("safety", _fraction, "max projected utilisation of a new path (0.75 or 75%)"),
     "verify": ("verify_s", float, "seconds to see a moved flow on its new path"),
     "clear": ("clear_s", float, "seconds for the alarm to clear after a move"),
     "cooldown": ("cooldown_s", float, "seconds a moved flow is left alone"),
@@ -49,12 +52,13 @@ _SETTINGS: dict[str, tuple[str, Any, str]] = {
 }
 _THRESHOLDS: dict[str, tuple[str, Any, str]] = {
     "ecn": ("ecn_fraction", lambda v: tuple(float(x) for x in v.split(",")),
-            "marked fraction for notice,warning,critical (e.g. 0.01,0.05,0.2)"),
+            "marked fraction for notice,warning,critical (e.g. 0.02,0.08,0.25)"),
     "qdepth": ("queue_depth", lambda v: tuple(int(x) for x in v.split(",")),
-               "queue depth (packets) for notice,warning,critical (e.g. 5,12,20)"),
+               "max queue depth (packets) for notice,warning,critical (e.g. 20,40,60)"),
     "clear_ratio": ("clear_ratio", float, "an alarm clears below this fraction of its thresholds"),
     "clear_after": ("clear_after", int, "intervals below before an alarm clears"),
 }
+# `link ... down|up` waits this long for GOR to see the port state and repair (s).
 REPAIR_WAIT_S = 5.0
 
 

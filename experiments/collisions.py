@@ -1,17 +1,21 @@
 """What the hash model predicts for a job: which fabric links each step's flows share.
 
 For every collective step of the trace, the flows that cross the network (NVLink pairs
-excluded) get the source ports the agents will use (`tccl.agent.port_function`, the
+excluded; one flow per QP when connections run several) get the source ports the
+agents will use (`tccl.agent.port_function`, the
 same deterministic plan every agent makes) and the path `topo.hashmodel` predicts for
 them (bit-exact with the switches). Then, per directed leaf-spine link:
 
-* a **collision** is a flow more on a link than the least its leaf must put there: a
-  leaf sending F flows through k spines needs ceil(F/k) on its busiest uplink (the same
-  for the flows into a leaf on the spines' downlinks); `collisions` sums the excess;
+* a **collision** is a flow more on a link than the link takes without slowing any of
+  them down: a leaf sending F QP flows through k spines needs ceil(F/k) on its busiest
+  uplink (the same for the flows into a leaf on the spines' downlinks), and a link
+  carries one connection's q QPs at full pace; `collisions` sums the flows beyond
+  max(q, ceil(F/k)) over the links;
 * the step runs at the pace of its most shared link (ring collectives move in lock
-  step; every flow of a step is as large as the others), so the model's busbw fraction
-  is sum(ideal) / sum(ideal x flows on the step's busiest link) -- the theory the
-  measured busbw is set against.
+  step; every flow of a step is as large as the others; a connection's data is split
+  evenly over its q QPs, so a link may carry q QP flows at full pace), so the model's
+  busbw fraction is sum(ideal) / sum(ideal x max(1, QP flows on the step's busiest
+  link / q)) -- the theory the measured busbw is set against.
 
 `expected_random` repeats the count over many seeds of random ports (the stock
 library's draw), the average a stock job meets.
@@ -33,8 +37,8 @@ from topo.addressing import AddressPlan
 from topo.hashmodel import FiveTuple, predict_path
 
 
-def step_flows(job: Job, trace: T.Trace) -> list[list[tuple[int, int]]]:
-    """Per collective step, the (src, dst) rank pairs that cross the network."""
+def step_flows(job: Job, trace: T.Trace) -> list[list[tuple[int, int, int]]]:
+    """Per collective step, the (src, dst, QP index) flows that cross the network."""
     ranks = {r.rank: r for r in job.ranks}
     nvlink = job.transport.nvlink_gbps > 0
     out = []
@@ -49,22 +53,24 @@ def step_flows(job: Job, trace: T.Trace) -> list[list[tuple[int, int]]]:
                 ring = C.ring_order(g, job.workload.order)
                 pairs += ([(a, b) for a in ring for b in ring if a != b] if step.op == "alltoall"
                           else C.ring_flows(ring))
-        out.append([(a, b) for a, b in pairs if not (nvlink and ranks[a].server == ranks[b].server)])
+        out.append([(a, b, i) for a, b in pairs if not (nvlink and ranks[a].server == ranks[b].server)
+                    for i in range(job.transport.qps)])
     return out
 
 
-def link_loads(plan: AddressPlan, job: Job, flows: list[tuple[int, int]], port: Any) -> Counter:
-    """Flows per directed link (``(a, b)``) of the predicted paths."""
+def link_loads(plan: AddressPlan, job: Job, flows: list[tuple[int, int, int]], port: Any) -> Counter:
+    """QP flows per directed link (``(a, b)``) of the predicted paths; ``port(src, dst,
+    index)`` is the agents' port plan."""
     ranks = {r.rank: r for r in job.ranks}
     loads: Counter = Counter()
-    for a, b in flows:
-        path = predict_path(plan, FiveTuple(ranks[a].ip, ranks[b].ip, sport=port(a, b)))
+    for a, b, i in flows:
+        path = predict_path(plan, FiveTuple(ranks[a].ip, ranks[b].ip, sport=port(a, b, i)))
         loads.update(zip(path, path[1:]))
     return loads
 
 
-def excess(plan: AddressPlan, loads: Counter) -> int:
-    """Flows on leaf-spine links beyond the least their leaves need (module doc)."""
+def excess(plan: AddressPlan, loads: Counter, qps: int = 1) -> int:
+    """QP flows on leaf-spine links beyond what they carry at full pace (module doc)."""
     leaves = {l.name for l in plan.leaves}
     spines = {s.name for s in plan.spines}
     k = len(spines)
@@ -78,15 +84,15 @@ def excess(plan: AddressPlan, loads: Counter) -> int:
     total = 0
     for (a, b), n in loads.items():
         if a in leaves and b in spines:
-            total += max(0, n - math.ceil(up[a] / k))
+            total += max(0, n - max(qps, math.ceil(up[a] / k)))
         elif a in spines and b in leaves:
-            total += max(0, n - math.ceil(down[b] / k))
+            total += max(0, n - max(qps, math.ceil(down[b] / k)))
     return total
 
 
 def analyse(plan: AddressPlan, job: Job, trace: T.Trace) -> dict[str, Any]:
-    """``collisions`` (summed over steps), the most flows on one leaf-spine link, and
-    the model's busbw fraction, for the job's own ports."""
+    """``collisions`` (summed over steps), the most QP flows on one leaf-spine link,
+    and the model's busbw fraction, for the job's own ports."""
     ring = C.ring_order(job.ranks, job.workload.order)
     port, _ = port_function(job, ring, trace)
     spines = {s.name for s in plan.spines}
@@ -95,12 +101,12 @@ def analyse(plan: AddressPlan, job: Job, trace: T.Trace) -> dict[str, Any]:
     ideal = paced = 0.0
     for flows, cost in zip(step_flows(job, trace), costs):
         loads = link_loads(plan, job, flows, port)
-        collisions += excess(plan, loads)
+        collisions += excess(plan, loads, job.transport.qps)
         fabric = [n for (a, b), n in loads.items() if a in spines or b in spines]
         worst_fabric = max([worst_fabric, *fabric])
         if flows:
             ideal += cost.ideal_s
-            paced += cost.ideal_s * max(loads.values())
+            paced += cost.ideal_s * max(1.0, max(loads.values()) / job.transport.qps)
     return {"collisions": collisions, "max_flows_per_link": worst_fabric,
             "model_busbw_frac": ideal / paced if paced else 1.0}
 

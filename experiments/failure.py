@@ -28,8 +28,8 @@ from experiments import collisions
 from experiments.configs import CONFIGS
 from experiments.recorder import Interval, Recorder
 from experiments.runner import Experiment, Settings, prepare, run_once, write_summary
-from tccl.agent import port_function
 from tccl import collectives as C
+from tccl.agent import port_function
 from topo.addressing import AddressPlan
 
 FAIL_AFTER_S = 4.0       # after the launch: agents up (~1-2 s) and a baseline recorded
@@ -147,8 +147,7 @@ def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: 
     cable = busiest_cable(exp)
     exp.log(f"failure scenario: cable {exp.name(cable[0])}-{exp.name(cable[1])} down "
             f"{fail_after_s:g} s after launch, for {down_s:g} s")
-    hosts = {s.name for s in AddressPlan(exp.spec).servers}
-    hosts = {exp.name(h) for h in hosts}
+    hosts = {exp.name(s.name) for s in AddressPlan(exp.spec).servers}
     per_run: dict[str, list[dict[str, Any]]] = {}
     with Fabric(exp.spec, run_dir=exp.out / "fabric") as fabric:
         recorder = Recorder(fabric.plan, settings.interval_s).start()

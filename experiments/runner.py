@@ -17,8 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import random
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +35,7 @@ from tccl.job import Job
 from tccl.launch import run_on_fabric
 from tccl.trace import Trace, load_trace
 from topo.addressing import AddressPlan
+from topo.freeports import free_port_base
 from topo.spec import FabricSpec, load_spec, replace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,31 +86,14 @@ class Experiment:
     bottleneck_mbps: float
     log: Callable[[str], None] = print
     repeats: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The machine's 1-minute load average when the run started: the switches, agents
+    # and GOR share its cores, so numbers from a busy machine are lower.
+    load_start: float = field(default_factory=lambda: os.getloadavg()[0])
 
     def name(self, node: str) -> str:
         """A node or link name without the running fabric's prefix."""
         p = self.spec.node_prefix
         return "->".join(n[len(p):] if p and n.startswith(p) else n for n in node.split("->"))
-
-
-def free_port_base(count: int) -> int:
-    """A base of ``count`` consecutive free TCP ports on 127.0.0.1 (the switches' gRPC)."""
-    rng = random.Random(os.getpid() * 31 + int(time.time()))
-    for _ in range(100):
-        base = rng.randrange(20000, 45000)
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free range of TCP ports for the switches")
 
 
 def _write_spec(spec: FabricSpec, path: Path) -> Path:
@@ -238,7 +220,9 @@ def write_summary(exp: Experiment, extra: dict[str, Any] | None = None,
         "run": exp.out.name, "fabric": str(s.fabric), "trace": str(s.trace), "trace_name": exp.trace.name,
         "iterations": exp.trace.iterations, "seed": s.seed, "repeats": s.repeats,
         "bottleneck_mbps": exp.bottleneck_mbps, "ideal_comm_s": exp.ideal_comm_s,
-        "compute_s": exp.compute_s, "configs": configs,
+        "compute_s": exp.compute_s, "cpus": os.cpu_count(),
+        "load_avg": {"start": round(exp.load_start, 2), "end": round(os.getloadavg()[0], 2)},
+        "configs": configs,
     }
     for key, value in (extra or {}).items():
         if key == "configs":
@@ -247,7 +231,8 @@ def write_summary(exp: Experiment, extra: dict[str, Any] | None = None,
         else:
             summary[key] = value
     (exp.out / SUMMARY).write_text(json.dumps(summary, indent=1), encoding="utf-8")
-    exp.log("\n" + table(configs))
+    exp.log(f"\n{exp.trace.name}, {s.repeats} repeat(s), seed {s.seed}; machine load "
+            f"{exp.load_start:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n" + table(configs))
     for path in render_plots(exp, configs):
         exp.log(f"wrote {path}")
     exp.log(f"wrote {exp.out / SUMMARY}")

@@ -14,8 +14,6 @@ uplinks) is the fraction reported; header overhead caps it at 1024/1086 = 0.94.
 from __future__ import annotations
 
 import os
-import random
-import socket
 import statistics
 import tempfile
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import Any
 
 from tccl.job import Job, Transport, Workload, job_from_fabric, renumbered
 from tccl.launch import run_on_fabric
+from topo.freeports import free_port_base
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FABRIC = ROOT / "topo" / "fabrics" / "default.yaml"
@@ -48,25 +47,6 @@ def interleaved_order(job: Job) -> list[int]:
         members = sorted(servers[name], key=lambda r: r.rail, reverse=bool(k % 2))
         order.extend(r.rank for r in members)
     return order
-
-
-def _free_port_base(count: int) -> int:
-    rng = random.Random(os.getpid() * 13)
-    for _ in range(50):
-        base = rng.randrange(20000, 40000)
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free TCP port range for the switches")
 
 
 def allreduce_port_modes(spec_path: Path = DEFAULT_FABRIC, sizes: tuple[int, ...] = SIZES,
@@ -109,7 +89,7 @@ def _own_spec(spec_path: Path) -> str:
     """The spec text with a node prefix and switch ports of the benchmark's own."""
     lines = [ln for ln in Path(spec_path).read_text().splitlines()
              if not ln.startswith(("grpc_port_base:", "node_prefix:", "pcap:"))]
-    return "\n".join(lines + [f"grpc_port_base: {_free_port_base(64)}",
+    return "\n".join(lines + [f"grpc_port_base: {free_port_base(64)}",
                               f"node_prefix: k{os.getpid() % 1000}", "pcap: false"]) + "\n"
 
 

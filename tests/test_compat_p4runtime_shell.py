@@ -33,8 +33,9 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from netns import Netns
 from p4sim.proto import p4i
+from switchproc import SwitchProcess
+from topo.namespaces import Netns
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT_SCRIPT = Path(__file__).parent / "clients" / "p4runtime_shell_ops.py"
@@ -125,36 +126,13 @@ def table_names(p4info: Path) -> list[str]:
     return sorted(t.preamble.name for t in info.tables)
 
 
-class Switch:
+class Switch(SwitchProcess):
     """A ``p4sim switch --no-p4`` process serving P4Runtime on a Unix socket."""
 
     def __init__(self, workdir: Path, *args: str, prefix: tuple[str, ...] = ()) -> None:
         self.address = f"unix:{workdir}/p4rt.sock"
-        self.log = workdir / "switch.log"
-        self.stderr = workdir / "switch.stderr"
-        cmd = [*prefix, sys.executable, "-m", "p4sim.cli", "switch", "--no-p4",
-               "--device-id", str(DEVICE_ID), "--cpu-port", str(CPU_PORT),
-               "--grpc-server-addr", self.address, "--log-file", str(self.log), *args]
-        with open(self.stderr, "wb") as err:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
-        deadline = time.monotonic() + 20
-        while "switch running" not in self.log_text():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(f"switch did not start: {self.stderr.read_text()}{self.log_text()}")
-            time.sleep(0.05)
-
-    def log_text(self) -> str:
-        return self.log.read_text() if self.log.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        super().__init__(workdir, "--no-p4", "--device-id", str(DEVICE_ID), "--cpu-port", str(CPU_PORT),
+                         "--grpc-server-addr", self.address, *args, prefix=prefix)
 
 
 def shell(python: Path, switch: Switch, ops: list[dict], *, config: tuple[Path, Path] | None = None,
@@ -299,12 +277,10 @@ def receive_ours(sock, count: int, timeout: float) -> list[Ether]:
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 def test_shell_entries_forward_packets_and_counters_count_them(shell_python, astral, tmp_path) -> None:
     with Netns() as net:
-        for ns in ("sw", "h1", "h2"):
-            net.add_ns(ns)
-        s1, h1 = net.add_link("sw", "h1")
-        s2, h2 = net.add_link("sw", "h2")
-        switch = Switch(tmp_path, "-i", f"1@{s1}", "-i", f"2@{s2}", prefix=tuple(net.exec_prefix("sw")))
-        tx, rx = net.socket("h1", h1), net.socket("h2", h2)
+        ifaces = net.add_switch_and_hosts()
+        switch = Switch(tmp_path, "-i", f"1@{ifaces['s1']}", "-i", f"2@{ifaces['s2']}",
+                        prefix=tuple(net.exec_prefix("sw")))
+        tx, rx = net.socket("h1", ifaces["h1"]), net.socket("h2", ifaces["h2"])
         try:
             for result in shell(shell_python, switch, routes(H1_MAC), config=astral)["results"]:
                 ok(result)

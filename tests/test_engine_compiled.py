@@ -44,10 +44,10 @@ WIDTHS = [3, 13, 24, 1, 7, 48, 16, 4, 4, 64, 8, 2, 6]  # 200 bits: 25 bytes
 SIGNED = {1}  # the 13-bit field is int<13>
 
 
-def _fields_program(tmp_path: Path) -> V1Switch:
-    fields = "\n".join(f"    {'int' if i in SIGNED else 'bit'}<{w}> f{i};" for i, w in enumerate(WIDTHS))
-    bumps = "\n".join(f"        hdr.h.f{i} = hdr.h.f{i} + 1;" for i in range(len(WIDTHS)))
-    src = f"""#include <core.p4>
+def _one_header_switch(path: Path, fields: str, ingress: str) -> V1Switch:
+    """A compiled v1model program at ``path`` that parses one header ``h`` of
+    ``fields``, runs ``ingress`` on it, sends it to port 1 and emits it."""
+    path.write_text(f"""#include <core.p4>
 #include <v1model.p4>
 header h_t {{
 {fields}
@@ -60,17 +60,21 @@ parser P(packet_in p, out headers hdr, inout metadata m, inout standard_metadata
 control C(inout headers hdr, inout metadata m) {{ apply {{ }} }}
 control I(inout headers hdr, inout metadata m, inout standard_metadata_t s) {{
     apply {{
-{bumps}
+{ingress}
         s.egress_spec = 1;
     }}
 }}
 control E(inout headers hdr, inout metadata m, inout standard_metadata_t s) {{ apply {{ }} }}
 control D(packet_out p, in headers hdr) {{ apply {{ p.emit(hdr.h); }} }}
 V1Switch(P(), C(), I(), E(), C(), D()) main;
-"""
-    prog = tmp_path / "fields.p4"
-    prog.write_text(src)
-    return V1Switch(compile_file(str(prog)).bmv2_json)
+""")
+    return V1Switch(compile_file(str(path)).bmv2_json)
+
+
+def _fields_program(tmp_path: Path) -> V1Switch:
+    fields = "\n".join(f"    {'int' if i in SIGNED else 'bit'}<{w}> f{i};" for i, w in enumerate(WIDTHS))
+    bumps = "\n".join(f"        hdr.h.f{i} = hdr.h.f{i} + 1;" for i in range(len(WIDTHS)))
+    return _one_header_switch(tmp_path / "fields.p4", fields, bumps)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -104,28 +108,7 @@ def test_long_control_chains_run_fused(tmp_path):
 
     ifs = "\n".join(f"        if (hdr.h.a[{i % 32}:{i % 32}] == 1) {{ hdr.h.b = hdr.h.b + {i + 1}; }}"
                     for i in range(40))
-    src = f"""#include <core.p4>
-#include <v1model.p4>
-header h_t {{ bit<32> a; bit<32> b; }}
-struct headers {{ h_t h; }}
-struct metadata {{ }}
-parser P(packet_in p, out headers hdr, inout metadata m, inout standard_metadata_t s) {{
-    state start {{ p.extract(hdr.h); transition accept; }}
-}}
-control C(inout headers hdr, inout metadata m) {{ apply {{ }} }}
-control I(inout headers hdr, inout metadata m, inout standard_metadata_t s) {{
-    apply {{
-{ifs}
-        s.egress_spec = 1;
-    }}
-}}
-control E(inout headers hdr, inout metadata m, inout standard_metadata_t s) {{ apply {{ }} }}
-control D(packet_out p, in headers hdr) {{ apply {{ p.emit(hdr.h); }} }}
-V1Switch(P(), C(), I(), E(), C(), D()) main;
-"""
-    prog = tmp_path / "chain.p4"
-    prog.write_text(src)
-    sw = V1Switch(compile_file(str(prog)).bmv2_json)
+    sw = _one_header_switch(tmp_path / "chain.p4", "    bit<32> a; bit<32> b;", ifs)
     assert len(sw.source.splitlines()) < 81 * 4 * codegen.MAX_FUSE_DEPTH
     calls = []
 

@@ -12,7 +12,7 @@ import pytest
 
 from controller.telemetry import LinkMap
 from experiments import collisions
-from experiments.configs import CONFIGS, build_job, parse_configs, prepare_trace
+from experiments.configs import CONFIGS, QPS, build_job, parse_configs, prepare_trace
 from experiments.failure import delivered_rate, recovery_seconds
 from experiments.metrics import (MetricsError, busbw_frac, compute_seconds, job_iterations, spread,
                                  step_costs, utilisation)
@@ -166,6 +166,9 @@ def test_excess_counts_flows_beyond_the_least_a_leaf_needs() -> None:
     # Three flows out of a leaf over two spines: two on one uplink is the least possible.
     assert collisions.excess(plan, Counter({("b0l0", "sp0"): 2, ("b0l0", "sp1"): 1})) == 0
     assert collisions.excess(plan, Counter({("b0l0", "sp0"): 3})) == 1
+    # A link carries one connection's QPs at full pace: two QPs of one ring hop are no collision.
+    assert collisions.excess(plan, Counter({("b0l0", "sp0"): 2}), qps=2) == 0
+    assert collisions.excess(plan, Counter({("b0l0", "sp0"): 4}), qps=2) == 2
 
 
 def test_hash_model_predicts_stock_collisions_and_none_with_orthogonal_ports() -> None:
@@ -174,7 +177,7 @@ def test_hash_model_predicts_stock_collisions_and_none_with_orthogonal_ports() -
     stock = collisions.analyse(plan, job_for("stock"), trace)
     ortho = collisions.analyse(plan, job_for("orthogonal"), trace)
     assert stock["collisions"] > 0 and stock["max_flows_per_link"] >= 2 and stock["model_busbw_frac"] <= 0.5
-    assert ortho == {"collisions": 0, "max_flows_per_link": 1, "model_busbw_frac": 1.0}
+    assert ortho == {"collisions": 0, "max_flows_per_link": QPS, "model_busbw_frac": 1.0}
     # Random ports meet collisions on average; the hostfile order makes more of them.
     assert collisions.expected_random(plan, job_for("stock"), trace, 40) > \
         collisions.expected_random(plan, job_for("rail"), trace, 40) > 0
@@ -184,8 +187,9 @@ def test_step_flows_leave_nvlink_pairs_out() -> None:
     job = job_for("rail")
     ranks = {r.rank: r for r in job.ranks}
     steps = collisions.step_flows(job, load_trace(TRACE))
-    assert [len(s) for s in steps] == [0, 8, 0, 16]      # tp, pp, tp, dp
-    assert all(ranks[a].server != ranks[b].server for s in steps for a, b in s)
+    assert [len(s) for s in steps] == [0, 8 * QPS, 0, 16 * QPS]      # tp, pp, tp, dp; per QP
+    assert all(ranks[a].server != ranks[b].server for s in steps for a, b, _ in s)
+    assert {i for s in steps for _, _, i in s} == set(range(QPS))
 
 
 # --- configurations, table, failure --------------------------------------------------------

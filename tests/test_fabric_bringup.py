@@ -11,13 +11,10 @@ CPU being the limit.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import random
 import shutil
-import socket
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -34,61 +31,14 @@ from scapy.packet import Raw  # noqa: E402
 from scapy.utils import rdpcap  # noqa: E402
 
 from topo.addressing import AddressPlan, Nic  # noqa: E402
+from topo.freeports import free_port_base  # noqa: E402 - test_gor_fabric imports it from here
 from topo.hashmodel import FiveTuple, predict_path, source_port_for_spine  # noqa: E402
+from topo.namespaces import host_socket  # noqa: E402
 from topo.net import Fabric  # noqa: E402
 from topo.spec import EcnProfile, LinkRates, load_spec, replace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
 UPLINK_MBPS = 5.0
-
-
-def free_port_base(count: int) -> int:
-    """A base port with ``count`` consecutive free TCP ports on 127.0.0.1."""
-    rng = random.Random(os.getpid())
-    for _ in range(50):
-        base = rng.randrange(20000, 40000)
-        try:
-            socks = []
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
-
-
-def _setns(fd: int) -> None:
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
-@contextmanager
-def host_socket(pid: int, iface: str) -> Iterator[socket.socket]:
-    """A raw packet socket on ``iface`` of the network namespace of process ``pid``."""
-    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
-    try:
-        _setns(target)
-        try:
-            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-            sock.bind((iface, 0))
-        finally:
-            _setns(own)
-    finally:
-        os.close(target)
-        os.close(own)
-    try:
-        yield sock
-    finally:
-        sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -98,12 +48,8 @@ def fabric(tmp_path_factory) -> Iterator[Fabric]:
     spec = replace(spec, node_prefix=f"t{os.getpid() % 1000}", grpc_port_base=free_port_base(spec.switches),
                    pcap=True, sample_rate=4, links=LinkRates(host_mbps=20, uplink_mbps=UPLINK_MBPS),
                    ecn=EcnProfile(kmin=10, kmax=30, pmax=0.2))
-    fab = Fabric(spec, run_dir=tmp_path_factory.mktemp("run"))
-    try:
-        fab.start()
+    with Fabric(spec, run_dir=tmp_path_factory.mktemp("run")) as fab:
         yield fab
-    finally:
-        fab.stop()
 
 
 def frame(plan: AddressPlan, src: Nic, dst: Nic, sport: int, dport: int = 4791, size: int = 100,

@@ -6,13 +6,9 @@ with exactly the frames and bytes sent, on the path topo.hashmodel predicts.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import random
 import shutil
-import socket
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -31,64 +27,16 @@ from insight.cli import main  # noqa: E402
 from tccl.job import Transport, Workload, job_from_fabric  # noqa: E402
 from tccl.launch import run_on_fabric  # noqa: E402
 from topo.addressing import AddressPlan, Nic  # noqa: E402
+from topo.freeports import free_port_base  # noqa: E402
 from topo.hashmodel import FiveTuple, predict_path, source_port_for_spine  # noqa: E402
+from topo.namespaces import host_socket  # noqa: E402
 from topo.net import Fabric  # noqa: E402
 from topo.spec import parse_spec, replace  # noqa: E402
 
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
 FRAMES_PER_FLOW = 25
 # One frame every 2 ms from each sender: far below the 10 Mbit/s links, so no queue
 # drops and every frame sent is delivered.
 GAP_S = 0.002
-
-
-def free_port_base(count: int) -> int:
-    """A base port with ``count`` consecutive free TCP ports on 127.0.0.1."""
-    rng = random.Random(os.getpid() + 7)
-    for _ in range(50):
-        base = rng.randrange(20000, 40000)
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
-
-
-def _setns(fd: int) -> None:
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
-@contextmanager
-def host_socket(pid: int, iface: str) -> Iterator[socket.socket]:
-    """A raw packet socket on ``iface`` in the network namespace of process ``pid`` (a
-    socket keeps the namespace it was made in)."""
-    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
-    try:
-        _setns(target)
-        try:
-            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-            sock.bind((iface, 0))
-        finally:
-            _setns(own)
-    finally:
-        os.close(target)
-        os.close(own)
-    try:
-        yield sock
-    finally:
-        sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -98,12 +46,8 @@ def fabric(tmp_path_factory) -> Iterator[Fabric]:
     spec = parse_spec({"name": "inspect", "blocks": 2, "servers_per_block": 2, "rails": 1, "spines": 2,
                        "sample_rate": 0, "pcap": True})
     spec = replace(spec, node_prefix=f"i{os.getpid() % 1000}", grpc_port_base=free_port_base(spec.switches))
-    fab = Fabric(spec, run_dir=tmp_path_factory.mktemp("run"))
-    try:
-        fab.start()
+    with Fabric(spec, run_dir=tmp_path_factory.mktemp("run")) as fab:
         yield fab
-    finally:
-        fab.stop()
 
 
 def roce_frames(plan: AddressPlan, src: Nic, dst: Nic, sport: int, dqpn: int, payload: int) -> list[bytes]:

@@ -6,22 +6,11 @@ from __future__ import annotations
 import asyncio
 
 import finsy as fy
-import pytest
-from scapy.layers.inet import IP, UDP
+from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 
-from runtime_fixtures.harness import DEVICE_ID, FIXTURES, Runtime
-
-
-@pytest.fixture
-def rt():
-    runtime = Runtime()
-    yield runtime
-    runtime.close()
-
-
-def packet(src: str = "10.0.0.1", dst: str = "10.0.1.5") -> bytes:
-    return bytes(Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:aa") / IP(src=src, dst=dst) / UDP() / b"x")
+from runtime_fixtures.harness import DEVICE_ID, FIXTURES, Runtime, packet
+from runtime_fixtures.harness import rt  # noqa: F401 - fixture
 
 
 def switch(rt: Runtime, **options) -> fy.Switch:

@@ -8,27 +8,15 @@ import json
 import grpc
 import pytest
 from google.protobuf import any_pb2
-from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Ether
 
 from finsy.proto import stratum
 from p4sim.proto import p4r, rpc_code
 from p4sim.runtime.codec import int_to_bytes
 
-from runtime_fixtures.harness import DEVICE_ID, Runtime, batch_errors, load_device_config
+from runtime_fixtures.harness import DEVICE_ID, Runtime, batch_errors, load_device_config, packet
+from runtime_fixtures.harness import rt  # noqa: F401 - fixture
 
 INSERT, MODIFY = p4r.Update.INSERT, p4r.Update.MODIFY
-
-
-@pytest.fixture
-def rt():
-    runtime = Runtime()
-    yield runtime
-    runtime.close()
-
-
-def packet(src: str = "10.0.0.1", dst: str = "10.0.1.5") -> bytes:
-    return bytes(Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:aa") / IP(src=src, dst=dst) / UDP() / b"x")
 
 
 def nhop_entry(rt: Runtime, table: str, prefix: bytes, plen: int, port: int) -> p4r.TableEntry:

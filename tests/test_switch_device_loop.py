@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from netns import Netns, receive
+from netns import receive
 from p4sim.switch.device import Device
+from topo.namespaces import Netns
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
@@ -69,11 +70,7 @@ def recv_until(sock, count: int, timeout: float) -> list[tuple[float, bytes]]:
 @pytest.fixture
 def net():
     with Netns() as n:
-        for ns in ("sw", "h1", "h2"):
-            n.add_ns(ns)
-        s1, h1 = n.add_link("sw", "h1")
-        s2, h2 = n.add_link("sw", "h2")
-        n.ifaces = {"s1": s1, "s2": s2, "h1": h1, "h2": h2}
+        n.add_switch_and_hosts()
         yield n
 
 
@@ -264,12 +261,8 @@ def test_replacing_the_pipeline_drops_packets_queued_by_the_old_one(net):
 
 def test_frames_larger_than_a_ring_slot_are_received_whole():
     with Netns() as n:
-        for ns in ("sw", "h1", "h2"):
-            n.add_ns(ns)
-        s1, h1 = n.add_link("sw", "h1", mtu=9000)
-        s2, h2 = n.add_link("sw", "h2", mtu=9000)
-        n.ifaces = {"s1": s1, "s2": s2, "h1": h1, "h2": h2}
-        tx, rx = n.socket("h1", h1), n.socket("h2", h2)
+        ifaces = n.add_switch_and_hosts(mtu=9000)
+        tx, rx = n.socket("h1", ifaces["h1"]), n.socket("h2", ifaces["h2"])
         sizes = [100, 3000, 9014, 200, 5000]  # interleaved: the ring keeps their order
         with Running(n, WireEngine()):
             for i, size in enumerate(sizes):

@@ -19,7 +19,7 @@ from scapy.packet import Raw
 
 from p4sim.proto import p4r, p4r_grpc
 from runtime_fixtures.harness import CPU_PORT, DEVICE_ID, Stream, load_device_config, load_p4info
-from test_switch_device_net import net, recv_until, SwitchProcess  # noqa: F401 - fixture
+from test_switch_device_net import net, recv_until, start_switch  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
@@ -71,8 +71,8 @@ class Controller:
 def controlled(net, tmp_path):
     address = f"unix:{tmp_path}/p4rt.sock"
     # Target options after "--", the way simple_switch_grpc is started.
-    sw = SwitchProcess(net, tmp_path, "--no-p4", "--device-id", str(DEVICE_ID),
-                       "--", "--cpu-port", str(CPU_PORT), "--grpc-server-addr", address)
+    sw = start_switch(net, tmp_path, "--no-p4", "--device-id", str(DEVICE_ID),
+                      "--", "--cpu-port", str(CPU_PORT), "--grpc-server-addr", address)
     ctl = None
     try:
         ctl = Controller(address)

@@ -26,10 +26,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from netns import Netns
 from tccl import roce
 from tccl.control import AgentClient, socket_path
 from tccl.job import Job, RankInfo, Transport, Workload, qpn
+from topo.namespaces import Netns
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import socket
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterator
@@ -32,30 +31,11 @@ from scapy.utils import rdpcap  # noqa: E402
 from tccl import roce  # noqa: E402
 from tccl.job import Transport, Workload, job_from_fabric  # noqa: E402
 from tccl.launch import run_on_fabric  # noqa: E402
+from topo.freeports import free_port_base  # noqa: E402
 from topo.net import Fabric  # noqa: E402
 from topo.spec import load_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port_base(count: int) -> int:
-    """A base with ``count`` consecutive free TCP ports on 127.0.0.1."""
-    rng = random.Random(os.getpid() * 7)
-    for _ in range(50):
-        base = rng.randrange(20000, 40000)
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
 
 
 @pytest.fixture(scope="module")
@@ -66,12 +46,8 @@ def fabric(tmp_path_factory) -> Iterator[tuple[Fabric, Path]]:
     spec_path.write_text(text.replace("pcap: false", "pcap: true").replace(
         "grpc_port_base: 50051", f"grpc_port_base: {free_port_base(16)}")
         + f"node_prefix: c{os.getpid() % 1000}\n")
-    fab = Fabric(load_spec(spec_path), run_dir=tmp / "run")
-    try:
-        fab.start()
+    with Fabric(load_spec(spec_path), run_dir=tmp / "run") as fab:
         yield fab, spec_path
-    finally:
-        fab.stop()
 
 
 def roce_frames(fab: Fabric, node: str, port: int, direction: str) -> list:

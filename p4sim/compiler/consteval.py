@@ -30,8 +30,13 @@ class NotConstant(Exception):
         self.expr = expr
 
 
+# ---- P4's width arithmetic (shared with the mid end's midend.constfold) ----
+
+
 def wrap(value: int, t: Optional[T.Type]) -> int:
-    """``value`` reduced to the range of ``t`` (unchanged for unsized/other types)."""
+    """``value`` reduced to the range of ``t`` (unchanged for unsized/other types):
+    ``bit<W>`` modulo 2**W, ``int<W>`` two's complement; a type definition or a
+    serializable enum by its underlying type."""
     if isinstance(t, T.NewT):
         t = t.base
     if isinstance(t, T.EnumT) and t.underlying is not None:
@@ -41,6 +46,26 @@ def wrap(value: int, t: Optional[T.Type]) -> int:
         if t.signed and value >> (t.width - 1):
             value -= 1 << t.width
     return value
+
+
+def saturate(value: int, t: Optional[T.Type]) -> int:
+    """``value`` clamped to the range of ``t`` (``|+|``, ``|-|``); unchanged for an
+    unsized or non-bit type."""
+    if isinstance(t, T.BitT):
+        if t.signed:
+            lo, hi = -(1 << (t.width - 1)), (1 << (t.width - 1)) - 1
+        else:
+            lo, hi = 0, (1 << t.width) - 1
+        return max(lo, min(hi, value))
+    return value
+
+
+def bit_slice(value: int, hi: int, lo: int) -> int:
+    """``value[hi:lo]``: bits ``hi`` down to ``lo``, as an unsigned number."""
+    return (value >> lo) & ((1 << (hi - lo + 1)) - 1)
+
+
+# ---- evaluation ----
 
 
 def evaluate(e: ast.Expr, what: str = "value") -> Value:
@@ -103,8 +128,7 @@ def _eval(e: ast.Expr) -> Value:
     if isinstance(e, ast.TernaryExpr):
         return _eval(e.then) if _eval(e.cond) else _eval(e.else_)
     if isinstance(e, ast.SliceExpr):
-        v, hi, lo = _int(e.expr), _int(e.hi), _int(e.lo)
-        return (v >> lo) & ((1 << (hi - lo + 1)) - 1)
+        return bit_slice(_int(e.expr), _int(e.hi), _int(e.lo))
     if isinstance(e, ast.BinaryExpr):
         return _binary(e)
     raise NotConstant(e)
@@ -135,12 +159,7 @@ def _binary(e: ast.BinaryExpr) -> Value:
         rw = e.right.type.width if isinstance(e.right.type, T.BitT) else 0
         return wrap((a << rw) | (b & ((1 << rw) - 1)), t)
     if op in ("|+|", "|-|"):
-        r = a + b if op == "|+|" else a - b
-        if isinstance(t, T.BitT):
-            lo = -(1 << (t.width - 1)) if t.signed else 0
-            hi = (1 << (t.width - 1)) - 1 if t.signed else (1 << t.width) - 1
-            r = min(max(r, lo), hi)
-        return r
+        return saturate(a + b if op == "|+|" else a - b, t)
     if op in ("/", "%") and b == 0:
         raise CompileError("division by zero", e.pos)
     if op in ("&&&", ".."):

@@ -13,9 +13,13 @@ import json
 import queue
 import threading
 from pathlib import Path
+from typing import Iterator
 
 import grpc
+import pytest
 from google.protobuf import text_format
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
 
 from p4sim.proto import p4i, p4r, p4r_grpc, rpc_status
 from p4sim.runtime.dataplane import LocalDataplane
@@ -169,6 +173,21 @@ class Runtime:
             s.close()
         self.channel.close()
         self.server.stop(grace=0)
+
+
+@pytest.fixture
+def rt() -> Iterator[Runtime]:
+    """A `Runtime` on the hand-written artefacts, closed after the test (import it
+    into a test module to use it there)."""
+    runtime = Runtime()
+    yield runtime
+    runtime.close()
+
+
+def packet(src: str = "10.0.0.1", dst: str = "10.0.1.5") -> bytes:
+    """A small UDP frame; with the defaults the fixture program's LPM routes it
+    (10.0.1.0/24)."""
+    return bytes(Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:aa") / IP(src=src, dst=dst) / UDP() / b"x")
 
 
 def batch_errors(err: grpc.RpcError) -> list[p4r.Error]:

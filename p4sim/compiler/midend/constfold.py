@@ -5,7 +5,9 @@ extern sizes, entry keys, select cases, slice bounds, shift amounts, constants i
 expressions), and P4 lets all of these be written as constant expressions
 (``1 << 10``, ``MAX_PORTS - 1``, ``(bit<8>) 0x1ff``). One evaluator, with P4's width
 semantics (results of ``bit<W>`` wrap modulo 2**W, ``int<W>`` is two's complement),
-serves all of them.
+serves all of them. The width arithmetic itself (wrapping, saturation, slices) is the
+front end's, from `p4sim.compiler.consteval`, so both evaluators agree on it; this one
+differs in answering None (not an error) for a non-constant and 0/1 for booleans.
 """
 
 from __future__ import annotations
@@ -14,20 +16,8 @@ from typing import Optional
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
+from p4sim.compiler.consteval import bit_slice, saturate, wrap
 from p4sim.compiler.diagnostics import CompileError
-
-
-def wrap(value: int, t: object) -> int:
-    """``value`` reduced to the range of type ``t`` (no-op for non-bit types)."""
-    if isinstance(t, T.NewT):
-        t = t.base
-    if isinstance(t, T.EnumT) and t.underlying is not None:
-        t = t.underlying
-    if isinstance(t, T.BitT):
-        value &= (1 << t.width) - 1
-        if t.signed and value >> (t.width - 1):
-            value -= 1 << t.width
-    return value
 
 
 def _bool(v: Optional[int]) -> Optional[int]:
@@ -80,7 +70,7 @@ def const_value(e: ast.Expr) -> Optional[int]:
         v, hi, lo = const_value(e.expr), const_value(e.hi), const_value(e.lo)
         if v is None or hi is None or lo is None:
             return None
-        return (v >> lo) & ((1 << (hi - lo + 1)) - 1)
+        return bit_slice(v, hi, lo)
     return None
 
 
@@ -109,8 +99,7 @@ def _binary(e: ast.BinaryExpr) -> Optional[int]:
     if op in ("/", "%") and b == 0:
         raise CompileError("division by zero in a constant expression", e.pos)
     if op in ("|+|", "|-|"):
-        r = a + b if op == "|+|" else a - b
-        return _saturate(r, t)
+        return saturate(a + b if op == "|+|" else a - b, t)
     r = {
         "+": lambda: a + b,
         "-": lambda: a - b,
@@ -126,16 +115,6 @@ def _binary(e: ast.BinaryExpr) -> Optional[int]:
     if r is None:
         return None
     return wrap(r(), t)
-
-
-def _saturate(v: int, t: object) -> int:
-    if isinstance(t, T.BitT):
-        if t.signed:
-            lo, hi = -(1 << (t.width - 1)), (1 << (t.width - 1)) - 1
-        else:
-            lo, hi = 0, (1 << t.width) - 1
-        return max(lo, min(hi, v))
-    return v
 
 
 def _width(t: object) -> Optional[int]:
