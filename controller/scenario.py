@@ -14,7 +14,6 @@ rail the scenario uses, GOR at its default settings, five runs, everything torn 
 
 from __future__ import annotations
 
-import socket
 import statistics
 import tempfile
 import time
@@ -28,6 +27,7 @@ from tccl import collectives as C
 from tccl.agent import port_function
 from tccl.job import Job, RankInfo, Transport, Workload
 from topo.addressing import AddressPlan, Nic
+from topo.freeports import free_port_base
 from topo.hashmodel import FiveTuple
 
 MESSAGE_BYTES = 100_000     # ~0.1 s per message at the scenario's rates: boundaries to move at
@@ -114,31 +114,13 @@ def measure_loop(gor: Gor, repeats: int = 5, iters: int = 40, sender_mbps: float
     return {"gor_loop_s_p50": statistics.median(latencies), "gor_loop_s_max": max(latencies)}
 
 
-def _free_port_base(count: int) -> int:
-    """A base with ``count`` consecutive free TCP ports on 127.0.0.1 (the switches' gRPC)."""
-    for base in range(30000, 40000, count + 1):
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise ScenarioError("no free range of TCP ports for the switches")
-
-
 def benchmark(repeats: int = 5) -> dict[str, float]:
     """`make bench`'s GOR figures (needs root and Mininet): see the module docstring."""
     from topo.net import Fabric   # Mininet is imported only when a fabric is built
 
     spec = load_spec(DEFAULT_FABRIC)
     spec = replace(spec, rails=1, sample_rate=BENCH_SAMPLE_RATE, node_prefix="gb",
-                   grpc_port_base=_free_port_base(spec.blocks + spec.spines))
+                   grpc_port_base=free_port_base(spec.blocks + spec.spines))
     with tempfile.TemporaryDirectory(prefix="gor-bench-") as tmp:
         with Fabric(spec, run_dir=Path(tmp) / "fabric") as fabric:
             assert fabric.pipeline is not None

@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", type=Path, help="run directory (default results/<date-time>)")
     ap.add_argument("--scenario", choices=("configs", "failure"), default="configs",
                     help="configs: the comparison (default); failure: a spine cable fails mid-job")
+    ap.add_argument("--pcap", action="store_true",
+                    help="per-port captures into each run's pcap/ (a fabric per run; for python -m insight)")
     return ap
 
 
@@ -42,8 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings(fabric=args.fabric, trace=args.trace, seed=args.seed, repeats=args.repeats,
                             configs=tuple(parse_configs(args.configs)), out=args.out,
-                            iterations=args.iterations, size_scale=args.size_scale)
+                            iterations=args.iterations, size_scale=args.size_scale, pcap=args.pcap)
         if args.scenario == "failure":
+            if args.pcap:
+                raise ValueError("--pcap: captures are for --scenario configs (a fabric per run); "
+                                 "the failure scenario keeps one fabric")
             from experiments.failure import run_failure
             run_failure(settings)
         else:

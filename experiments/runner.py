@@ -10,6 +10,11 @@ repeat, so a drift in the machine's load spreads over all of them.
 
 The fabric runs under a node prefix and gRPC ports of its own (so it never collides
 with ``make run`` or a test); names in the outputs are the spec's, without the prefix.
+
+With ``pcap`` on, every run gets a fabric of its own with captures, and keeps them in
+its run directory (`experiments.captures` says why); each run directory then holds
+what ``python -m insight`` reads: ``fabric.yaml``, ``pcap/``, the agents' results and
+``telemetry.jsonl``.
 """
 
 from __future__ import annotations
@@ -17,15 +22,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import yaml
 
 from controller.events import read_events
 from experiments import collisions
+from experiments.captures import keep_captures
 from experiments.configs import CONFIGS, NVLINK_GBPS, Config, build_job, prepare_trace
 from experiments.metrics import compute_seconds, step_costs
 from experiments.recorder import Interval, Recorder
@@ -61,6 +69,7 @@ class Settings:
     size_scale: float = 1.0               # scale the trace's message sizes (short runs)
     interval_s: float = 0.25              # link telemetry period
     timeout_s: float = 300.0              # one job, all agents
+    pcap: bool = False                    # captures: a fabric per run (experiments.captures)
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
@@ -138,6 +147,8 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
     from controller.gor import Gor, GorConfig, default_thresholds
 
     run_dir.mkdir(parents=True, exist_ok=True)
+    # The logical fabric beside the run's files: `python -m insight RUN_DIR` reads it.
+    shutil.copyfile(exp.out / "fabric.yaml", run_dir / "fabric.yaml")
     gor = None
     if config.gor:
         gor = Gor(fabric.plan, fabric.pipeline, run_dir, GorConfig(thresholds=default_thresholds(fabric.plan)),
@@ -184,27 +195,52 @@ def _util_series(intervals: dict[str, list[Interval]], plan: AddressPlan) -> dic
     return {"t": [round(t - times[0], 3) for t in times], "util": util}
 
 
-def run(exp: Experiment) -> dict[str, Any]:
-    """Bring the fabric up, run every configuration ``repeats`` times, write
-    ``summary.json`` and the plots; returns the summary."""
+@contextmanager
+def _fabric(exp: Experiment, spec: FabricSpec, run_dir: Path) -> Iterator[tuple[Any, Recorder]]:
+    """A running fabric of ``spec`` and its telemetry recorder; both stop on leaving."""
     from topo.net import Fabric
 
-    s = exp.settings
-    with Fabric(exp.spec, run_dir=exp.out / "fabric") as fabric:
-        exp.log(f"fabric {exp.spec.name} up in {fabric.timings.get('total_s', 0):.1f} s "
-                f"(prefix {exp.spec.node_prefix})")
-        recorder = Recorder(fabric.plan, s.interval_s).start()
+    with Fabric(spec, run_dir=run_dir) as fabric:
+        exp.log(f"fabric {spec.name} up in {fabric.timings.get('total_s', 0):.1f} s "
+                f"(prefix {spec.node_prefix}{', captures on' if spec.pcap else ''})")
+        recorder = Recorder(fabric.plan, exp.settings.interval_s).start()
         try:
-            for rep in range(s.repeats):
-                for config in s.configs:
-                    t = time.monotonic()
-                    numbers = run_once(exp, fabric, recorder, config, exp.out / config.name / f"rep{rep + 1}")
-                    exp.repeats.setdefault(config.name, []).append(numbers)
-                    exp.log(f"repeat {rep + 1}/{s.repeats} {config.name:10s} iteration "
-                            f"{numbers['iteration_s']:.3f} s, busbw/link {numbers['busbw_frac']:.2f}, "
-                            f"GOR moves {numbers['gor_moves']} ({time.monotonic() - t:.1f} s)")
+            yield fabric, recorder
         finally:
             recorder.stop()
+
+
+def _run_config(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, rep: int) -> Path:
+    """Repeat ``rep`` (from 0) of ``config``: its numbers into ``exp.repeats``, a line
+    on the log; returns its run directory."""
+    t = time.monotonic()
+    run_dir = exp.out / config.name / f"rep{rep + 1}"
+    numbers = run_once(exp, fabric, recorder, config, run_dir)
+    exp.repeats.setdefault(config.name, []).append(numbers)
+    exp.log(f"repeat {rep + 1}/{exp.settings.repeats} {config.name:10s} iteration "
+            f"{numbers['iteration_s']:.3f} s, busbw/link {numbers['busbw_frac']:.2f}, "
+            f"GOR moves {numbers['gor_moves']} ({time.monotonic() - t:.1f} s)")
+    return run_dir
+
+
+def run(exp: Experiment) -> dict[str, Any]:
+    """Bring the fabric up (with captures: once per run), run every configuration
+    ``repeats`` times, write ``summary.json`` and the plots; returns the summary."""
+    s = exp.settings
+    if s.pcap:
+        spec = dataclasses.replace(exp.spec, pcap=True)
+        for rep in range(s.repeats):
+            for config in s.configs:
+                fabric_dir = exp.out / config.name / f"rep{rep + 1}" / "fabric"
+                with _fabric(exp, spec, fabric_dir) as (fabric, recorder):
+                    run_dir = _run_config(exp, fabric, recorder, config, rep)
+                kept = keep_captures(fabric_dir / "pcap", run_dir / "pcap", spec.node_prefix)
+                exp.log(f"kept {len(kept)} captures in {run_dir / 'pcap'}")
+    else:
+        with _fabric(exp, exp.spec, exp.out / "fabric") as (fabric, recorder):
+            for rep in range(s.repeats):
+                for config in s.configs:
+                    _run_config(exp, fabric, recorder, config, rep)
     return write_summary(exp)
 
 

@@ -1,8 +1,8 @@
 """PNG plots of a summary (matplotlib, Agg backend: no display needed).
 
 * `link_heatmap`: utilisation of every busy directed link per time bin;
-* `queue_depth`: egress queue depth over time of the deepest ports (GOR's telemetry
-  log, else the sampled PacketIns' ``qdepth``);
+* `queue_depth`: egress queue depth over time of the deepest ports (the run's
+  telemetry log -- GOR's or an experiment's --, else the sampled PacketIns' ``qdepth``);
 * `flow_rates`: delivered rate of the largest flows per time bin, GOR's reroute
   events drawn as vertical lines;
 * `busbw_bars`: an experiment's busbw (fraction of the bottleneck link) per configuration.
@@ -66,7 +66,7 @@ def queue_depth(summary: dict[str, Any], path: str | Path) -> Path:
     q = summary["queues"]
     series = {k: v for k, v in q["series"].items() if v}
     if not series:
-        raise PlotError("no queue depth in the run (no GOR telemetry log, no sampled PacketIns)")
+        raise PlotError("no queue depth in the run (no telemetry log, no sampled PacketIns)")
     deepest = sorted(series, key=lambda k: -max(d for _, d in series[k]))[:MAX_LINES]
     fig, ax = plt.subplots(figsize=(10, 4))
     for link in deepest:

@@ -6,6 +6,7 @@
                                  RUN_DIR/tccl/, where tccl.launch puts them by default)
     RUN_DIR/gor-events.jsonl     GOR's event log (controller.events)
     RUN_DIR/gor-telemetry.jsonl  GOR's telemetry log: {"ts": .., "links": {"a->b": {"queue_depth": n, ..}}}
+                                 (or RUN_DIR/telemetry.jsonl, an experiment run's, same format)
     RUN_DIR/summary.json         an experiment's {"configs": {name: {"busbw_frac": .., ..}}}
 
 Every reader names the file and the line or key of a problem.
@@ -22,7 +23,8 @@ from topo.spec import FabricSpec, load_spec
 SPEC_NAMES = ("gor-fabric.yaml", "fabric.yaml")
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "default.yaml"
 EVENTS = "gor-events.jsonl"
-TELEMETRY = "gor-telemetry.jsonl"
+# GOR's log, else an experiment run's (`experiments.recorder`): the same format.
+TELEMETRY_NAMES = ("gor-telemetry.jsonl", "telemetry.jsonl")
 EXPERIMENT_SUMMARY = "summary.json"
 
 
@@ -70,9 +72,10 @@ def read_events(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def read_telemetry(run_dir: Path) -> dict[str, list[tuple[float, float]]] | None:
-    """Queue depth over time per directed link from GOR's telemetry log; None if absent."""
-    path = run_dir / TELEMETRY
-    if not path.is_file():
+    """Queue depth over time per directed link from the run's telemetry log (the first
+    of `TELEMETRY_NAMES` present); None if there is none."""
+    path = next((run_dir / name for name in TELEMETRY_NAMES if (run_dir / name).is_file()), None)
+    if path is None:
         return None
     series: dict[str, list[tuple[float, float]]] = {}
     for n, record in enumerate(read_json_lines(path), 1):

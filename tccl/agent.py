@@ -61,6 +61,8 @@ def workload_flows(job: Job, ring: list[int], trace: Trace | None = None) -> lis
                     flows.update(dict.fromkeys(_op_flows(step.op, r, [])))
                 flows.update(dict.fromkeys(pairs))
         return list(flows)
+    if job.workload.algo == "tree":
+        return C.tree_flows(C.tree_order(job.ranks, job.workload.order))
     return _op_flows(job.workload.op, ring, list(job.workload.pairs))
 
 
@@ -129,6 +131,7 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout) -> dict[str
     w = job.workload
     trace = T.load_trace(w.trace) if w.trace else None
     ring = C.ring_order(job.ranks, w.order)
+    tree = C.tree_order(job.ranks, w.order) if w.algo == "tree" else None
     # GOR's published topology: ECMP groups as failed cables left them.
     try:
         groups = P.load_groups(run_dir / GOR_TOPOLOGY) if job.transport.ports == "orthogonal" else None
@@ -145,20 +148,23 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout) -> dict[str
         try:
             _barrier(engine, job, run_dir)
             what = f"trace {trace.name}" if trace else w.op
-            print(f"# tccl agent {server}: {what}, {len(ring)} ranks, order {w.order}, "
+            print(f"# tccl agent {server}: {what} ({w.algo}), {len(ring)} ranks, order {w.order}, "
                   f"ports {job.transport.ports}, local ranks {sorted(engine.local)}", file=out, flush=True)
             if trace is not None:
                 extra = {"trace": trace.name, **_run_trace(engine, job, trace, out)}
             else:
-                rows = _sweep(engine, job, ring, out)
+                rows = _sweep(engine, job, ring, out, tree)
             _linger(engine)
             flows = [{**qp.describe(), "rx": vars(qp.responder.stats), "rx_last_sport": qp.responder.last_sport}
                      for qp in engine.qps.values()]
         finally:
             control.stop()
-    meta = {"job": job.name, "server": server, "op": w.op, "order": w.order,
+    rank_info = {r.rank: r for r in job.ranks}
+    if tree is not None:
+        extra.update(tree={str(c): p for c, p in tree.items()}, tree_hops=C.tree_hops(tree, rank_info))
+    meta = {"job": job.name, "server": server, "op": w.op, "order": w.order, "algo": w.algo,
             "ports": job.transport.ports, "ranks": len(ring), "local_ranks": sorted(engine.local),
-            "ring": ring, "ring_hops": C.ring_hops(ring, {r.rank: r for r in job.ranks}),
+            "ring": ring, "ring_hops": C.ring_hops(ring, rank_info),
             "planned_ports": planned, "gor_groups": groups is not None, "line_mbps": job.transport.line_mbps, "flows": flows,
             "timeline": {"columns": ["t_s", "acked_bytes", "rate_bps", "retransmits", "cnps"],
                          "flows": {str(q): rows for q, rows in engine.timeline.items()}}, **extra}
@@ -166,15 +172,16 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout) -> dict[str
     return {**meta, "rows": [vars(r) for r in rows]}
 
 
-def _sweep(engine: Engine, job: Job, ring: list[int], out: Any) -> list[Row]:
-    """nccl-tests style: per size, warm-up then timed iterations of one collective."""
+def _sweep(engine: Engine, job: Job, ring: list[int], out: Any, tree: C.Tree | None = None) -> list[Row]:
+    """nccl-tests style: per size, warm-up then timed iterations of one collective
+    (an AllReduce over ``tree`` when the job's algorithm is a tree)."""
     w, seed = job.workload, job.transport.seed
     print(HEADER, file=out, flush=True)
     rows = []
     for size in w.sizes:
         times, wrong = [], 0
         for it in range(w.warmup + w.iters):
-            progs, _ = C.programs_for(w.op, engine, ring, size, seed, w.pairs)
+            progs, _ = C.programs_for(w.op, engine, ring, size, seed, w.pairs, tree)
             start = time.monotonic()
             results = C.run_collective(engine, progs, collective_timeout(job, w.op, size))
             if it >= w.warmup:

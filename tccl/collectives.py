@@ -14,6 +14,13 @@ servers block by block and, inside each server, snakes over the rails so that ev
 hop between two servers stays on one rail (one leaf, no spine inside a block): the
 only hops that cross a spine are the ones from one block to the next (one per block). Hops inside a server use the
 emulated NVLink when the job has one.
+
+Tree AllReduce (`tree_all_reduce`, ``workload.algo: tree``) reduces up a tree and
+broadcasts back down it, pipelined in slices. Its trees (`tree_order`): ``input`` is a
+binary heap over the job's rank order; ``rail`` is hierarchical -- a binary tree over the
+servers of each block whose edges each stay on one rail (one leaf), the block roots
+joined by a binary tree over blocks (the only spine crossings: blocks - 1 edges), and
+inside each server the other ranks hang off the rank that carries its server's edges.
 """
 
 from __future__ import annotations
@@ -124,6 +131,39 @@ def ring_all_reduce(ring: Sequence[int], me: int, buf: bytes, via: str | None = 
     return b"".join(b"".join(p) for p in parts)
 
 
+Tree = dict[int, "int | None"]     # rank -> parent rank (the root: None)
+
+
+def tree_children(tree: Tree) -> dict[int, list[int]]:
+    """Each rank's children, in the tree's insertion order (the same on every agent)."""
+    kids: dict[int, list[int]] = {r: [] for r in tree}
+    for r, p in tree.items():
+        if p is not None:
+            kids[p].append(r)
+    return kids
+
+
+def tree_all_reduce(tree: Tree, me: int, buf: bytes, via: str | None = None) -> Program:
+    """Reduce up ``tree`` then broadcast down it: each slice goes to the parent as soon
+    as every child's copy of it is folded in, and down to the children as soon as it
+    arrives, so the levels of the tree overlap (NCCL's pipelined tree)."""
+    parent = tree[me]
+    kids = tree_children(tree)[me]
+    parts = slices(buf)
+    for j in range(len(parts)):
+        for child in kids:
+            parts[j] = xor(parts[j], (yield Recv(child, via)))
+        if parent is not None:
+            yield Send(parent, parts[j], via)
+    for j in range(len(parts)):
+        if parent is not None:
+            parts[j] = yield Recv(parent, via)
+        for child in kids:
+            yield Send(child, parts[j], via)
+    yield Drain()
+    return b"".join(parts)
+
+
 def split_point(size: int, nvlink_share: float) -> int:
     """Bytes of a ``size``-byte buffer that go over NVLink when it carries
     ``nvlink_share`` of the traffic (the rest goes over the NICs)."""
@@ -212,17 +252,76 @@ def ring_order(ranks: Sequence[RankInfo], mode: str) -> list[int]:
     return ring
 
 
+def tree_order(ranks: Sequence[RankInfo], mode: str) -> Tree:
+    """The AllReduce tree over ``ranks``: ``input`` or ``rail``-aware (see module doc)."""
+    if mode == "input":
+        order = [r.rank for r in ranks]
+        return {r: (order[(k - 1) // 2] if k else None) for k, r in enumerate(order)}
+    if mode != "rail":
+        raise ValueError(f"unknown tree order {mode!r} (rail, input)")
+    servers: dict[str, list[RankInfo]] = {}
+    for r in ranks:
+        servers.setdefault(r.server, []).append(r)
+    blocks: dict[int, list[list[RankInfo]]] = {}
+    for members in servers.values():
+        blocks.setdefault(members[0].block, []).append(sorted(members, key=lambda r: r.rail))
+    # Server edges: (child server, parent server, index of the edge among its kind) --
+    # binary heaps over the servers of a block and over the blocks' first servers.
+    edges: list[tuple[list[RankInfo], list[RankInfo], int]] = []
+    block_roots = [blocks[b][0] for b in sorted(blocks)]
+    for k, srv in enumerate(block_roots[1:], 1):
+        edges.append((srv, block_roots[(k - 1) // 2], k))
+    for members in blocks.values():
+        for k, srv in enumerate(members[1:], 1):
+            edges.append((srv, members[(k - 1) // 2], k))
+    tree: Tree = {block_roots[0][0].rank: None}
+    up: dict[str, RankInfo] = {block_roots[0][0].server: block_roots[0][0]}
+    for child, parent, k in edges:
+        # Spread the edges over the rails both servers have; both ends on one rail.
+        shared = sorted({r.rail for r in child} & {r.rail for r in parent})
+        rail = shared[k % len(shared)] if shared else None
+        c = next((r for r in child if r.rail == rail), child[0])
+        p = next((r for r in parent if r.rail == rail), parent[0])
+        tree[c.rank] = p.rank
+        up[c.server] = c
+    for members in servers.values():
+        head = up[members[0].server]
+        for r in members:
+            if r.rank != head.rank:
+                tree[r.rank] = head.rank
+    return tree
+
+
+def tree_hops(tree: Tree, ranks: dict[int, RankInfo]) -> dict[str, int]:
+    """How many tree edges stay in a server, stay on one leaf, or cross a spine, and
+    how many of those cross between blocks."""
+    out = {"intra_server": 0, "same_leaf": 0, "spine": 0, "cross_block": 0}
+    for c, p in tree.items():
+        if p is None:
+            continue
+        out[_hop_kind(ranks[c], ranks[p])] += 1
+        out["cross_block"] += ranks[c].block != ranks[p].block
+    return out
+
+
+def tree_flows(tree: Tree) -> list[tuple[int, int]]:
+    """The (src, dst) rank pairs a tree AllReduce uses: every edge, both ways."""
+    return [f for c, p in tree.items() if p is not None for f in ((c, p), (p, c))]
+
+
+def _hop_kind(a: RankInfo, b: RankInfo) -> str:
+    if a.server == b.server:
+        return "intra_server"
+    if (a.block, a.rail) == (b.block, b.rail):
+        return "same_leaf"
+    return "spine"
+
+
 def ring_hops(ring: Sequence[int], ranks: dict[int, RankInfo]) -> dict[str, int]:
     """How many ring hops stay in a server, stay on one leaf, or cross a spine."""
     out = {"intra_server": 0, "same_leaf": 0, "spine": 0}
     for k, a in enumerate(ring):
-        ra, rb = ranks[a], ranks[ring[(k + 1) % len(ring)]]
-        if ra.server == rb.server:
-            out["intra_server"] += 1
-        elif (ra.block, ra.rail) == (rb.block, rb.rail):
-            out["same_leaf"] += 1
-        else:
-            out["spine"] += 1
+        out[_hop_kind(ranks[a], ranks[ring[(k + 1) % len(ring)]])] += 1
     return out
 
 
@@ -348,12 +447,18 @@ def split_all_reduce(engine: Engine, ring: Sequence[int], size: int, seed: int, 
 
 
 def programs_for(op: str, engine: Engine, ring: Sequence[int], size: int, seed: int,
-                 pairs: Sequence[tuple[int, int]] = ((0, 1),)) -> tuple[dict[int, Program], dict[int, bytes]]:
+                 pairs: Sequence[tuple[int, int]] = ((0, 1),), tree: Tree | None = None
+                 ) -> tuple[dict[int, Program], dict[int, bytes]]:
     """The local ranks' programs for one run of ``op`` with ``size`` bytes, and their inputs.
 
     ``size`` is nccl-tests' size: the AllReduce buffer, the AllGather output, the
-    ReduceScatter input, the AllToAll buffer per rank, the SendRecv message.
+    ReduceScatter input, the AllToAll buffer per rank, the SendRecv message. With a
+    ``tree`` (over the ranks of ``ring``) an AllReduce runs as a tree instead.
     """
+    if tree is not None and op != "allreduce":
+        raise ValueError(f"only allreduce runs as a tree, not {op!r}")
+    if tree is not None and set(tree) != set(ring):
+        raise ValueError(f"the tree's ranks {sorted(tree)} are not the collective's {sorted(ring)}")
     n = len(ring)
     order = sorted(ring)
     progs: dict[int, Program] = {}
@@ -368,7 +473,8 @@ def programs_for(op: str, engine: Engine, ring: Sequence[int], size: int, seed: 
         else:
             data = input_data(seed, rank, size)
             if op == "allreduce":
-                progs[rank] = ring_all_reduce(ring, rank, data)
+                progs[rank] = ring_all_reduce(ring, rank, data) if tree is None else \
+                    tree_all_reduce(tree, rank, data)
             elif op == "reducescatter":
                 progs[rank] = ring_reduce_scatter(ring, rank, data, order)
             elif op == "alltoall":

@@ -32,6 +32,7 @@ MAX_RANKS = 1024
 MAX_QPS = 8
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
 ORDERS = ("rail", "input")
+ALGOS = ("ring", "tree")
 PORT_MODES = ("random", "orthogonal")
 
 
@@ -64,8 +65,10 @@ class Transport:
     time_factor: float = DEFAULT_TIME_FACTOR
     ports: str = "random"                 # source-port planning mode
     seed: int = 1                         # seeds random ports and synthetic data
-    nvlink_gbps: float = 0.0              # same-server ranks: local channel rate; 0 = off
-    nvlink_latency_us: float = 5.0
+    # Same-server ranks: local channel rate (0 = off) and latency. None = the fabric
+    # spec's `nvlink` (no spec: off, 5 us); a `Job` always holds the resolved numbers.
+    nvlink_gbps: float | None = None
+    nvlink_latency_us: float | None = None
     tp_split: bool = False                # traces: tp AllReduce over NVLink and NICs at once
     qps: int = 1                          # QPs per connection (NCCL_IB_QPS_PER_CONNECTION)
 
@@ -87,6 +90,7 @@ class Workload:
     iters: int = 3
     warmup: int = 1
     order: str = "rail"
+    algo: str = "ring"                    # allreduce: ring or tree (both ordered by `order`)
     check: bool = True
     pairs: tuple[tuple[int, int], ...] = ((0, 1),)   # sendrecv: concurrent (sender, receiver)
     trace: str | None = None              # a traces/*.yaml file: run it instead of a sweep
@@ -104,6 +108,9 @@ class Job:
     workload: Workload = field(default_factory=Workload)
     name: str = "job"
     fabric: str | None = None             # fabric spec path (orthogonal ports need it)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "transport", _resolve_nvlink(self.transport, self.fabric))
 
     def server_ranks(self, server: str) -> list[RankInfo]:
         found = [r for r in self.ranks if r.server == server]
@@ -126,6 +133,21 @@ class Job:
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
+
+
+def _resolve_nvlink(t: Transport, fabric: str | None, source: str = "job") -> Transport:
+    """``t`` with NVLink settings it leaves unset taken from the fabric spec's
+    ``nvlink`` section (the spec's defaults when the job names no fabric)."""
+    if t.nvlink_gbps is not None and t.nvlink_latency_us is not None:
+        return t
+    from topo.spec import NvlinkLink, SpecError, load_spec
+    try:
+        link = load_spec(fabric).nvlink if fabric else NvlinkLink()
+    except SpecError as e:
+        raise JobError(f"{source}: fabric: the job's NVLink settings come from this spec: {e}") from e
+    return dataclasses.replace(
+        t, nvlink_gbps=link.gbps if t.nvlink_gbps is None else t.nvlink_gbps,
+        nvlink_latency_us=link.latency_us if t.nvlink_latency_us is None else t.nvlink_latency_us)
 
 
 def qpn(local: int, peer: int, index: int = 0) -> int:
@@ -184,11 +206,12 @@ def parse_job(data: Any, source: str = "job.yaml") -> Job:
         if missing or extra:
             raise JobError(f"{source}: ranks[{i}]: missing {missing} / unknown {extra}")
         ranks.append(RankInfo(rank=i, **r))
-    transport = _section(data, "transport", Transport, source)
+    fabric = data.get("fabric")
+    transport = _resolve_nvlink(_section(data, "transport", Transport, source), fabric, source)
     workload = _section(data, "workload", Workload, source)
     _validate(ranks, transport, workload, source)
     return Job(ranks=tuple(ranks), transport=transport, workload=workload,
-               name=str(data.get("name", "job")), fabric=data.get("fabric"))
+               name=str(data.get("name", "job")), fabric=fabric)
 
 
 def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> None:
@@ -203,12 +226,19 @@ def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> 
         fail("transport.window", f"must be >= 1 packet, got {t.window}")
     if t.line_mbps <= 0 or t.rto <= 0 or t.time_factor <= 0:
         fail("transport", "line_mbps, rto and time_factor must be > 0")
+    if t.nvlink_gbps < 0 or t.nvlink_latency_us < 0:
+        fail("transport", f"nvlink_gbps and nvlink_latency_us must be >= 0, "
+             f"got {t.nvlink_gbps}, {t.nvlink_latency_us}")
     if t.ports not in PORT_MODES:
         fail("transport.ports", f"one of {', '.join(PORT_MODES)}, got {t.ports!r}")
     if w.op not in OPS:
         fail("workload.op", f"one of {', '.join(OPS)}, got {w.op!r}")
     if w.order not in ORDERS:
         fail("workload.order", f"one of {', '.join(ORDERS)}, got {w.order!r}")
+    if w.algo not in ALGOS:
+        fail("workload.algo", f"one of {', '.join(ALGOS)}, got {w.algo!r}")
+    if w.algo == "tree" and (w.op != "allreduce" or w.trace is not None):
+        fail("workload.algo", f"tree runs allreduce sweeps only, not {w.op} {'traces' if w.trace else ''}".strip())
     if not w.sizes or any(not isinstance(s, int) or s < 1 for s in w.sizes):
         fail("workload.sizes", f"a list of positive byte counts, got {list(w.sizes)}")
     if w.iters < 1 or w.warmup < 0:
@@ -244,7 +274,7 @@ def load_job(path: str | Path) -> Job:
 def job_from_fabric(fabric_path: str | Path, workload: Workload, transport: Transport | None = None,
                     name: str = "job") -> Job:
     """A job over every NIC of a fabric, ranks in the plan's order (server, then rail),
-    with the fabric's host line rate."""
+    with the fabric's host line rate and, unless ``transport`` sets them, its NVLink."""
     from topo.addressing import AddressPlan
     from topo.spec import load_spec
 
@@ -258,7 +288,7 @@ def job_from_fabric(fabric_path: str | Path, workload: Workload, transport: Tran
     base = transport or Transport()
     t = dataclasses.replace(base, line_mbps=spec.links.host_mbps)
     job = Job(ranks=tuple(ranks), transport=t, workload=workload, name=name, fabric=str(fabric_path))
-    _validate(ranks, t, workload, str(fabric_path))
+    _validate(ranks, job.transport, workload, str(fabric_path))
     return job
 
 

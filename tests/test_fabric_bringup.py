@@ -31,7 +31,7 @@ from scapy.packet import Raw  # noqa: E402
 from scapy.utils import rdpcap  # noqa: E402
 
 from topo.addressing import AddressPlan, Nic  # noqa: E402
-from topo.freeports import free_port_base  # noqa: E402 - test_gor_fabric imports it from here
+from topo.freeports import free_port_base  # noqa: E402
 from topo.hashmodel import FiveTuple, predict_path, source_port_for_spine  # noqa: E402
 from topo.namespaces import host_socket  # noqa: E402
 from topo.net import Fabric  # noqa: E402

@@ -26,7 +26,7 @@ from controller.events import loop_latencies, read_events  # noqa: E402
 from controller.gor import Gor, GorConfig, default_thresholds  # noqa: E402
 from controller.paths import predict  # noqa: E402
 from controller.scenario import endpoints, loop_steps, measure_loop, two_flow_job, wait_cleared  # noqa: E402
-from test_fabric_bringup import free_port_base  # noqa: E402
+from topo.freeports import free_port_base  # noqa: E402
 from topo.hashmodel import FiveTuple  # noqa: E402
 from topo.net import Fabric  # noqa: E402
 from topo.spec import FabricSpec, LinkRates  # noqa: E402

@@ -45,6 +45,10 @@ def test_defaults_fill_optional_keys():
     ({"pcap": 1}, "pcap", "expected bool"),
     ({"grpc_port_base": 80}, "grpc_port_base", "1024..65535"),
     ({"node_prefix": "toolong"}, "node_prefix", "at most 4"),
+    ({"nvlink": {"gbps": -1}}, "nvlink.gbps", ">= 0"),
+    ({"nvlink": {"latency_us": -0.5}}, "nvlink.latency_us", ">= 0"),
+    ({"nvlink": {"gbs": 1}}, "nvlink.gbs", "unknown key"),
+    ({"nvlink": {"gbps": "fast"}}, "nvlink.gbps", "expected int or float"),
 ])
 def test_bad_values_name_the_key(change, key, words):
     with pytest.raises(SpecError) as err:
@@ -52,6 +56,12 @@ def test_bad_values_name_the_key(change, key, words):
     message = str(err.value)
     assert message.startswith(f"bad.yaml: {key}: "), message
     assert words in message
+
+
+def test_nvlink_keys_are_read():
+    spec = parse_spec({**MINIMAL, "nvlink": {"gbps": 2, "latency_us": 1.5}})
+    assert (spec.nvlink.gbps, spec.nvlink.latency_us) == (2.0, 1.5)
+    assert parse_spec(MINIMAL).nvlink.gbps == 0.0           # absent: no NVLink
 
 
 def test_missing_required_key():

@@ -61,6 +61,16 @@ class EcnProfile:
 
 
 @dataclass(frozen=True)
+class NvlinkLink:
+    """The emulated NVLink between the ranks (GPUs) of one server: the TCCL agents'
+    local channel. ``gbps`` 0 means no NVLink (same-server ranks use their NICs); jobs
+    take these values unless they set their own."""
+
+    gbps: float = 0.0
+    latency_us: float = 5.0
+
+
+@dataclass(frozen=True)
 class FabricSpec:
     """One fabric: ``blocks`` x ``servers_per_block`` servers with ``rails`` NICs each,
     one leaf per (block, rail), every leaf linked to every spine."""
@@ -78,6 +88,7 @@ class FabricSpec:
     grpc_port_base: int = 50051
     node_prefix: str = ""
     pcap: bool = False
+    nvlink: NvlinkLink = field(default_factory=NvlinkLink)
 
     @property
     def leaves(self) -> int:
@@ -94,11 +105,12 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "name": str, "blocks": int, "servers_per_block": int, "rails": int, "spines": int,
     "links": dict, "queue_depth": int, "ecn": dict,
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
-    "pcap": bool,
+    "pcap": bool, "nvlink": dict,
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
 _LINK_KEYS = {"host_mbps": (int, float), "uplink_mbps": (int, float)}
 _ECN_KEYS = {"kmin": int, "kmax": int, "pmax": (int, float)}
+_NVLINK_KEYS = {"gbps": (int, float), "latency_us": (int, float)}
 
 
 def load_spec(path: str | Path) -> FabricSpec:
@@ -127,9 +139,12 @@ def parse_spec(data: Any, source: str = "fabric.yaml") -> FabricSpec:
     _check_keys(links, _LINK_KEYS, source, "links.")
     ecn = data.get("ecn", {})
     _check_keys(ecn, _ECN_KEYS, source, "ecn.")
-    top = {k: v for k, v in data.items() if k not in ("links", "ecn")}
+    nvlink = data.get("nvlink", {})
+    _check_keys(nvlink, _NVLINK_KEYS, source, "nvlink.")
+    top = {k: v for k, v in data.items() if k not in ("links", "ecn", "nvlink")}
     spec = FabricSpec(links=LinkRates(**{k: float(v) for k, v in links.items()}),
                       ecn=EcnProfile(**{k: (float(v) if k == "pmax" else v) for k, v in ecn.items()}),
+                      nvlink=NvlinkLink(**{k: float(v) for k, v in nvlink.items()}),
                       **top)
     validate(spec, source)
     return spec
@@ -180,6 +195,10 @@ def validate(spec: FabricSpec, source: str = "fabric spec") -> None:
     for key in ("host_mbps", "uplink_mbps"):
         if not getattr(spec.links, key) > 0:
             fail(f"links.{key}", f"must be > 0 Mbit/s, got {getattr(spec.links, key)}")
+    if spec.nvlink.gbps < 0:
+        fail("nvlink.gbps", f"must be >= 0 Gbit/s (0 = no NVLink), got {spec.nvlink.gbps}")
+    if spec.nvlink.latency_us < 0:
+        fail("nvlink.latency_us", f"must be >= 0 microseconds, got {spec.nvlink.latency_us}")
     ecn = spec.ecn
     if ecn.kmin < 0:
         fail("ecn.kmin", f"must be >= 0 packets, got {ecn.kmin}")
