@@ -38,10 +38,11 @@ bench: setup
 	$(PY) -m bench
 
 # The four configurations (stock, rail, orthogonal, gor) on one fabric, or SCENARIO=failure:
-# table on stdout, results/<run>/summary.json and plots. FABRIC=, TRACE=, SEED=, REPEATS=.
+# table on stdout, results/<run>/summary.json and plots. FABRIC=, TRACE=, SEED=, REPEATS=;
+# PCAP=1: captures in every run directory (a fabric per run), for make inspect RUN=<run>/<config>/rep1.
 demo: setup
 	$(PY) -m experiments --fabric $(FABRIC) $(if $(TRACE),--trace $(TRACE)) $(if $(SEED),--seed $(SEED)) \
-	  $(if $(REPEATS),--repeats $(REPEATS)) $(if $(SCENARIO),--scenario $(SCENARIO))
+	  $(if $(REPEATS),--repeats $(REPEATS)) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(PCAP),--pcap)
 
 # Summarise a run's captures (RUN=dir): tables, RUN/inspect.json, plots in RUN/plots.
 inspect: setup

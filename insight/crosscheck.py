@@ -5,8 +5,9 @@ see the same bytes (within 1 %), and did every source port's frames take the pat
 An agent's record (tccl: ``results-<server>.json`` ``flows``) counts the frames its
 requester put on the wire, retransmits included, as whole Ethernet frames -- what the
 leaf's ingress capture of the sending NIC sees. Its QP number is the *local* one; the
-frames carry the peer's (``1<<20 | peer<<10 | local``, `tccl.job.qpn`), which is how a
-record finds its captured rows, one per source port the flow used.
+frames carry the peer's (``index<<21 | 1<<20 | peer<<10 | local``, `tccl.job.qpn`, with
+the record's ``qp_index``), which is how a record finds its captured rows, one per
+source port the flow used.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ BYTES_TOLERANCE = 0.01
 
 
 def wire_qpn(record: dict[str, Any]) -> int | None:
-    """The QPN the record's data frames carry (the peer's QP), when the record names
+    """The QPN the record's data frames carry (the peer's QP of the same index within
+    the connection: jobs may run several QPs per connection), when the record names
     both ranks."""
     from tccl.job import qpn
-    local, peer = record.get("local_rank"), record.get("peer_rank")
-    if isinstance(local, int) and isinstance(peer, int):
-        return qpn(peer, local)
+    local, peer, index = record.get("local_rank"), record.get("peer_rank"), record.get("qp_index", 0)
+    if isinstance(local, int) and isinstance(peer, int) and isinstance(index, int):
+        return qpn(peer, local, index)
     return None
 
 

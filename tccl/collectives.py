@@ -131,7 +131,7 @@ def ring_all_reduce(ring: Sequence[int], me: int, buf: bytes, via: str | None = 
     return b"".join(b"".join(p) for p in parts)
 
 
-Tree = dict[int, "int | None"]     # rank -> parent rank (the root: None)
+Tree = dict[int, int | None]     # rank -> parent rank (the root: None)
 
 
 def tree_children(tree: Tree) -> dict[int, list[int]]:

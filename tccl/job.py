@@ -237,8 +237,10 @@ def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> 
         fail("workload.order", f"one of {', '.join(ORDERS)}, got {w.order!r}")
     if w.algo not in ALGOS:
         fail("workload.algo", f"one of {', '.join(ALGOS)}, got {w.algo!r}")
-    if w.algo == "tree" and (w.op != "allreduce" or w.trace is not None):
-        fail("workload.algo", f"tree runs allreduce sweeps only, not {w.op} {'traces' if w.trace else ''}".strip())
+    if w.algo == "tree" and w.op != "allreduce":
+        fail("workload.algo", f"tree runs allreduce only, got op {w.op!r}")
+    if w.algo == "tree" and w.trace is not None:
+        fail("workload.algo", "tree runs sweeps, not traces (a trace's groups run rings)")
     if not w.sizes or any(not isinstance(s, int) or s < 1 for s in w.sizes):
         fail("workload.sizes", f"a list of positive byte counts, got {list(w.sizes)}")
     if w.iters < 1 or w.warmup < 0:

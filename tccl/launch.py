@@ -88,17 +88,18 @@ def parse_size(text: str) -> int:
 
 def job_from_command(line: str, fabric_spec: str | Path) -> Job:
     """A job over every NIC of a fabric from a one-line command, for interactive
-    prompts: ``allreduce 64K,1M --ports orthogonal --order rail --iters 3 --nvlink 1``."""
+    prompts: ``allreduce 64K,1M --ports orthogonal --order rail --algo tree --iters 3 --nvlink 1``."""
     import argparse
     import shlex
 
-    from tccl.job import OPS, ORDERS, PORT_MODES, Transport, Workload, job_from_fabric
+    from tccl.job import ALGOS, OPS, ORDERS, PORT_MODES, Transport, Workload, job_from_fabric
 
     ap = argparse.ArgumentParser(prog="tccl", add_help=False, exit_on_error=False)
     ap.add_argument("op", choices=OPS)
     ap.add_argument("sizes", type=lambda s: tuple(parse_size(x) for x in s.split(",")))
     ap.add_argument("--ports", choices=PORT_MODES, default="orthogonal")
     ap.add_argument("--order", choices=ORDERS, default="rail")
+    ap.add_argument("--algo", choices=ALGOS, default="ring")
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
@@ -108,6 +109,6 @@ def job_from_command(line: str, fabric_spec: str | Path) -> Job:
     except (argparse.ArgumentError, SystemExit, ValueError) as e:
         raise ValueError(f"tccl: {e}; usage: {ap.format_usage().strip()}") from None
     return job_from_fabric(fabric_spec, Workload(op=args.op, sizes=args.sizes, iters=args.iters,
-                                                 warmup=args.warmup, order=args.order),
+                                                 warmup=args.warmup, order=args.order, algo=args.algo),
                            Transport(ports=args.ports, seed=args.seed, nvlink_gbps=args.nvlink),
                            name=f"{args.op}-{args.ports}")

@@ -14,6 +14,7 @@ Every process is started here and terminated by PID; namespaces are always remov
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import select
@@ -331,3 +332,39 @@ def test_link_down_and_up_loses_nothing(tmp_path):
     assert res["b"]["rows"][0]["wrong"] == 0
     assert flow(res["b"], 1, 0)["rx"]["messages"] == 10
     assert flow(res["a"], 0, 1)["timeouts"] + flow(res["a"], 0, 1)["naks"] > 0
+
+
+def test_tree_allreduce_over_two_servers(tmp_path):
+    """Two servers of two rails each, one veth pair per rail (each rail its own
+    "leaf"): the rail-aware tree AllReduce gives every rank the XOR of all inputs, its
+    one edge between the servers stays on a rail, and the rest rides NVLink."""
+    with Netns() as net:
+        net.add_ns("a")
+        net.add_ns("b")
+        ranks = []
+        for rail in range(2):
+            ia, ib = net.add_link("a", "b")
+            mac_a, mac_b = f"02:00:0a:0{rail}:00:01", f"02:00:0a:0{rail}:00:02"
+            ip_a, ip_b = f"10.9.{rail}.1", f"10.9.{rail}.2"
+            configure(net, "a", ia, mac_a, ip_a)
+            configure(net, "b", ib, mac_b, ip_b)
+            ranks += [RankInfo(0, "a", 0, rail, ia, ip_a, mac_a, mac_b),
+                      RankInfo(0, "b", 0, rail, ib, ip_b, mac_b, mac_a)]
+        ranks.sort(key=lambda r: (r.server, r.rail))
+        ranks = [dataclasses.replace(r, rank=k) for k, r in enumerate(ranks)]
+        job = Job(ranks=tuple(ranks), transport=Transport(line_mbps=20.0, nvlink_gbps=1.0),
+                  workload=Workload(op="allreduce", sizes=(50_000,), iters=1, warmup=0, algo="tree"),
+                  name="tree")
+        agents = Agents(net, job, tmp_path)
+        try:
+            agents.start("a", "a")
+            agents.start("b", "b")
+            res = agents.wait(60)
+        finally:
+            agents.stop()
+    for r in res.values():
+        assert r["algo"] == "tree" and r["rows"][0]["wrong"] == 0
+        assert r["tree_hops"] == {"intra_server": 2, "same_leaf": 1, "spine": 0, "cross_block": 0}
+    crossing = [(int(c), p) for c, p in res["a"]["tree"].items()
+                if p is not None and ranks[int(c)].server != ranks[p].server]
+    assert len(crossing) == 1 and ranks[crossing[0][0]].rail == ranks[crossing[0][1]].rail

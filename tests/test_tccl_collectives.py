@@ -140,3 +140,69 @@ def test_messages_round_robin_over_qps_come_back_in_order():
     while (m := engine.take(1, 0, "net")) is not None:
         got.append(m)
     assert got == [b"m%d" % k for k in range(6)]
+
+
+def fabric_job() -> Job:
+    return job_from_fabric(FABRIC, Workload())
+
+
+@pytest.mark.parametrize("mode", ["rail", "input"])
+@pytest.mark.parametrize("size", [5, 4099, 200_003])
+def test_tree_all_reduce_results(mode, size):
+    """The default fabric's trees, run in one process (every edge over NVLink): every
+    rank ends with the XOR of all inputs, whatever the tree's shape."""
+    tree = C.tree_order(fabric_job().ranks, mode)
+    n = len(tree)
+    job = one_server_job(n)
+    engine = Engine(job, "s")
+    progs, _ = C.programs_for("allreduce", engine, list(range(n)), size, seed=5, tree=tree)
+    results = C.run_collective(engine, progs, timeout=20.0)
+    want = C.expected("allreduce", list(range(n)), 0, size, seed=5)
+    assert all(results[r] == want for r in range(n))
+    assert engine.idle()
+    engine.close()
+
+
+def test_tree_shapes_and_flows():
+    job = fabric_job()
+    for mode in ("rail", "input"):
+        tree = C.tree_order(job.ranks, mode)
+        assert sorted(tree) == [r.rank for r in job.ranks]
+        assert sum(p is None for p in tree.values()) == 1
+        for r in tree:                          # every rank reaches the root: no cycles
+            seen = set()
+            while tree[r] is not None:
+                assert r not in seen
+                seen.add(r)
+                r = tree[r]
+    assert C.tree_order(job.ranks[:3], "input") == {0: None, 1: 0, 2: 0}
+    assert C.tree_children({0: None, 1: 0, 2: 0, 3: 1}) == {0: [1, 2], 1: [3], 2: [], 3: []}
+    assert C.tree_flows({0: None, 1: 0}) == [(1, 0), (0, 1)]
+    with pytest.raises(ValueError, match="unknown tree order"):
+        C.tree_order(job.ranks, "ring")
+
+
+def test_rail_tree_crosses_blocks_less_than_input_tree():
+    job = fabric_job()
+    ranks = {r.rank: r for r in job.ranks}
+    blocks = len({r.block for r in job.ranks})
+    aware = C.tree_hops(C.tree_order(job.ranks, "rail"), ranks)
+    naive = C.tree_hops(C.tree_order(job.ranks, "input"), ranks)
+    # One edge per block beyond the first crosses the spines; every other edge between
+    # servers stays on its leaf (one rail, one block).
+    assert aware["cross_block"] == aware["spine"] == blocks - 1
+    assert naive["cross_block"] > aware["cross_block"] and naive["spine"] > aware["spine"]
+    assert sum(aware.values()) - aware["cross_block"] == len(ranks) - 1
+    tree = C.tree_order(job.ranks, "rail")
+    for c, p in tree.items():
+        if p is not None and ranks[c].server != ranks[p].server:
+            assert ranks[c].rail == ranks[p].rail
+
+
+def test_tree_only_for_allreduce_over_its_ranks():
+    engine = Engine(one_server_job(3), "s")
+    tree = {0: None, 1: 0, 2: 0}
+    with pytest.raises(ValueError, match="only allreduce"):
+        C.programs_for("allgather", engine, [0, 1, 2], 10, seed=1, tree=tree)
+    with pytest.raises(ValueError, match="not the collective's"):
+        C.programs_for("allreduce", engine, [0, 1, 2], 10, seed=1, tree={0: None, 1: 0})

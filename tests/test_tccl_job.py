@@ -39,6 +39,12 @@ def test_round_trip_through_yaml(tmp_path):
     ({"ranks": [RANK, {**RANK, "server": "g"}]}, r"ranks\[1\].ip: 10.0.0.1 already used by rank 0"),
     ({"ranks": [RANK, {**RANK, "ip": "10.0.0.2"}], "workload": {"op": "sendrecv", "pairs": [[0, 0]]}},
      r"workload.pairs\[0\]: two different ranks"),
+    ({"ranks": [RANK], "workload": {"algo": "butterfly"}}, "workload.algo: one of ring, tree"),
+    ({"ranks": [RANK], "workload": {"algo": "tree", "op": "alltoall"}},
+     "workload.algo: tree runs allreduce only"),
+    ({"ranks": [RANK], "transport": {"nvlink_gbps": -1}},
+     "transport: nvlink_gbps and nvlink_latency_us must be >= 0"),
+    ({"ranks": [RANK], "fabric": "/nonexistent/fabric.yaml"}, "j.yaml: fabric: the job's NVLink settings"),
 ])
 def test_bad_jobs_name_the_key(doc, message):
     with pytest.raises(JobError, match=message):
@@ -64,10 +70,33 @@ def test_job_from_a_prompt_command():
 
     assert (parse_size("64K"), parse_size("1M"), parse_size("4096"), parse_size("2kb")) == \
         (65536, 1 << 20, 4096, 2048)
-    job = job_from_command("allreduce 64K,1M --ports random --order input --iters 2", FABRIC)
+    job = job_from_command("allreduce 64K,1M --ports random --order input --algo tree --iters 2", FABRIC)
     assert job.workload.sizes == (65536, 1 << 20) and job.workload.order == "input"
+    assert job.workload.algo == "tree"
     assert job.transport.ports == "random" and job.workload.iters == 2
     with pytest.raises(ValueError, match="usage: tccl"):
         job_from_command("bcast 1K", FABRIC)
     with pytest.raises(ValueError, match="not a size"):
         parse_size("lots")
+
+
+def test_nvlink_comes_from_the_fabric_unless_the_job_sets_it(tmp_path):
+    spec = load_spec(FABRIC)
+    default = job_from_fabric(FABRIC, Workload())
+    assert (default.transport.nvlink_gbps, default.transport.nvlink_latency_us) == \
+        (spec.nvlink.gbps, spec.nvlink.latency_us) == (0.0, 5.0)
+    fast = tmp_path / "fast.yaml"
+    fast.write_text(FABRIC.read_text().replace("  gbps: 0 ", "  gbps: 3 ")
+                    .replace("latency_us: 5", "latency_us: 2"))
+    job = job_from_fabric(fast, Workload())
+    assert (job.transport.nvlink_gbps, job.transport.nvlink_latency_us) == (3.0, 2.0)
+    mine = job_from_fabric(fast, Workload(), Transport(nvlink_gbps=0.5))
+    assert (mine.transport.nvlink_gbps, mine.transport.nvlink_latency_us) == (0.5, 2.0)
+    # A hand-written job file that names the fabric and leaves NVLink out gets the spec's.
+    doc = {"ranks": [RANK], "fabric": str(fast), "transport": {"nvlink_latency_us": 9}}
+    parsed = parse_job(doc)
+    assert (parsed.transport.nvlink_gbps, parsed.transport.nvlink_latency_us) == (3.0, 9.0)
+    # No fabric: no NVLink, the built-in latency.
+    assert parse_job({"ranks": [RANK]}).transport.nvlink_gbps == 0.0
+    mine.save(tmp_path / "job.yaml")
+    assert load_job(tmp_path / "job.yaml") == mine
