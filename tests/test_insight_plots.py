@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("matplotlib")
-
 from matplotlib.image import imread  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.utils import PcapWriter  # noqa: E402
