@@ -1,5 +1,7 @@
 """``make bench``: run every benchmark, print one table, write ``results/latest.json``.
 
+``python -m bench NAME...`` runs only ``bench_NAME`` modules and updates their figures.
+
 Each ``bench/bench_*.py`` module exposes ``run() -> dict[str, float]`` returning named
 figures with the unit in the name (``pipeline_kpps_64B``). The JSON is one flat object
 so later parts of the system simply add their figures; a benchmark that fails is
@@ -41,6 +43,8 @@ def main(argv: list[str]) -> int:
     for key, value in figures.items():
         print(f"{key:<{width}}  {value:.4g}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    if only and RESULTS.exists():  # a partial run updates its figures, keeps the others
+        figures = {**json.loads(RESULTS.read_text()), **figures}
     RESULTS.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
     print(f"wrote {RESULTS}")
     if failed:
