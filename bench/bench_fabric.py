@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import yaml
+from topo.processes import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT / "topo" / "fabrics" / "default.yaml"
@@ -42,14 +43,8 @@ def _startup_once(spec_path: Path) -> float:
         # End of input: the prompt exits and the launcher tears the fabric down.
         proc.communicate(input="", timeout=60)
     finally:
-        if proc.poll() is None:
-            # SIGTERM lets the launcher tear down its switches (SIGKILL would orphan them).
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        # SIGTERM lets the launcher tear down its switches (SIGKILL would orphan them).
+        stop_process(proc, 30)
     if ready is None:
         raise RuntimeError("fabric did not come up:\n" + "".join(lines[-20:]))
     return ready

@@ -25,6 +25,7 @@ import grpc
 
 from p4sim.compiler import compile_file
 from p4sim.proto import p4i, p4r, p4r_grpc
+from topo.processes import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4src" / "astral.p4"
@@ -151,13 +152,7 @@ def p4sim_switch(address: str, workdir: Path, *args: str) -> list[str]:
 
 
 def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop_process(proc, 10)
 
 
 def run() -> dict[str, float]:

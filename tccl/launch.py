@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tccl.job import Job
+from topo.processes import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,13 +67,7 @@ def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = 
                 raise LaunchError(f"agent {server} exited with {proc.returncode}:\n{out}{err}")
     finally:
         for proc in procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_process(proc, 5)
     return {s: json.loads((run_dir / f"results-{s}.json").read_text(encoding="utf-8")) for s in servers}
 
 

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Sequence
+from topo.processes import stop_process
 
 START_TIMEOUT_S = 20.0   # a busy 2-core machine: imports and compiling the pipeline
 STOP_TIMEOUT_S = 10.0    # SIGTERM, then SIGKILL after this
@@ -42,11 +43,4 @@ class SwitchProcess:
         return self.log.read_text() if self.log.exists() else ""
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return stop_process(self.proc, STOP_TIMEOUT_S)

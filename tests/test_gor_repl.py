@@ -10,7 +10,6 @@ import os
 import re
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from topo.nodes import RUN_DIR
+from topo.processes import stop_process
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is None,
                                 reason="needs root and Mininet")
@@ -71,13 +71,7 @@ class Terminal:
         return self.expect(rf"(?s)^.*?{re.escape(line)}\n(.*?){PROMPT}", timeout).group(1)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 60)
         os.close(self.master)
 
 

@@ -31,6 +31,7 @@ from tccl import roce
 from tccl.control import AgentClient, socket_path
 from tccl.job import Job, RankInfo, Transport, Workload, qpn
 from topo.namespaces import Netns
+from topo.processes import stop_process
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
@@ -89,13 +90,7 @@ class Agents:
 
     def stop(self) -> None:
         for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_process(proc, 5)
 
 
 def two_hosts(net: Netns) -> tuple[str, str]:

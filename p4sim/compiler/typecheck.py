@@ -77,10 +77,7 @@ class Checker(ExprChecker):
 
     def local_decl(self, d: ast.Decl, scope: Scope) -> None:
         """Check ``d`` and declare its name in ``scope``."""
-        if isinstance(d, (ast.HeaderDecl, ast.HeaderUnionDecl, ast.StructDecl)):
-            scope.declare(d.name, d, d.pos)
-            self.decl_type(d, scope)
-        elif isinstance(d, ast.EnumDecl):
+        if isinstance(d, (ast.HeaderDecl, ast.HeaderUnionDecl, ast.StructDecl, ast.EnumDecl)):
             scope.declare(d.name, d, d.pos)
             self.decl_type(d, scope)
         elif isinstance(d, ast.TypedefDecl):
