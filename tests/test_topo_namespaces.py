@@ -96,8 +96,11 @@ def test_host_socket_binds_in_the_namespace_of_a_process() -> None:
         net.add_ns("a")
         net.add_ns("b")
         if_a, _ = net.add_link("a", "b")
-        holder = subprocess.Popen([*net.exec_prefix("a"), "sleep", "60"])
+        # `ip netns exec` enters the namespace after fork: the holder says when it is in.
+        holder = subprocess.Popen([*net.exec_prefix("a"), "sh", "-c", "echo in; exec sleep 60"],
+                                  stdout=subprocess.PIPE, text=True)
         try:
+            assert holder.stdout is not None and holder.stdout.readline() == "in\n"
             with pytest.raises(OSError):  # not an interface of this process's namespace
                 packet_socket("/proc/thread-self/ns/net", if_a).close()
             with host_socket(holder.pid, if_a) as sock:
@@ -106,3 +109,4 @@ def test_host_socket_binds_in_the_namespace_of_a_process() -> None:
         finally:
             holder.kill()
             holder.wait()
+            holder.stdout.close()
