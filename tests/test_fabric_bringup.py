@@ -11,6 +11,8 @@ CPU being the limit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import os
 import random
 import shutil
@@ -135,6 +137,50 @@ def test_udp_paths_equal_the_hash_model_for_200_flows(fabric: Fabric) -> None:
         assert pkt[Ether].dst == dst.mac and pkt[Ether].src == plan.switch(dst.leaf).mac
         assert pkt[IP].ttl == 64 - (len(path) - 2)
     assert len(set(spine_of.values())) == len(plan.spines)
+
+
+def test_random_source_ports_collide_on_the_uplinks_like_k_factorial_over_k_to_the_k(fabric: Fabric) -> None:
+    """What a stock library does, measured on the switches: per trial, the k flows that
+    leave one leaf for the other block (k = spines) draw random source ports
+    (`tccl.ports.random_ports`) and send one RoCE frame each; the spines' captures tell
+    which uplink each took. The trials where every uplink carries one flow must come
+    out at k!/k^k (within 4 sigma over 200 trials), each flow on the spine the hash
+    model predicts."""
+    from tccl.ports import random_ports
+
+    plan = fabric.plan
+    k = len(plan.spines)
+    srcs = [plan.server_at(0, i % plan.spec.servers_per_block).nics[0] for i in range(k)]
+    dsts = [plan.server_at(1, i % plan.spec.servers_per_block).nics[0] for i in range(k)]
+    trials = [random_ports([(i, i) for i in range(k)], seed=f"fabric/{t}") for t in range(200)]
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(host_socket(fabric.host(src.server).pid, src.intf)) for src in srcs]
+        for ports in trials:  # paced: a burst of all of them would overflow the uplink queues
+            for i, sock in enumerate(socks):
+                sock.send(frame(plan, srcs[i], dsts[i], ports[(i, i)], roce=True))
+            time.sleep(0.002)
+    wanted = {(srcs[i].ip, dsts[i].ip, ports[(i, i)], 4791) for ports in trials for i in range(k)}
+
+    def spine_of() -> dict[tuple, str]:
+        return {key: spine.name for spine in plan.spines
+                for key in udp_flows(captured(fabric, spine.name, plan.spine_port(0, 0), "in"))}
+
+    deadline = time.monotonic() + 20
+    while not wanted <= (seen := spine_of()).keys() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert wanted <= seen.keys(), f"{len(wanted - seen.keys())} flows never reached a spine"
+    perfect = 0
+    for ports in trials:
+        used = set()
+        for i in range(k):
+            flow = FiveTuple(srcs[i].ip, dsts[i].ip, 17, ports[(i, i)], 4791)
+            spine = seen[(flow.src, flow.dst, flow.sport, flow.dport)]
+            assert spine == predict_path(plan, flow)[2], flow
+            used.add(spine)
+        perfect += len(used) == k
+    expect = math.factorial(k) / k ** k
+    sigma = math.sqrt(expect * (1 - expect) / len(trials))
+    assert abs(perfect / len(trials) - expect) < 4 * sigma, (perfect, len(trials), expect)
 
 
 def _marks(fabric: Fabric, leaf: str, port: int) -> int:
