@@ -104,6 +104,7 @@ class SwitchProgram:
     next_hops: tuple[NextHop, ...] = ()
     ecn: tuple[EcnStep, ...] = ()
     arp: tuple[ArpAnswer, ...] = ()
+    sampled_ports: tuple[int, ...] = ()     # fabric links: where elephants are looked for
     clone_session: tuple[int, int] = field(default=(CPU_CLONE_SESSION, CPU_PORT))
 
 
@@ -159,8 +160,10 @@ def _leaf_program(plan: AddressPlan, sw: SwitchInfo, down: Down) -> SwitchProgra
     hops = tuple(NextHop(group, i, plan.uplink_port(k), plan.spines[k].mac)
                  for members, group in groups.items() for i, k in enumerate(members))
     gateway = local[0].gateway_ip
+    # Every uplink is sampled, failed or not: a repaired cable needs no new entry.
+    uplinks = tuple(plan.uplink_port(k) for k in range(len(plan.spines)))
     return SwitchProgram(sw, plan.spec.sample_rate, tuple(routes), hops, ecn_steps(plan.spec.ecn),
-                         (ArpAnswer(gateway, sw.mac),))
+                         (ArpAnswer(gateway, sw.mac),), uplinks)
 
 
 def switch_program(plan: AddressPlan, name: str, down: Down = NO_FAILURES) -> SwitchProgram:
@@ -171,7 +174,9 @@ def switch_program(plan: AddressPlan, name: str, down: Down = NO_FAILURES) -> Sw
     routes = tuple(Route(plan.rail_block_subnet(leaf.rail, leaf.block),
                          port=plan.spine_port(leaf.block, leaf.rail), mac=leaf.mac)
                    for leaf in plan.leaves if cable(name, leaf.name) not in down)
-    return SwitchProgram(sw, plan.spec.sample_rate, routes, (), ecn_steps(plan.spec.ecn))
+    downlinks = tuple(plan.spine_port(leaf.block, leaf.rail) for leaf in plan.leaves)
+    return SwitchProgram(sw, plan.spec.sample_rate, routes, (), ecn_steps(plan.spec.ecn),
+                         sampled_ports=downlinks)
 
 
 def fabric_programs(plan: AddressPlan, down: Down = NO_FAILURES) -> dict[str, SwitchProgram]:
@@ -258,6 +263,9 @@ def entities(program: SwitchProgram) -> list[Any]:
     out += [fy.P4TableEntry("arp_reply", match=fy.P4TableMatch({"hdr.arp.tpa": answer.ip}),
                             action=fy.P4TableAction("arp_answer", mac=answer.mac))
             for answer in program.arp]
+    out += [fy.P4TableEntry("sampled_port", match=fy.P4TableMatch({"standard_metadata.egress_spec": port}),
+                            action=fy.P4TableAction("NoAction"))
+            for port in program.sampled_ports]
     return out
 
 

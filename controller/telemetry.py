@@ -10,7 +10,8 @@ What one poll reads from each switch (one ReadRequest, then one register reset):
 * ``max_qdepth`` register: the deepest the port's queue got since the last poll --
   read, then written back to 0 (a packet between the two is not seen; the next
   packet of a congested queue sees the same depth);
-* p4sim's QueueControl ``GetQueueStats`` (when the switch serves it): tail drops.
+* p4sim's QueueControl ``GetQueueStats`` (when the switch serves it): tail drops, at
+  most every ``DROPS_EVERY_S``.
 
 A link is directed: (from node, to node). Counters that go backwards (a switch that
 restarted) count from zero.
@@ -19,6 +20,7 @@ restarted) count from zero.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -29,6 +31,13 @@ from controller.paths import LinkId
 from controller.switches import SwitchFleet
 from p4sim.runtime.queues import QueueControlClient
 from topo.addressing import AddressPlan
+
+LOG = logging.getLogger("controller.telemetry")
+
+
+# Tail drops are read this often (s), not every poll: each read is one more RPC the
+# busy switch process serves, and drops are rare and only displayed.
+DROPS_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -145,33 +154,47 @@ class Telemetry:
                 self._channels.append(channel)
                 self._queues[sw.name] = QueueControlClient(channel, timeout=2.0)
         self.latest: dict[LinkId, LinkStats] = {}
+        self._drops_at = -DROPS_EVERY_S
+        # Only the cells of ports with a link: a wildcard read answers every one of the
+        # program's 64 ports and costs the switch twice the time (measured).
+        self._requests: dict[str, list] = {}
+        for sw in plan.switches:
+            tx = sorted(p for (name, p) in self.links.tx if name == sw.name)
+            rx = sorted(p for (name, p) in self.links.rx if name == sw.name)
+            self._requests[sw.name] = [
+                *(fy.P4CounterEntry(c, index=p) for c in ("tx_port_counter", "ecn_marked_counter") for p in tx),
+                *(fy.P4CounterEntry("rx_port_counter", index=p) for p in rx),
+                *(fy.P4RegisterEntry("max_qdepth", index=p) for p in tx)]
 
     def close(self) -> None:
         for channel in self._channels:
             channel.close()
 
     async def _snapshots(self, clock: Callable[[], float]) -> dict[str, Snapshot]:
-        request = [fy.P4CounterEntry("tx_port_counter"), fy.P4CounterEntry("rx_port_counter"),
-                   fy.P4CounterEntry("ecn_marked_counter"), fy.P4RegisterEntry("max_qdepth")]
-        names = [sw.name for sw in self.plan.switches]
-        drops = asyncio.gather(*(asyncio.to_thread(self._drops, n) for n in names))
-
-        async def timed(name: str) -> tuple[float, list]:
-            # A switch process on a busy CPU may answer late: its counters are dated
-            # midway between asking and the answer, not when the slowest switch answered.
-            sent = clock()
-            reply = (await self.fleet.read_many({name: request}))[name]
-            return (sent + clock()) / 2, reply
-
-        answers = dict(zip(names, await asyncio.gather(*(timed(n) for n in names))))
-        resets = [self.fleet.switches[n].write([~fy.P4RegisterEntry("max_qdepth", data=0)])
-                  for n in names if answers[n][1]]
-        await asyncio.gather(*resets, return_exceptions=True)
+        with_drops = clock() - self._drops_at >= DROPS_EVERY_S
+        if with_drops:
+            self._drops_at = clock()
         snaps = {}
-        for name, drop in zip(names, await drops):
-            when, reply = answers[name]
+        # One switch after the other, not all at once: ten switch processes answering
+        # together on two cores stall every forwarding loop of the fabric for
+        # milliseconds, and the queues that builds look like congestion (ECN marks).
+        for sw in self.plan.switches:
+            name = sw.name
+            # A switch process on a busy CPU may answer late: its counters are dated
+            # midway between asking and the answer.
+            sent = clock()
+            reply = (await self.fleet.read_many({name: self._requests[name]}))[name]
+            when = (sent + clock()) / 2
             if not reply:
                 continue
+            try:
+                await self.fleet.switches[name].write([~fy.P4RegisterEntry("max_qdepth", data=0)])
+            except Exception as e:  # noqa: BLE001 -- the next poll reads a longer maximum
+                LOG.debug("%s: max_qdepth reset failed: %r", name, e)
+            if with_drops:
+                drop = await asyncio.to_thread(self._drops, name)
+            else:  # the cumulative counts of the last read
+                drop = self._last[name].drops if name in self._last else {}
             snap = Snapshot(when, drops=drop)
             for e in reply:
                 if isinstance(e, fy.P4CounterEntry) and e.data is not None and e.index is not None:

@@ -8,6 +8,7 @@
  *   - ecn_threshold: egress queue depth -> marking threshold out of 65536, filled by
  *     the controller from the DCQCN profile (Kmin, Kmax, Pmax).
  *   - switch_config: per-switch salt, switch id and the 1-in-N sampling rate.
+ *   - sampled_port: the egress ports (fabric links) whose RoCE data packets are sampled.
  *   - arp_reply: a leaf answers ARP requests for its rail gateway address itself
  *     (proxy ARP), so hosts resolve their first hop without any other ARP speaker.
  * Standard P4-16 that p4c accepts unchanged. The ECMP hash algorithm is chosen at
@@ -288,6 +289,16 @@ control AstralIngress(inout headers_t hdr, inout metadata_t meta,
         default_action = drop();
     }
 
+    /* The ports whose RoCE data packets are sampled: the fabric links (a leaf's
+     * uplinks, a spine's ports), where GOR looks for elephants. Packets delivered to a
+     * NIC are left out: each PacketIn costs the controller and the switch. */
+    table sampled_port {
+        key = { standard_metadata.egress_spec: exact; }
+        actions = { NoAction; }
+        size = 64;
+        default_action = NoAction();
+    }
+
     apply {
         meta.ingress_port = (bit<16>)standard_metadata.ingress_port;
         if (hdr.packet_out.isValid()) {
@@ -322,15 +333,18 @@ control AstralIngress(inout headers_t hdr, inout metadata_t meta,
         if (hdr.bth.isValid() && hdr.bth.opcode == BTH_OPCODE_CNP) {
             standard_metadata.priority = 7;
         }
-        /* sFlow-style 1-in-N sampling of RoCE data packets to the CPU port. */
+        /* sFlow-style 1-in-N sampling of the RoCE data packets leaving by a
+         * sampled_port to the CPU port. */
         if (hdr.bth.isValid() && hdr.bth.opcode != BTH_OPCODE_CNP && meta.sample_rate != 0) {
-            bit<32> left;
-            sample_countdown.read(left, 0);
-            if (left <= 1) {
-                sample_countdown.write(0, meta.sample_rate);
-                meta.sample = 1;
-            } else {
-                sample_countdown.write(0, left - 1);
+            if (sampled_port.apply().hit) {
+                bit<32> left;
+                sample_countdown.read(left, 0);
+                if (left <= 1) {
+                    sample_countdown.write(0, meta.sample_rate);
+                    meta.sample = 1;
+                } else {
+                    sample_countdown.write(0, left - 1);
+                }
             }
         }
     }

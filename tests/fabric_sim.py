@@ -59,6 +59,8 @@ def install(sw: V1Switch, program: SwitchProgram) -> None:
     for answer in program.arp:
         sw.table_add("AstralIngress.arp_reply", "AstralIngress.arp_answer",
                      [Exact(ip_int(answer.ip))], [mac_int(answer.mac)])
+    for port in program.sampled_ports:
+        sw.table_add("AstralIngress.sampled_port", "NoAction", [Exact(port)], [])
 
 
 class FabricSim:

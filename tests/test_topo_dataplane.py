@@ -79,6 +79,11 @@ def test_one_in_n_roce_data_packets_are_sampled_to_the_cpu_with_metadata():
         assert (ingress, switch_id, qdepth) == (src.leaf_port, leaf.switch_id, 0)
         assert egress == plan.uplink_port(int(spine.removeprefix("sp")))
         assert pkt[IP].src == src.ip and pkt[BTH].psn == sport
+    # Nor is what a leaf delivers to a NIC (only fabric links are sampled)
+    local = plan.server_at(0, 0).nics[1]
+    for sport in range(40000, 40012):
+        outs = sw.process(src.leaf_port, roce(plan, src, local, sport))
+        assert [port for port, _ in outs] == [local.leaf_port]
     # CNPs and non-RoCE UDP are not sampled
     for sport in range(12):
         outs = sw.process(src.leaf_port, roce(plan, src, dst, sport, opcode=0x81))
@@ -113,7 +118,7 @@ def test_every_switch_program_encodes_against_the_compiled_p4info(tmp_path):
     for sw in plan.switches:
         encoded = [e.encode(schema) for e in entities(switch_program(plan, sw.name))]
         tables = {m.table_entry.table_id for m in encoded if m.HasField("table_entry")}
-        expected = {"switch_config", "ipv4_lpm", "ecn_threshold"}
+        expected = {"switch_config", "ipv4_lpm", "ecn_threshold", "sampled_port"}
         if sw.role == "leaf":
             expected |= {"ecmp_nhop", "arp_reply"}
         assert tables == {schema.tables[name].id for name in expected}
