@@ -160,12 +160,13 @@ class Gor:
 
     def __init__(self, plan: AddressPlan, pipeline: Pipeline, run_dir: str | Path,
                  config: GorConfig | None = None, fabric: Any = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, agent_dir: str | Path | None = None) -> None:
         self.plan = plan
         self.run_dir = Path(run_dir)
         # Where the agents run, keep their control sockets and read the published
-        # topology: `tccl.launch`'s convention for a fabric whose run dir this is.
-        self.agent_dir = self.run_dir / AGENT_SUBDIR
+        # topology: by default `tccl.launch`'s convention for a fabric whose run dir
+        # this is; a caller that launches the agents itself names their run dir.
+        self.agent_dir = Path(agent_dir) if agent_dir is not None else self.run_dir / AGENT_SUBDIR
         self.agent_dir.mkdir(parents=True, exist_ok=True)
         self.config = config or GorConfig(thresholds=default_thresholds(plan))
         self.fabric = fabric
@@ -189,6 +190,7 @@ class Gor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._agents_at = 0.0
+        self._answered: set[str] = set()
         self.ticks = 0
         self.fabric_links = {(a.name, b.name) for a in plan.leaves for b in plan.spines} | \
             {(b.name, a.name) for a in plan.leaves for b in plan.spines}
@@ -311,8 +313,12 @@ class Gor:
         """Merge the agents' flow lists: an agent flow takes over the id of the sampled
         flow with its 5-tuple; a QP whose byte count went backwards is a new flow (a new
         job reusing the QP number: no cooldown, no pin); flows of agents that are gone,
-        and sampled flows not seen for `FORGET_S`, are forgotten."""
+        and sampled flows not seen for `FORGET_S`, are forgotten. A change in which
+        agents answer is an ``agents`` event: the log shows whom GOR could command."""
         with self.lock:
+            if answered != self._answered:
+                self._answered = set(answered)
+                self.events.emit("agents", servers=sorted(answered))
             live = set()
             for af in listed:
                 key = ("agent", af.server, af.qpn)

@@ -151,8 +151,10 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
     shutil.copyfile(exp.out / "fabric.yaml", run_dir / "fabric.yaml")
     gor = None
     if config.gor:
+        # The agents run in run_dir (run_on_fabric below): GOR must find their control
+        # sockets there, and publish its topology where they read it.
         gor = Gor(fabric.plan, fabric.pipeline, run_dir, GorConfig(thresholds=default_thresholds(fabric.plan)),
-                  fabric=fabric).start()
+                  fabric=fabric, agent_dir=run_dir).start()
     try:
         start = time.monotonic()
         if on_start is not None:

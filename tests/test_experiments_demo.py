@@ -47,6 +47,8 @@ def test_short_demo_writes_a_consistent_summary(tmp_path: Path, capsys: pytest.C
         assert name in printed
     assert configs["stock"]["gor_moves"] == 0 and configs["stock"]["gor_loop_s"] is None
     assert (out / "gor" / "rep1" / "gor-events.jsonl").is_file()
+    # GOR runs with the agents' run directory: it publishes its topology where they read it.
+    assert (out / "gor" / "rep1" / "gor-topology.json").is_file()
     assert not (out / "stock" / "rep1" / "gor-events.jsonl").exists()
     # The hash model's view: the hostfile order with random ports collides, orthogonal does not.
     assert configs["gor"]["collisions"] == 0 and configs["gor"]["model_busbw_frac"] == 1.0

@@ -151,7 +151,11 @@ def test_two_elephants_on_one_uplink_are_split_and_the_alarm_clears(fabric: Fabr
     benchmark's measurement (`controller.scenario.measure_loop`) once."""
     plan = fabric.plan
     assert gor.jobs is not None
-    gor.jobs.start(two_flow_job(plan, (0, 1), ITERS, SENDER_MBPS, "balanced")[0])
+    balanced = two_flow_job(plan, (0, 1), ITERS, SENDER_MBPS, "balanced")[0]
+    gor.jobs.start(balanced)
+    servers = {r.server for r in balanced.ranks}
+    wait_for("an agents event naming the job's servers",
+             lambda: any(servers <= set(e["servers"]) for e in events(gor, "agents")), 10)
     fair = best_rates(gor, SENDER_MBPS, 6)
     finish(gor)
     # Alarms may come and go (the software switches forward in bursts), but no
