@@ -9,9 +9,9 @@ The cable is the leaf-spine cable the job's flows use most (hash model); it fail
 * ``impact_s``: the slowest iteration minus the median iteration of the same job --
   what the failure cost the training step it hit;
 * ``recovery_s``: from the failure to the end of the last telemetry interval (until
-  the cable is back plus ``SETTLE_S``) in which hosts received less than
-  ``STALL_FRACTION`` of their pre-failure median rate -- how long traffic stalled
-  (0: no stalled interval at the telemetry's resolution);
+  the cable is back plus ``SETTLE_S``, and before the job's last busy interval) in
+  which hosts received less than ``STALL_FRACTION`` of their pre-failure median rate --
+  how long traffic stalled (0: no stalled interval at the telemetry's resolution);
 * ``repair_s``: from the failure to GOR's ``repaired`` event (None without GOR).
 """
 
@@ -71,7 +71,10 @@ def recovery_seconds(rate: Sequence[tuple[float, float]], t_fail: float, t_back:
     if not before:
         raise ValueError("no traffic before the failure: no baseline rate to recover to")
     threshold = stall * statistics.median(before)
-    stalled = [t for t, r in rate if t_fail < t <= t_back + settle_s and r < threshold]
+    # Quiet rounds after the last busy one are the job's end, not a stall: a job that
+    # rode out the failure may finish inside the settling window.
+    last_busy = max(t for t, r in rate if r >= threshold)
+    stalled = [t for t, r in rate if t_fail < t <= min(t_back + settle_s, last_busy) and r < threshold]
     return max(0.0, max(stalled) - t_fail) if stalled else 0.0
 
 

@@ -227,6 +227,9 @@ def test_recovery_is_the_end_of_the_last_stall() -> None:
             (2.75, 60.0), (3.0, 0.0), (3.25, 100.0), (9.0, 0.0)]
     assert recovery_seconds(rate, t_fail=2.0, t_back=2.6, settle_s=0.5) == pytest.approx(1.0)
     assert recovery_seconds([(1.0, 100.0), (2.5, 90.0)], 2.0, 2.6) == 0.0
+    # The job ran through the failure and ended inside the settling window: no stall.
+    ended = [(1.0, 100.0), (1.25, 90.0), (2.25, 95.0), (2.5, 100.0), (2.75, 0.0), (3.0, 0.0)]
+    assert recovery_seconds(ended, t_fail=2.0, t_back=2.6, settle_s=0.5) == 0.0
     with pytest.raises(ValueError, match="baseline"):
         recovery_seconds([(3.0, 1.0)], 2.0, 2.5)
     intervals = {"b0l0->b0h0": [_iv(1.0, 0.5)], "b1l0->b1h0": [_iv(1.0, 0.5)], "b0l0->sp0": [_iv(1.0, 1.0)]}
