@@ -21,7 +21,6 @@ import asyncio
 import logging
 import threading
 import time
-from concurrent.futures import Future
 from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
 import finsy as fy
@@ -68,7 +67,7 @@ class SwitchFleet:
             self.switches[sw.name] = fy.Switch(sw.name, sw.grpc_address, opts)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="p4runtime", daemon=True)
-        self._main: Future | None = None
+        self._main: asyncio.Task | None = None   # finsy's Controller.run, on self._loop
 
     # --- life cycle ----------------------------------------------------------------
 
@@ -76,27 +75,30 @@ class SwitchFleet:
         """Connect to every switch and wait until each has been (re)programmed."""
         self._thread.start()
         controller = fy.Controller(self.switches.values())
-        self._main = asyncio.run_coroutine_threadsafe(controller.run(), self._loop)
+        self._main = asyncio.run_coroutine_threadsafe(_as_task(controller.run()), self._loop).result(timeout)
         self.wait_ready(timeout)
 
     def wait_ready(self, timeout: float, names: Iterable[str] | None = None) -> None:
         """Block until the switches (all, or ``names``) are programmed primaries."""
         for name in names or self._ready:
             if not self._ready[name].wait(timeout):
-                if self._main is not None and self._main.done() and self._main.exception():
-                    raise SwitchFleetError(f"P4Runtime controller failed: {self._main.exception()}")
+                main = self._main
+                if main is not None and main.done() and not main.cancelled() and main.exception():
+                    raise SwitchFleetError(f"P4Runtime controller failed: {main.exception()}")
                 raise SwitchFleetError(f"switch {name} at {self.plan.switch(name).grpc_address} "
                                        f"did not come up as primary within {timeout:.0f} s")
 
     def stop(self) -> None:
         """Close every session and end the loop thread (safe to call twice)."""
         if self._main is not None:
-            self._loop.call_soon_threadsafe(self._main.cancel)
+            # Cancel the controller's task on its loop and wait there until it has
+            # unwound: cancelling the Future only would stop the loop under a task still
+            # closing its sessions ("Task was destroyed but it is pending").
+            main, self._main = self._main, None
             try:
-                self._main.result(10)
-            except BaseException:  # cancelled: the normal way a finsy Controller ends
-                pass
-            self._main = None
+                asyncio.run_coroutine_threadsafe(_cancel_and_wait(main), self._loop).result(10)
+            except Exception as e:  # noqa: BLE001 -- a loop already gone: nothing left to close
+                LOG.debug("closing the P4Runtime sessions: %r", e)
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
@@ -170,3 +172,14 @@ class SwitchFleet:
         async for packet in sw.read_packets(queue_size=PACKET_QUEUE):
             assert self.on_packet is not None
             self.on_packet(sw.name, packet)
+
+
+async def _as_task(coro: Awaitable[Any]) -> "asyncio.Task[Any]":
+    """``coro`` as a task of the running loop (so it can be cancelled and awaited there)."""
+    return asyncio.ensure_future(coro)
+
+
+async def _cancel_and_wait(task: "asyncio.Task[Any]") -> None:
+    task.cancel()
+    await asyncio.wait([task])
+
