@@ -18,13 +18,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from topo.spec import DEFAULT_TIME_FACTOR  # the fabric spec's `time_factor` default
+
 # Real-world reference line rate: the 400 Gbit/s NICs of the Astral fabric.
 REAL_LINE_RATE_BPS = 400e9
-# Emulated time runs this much slower than real time: a 400G fabric's round trip is
-# ~10 us, the emulated fabric's (Python switches, 20 Mbit/s links) a few ms -- a
-# factor of a few hundred. A 50 us CNP interval becomes 10 ms (~23 MTU packets at
-# 20 Mbit/s), keeping "several CNP intervals per queue build-up" as in real fabrics.
-DEFAULT_TIME_FACTOR = 200.0
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from tccl.dcqcn import DEFAULT_TIME_FACTOR, DcqcnParams, Scale
+from tccl.dcqcn import DcqcnParams, Scale
 
 # QP numbers: the QP's index within its connection in bits 21-23, bit 20 set (QPN 0
 # and 1 are special in InfiniBand), then the local rank and the peer rank in 10 bits
@@ -62,7 +62,9 @@ class Transport:
     window: int = 64                      # max unacknowledged packets per QP
     rto: float = 0.25                     # go-back-N retransmission timeout (s)
     line_mbps: float = 20.0               # NIC line rate of the emulated fabric
-    time_factor: float = DEFAULT_TIME_FACTOR
+    # Emulated time per real time (DCQCN's timers). None = the fabric spec's
+    # `time_factor` (no spec: its default); a `Job` always holds the resolved number.
+    time_factor: float | None = None
     ports: str = "random"                 # source-port planning mode
     seed: int = 1                         # seeds random ports and synthetic data
     # Same-server ranks: local channel rate (0 = off) and latency. None = the fabric
@@ -78,6 +80,8 @@ class Transport:
 
     def dcqcn(self) -> DcqcnParams:
         """DCQCN constants scaled to this fabric's line rate and time factor."""
+        if self.time_factor is None:
+            raise JobError("transport.time_factor is unset: a Job resolves it from its fabric spec")
         return DcqcnParams().scaled(Scale.for_line_rate(self.line_rate_bps, self.time_factor))
 
 
@@ -110,7 +114,7 @@ class Job:
     fabric: str | None = None             # fabric spec path (orthogonal ports need it)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "transport", _resolve_nvlink(self.transport, self.fabric))
+        object.__setattr__(self, "transport", _resolve_from_fabric(self.transport, self.fabric))
 
     def server_ranks(self, server: str) -> list[RankInfo]:
         found = [r for r in self.ranks if r.server == server]
@@ -135,19 +139,24 @@ class Job:
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
 
 
-def _resolve_nvlink(t: Transport, fabric: str | None, source: str = "job") -> Transport:
-    """``t`` with NVLink settings it leaves unset taken from the fabric spec's
-    ``nvlink`` section (the spec's defaults when the job names no fabric)."""
-    if t.nvlink_gbps is not None and t.nvlink_latency_us is not None:
+def _resolve_from_fabric(t: Transport, fabric: str | None, source: str = "job") -> Transport:
+    """``t`` with the NVLink settings and time factor it leaves unset taken from the
+    fabric spec's ``nvlink`` section and ``time_factor`` (the spec's defaults when the
+    job names no fabric)."""
+    if None not in (t.nvlink_gbps, t.nvlink_latency_us, t.time_factor):
         return t
-    from topo.spec import NvlinkLink, SpecError, load_spec
+    from topo.spec import DEFAULT_TIME_FACTOR, NvlinkLink, SpecError, load_spec
     try:
-        link = load_spec(fabric).nvlink if fabric else NvlinkLink()
+        spec = load_spec(fabric) if fabric else None
     except SpecError as e:
-        raise JobError(f"{source}: fabric: the job's NVLink settings come from this spec: {e}") from e
+        raise JobError(f"{source}: fabric: the job's NVLink settings and time factor come "
+                       f"from this spec: {e}") from e
+    link = spec.nvlink if spec else NvlinkLink()
+    factor = spec.time_factor if spec else DEFAULT_TIME_FACTOR
     return dataclasses.replace(
         t, nvlink_gbps=link.gbps if t.nvlink_gbps is None else t.nvlink_gbps,
-        nvlink_latency_us=link.latency_us if t.nvlink_latency_us is None else t.nvlink_latency_us)
+        nvlink_latency_us=link.latency_us if t.nvlink_latency_us is None else t.nvlink_latency_us,
+        time_factor=factor if t.time_factor is None else t.time_factor)
 
 
 def qpn(local: int, peer: int, index: int = 0) -> int:
@@ -207,7 +216,7 @@ def parse_job(data: Any, source: str = "job.yaml") -> Job:
             raise JobError(f"{source}: ranks[{i}]: missing {missing} / unknown {extra}")
         ranks.append(RankInfo(rank=i, **r))
     fabric = data.get("fabric")
-    transport = _resolve_nvlink(_section(data, "transport", Transport, source), fabric, source)
+    transport = _resolve_from_fabric(_section(data, "transport", Transport, source), fabric, source)
     workload = _section(data, "workload", Workload, source)
     _validate(ranks, transport, workload, source)
     return Job(ranks=tuple(ranks), transport=transport, workload=workload,
@@ -276,7 +285,8 @@ def load_job(path: str | Path) -> Job:
 def job_from_fabric(fabric_path: str | Path, workload: Workload, transport: Transport | None = None,
                     name: str = "job") -> Job:
     """A job over every NIC of a fabric, ranks in the plan's order (server, then rail),
-    with the fabric's host line rate and, unless ``transport`` sets them, its NVLink."""
+    with the fabric's host line rate and, unless ``transport`` sets them, its NVLink
+    and time factor."""
     from topo.addressing import AddressPlan
     from topo.spec import load_spec
 

@@ -80,6 +80,19 @@ def test_job_from_a_prompt_command():
         parse_size("lots")
 
 
+def test_time_factor_comes_from_the_fabric_unless_the_job_sets_it(tmp_path):
+    assert job_from_fabric(FABRIC, Workload()).transport.time_factor == load_spec(FABRIC).time_factor == 200.0
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(FABRIC.read_text().replace("time_factor: 200 ", "time_factor: 50 "))
+    job = job_from_fabric(slow, Workload())
+    assert job.transport.time_factor == 50.0
+    # DCQCN's timers follow: the CNP interval is 50 us x the factor.
+    assert job.transport.dcqcn().cnp_interval == pytest.approx(50e-6 * 50)
+    assert job_from_fabric(slow, Workload(), Transport(time_factor=400)).transport.time_factor == 400
+    assert parse_job({"ranks": [RANK], "fabric": str(slow)}).transport.time_factor == 50.0
+    assert parse_job({"ranks": [RANK]}).transport.time_factor == 200.0
+
+
 def test_nvlink_comes_from_the_fabric_unless_the_job_sets_it(tmp_path):
     spec = load_spec(FABRIC)
     default = job_from_fabric(FABRIC, Workload())

@@ -35,6 +35,12 @@ MAX_ECN_RAMP = 250
 HASH_ALGORITHMS = ("crc32", "crc16")
 # Linux limits interface names to 15 characters; a prefix keeps two fabrics apart.
 MAX_PREFIX = 4
+# Emulated time runs this much slower than real time: a 400G fabric's round trip is
+# ~10 us, the emulated fabric's (Python switches, 10-20 Mbit/s links) a few ms -- a
+# factor of a few hundred. A 50 us CNP interval becomes 10 ms (~23 MTU packets at
+# 20 Mbit/s), keeping "several CNP intervals per queue build-up" as in real fabrics.
+# Not the rate ratio (40000 for 10 Mbit/s): that would make the CNP interval 2 s.
+DEFAULT_TIME_FACTOR = 200.0
 
 
 class SpecError(ValueError):
@@ -89,6 +95,9 @@ class FabricSpec:
     node_prefix: str = ""
     pcap: bool = False
     nvlink: NvlinkLink = field(default_factory=NvlinkLink)
+    # Real-world timers (DCQCN's, the CNP interval) x this = the emulation's; rates
+    # scale by links.host_mbps / 400 Gbit/s. Jobs on the fabric take it (tccl.job).
+    time_factor: float = DEFAULT_TIME_FACTOR
 
     @property
     def leaves(self) -> int:
@@ -105,7 +114,7 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "name": str, "blocks": int, "servers_per_block": int, "rails": int, "spines": int,
     "links": dict, "queue_depth": int, "ecn": dict,
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
-    "pcap": bool, "nvlink": dict,
+    "pcap": bool, "nvlink": dict, "time_factor": (int, float),
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
 _LINK_KEYS = {"host_mbps": (int, float), "uplink_mbps": (int, float)}
@@ -141,7 +150,8 @@ def parse_spec(data: Any, source: str = "fabric.yaml") -> FabricSpec:
     _check_keys(ecn, _ECN_KEYS, source, "ecn.")
     nvlink = data.get("nvlink", {})
     _check_keys(nvlink, _NVLINK_KEYS, source, "nvlink.")
-    top = {k: v for k, v in data.items() if k not in ("links", "ecn", "nvlink")}
+    top = {k: (float(v) if k == "time_factor" else v) for k, v in data.items()
+           if k not in ("links", "ecn", "nvlink")}
     spec = FabricSpec(links=LinkRates(**{k: float(v) for k, v in links.items()}),
                       ecn=EcnProfile(**{k: (float(v) if k == "pmax" else v) for k, v in ecn.items()}),
                       nvlink=NvlinkLink(**{k: float(v) for k, v in nvlink.items()}),
@@ -199,6 +209,8 @@ def validate(spec: FabricSpec, source: str = "fabric spec") -> None:
         fail("nvlink.gbps", f"must be >= 0 Gbit/s (0 = no NVLink), got {spec.nvlink.gbps}")
     if spec.nvlink.latency_us < 0:
         fail("nvlink.latency_us", f"must be >= 0 microseconds, got {spec.nvlink.latency_us}")
+    if not spec.time_factor > 0:
+        fail("time_factor", f"emulated time per real time must be > 0, got {spec.time_factor}")
     ecn = spec.ecn
     if ecn.kmin < 0:
         fail("ecn.kmin", f"must be >= 0 packets, got {ecn.kmin}")
