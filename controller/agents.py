@@ -40,6 +40,7 @@ class AgentFlow:
     bytes: int
     rate_bps: float
     state: str
+    created_ns: int = 0     # when the agent created the QP: a new job's QP has a new one
 
 
 class AgentDirectory:
@@ -73,7 +74,7 @@ class AgentDirectory:
                 continue
             answered.add(server.name)
             out += [AgentFlow(server.name, f.qpn, f.src_ip, f.dst_ip, f.sport, f.dport, f.bytes,
-                              f.rate_bps, f.state) for f in flows]
+                              f.rate_bps, f.state, f.created_ns) for f in flows]
         return answered, out
 
     def set_source_port(self, server: str, qpn: int, sport: int, timeout_s: float) -> Any:

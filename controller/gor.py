@@ -60,8 +60,10 @@ AGENT_REFRESH_S = 2.0
 AGENT_SUBDIR = "tccl"
 # Outcomes of a move after which the flow is on its new path.
 MOVED = ("moved", "cleared", "not cleared")
-# An alarmed link for which no move was found is planned again after this long (s).
-NO_PLAN_RETRY_S = 1.0
+# An alarmed link for which no move was found is planned again after this long (s):
+# two ticks, so a job whose agents were not listed yet (their flows "no agent") is not
+# held back a whole second, while a link with nothing movable is not re-planned each tick.
+NO_PLAN_RETRY_S = 0.5
 # A flow neither listed by an agent nor sampled for this long is forgotten (s).
 FORGET_S = 10.0
 
@@ -117,6 +119,7 @@ class Flow:
     dport: int
     server: str | None = None
     qpn: int = 0
+    created_ns: int = 0       # the agent's QP creation time (0: a sampled flow)
     rate_bps: float = 0.0
     bytes: int = 0
     state: str = ""
@@ -311,8 +314,8 @@ class Gor:
 
     def _refresh_agent_flows(self, answered: set[str], listed: list[AgentFlow], now: float) -> None:
         """Merge the agents' flow lists: an agent flow takes over the id of the sampled
-        flow with its 5-tuple; a QP whose byte count went backwards is a new flow (a new
-        job reusing the QP number: no cooldown, no pin); flows of agents that are gone,
+        flow with its 5-tuple; a QP created anew is a new flow (a new job reusing the QP
+        number: no cooldown, no pin); flows of agents that are gone,
         and sampled flows not seen for `FORGET_S`, are forgotten. A change in which
         agents answer is an ``agents`` event: the log shows whom GOR could command."""
         with self.lock:
@@ -325,9 +328,10 @@ class Gor:
                 live.add(key)
                 sampled = self.flows.pop(("sampled", af.src, af.dst, af.sport, af.dport), None)
                 flow = self.flows.get(key)
-                if flow is None or af.bytes < flow.bytes:
+                if flow is None or af.created_ns != flow.created_ns:
                     flow = Flow(flow.id if flow else sampled.id if sampled else next(self._flow_ids),
-                                af.src, af.dst, af.sport, af.dport, server=af.server, qpn=af.qpn)
+                                af.src, af.dst, af.sport, af.dport, server=af.server, qpn=af.qpn,
+                                created_ns=af.created_ns)
                     self.flows[key] = flow
                 if not any(m.flow is flow and m.state == "commanding" for m in self.moves):
                     flow.sport = af.sport

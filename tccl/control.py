@@ -45,7 +45,7 @@ _MESSAGES: dict[str, list[tuple[str, str, bool]]] = {
              ("retransmits", "uint64", False), ("cnps", "uint64", False),
              ("ce_marked_rx", "uint64", False), ("naks", "uint64", False),
              ("timeouts", "uint64", False), ("acked_bytes", "uint64", False),
-             ("qp_index", "uint32", False)],
+             ("qp_index", "uint32", False), ("created_ns", "uint64", False)],
     "FlowRef": [("qpn", "uint32", False), ("src_ip", "string", False), ("dst_ip", "string", False),
                 ("sport", "uint32", False)],
     "ListFlowsRequest": [],

@@ -113,6 +113,9 @@ class QueuePair:
                  index: int = 0) -> None:
         self.local, self.peer, self.index = local, peer, index
         self.qpn = qpn(local.rank, peer.rank, index)
+        # Wall clock at creation: QP numbers repeat from job to job, this tells a
+        # controller a new job's QP from the old one it saw.
+        self.created_ns = time.time_ns()
         remote_qpn = qpn(peer.rank, local.rank, index)
         src = roce.Endpoint(local.mac, local.ip)
         dst = roce.Endpoint(local.gateway_mac, peer.ip)
@@ -135,7 +138,7 @@ class QueuePair:
         r = self.requester
         state = "idle" if r.idle else ("moving" if r.port_change else "active")
         return {"qpn": self.qpn, "local_rank": self.local.rank, "peer_rank": self.peer.rank,
-                "qp_index": self.index,
+                "qp_index": self.index, "created_ns": self.created_ns,
                 "src_ip": self.local.ip, "dst_ip": self.peer.ip, "sport": r.sport,
                 "dport": roce.ROCE_UDP_PORT, "bytes": r.stats.bytes, "packets": r.stats.packets,
                 "rate_bps": r.rate.rc, "state": state, "retransmits": r.stats.retransmits,

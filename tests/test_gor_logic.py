@@ -323,3 +323,24 @@ def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp
     gor._pool.shutdown(wait=True)         # the rollback call runs in a worker too
     assert gor.agents.calls[-1] == ("b0h0", 7, start)
     gor.events.close()
+
+
+def test_a_new_jobs_qp_with_a_reused_number_is_a_new_flow(tmp_path):
+    """QP numbers repeat from job to job; the QP's creation time tells them apart, so a
+    flow GOR just moved (cooling down) does not make the next job's flow wait."""
+    plan = AddressPlan(SPEC)
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=lambda: 100.0)
+    src, dst = plan.nic("10.0.0.1"), plan.nic("10.0.1.1")
+
+    def listed(created_ns: int, nbytes: int) -> list[AgentFlow]:
+        return [AgentFlow("b0h0", 7, src.ip, dst.ip, 50000, 4791, nbytes, 5e6, "active", created_ns)]
+
+    gor._refresh_agent_flows({"b0h0"}, listed(1, 1000), 100.0)
+    first = gor.flow("10.0.0.1:50000->10.0.1.1")
+    first.moved_at = 99.0
+    gor._refresh_agent_flows({"b0h0"}, listed(1, 900_000), 100.5)
+    assert gor.flow("10.0.0.1:50000->10.0.1.1") is first          # the same QP, more bytes
+    # The next job: more bytes already than the old QP had at its last listing.
+    gor._refresh_agent_flows({"b0h0"}, listed(2, 2_000_000), 101.0)
+    second = gor.flow("10.0.0.1:50000->10.0.1.1")
+    assert second is not first and second.moved_at == float("-inf") and second.bytes == 2_000_000
