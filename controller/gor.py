@@ -60,10 +60,10 @@ AGENT_REFRESH_S = 2.0
 AGENT_SUBDIR = "tccl"
 # Outcomes of a move after which the flow is on its new path.
 MOVED = ("moved", "cleared", "not cleared")
-# An alarmed link for which no move was found is planned again after this long (s):
-# two ticks, so a job whose agents were not listed yet (their flows "no agent") is not
-# held back a whole second, while a link with nothing movable is not re-planned each tick.
-NO_PLAN_RETRY_S = 0.5
+# An alarmed link for which no move was found is planned again after this many
+# telemetry intervals: soon enough that a job whose agents were not listed yet (its
+# flows "no agent") is not held back long, not every tick for a link with nothing to move.
+NO_PLAN_RETRY_TICKS = 2
 # A flow neither listed by an agent nor sampled for this long is forgotten (s).
 FORGET_S = 10.0
 
@@ -400,15 +400,17 @@ class Gor:
                 self.events.emit("failed", loop=loop, link="->".join(link),
                                  reason="no movable elephant with a safe path")
                 # The same answer would come every tick: ask again a little later.
-                self._no_plan_until[link] = now + NO_PLAN_RETRY_S
+                self._no_plan_until[link] = now + NO_PLAN_RETRY_TICKS * self.config.interval_s
                 continue
             self._command(move)
             busy |= set(links_of(list(move.old_path)))
 
     def _plan_for(self, loop: int, link: LinkId, detect_t: float, elephants: list, now: float) -> Move | None:
         known = {(f.src, f.dst, f.sport) for f in self.flows.values() if f.server is not None}
-        if any((e.flow.src, e.flow.dst, e.flow.sport) not in known for e in elephants):
-            # An elephant younger than the last agent listing: ask the agents now.
+        if any((e.flow.src, e.flow.dst, e.flow.sport) not in known for e in elephants) and \
+                now - self._agents_at >= NO_PLAN_RETRY_TICKS * self.config.interval_s:
+            # An elephant younger than the last agent listing: ask the agents now (not
+            # again and again for a sender that no agent will ever list).
             self._agents_at = now
             self._refresh_agent_flows(*self.agents.flows(), now)
         loads, capacity = self._loads()

@@ -123,7 +123,8 @@ class GorCLI(CLI):
     def do_links(self, line: str) -> None:
         """links [all|NAME...]: every leaf-spine link (``all``: NIC links too; names:
         links touching those nodes) with utilisation, rate, ECN-marked fraction, max
-        queue depth, drops and alarm level of the last telemetry interval."""
+        queue depth and alarm level of the last telemetry interval, and the tail drops
+        the last drop reading found (they are read once a second)."""
         self.out(self._links_table(line.split()))
 
     def _links_table(self, words: list[str]) -> str:

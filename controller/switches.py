@@ -21,7 +21,7 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any, Awaitable, Callable, Iterable, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Iterable, TypeVar
 
 import finsy as fy
 
@@ -174,7 +174,7 @@ class SwitchFleet:
             self.on_packet(sw.name, packet)
 
 
-async def _as_task(coro: Awaitable[Any]) -> "asyncio.Task[Any]":
+async def _as_task(coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
     """``coro`` as a task of the running loop (so it can be cancelled and awaited there)."""
     return asyncio.ensure_future(coro)
 
@@ -182,4 +182,6 @@ async def _as_task(coro: Awaitable[Any]) -> "asyncio.Task[Any]":
 async def _cancel_and_wait(task: "asyncio.Task[Any]") -> None:
     task.cancel()
     await asyncio.wait([task])
+    if not task.cancelled() and task.exception() is not None:
+        LOG.warning("the P4Runtime controller had failed: %r", task.exception())
 

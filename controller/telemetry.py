@@ -20,6 +20,7 @@ restarted) count from zero.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Callable
@@ -36,8 +37,12 @@ LOG = logging.getLogger("controller.telemetry")
 
 
 # Tail drops are read this often (s), not every poll: each read is one more RPC the
-# busy switch process serves, and drops are rare and only displayed.
+# busy switch process serves, and drops are rare and only displayed. A link's `drops`
+# is what the last reading found (drops over up to this long), until the next one.
 DROPS_EVERY_S = 1.0
+# One switch's counter read may take this long (s) before the poll goes on without it:
+# ten slow switches must still fit in the poll's 10 s.
+READ_TIMEOUT_S = 0.8
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class Snapshot:
     """Cumulative counters of one switch at one time (port -> value)."""
 
     time: float
+    drops_read: bool = False      # `drops` read now, not carried over from the last reading
     tx_packets: dict[int, int] = field(default_factory=dict)
     tx_bytes: dict[int, int] = field(default_factory=dict)
     rx_packets: dict[int, int] = field(default_factory=dict)
@@ -155,6 +161,9 @@ class Telemetry:
                 self._queues[sw.name] = QueueControlClient(channel, timeout=2.0)
         self.latest: dict[LinkId, LinkStats] = {}
         self._drops_at = -DROPS_EVERY_S
+        self._recent_drops: dict[LinkId, int] = {}
+        # The switch whose counters give each link's stats.
+        self._sender = {link: switch for (switch, _), link in [*self.links.tx.items(), *self.links.rx.items()]}
         # Only the cells of ports with a link: a wildcard read answers every one of the
         # program's 64 ports and costs the switch twice the time (measured).
         self._requests: dict[str, list] = {}
@@ -171,31 +180,41 @@ class Telemetry:
             channel.close()
 
     async def _snapshots(self, clock: Callable[[], float]) -> dict[str, Snapshot]:
-        with_drops = clock() - self._drops_at >= DROPS_EVERY_S
-        if with_drops:
+        names = [sw.name for sw in self.plan.switches]
+        drops: asyncio.Future[list[dict[int, int] | None]] | None = None
+        if clock() - self._drops_at >= DROPS_EVERY_S:
             self._drops_at = clock()
-        snaps = {}
+            # Once a second, all at once: each call is bounded by the client's timeout.
+            drops = asyncio.gather(*(asyncio.to_thread(self._drops, n) for n in names))
+        replies = {}
         # One switch after the other, not all at once: ten switch processes answering
         # together on two cores stall every forwarding loop of the fabric for
         # milliseconds, and the queues that builds look like congestion (ECN marks).
-        for sw in self.plan.switches:
-            name = sw.name
+        for name in names:
             # A switch process on a busy CPU may answer late: its counters are dated
             # midway between asking and the answer.
             sent = clock()
-            reply = (await self.fleet.read_many({name: self._requests[name]}))[name]
-            when = (sent + clock()) / 2
+            try:
+                reply = (await asyncio.wait_for(self.fleet.read_many({name: self._requests[name]}),
+                                                READ_TIMEOUT_S))[name]
+            except asyncio.TimeoutError:
+                LOG.debug("%s: no counters within %.1f s; left out of this poll", name, READ_TIMEOUT_S)
+                continue
             if not reply:
                 continue
+            replies[name] = ((sent + clock()) / 2, reply)
             try:
                 await self.fleet.switches[name].write([~fy.P4RegisterEntry("max_qdepth", data=0)])
             except Exception as e:  # noqa: BLE001 -- the next poll reads a longer maximum
                 LOG.debug("%s: max_qdepth reset failed: %r", name, e)
-            if with_drops:
-                drop = await asyncio.to_thread(self._drops, name)
-            else:  # the cumulative counts of the last read
-                drop = self._last[name].drops if name in self._last else {}
-            snap = Snapshot(when, drops=drop)
+        read = dict(zip(names, await drops)) if drops is not None else {}
+        snaps = {}
+        for name, (when, reply) in replies.items():
+            drop = read.get(name)
+            if drop is None:  # not read now, or unreadable: the cumulative counts of the last reading
+                snap = Snapshot(when, drops=self._last[name].drops if name in self._last else {})
+            else:
+                snap = Snapshot(when, drops_read=True, drops=drop)
             for e in reply:
                 if isinstance(e, fy.P4CounterEntry) and e.data is not None and e.index is not None:
                     if e.counter_id == "tx_port_counter":
@@ -209,14 +228,16 @@ class Telemetry:
             snaps[name] = snap
         return snaps
 
-    def _drops(self, name: str) -> dict[int, int]:
+    def _drops(self, name: str) -> dict[int, int] | None:
+        """Cumulative tail drops per port; None when the switch serves no QueueControl
+        or does not answer (not "no drops": the last reading stays the base)."""
         client = self._queues.get(name)
         if client is None:
-            return {}
+            return None
         try:
             return {port: int(s.get("drops", 0)) for port, s in client.queue_stats().items()}
         except grpc.RpcError:
-            return {}
+            return None
 
     def poll(self, clock: Callable[[], float], min_interval: float = 0.0) -> dict[LinkId, LinkStats]:
         """Read every switch now; returns per-link stats since the previous poll (empty
@@ -226,6 +247,12 @@ class Telemetry:
         snaps = {n: s for n, s in snaps.items()
                  if n not in self._last or s.time - self._last[n].time >= min_interval}
         stats = link_stats(self.links, self._last, snaps)
+        # Between two drop readings a link shows what the last one found.
+        for link, st in list(stats.items()):
+            if snaps[self._sender[link]].drops_read:
+                self._recent_drops[link] = st.drops
+            else:
+                stats[link] = dataclasses.replace(st, drops=self._recent_drops.get(link, 0))
         self._last.update(snaps)
         if stats:
             self.latest = {**self.latest, **stats}

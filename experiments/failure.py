@@ -72,9 +72,11 @@ def recovery_seconds(rate: Sequence[tuple[float, float]], t_fail: float, t_back:
         raise ValueError("no traffic before the failure: no baseline rate to recover to")
     threshold = stall * statistics.median(before)
     # Quiet rounds after the last busy one are the job's end, not a stall: a job that
-    # rode out the failure may finish inside the settling window.
+    # rode out the failure may finish inside the settling window. A job that never got
+    # busy again after the failure stalled to the end of the window.
     last_busy = max(t for t, r in rate if r >= threshold)
-    stalled = [t for t, r in rate if t_fail < t <= min(t_back + settle_s, last_busy) and r < threshold]
+    end = min(t_back + settle_s, last_busy) if last_busy > t_fail else t_back + settle_s
+    stalled = [t for t, r in rate if t_fail < t <= end and r < threshold]
     return max(0.0, max(stalled) - t_fail) if stalled else 0.0
 
 

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 import yaml
 
 from tccl.dcqcn import DcqcnParams, Scale
+from topo.spec import DEFAULT_TIME_FACTOR, NvlinkLink, SpecError, load_spec
 
 # QP numbers: the QP's index within its connection in bits 21-23, bit 20 set (QPN 0
 # and 1 are special in InfiniBand), then the local rank and the peer rank in 10 bits
@@ -145,7 +146,6 @@ def _resolve_from_fabric(t: Transport, fabric: str | None, source: str = "job") 
     job names no fabric)."""
     if None not in (t.nvlink_gbps, t.nvlink_latency_us, t.time_factor):
         return t
-    from topo.spec import DEFAULT_TIME_FACTOR, NvlinkLink, SpecError, load_spec
     try:
         spec = load_spec(fabric) if fabric else None
     except SpecError as e:
@@ -288,7 +288,6 @@ def job_from_fabric(fabric_path: str | Path, workload: Workload, transport: Tran
     with the fabric's host line rate and, unless ``transport`` sets them, its NVLink
     and time factor."""
     from topo.addressing import AddressPlan
-    from topo.spec import load_spec
 
     spec = load_spec(fabric_path)
     plan = AddressPlan(spec)

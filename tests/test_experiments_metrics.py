@@ -230,6 +230,9 @@ def test_recovery_is_the_end_of_the_last_stall() -> None:
     # The job ran through the failure and ended inside the settling window: no stall.
     ended = [(1.0, 100.0), (1.25, 90.0), (2.25, 95.0), (2.5, 100.0), (2.75, 0.0), (3.0, 0.0)]
     assert recovery_seconds(ended, t_fail=2.0, t_back=2.6, settle_s=0.5) == 0.0
+    # Stalled at the failure and never busy again: a stall to the end of the window.
+    never = [(1.0, 100.0), (1.25, 90.0), (2.25, 0.0), (2.5, 0.0), (2.75, 0.0), (3.0, 0.0)]
+    assert recovery_seconds(never, t_fail=2.0, t_back=2.6, settle_s=0.5) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="baseline"):
         recovery_seconds([(3.0, 1.0)], 2.0, 2.5)
     intervals = {"b0l0->b0h0": [_iv(1.0, 0.5)], "b1l0->b1h0": [_iv(1.0, 0.5)], "b0l0->sp0": [_iv(1.0, 1.0)]}

@@ -344,3 +344,4 @@ def test_a_new_jobs_qp_with_a_reused_number_is_a_new_flow(tmp_path):
     gor._refresh_agent_flows({"b0h0"}, listed(2, 2_000_000), 101.0)
     second = gor.flow("10.0.0.1:50000->10.0.1.1")
     assert second is not first and second.moved_at == float("-inf") and second.bytes == 2_000_000
+    gor.events.close()

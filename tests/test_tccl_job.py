@@ -85,7 +85,7 @@ def test_time_factor_comes_from_the_fabric_unless_the_job_sets_it(tmp_path):
     slow = tmp_path / "slow.yaml"
     slow.write_text(FABRIC.read_text().replace("time_factor: 200 ", "time_factor: 50 "))
     job = job_from_fabric(slow, Workload())
-    assert job.transport.time_factor == 50.0
+    assert job.transport.time_factor == 50.0 and isinstance(job.transport.time_factor, float)
     # DCQCN's timers follow: the CNP interval is 50 us x the factor.
     assert job.transport.dcqcn().cnp_interval == pytest.approx(50e-6 * 50)
     assert job_from_fabric(slow, Workload(), Transport(time_factor=400)).transport.time_factor == 400

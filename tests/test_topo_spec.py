@@ -50,6 +50,7 @@ def test_defaults_fill_optional_keys():
     ({"nvlink": {"gbs": 1}}, "nvlink.gbs", "unknown key"),
     ({"nvlink": {"gbps": "fast"}}, "nvlink.gbps", "expected int or float"),
     ({"time_factor": 0}, "time_factor", "> 0"),
+    ({"time_factor": float("inf")}, "time_factor", "> 0"),
     ({"time_factor": "slow"}, "time_factor", "expected int or float"),
 ])
 def test_bad_values_name_the_key(change, key, words):

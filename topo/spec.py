@@ -14,6 +14,7 @@ Loading ``rails: 0`` raises ``SpecError("fabric.yaml: rails: must be at least 1,
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -209,8 +210,8 @@ def validate(spec: FabricSpec, source: str = "fabric spec") -> None:
         fail("nvlink.gbps", f"must be >= 0 Gbit/s (0 = no NVLink), got {spec.nvlink.gbps}")
     if spec.nvlink.latency_us < 0:
         fail("nvlink.latency_us", f"must be >= 0 microseconds, got {spec.nvlink.latency_us}")
-    if not spec.time_factor > 0:
-        fail("time_factor", f"emulated time per real time must be > 0, got {spec.time_factor}")
+    if not (spec.time_factor > 0 and math.isfinite(spec.time_factor)):
+        fail("time_factor", f"emulated time per real time must be a number > 0, got {spec.time_factor}")
     ecn = spec.ecn
     if ecn.kmin < 0:
         fail("ecn.kmin", f"must be >= 0 packets, got {ecn.kmin}")
