@@ -25,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=1, help="seeds random ports and data (default %(default)s)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per configuration (default %(default)s)")
     ap.add_argument("--configs", default=",".join(CONFIGS),
-                    help="comma-separated subset of %(default)s")
+                    help="comma-separated subset of %(default)s, or stock-gor (random ports + GOR)")
     ap.add_argument("--iterations", type=int, help="iterations per job (default: the trace's)")
     ap.add_argument("--size-scale", type=float, default=1.0, help="scale the trace's message sizes")
     ap.add_argument("--out", type=Path, help="run directory (default results/<date-time>)")
