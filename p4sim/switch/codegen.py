@@ -420,10 +420,7 @@ class Generator:
             if payload:
                 body.append("buf += S.payload")
             body.append(f"return {hname}(buf)")
-        self.emit(f"def {fname}(F, S):")
-        for line in body:
-            self.emit(line, 1)
-        self.emit("")
+        self.emit_hash_def(fname, body)
 
     def hash_function_packed(self, fname: str, hname: str, algo: str, runs: list,
                              payload: bool) -> None:
@@ -452,6 +449,10 @@ class Generator:
             if payload:
                 body.append("buf += S.payload")
             body.append(f"return {hname}(buf)")
+        self.emit_hash_def(fname, body)
+
+    def emit_hash_def(self, fname: str, body: list[str]) -> None:
+        """Emit ``def fname(F, S)`` with ``body`` (the two hash-function builders' tail)."""
         self.emit(f"def {fname}(F, S):")
         for line in body:
             self.emit(line, 1)
