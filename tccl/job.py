@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import yaml
 
 from tccl.dcqcn import DcqcnParams, Scale
-from topo.spec import DEFAULT_TIME_FACTOR, NvlinkLink, SpecError, load_spec
+from topo.spec import DEFAULT_TIME_FACTOR, FabricSpec, NvlinkLink, SpecError, load_spec
 
 # QP numbers: the QP's index within its connection in bits 21-23, bit 20 set (QPN 0
 # and 1 are special in InfiniBand), then the local rank and the peer rank in 10 bits
@@ -151,6 +151,11 @@ def _resolve_from_fabric(t: Transport, fabric: str | None, source: str = "job") 
     except SpecError as e:
         raise JobError(f"{source}: fabric: the job's NVLink settings and time factor come "
                        f"from this spec: {e}") from e
+    return _filled_from(t, spec)
+
+
+def _filled_from(t: Transport, spec: FabricSpec | None) -> Transport:
+    """`_resolve_from_fabric` with the spec already loaded (None: its defaults)."""
     link = spec.nvlink if spec else NvlinkLink()
     factor = spec.time_factor if spec else DEFAULT_TIME_FACTOR
     return dataclasses.replace(
@@ -297,7 +302,8 @@ def job_from_fabric(fabric_path: str | Path, workload: Workload, transport: Tran
                               iface=nic.intf, ip=nic.ip, mac=nic.mac,
                               gateway_mac=plan.switch(nic.leaf).mac))
     base = transport or Transport()
-    t = dataclasses.replace(base, line_mbps=spec.links.host_mbps)
+    # Filled from the spec in hand, so the Job does not read the file again.
+    t = _filled_from(dataclasses.replace(base, line_mbps=spec.links.host_mbps), spec)
     job = Job(ranks=tuple(ranks), transport=t, workload=workload, name=name, fabric=str(fabric_path))
     _validate(ranks, job.transport, workload, str(fabric_path))
     return job
