@@ -402,5 +402,3 @@ def _is_number(text: str) -> bool:
         return True
     except ValueError:
         return False
-
-

@@ -184,4 +184,3 @@ async def _cancel_and_wait(task: "asyncio.Task[Any]") -> None:
     await asyncio.wait([task])
     if not task.cancelled() and task.exception() is not None:
         LOG.warning("the P4Runtime controller had failed: %r", task.exception())
-

@@ -37,4 +37,3 @@ def receive(sock: socket.socket, count: int, timeout: float,
                          if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS)
             got.append((stamp[0] + stamp[1] / 1e9, data))
     return got
-

@@ -350,4 +350,3 @@ class Tables:
         if stored is None:
             raise NotFound(f"table '{table.name}': no entry with this match key and priority")
         return table, stored
-

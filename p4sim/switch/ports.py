@@ -295,4 +295,3 @@ def complete_l4_checksum(frame: bytes) -> bytes:
 def _with_tag(frame: bytes, tci: int, tpid: int) -> bytes:
     """``frame`` with the 802.1Q tag the kernel stripped put back after the MAC addresses."""
     return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
-

@@ -590,4 +590,3 @@ def bind_ctor_params(arg_scope: Scope, scope: Scope, params: list[ast.Param], ar
             scope.bind(p, arg_scope.lookup(a.ref, a))
         else:
             raise CompileError("constructor arguments must be constants or instances", a.pos, "unsupported")
-

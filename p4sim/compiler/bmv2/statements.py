@@ -544,4 +544,3 @@ class StmtLowerer(ExprLowerer):
             self.write_slice(target, tmp.node())
         else:
             self.set_field(target, tmp.node())
-

@@ -343,4 +343,3 @@ def _match(k: ast.Expr, mk: str, w: int) -> dict:
             raise CompileError("an optional key is either a value or a wildcard", k.pos)
         return {"match_type": "optional", "key": hexstr(v & m, w), "mask": hexstr(m, w)}
     return {"match_type": "ternary", "key": hexstr(v & m, w), "mask": hexstr(m, w)}
-
