@@ -150,3 +150,39 @@ def test_idle_tm_has_no_deadline():
 def test_bad_settings_are_rejected(kwargs):
     with pytest.raises(ValueError):
         TrafficManager(FakeClock(), **kwargs)
+
+
+def test_departures_on_schedule_are_on_time_and_late_wakeups_are_seen():
+    """Fidelity: a loop served at every deadline keeps the ideal link's schedule; one
+    that gets the CPU only every 30 ms makes departures late and sends bursts."""
+    on_time, late = FakeClock(), FakeClock()
+    tms = {}
+    for name, clock in (("on_time", on_time), ("late", late)):
+        tm = TrafficManager(clock, depth=100)
+        tm.set_port_rate(1, 100_000.0)  # 1 ms per 100-byte packet
+        tm.set_frame_bytes(1, 100)      # so one packet time is 1 ms
+        for i in range(100):
+            tm.enqueue(1, 0, i)
+        tms[name] = tm
+    drain(tms["on_time"], on_time, size=100)
+    while tms["late"].backlog():
+        tms["late"].service(lambda d: 100)
+        late.now += 30_000
+    hist, bursts, packet_time = tms["on_time"].fidelity()
+    assert packet_time == pytest.approx(1000)
+    assert hist.total == 100 and hist.quantile(0.99) < 0.01 and bursts == 0
+    hist, bursts, _ = tms["late"].fidelity()
+    assert hist.total == 100
+    assert 20 <= hist.quantile(0.99) <= 40   # up to 30 packet times behind schedule
+    assert bursts >= 90                      # 30 frames leave together per wakeup
+    stats = tms["late"].stats()[1]
+    assert stats["bursts"] == bursts and sum(stats["lateness"]["counts"]) == 100
+
+
+def test_a_port_without_rate_has_no_schedule_to_keep():
+    clock = FakeClock()
+    tm = TrafficManager(clock)
+    tm.enqueue(3, 0, "x")
+    drain(tm, clock)
+    hist, bursts, packet_time = tm.fidelity()
+    assert hist.total == 0 and bursts == 0 and packet_time is None

@@ -12,6 +12,8 @@ SetQueueRate    port (absent: all), pps (null: unlimited) packets/s limit (BMv2'
                                                           set_queue_rate)
 SetQueueDepth   port (absent: all), packets               queue capacity in packets
 GetQueueStats   (none)                                    {"ports": {"<port>": {...}}}
+GetFidelity     (none)                                    cumulative fidelity counters
+                                                          (emulation/fidelity.py)
 =============== ========================================= ===============================
 
 The server forwards each call to a `QueueControl` (in-process: the switch device);
@@ -38,6 +40,8 @@ class QueueControl(Protocol):
     def set_queue_depth(self, port: int | None, packets: int) -> None: ...
 
     def queue_stats(self) -> dict[int, dict[str, Any]]: ...
+
+    def fidelity(self) -> dict[str, Any]: ...
 
 
 def _struct(d: dict) -> struct_pb2.Struct:
@@ -90,6 +94,9 @@ def handler(control: QueueControl) -> grpc.GenericRpcHandler:
     def queue_stats(req: dict) -> dict:
         return {"ports": {str(p): s for p, s in control.queue_stats().items()}}
 
+    def fidelity(req: dict) -> dict:
+        return control.fidelity()
+
     def wrap(fn: Callable[[dict], dict]):
         def call(request: struct_pb2.Struct, context: grpc.ServicerContext) -> struct_pb2.Struct:
             try:
@@ -108,6 +115,7 @@ def handler(control: QueueControl) -> grpc.GenericRpcHandler:
             "SetQueueRate": wrap(set_queue_rate),
             "SetQueueDepth": wrap(set_queue_depth),
             "GetQueueStats": wrap(queue_stats),
+            "GetFidelity": wrap(fidelity),
         },
     )
 
@@ -123,7 +131,8 @@ class QueueControlClient:
                 request_serializer=struct_pb2.Struct.SerializeToString,
                 response_deserializer=struct_pb2.Struct.FromString,
             )
-            for name in ("SetPortRate", "SetQueueRate", "SetQueueDepth", "GetQueueStats")
+            for name in ("SetPortRate", "SetQueueRate", "SetQueueDepth", "GetQueueStats",
+                         "GetFidelity")
         }
 
     def _call(self, name: str, **fields: Any) -> dict:
@@ -140,3 +149,7 @@ class QueueControlClient:
 
     def queue_stats(self) -> dict[int, dict[str, Any]]:
         return {int(p): s for p, s in self._call("GetQueueStats").get("ports", {}).items()}
+
+    def fidelity(self) -> dict[str, Any]:
+        """The switch's cumulative fidelity counters (`Device.fidelity`)."""
+        return self._call("GetFidelity")

@@ -12,6 +12,12 @@ and a rate-limited port is served on time without busy polling:
 Other threads (the P4Runtime server) use ``lock`` around any call into ``engine``,
 ``inject`` for PacketOut, and the ``set_*`` queue-control methods; the loop holds
 ``lock`` while it processes a batch, so a control-plane call waits at most one batch.
+
+Time is the fabric's emulation clock (emulation/clock.py): timestamps, queue rates and
+the traffic manager's schedule are in emulated microseconds, and only the wait in
+epoll is converted to wall time. `fidelity` reports how closely departures kept to the
+ideal links' schedule (emulation/fidelity.py), with the kernel's drops and the time
+the input was saturated.
 """
 
 from __future__ import annotations
@@ -20,10 +26,11 @@ import logging
 import os
 import select
 import threading
-import time
 from collections import deque
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from emulation.clock import EmulationClock
 from p4sim.switch.pcap import PortCaptures
 from p4sim.switch.ports import InterfacePort
 from p4sim.switch.traffic_manager import DEFAULT_QUEUE_DEPTH, Dequeued, TrafficManager
@@ -48,12 +55,12 @@ class Device:
     def __init__(self, ports: dict[int, str], *, device_id: int = 0, cpu_port: int | None = None,
                  priority_queues: int = 1, queue_depth: int = DEFAULT_QUEUE_DEPTH,
                  queue_rate_pps: float | None = None, port_rates: dict[int, float] | None = None,
-                 pcap_dir: str | None = None) -> None:
+                 pcap_dir: str | None = None, clock: EmulationClock | None = None) -> None:
         if cpu_port is not None and cpu_port in ports:
             raise ValueError(f"CPU port {cpu_port} is also given an interface ({ports[cpu_port]})")
         self.device_id = device_id
         self.cpu_port = cpu_port
-        self._start_ns = time.monotonic_ns()
+        self.emulation_clock = clock or EmulationClock.start()
         self.lock = threading.RLock()
         self.engine: V1Switch | None = None
         self.tm = TrafficManager(self.clock, priority_queues, queue_depth, queue_rate_pps)
@@ -64,6 +71,7 @@ class Device:
         self._by_fd: dict[int, InterfacePort] = {}
         self._injected: deque[tuple[int, bytes]] = deque()
         self._stopping = False
+        self._watch: _BacklogWatch | None = None
         self._wakeup = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self.captures: PortCaptures | None = None
         try:
@@ -72,6 +80,7 @@ class Device:
                 self._ports[number] = port
                 self._by_fd[port.fileno()] = port
                 self.tm.add_port(number)
+                self.tm.set_frame_bytes(number, _frame_bytes(iface))
             for number, rate in (port_rates or {}).items():
                 self.tm.set_port_rate(number, rate)
             if pcap_dir is not None:
@@ -85,8 +94,9 @@ class Device:
             raise
 
     def clock(self) -> int:
-        """Microseconds since the switch started: the time base of all timestamps."""
-        return (time.monotonic_ns() - self._start_ns) // 1000
+        """Emulated microseconds since the fabric's origin: the time base of all
+        timestamps (v1model's are this, masked to their width)."""
+        return self.emulation_clock.now_us()
 
     # ---- pipeline
 
@@ -146,6 +156,21 @@ class Device:
         with self.lock:
             return self.tm.stats()
 
+    def fidelity(self) -> dict[str, Any]:
+        """Cumulative fidelity counters (readers difference two snapshots for a window):
+        lateness of all rate-limited departures (packet times), bursts, kernel drops,
+        emulated seconds with the input saturated, the shortest packet time (us)."""
+        with self.lock:
+            lateness, bursts, packet_time = self.tm.fidelity()
+            for port in self._ports.values():
+                port.poll_kernel_drops()  # adds what the kernel counted since the last look
+            watch = self._watch
+            return {"lateness": lateness.to_json(), "bursts": bursts,
+                    "packet_time_us": packet_time or 0.0,
+                    "kernel_drops": sum(p.kernel_drops for p in self._ports.values()),
+                    "saturated_s": watch.saturated_total() if watch is not None else 0.0,
+                    "dilation": self.emulation_clock.dilation}
+
     def stop(self) -> None:
         """Make ``run`` return; safe from any thread and from signal handlers."""
         self._stopping = True
@@ -165,22 +190,23 @@ class Device:
         poller.register(self._wakeup, select.EPOLLIN)
         for fd in self._by_fd:
             poller.register(fd, select.EPOLLIN)
-        watch = _BacklogWatch(list(self._ports.values()))
+        watch = self._watch = _BacklogWatch(list(self._ports.values()), self.emulation_clock)
+        wall = self.emulation_clock.wall_s
         log.info("switch running: %d ports%s", len(self._ports),
                  "" if self.engine is not None else ", no pipeline loaded")
         try:
             while not self._stopping:
                 with self.lock:
                     deadline = self.tm.next_deadline()
-                timeout = -1.0 if deadline is None else max(0.0, (deadline - self.clock()) / 1e6)
+                timeout = -1.0 if deadline is None else max(0.0, wall((deadline - self.clock()) / 1e6))
                 events = poller.poll(timeout)
                 with self.lock:
                     saturated = self._receive(fd for fd, _ in events)
                     self.tm.service(self._transmit)
                     if self.captures is not None:
                         self.captures.flush()
-                if events:
-                    watch.update(saturated)
+                    if events:
+                        watch.update(saturated)
         finally:
             poller.close()
         for port in self._ports.values():
@@ -301,23 +327,41 @@ class Device:
             self._wakeup = -1
 
 
+def _frame_bytes(iface: str) -> int:
+    """The largest frame ``iface`` carries: its MTU plus Ethernet header and one tag."""
+    try:
+        return int(Path(f"/sys/class/net/{iface}/mtu").read_text()) + 18
+    except (OSError, ValueError):
+        return 1518
+
+
 class _BacklogWatch:
     """Notices the switch falling behind its ports, and says so in the log.
 
     Two signs: every read hitting RX_BATCH for longer than BACKLOG_WARN_AFTER_S (frames
     keep piling up faster than the loop takes them), and frames the kernel dropped
-    because a port's socket buffer was full.
+    because a port's socket buffer was full. Times are emulated seconds; the saturated
+    time is summed for the fidelity report.
     """
 
-    def __init__(self, ports: list[InterfacePort]) -> None:
+    def __init__(self, ports: list[InterfacePort], clock: EmulationClock) -> None:
         self.ports = ports
+        self.clock = clock
         self.saturated_since: float | None = None
+        self.saturated_s = 0.0   # closed saturated periods
         self.last_warning = -BACKLOG_WARN_EVERY_S
-        self.next_drops_check = time.monotonic() + KERNEL_DROPS_CHECK_S
+        self.next_drops_check = clock.now() + KERNEL_DROPS_CHECK_S
+
+    def saturated_total(self) -> float:
+        """Emulated seconds with the input saturated, the open period included."""
+        open_s = 0.0 if self.saturated_since is None else self.clock.now() - self.saturated_since
+        return self.saturated_s + open_s
 
     def update(self, saturated: bool) -> None:
-        now = time.monotonic()
+        now = self.clock.now()
         if not saturated:
+            if self.saturated_since is not None:
+                self.saturated_s += now - self.saturated_since
             self.saturated_since = None
         elif self.saturated_since is None:
             self.saturated_since = now

@@ -27,6 +27,14 @@ the size count). That models a link serialising one frame after the other:
   rate, so when the process wakes up late (timer slack, or the CPU busy with other
   switches on a loaded machine) the packets that were due leave together and the
   average rate stays exact.
+
+Fidelity (emulation/fidelity.py): every departure from a rate-limited port is held
+against the *ideal* link's schedule -- the frame leaves when it is at the head of its
+queue and the previous frame's serialisation is over, ``max(arrival, link free)`` --
+and its lateness, in packet times of the port (an MTU frame's serialisation), is
+counted in the port's histogram. A departure less than half a serialisation time after
+the previous one on a backlogged port is a *burst*: what the catch-up above sends when
+the process was late, and what a real link never does.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from emulation.fidelity import LatenessHistogram
+
 log = logging.getLogger(__name__)
 
 # Lateness the buckets make up for: the process can be kept off the CPU for tens, at
@@ -44,6 +54,11 @@ log = logging.getLogger(__name__)
 # causes is bounded by what is queued (the queue depth).
 CATCHUP_SECONDS = 0.2
 DEFAULT_QUEUE_DEPTH = 64  # packets, BMv2's default per queue
+# Largest frame of a port whose MTU is not given: Ethernet's 1500 plus header and tag.
+DEFAULT_FRAME_BYTES = 1518
+# A departure this fraction of a serialisation time (or less) after the previous one
+# on a backlogged port is a burst (see the module docstring).
+BURST_GAP = 0.5
 
 
 @dataclass(slots=True)
@@ -63,7 +78,9 @@ class _Port:
     """Queues, rate state and counters of one egress port."""
 
     __slots__ = ("queues", "queued", "depth", "byte_rate", "pkt_rate", "byte_tokens", "pkt_tokens",
-                 "refilled_at", "drops", "enqueued", "sent_packets", "sent_bytes", "max_qdepth")
+                 "refilled_at", "drops", "enqueued", "sent_packets", "sent_bytes", "max_qdepth",
+                 "frame_bytes", "packet_time", "free_at", "last_departure", "last_serialisation",
+                 "lateness", "bursts")
 
     def __init__(self, priorities: int, depth: int, now: int) -> None:
         self.queues: list[deque] = [deque() for _ in range(priorities)]
@@ -79,6 +96,40 @@ class _Port:
         self.sent_packets = 0
         self.sent_bytes = 0
         self.max_qdepth = 0
+        self.frame_bytes = DEFAULT_FRAME_BYTES  # an MTU frame: the port's packet time
+        self.packet_time = 0.0     # us; 0 while the port has no rate (see retime)
+        self.free_at = 0.0         # when the ideal link finishes its last frame (us)
+        self.last_departure = 0    # when the last frame really left (us)
+        self.last_serialisation = 0.0
+        self.lateness = LatenessHistogram()
+        self.bursts = 0
+
+    def serialisation_us(self, size: int) -> float:
+        """Time ``size`` bytes take on the link at its rates (0: no rate set)."""
+        t = 0.0
+        if self.byte_rate is not None:
+            t = size / self.byte_rate * 1e6
+        if self.pkt_rate is not None:
+            t = max(t, 1e6 / self.pkt_rate)
+        return t
+
+    def retime(self) -> None:
+        """Recompute the packet time after a change of rate or frame size."""
+        self.packet_time = self.serialisation_us(self.frame_bytes)
+
+    def depart(self, now: int, enq_ts: int, sent: int) -> None:
+        """Hold a departure at ``now`` against the ideal link's schedule (module docstring)."""
+        if not self.packet_time:
+            return
+        serialisation = self.serialisation_us(sent)
+        scheduled = max(enq_ts, self.free_at)
+        self.free_at = scheduled + serialisation
+        self.lateness.add((now - scheduled) / self.packet_time)
+        if enq_ts < self.last_departure and \
+                now - self.last_departure < BURST_GAP * self.last_serialisation:
+            self.bursts += 1
+        self.last_departure = now
+        self.last_serialisation = serialisation
 
     def refill(self, now: int) -> None:
         """Credit the time since the last refill (see the module docstring for caps)."""
@@ -138,6 +189,7 @@ class TrafficManager:
         if state is None:
             state = _Port(self.priorities, self.default_depth, self.clock())
             state.pkt_rate = self.default_pps
+            state.retime()
             self._ports[port] = state
         return state
 
@@ -151,6 +203,15 @@ class TrafficManager:
         state.refill(self.clock())
         state.byte_rate = _check_rate(bytes_per_s, "port rate (bytes/s)")
         state.byte_tokens = min(state.byte_tokens, 0.0) if state.byte_rate is not None else 0.0
+        state.retime()
+
+    def set_frame_bytes(self, port: int, frame_bytes: int) -> None:
+        """The port's largest frame (MTU + Ethernet header): what one packet time means."""
+        if frame_bytes < 64:
+            raise ValueError(f"port {port}: largest frame must be >= 64 bytes, got {frame_bytes}")
+        state = self._port(port)
+        state.frame_bytes = frame_bytes
+        state.retime()
 
     def set_queue_rate(self, port: int | None, pps: float | None) -> None:
         """Set a packets/s limit on one port, or on all (current and future) if port is None."""
@@ -161,6 +222,7 @@ class TrafficManager:
             state.refill(self.clock())
             state.pkt_rate = pps
             state.pkt_tokens = min(state.pkt_tokens, 0.0) if pps is not None else 0.0
+            state.retime()
 
     def set_queue_depth(self, port: int | None, packets: int) -> None:
         """Set the capacity (packets per priority queue) of one port, or of all if None.
@@ -226,6 +288,7 @@ class TrafficManager:
                 if sent:
                     state.sent_packets += 1
                     state.sent_bytes += sent
+                    state.depart(now, enq_ts, sent)
             if not state.queued:
                 self._busy.discard(port)
 
@@ -245,6 +308,17 @@ class TrafficManager:
 
     # ---- observation
 
+    def fidelity(self) -> tuple[LatenessHistogram, int, float | None]:
+        """All ports' departures against the ideal links: merged lateness histogram,
+        bursts, and the shortest packet time (us) among rate-limited ports (None: none)."""
+        merged, bursts, packet_time = LatenessHistogram(), 0, None
+        for s in self._ports.values():
+            merged = merged.merged(s.lateness)
+            bursts += s.bursts
+            if s.packet_time and (packet_time is None or s.packet_time < packet_time):
+                packet_time = s.packet_time
+        return merged, bursts, packet_time
+
     def backlog(self) -> int:
         """Packets queued on all ports."""
         return sum(self._ports[p].queued for p in self._busy)
@@ -261,6 +335,7 @@ class TrafficManager:
                 "rate_bytes_per_s": s.byte_rate, "rate_pps": s.pkt_rate, "depth": s.depth,
                 "qdepth": s.queued, "max_qdepth": s.max_qdepth, "enqueued": s.enqueued,
                 "drops": s.drops, "sent_packets": s.sent_packets, "sent_bytes": s.sent_bytes,
+                "frame_bytes": s.frame_bytes, "bursts": s.bursts, "lateness": s.lateness.to_json(),
             }
             for port, s in sorted(self._ports.items())
         }

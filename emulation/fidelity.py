@@ -1,0 +1,178 @@
+"""Fidelity: did a run's numbers come from the modelled network, or from the CPU?
+
+An emulated link is faithful when every frame leaves at the time the link model says
+it leaves: when the previous frame's serialisation at the port rate is over and the
+frame is at the head of its queue. A Python process that was off the CPU makes frames
+leave late, and the traffic manager then releases what was due together -- a burst
+that a real link never sends, and that looks like congestion to ECN and DCQCN. So,
+after Mininet-HiFi's invariant checks, every departure's *lateness* (actual departure
+minus scheduled departure, in emulated time) is recorded, on switch ports and on the
+agents' NICs, together with frames the kernel dropped because a process did not read
+its socket in time. A run is *faithful* when it meets the bounds below.
+
+The switch and the agents keep lateness in a `LatenessHistogram` (fixed buckets, a few
+integer adds per frame); readers take differences of two snapshots to get one job's
+window, merge the histograms of all ports, and judge the result with `judge`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+# Lateness is kept in *packet times* (an MTU frame's serialisation at the port's rate),
+# so ports of different rates, and the agents' NICs, share one histogram and one bound.
+# Bucket upper bounds: 0 (on time), then x1.25 steps from 1/200 of a packet time (timer
+# slack) to 1000 packet times (a process kept off the CPU for seconds); 1.25 keeps a
+# quantile within 25 % of the truth. Later departures go to an overflow bucket.
+BOUNDS: tuple[float, ...] = (0.0,) + tuple(0.005 * 1.25 ** k for k in range(56))
+
+# The bounds of a faithful run: p99 lateness under one packet time, no kernel drops.
+# One packet time is an MTU frame's serialisation at the port's rate: a frame
+# later than that has let the link sit idle for a whole frame, which the link model
+# never does while there is a backlog.
+P99_LATENESS_PACKET_TIMES = 1.0
+# A frame dropped in the kernel is a loss that no modelled queue caused.
+MAX_KERNEL_DROPS = 0
+# Departures "on time": no later than a quarter of a packet time (the resolution at
+# which the emulation's queueing is exact to within one frame in four).
+ON_TIME_PACKET_TIMES = 0.25
+
+
+class LatenessHistogram:
+    """Counts of departures by lateness in packet times (`BOUNDS`, plus overflow)."""
+
+    __slots__ = ("counts", "max")
+
+    def __init__(self, counts: Iterable[int] | None = None, max: float = 0.0) -> None:
+        self.counts = list(counts) if counts is not None else [0] * (len(BOUNDS) + 1)
+        if len(self.counts) != len(BOUNDS) + 1:
+            raise ValueError(f"a lateness histogram has {len(BOUNDS) + 1} buckets, "
+                             f"got {len(self.counts)}")
+        self.max = max
+
+    def add(self, lateness: float) -> None:
+        """Count one departure ``lateness`` packet times late (early counts as on time)."""
+        if lateness > self.max:
+            self.max = lateness
+        self.counts[bisect.bisect_left(BOUNDS, lateness)] += 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+    def quantile(self, q: float) -> float:
+        """Upper bound of the bucket holding the ``q`` quantile (packet times); 0 if empty."""
+        total = self.total
+        if not total:
+            return 0.0
+        need, seen = q * total, 0
+        for i, n in enumerate(self.counts):
+            seen += n
+            if n and seen >= need:
+                return min(BOUNDS[i], self.max) if i < len(BOUNDS) else self.max
+        return self.max
+
+    def fraction_within(self, bound: float) -> float:
+        """Share of departures whose bucket lies wholly within ``bound``; 1 when empty."""
+        total = self.total
+        if not total:
+            return 1.0
+        return sum(n for b, n in zip(BOUNDS, self.counts) if b <= bound) / total
+
+    def merged(self, other: "LatenessHistogram") -> "LatenessHistogram":
+        return LatenessHistogram([a + b for a, b in zip(self.counts, other.counts)],
+                                 max(self.max, other.max))
+
+    def since(self, earlier: "LatenessHistogram") -> "LatenessHistogram":
+        """The departures counted after snapshot ``earlier`` (the max stays an upper bound)."""
+        return LatenessHistogram([max(0, a - b) for a, b in zip(self.counts, earlier.counts)],
+                                 self.max)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"counts": list(self.counts), "max": round(self.max, 4)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> "LatenessHistogram":
+        if not data:
+            return cls()
+        return cls(data["counts"], float(data.get("max", 0.0)))
+
+
+@dataclass
+class Fidelity:
+    """One run's (or one window's) fidelity over every port and NIC it covers."""
+
+    lateness: LatenessHistogram = field(default_factory=LatenessHistogram)
+    packet_time_us: float = 0.0    # shortest packet time among the ports (us), to show ms
+    kernel_drops: int = 0
+    saturated_s: float = 0.0       # emulated time some switch had its input saturated
+    dilation: float = 1.0
+    where: str = ""                # what was measured ("switches", "switches+agents")
+
+    @property
+    def p99(self) -> float:
+        """p99 lateness in packet times."""
+        return self.lateness.quantile(0.99)
+
+    @property
+    def on_time(self) -> float:
+        return self.lateness.fraction_within(ON_TIME_PACKET_TIMES)
+
+    def problems(self) -> list[str]:
+        """Why the run is unfaithful; empty when it meets every bound."""
+        out = []
+        if self.p99 > P99_LATENESS_PACKET_TIMES:
+            out.append(f"p99 lateness {self.p99:.2f} packet times > {P99_LATENESS_PACKET_TIMES:g}")
+        if self.kernel_drops > MAX_KERNEL_DROPS:
+            out.append(f"{self.kernel_drops} frames dropped in the kernel")
+        return out
+
+    @property
+    def faithful(self) -> bool:
+        return not self.problems()
+
+    def line(self) -> str:
+        """``departures on time 99.3 %, p99 lateness 0.4 ms (0.12 packet times), ...``"""
+        ms = f"{self.p99 * self.packet_time_us / 1000:.2f} ms " if self.packet_time_us else ""
+        verdict = "faithful" if self.faithful else "UNFAITHFUL: " + "; ".join(self.problems())
+        return (f"departures on time {100 * self.on_time:.1f} % of {self.lateness.total}, "
+                f"p99 lateness {ms}({self.p99:.2f} packet times), kernel drops {self.kernel_drops}, "
+                f"input saturated {self.saturated_s:.2f} s, dilation {self.dilation:g} -- {verdict}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"faithful": self.faithful, "problems": self.problems(),
+                "on_time_frac": round(self.on_time, 5), "p99_lateness_pkt": round(self.p99, 4),
+                "p99_lateness_ms": round(self.p99 * self.packet_time_us / 1000, 3),
+                "max_lateness_pkt": round(self.lateness.max, 3), "departures": self.lateness.total,
+                "packet_time_us": round(self.packet_time_us, 1),
+                "kernel_drops": self.kernel_drops, "saturated_s": round(self.saturated_s, 3),
+                "dilation": self.dilation, "where": self.where,
+                "lateness": self.lateness.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Fidelity":
+        return cls(LatenessHistogram.from_json(data.get("lateness")),
+                   float(data.get("packet_time_us", 0.0)), int(data.get("kernel_drops", 0)),
+                   float(data.get("saturated_s", 0.0)), float(data.get("dilation", 1.0)),
+                   str(data.get("where", "")))
+
+
+def switches_window(before: Mapping[str, Mapping[str, Any]],
+                    after: Mapping[str, Mapping[str, Any]]) -> Fidelity:
+    """The fidelity of the switches between two rounds of `GetFidelity` snapshots
+    (name -> the switch's cumulative counters, as `p4sim.switch.device.Device.fidelity`
+    gives them). A switch missing from ``before`` counts from zero."""
+    lateness, drops, saturated, packet_time, dilation = LatenessHistogram(), 0, 0.0, 0.0, 1.0
+    for name, end in after.items():
+        start = before.get(name, {})
+        lateness = lateness.merged(LatenessHistogram.from_json(end.get("lateness"))
+                                   .since(LatenessHistogram.from_json(start.get("lateness"))))
+        drops += int(end.get("kernel_drops", 0)) - int(start.get("kernel_drops", 0))
+        saturated += float(end.get("saturated_s", 0.0)) - float(start.get("saturated_s", 0.0))
+        t = float(end.get("packet_time_us", 0.0))
+        if t and (not packet_time or t < packet_time):
+            packet_time = t
+        dilation = float(end.get("dilation", dilation))
+    return Fidelity(lateness, packet_time, drops, saturated, dilation, "switches")

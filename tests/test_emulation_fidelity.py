@@ -1,0 +1,122 @@
+"""The emulation clock and the fidelity monitor: a switch kept off the CPU is caught.
+
+Unit tests check the clock's dilation and the fidelity judgement; the integration test
+runs ``p4sim switch`` between two namespaces with a rate-limited port kept backlogged,
+once undisturbed and once stopped with SIGSTOP for half a second, and reads its
+fidelity counters over p4sim's QueueControl service (GetFidelity)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from emulation.clock import ClockError, EmulationClock
+from emulation.fidelity import Fidelity, LatenessHistogram, switches_window
+from p4sim.runtime.queues import QueueControlClient
+
+
+def test_dilated_clock_runs_slower_than_the_wall_clock():
+    fast, slow = EmulationClock.start(), EmulationClock.start(dilation=4.0)
+    t0 = (fast.now(), slow.now())
+    time.sleep(0.2)
+    fast_s, slow_s = fast.now() - t0[0], slow.now() - t0[1]
+    assert fast_s >= 0.2 and slow_s == pytest.approx(fast_s / 4, rel=0.05)
+    assert slow.wall_s(0.01) == pytest.approx(0.04)
+    assert EmulationClock.decode(slow.encode()) == slow
+
+
+@pytest.mark.parametrize("text, problem", [("abc:1", "origin"), ("1:0.5", ">= 1"), ("1:inf", ">= 1")])
+def test_bad_clock_descriptions_name_where_they_came_from(text, problem):
+    with pytest.raises(ClockError) as err:
+        EmulationClock.decode(text, "--clock")
+    assert "--clock" in str(err.value) and problem in str(err.value)
+
+
+def test_fidelity_bounds():
+    on_time = LatenessHistogram()
+    for _ in range(1000):
+        on_time.add(0.01)
+    assert Fidelity(on_time).faithful and Fidelity(on_time).on_time == 1.0
+    late = on_time.merged(LatenessHistogram())
+    for _ in range(20):       # 2 % of departures five packet times late: p99 fails
+        late.add(5.0)
+    verdict = Fidelity(late, packet_time_us=3300.0)
+    assert not verdict.faithful and "p99 lateness" in verdict.problems()[0]
+    assert "UNFAITHFUL" in verdict.line() and "ms" in verdict.line()
+    assert not Fidelity(on_time, kernel_drops=1).faithful
+    assert Fidelity.from_json(verdict.to_json()).to_json() == verdict.to_json()
+
+
+FIXTURE = Path(__file__).parent / "device_fixtures" / "two_port_qdepth.json"
+MBPS, SIZE = 2.0, 1000          # 4 ms per frame: room for a busy machine's timer slack
+OFFER = 1.5                     # x the port rate, so the port stays backlogged
+
+
+def _offer_traffic(net, seconds: float, during=None) -> None:
+    """Send at OFFER x the port rate from h1 for ``seconds``; ``during()`` runs once, midway."""
+    from scapy.config import conf
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
+    with net.entered("h1"):
+        sock = conf.L2socket(iface=net.ifaces["h1"])
+    frame = Ether(src="02:00:00:00:01:01", dst="02:00:00:00:02:02") / IP(src="10.0.1.1", dst="10.0.2.2") \
+        / UDP(sport=10000, dport=4791)
+    template = bytes(frame / Raw(bytes(SIZE - len(frame))))
+    rate = MBPS * 1e6 / 8 / SIZE * OFFER
+    try:
+        start, sent = time.monotonic(), 0
+        while (elapsed := time.monotonic() - start) < seconds:
+            if during is not None and elapsed > seconds / 2:
+                during()
+                during = None
+            while sent < int(elapsed * rate):
+                sock.send(template)
+                sent += 1
+            time.sleep(0.002)
+    finally:
+        sock.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+@pytest.mark.parametrize("stopped", [False, True], ids=["undisturbed", "sigstopped"])
+def test_monitor_flags_a_switch_kept_off_the_cpu(tmp_path, stopped):
+    from switchproc import SwitchProcess
+    from topo.namespaces import Netns
+
+    with Netns() as net:
+        net.add_switch_and_hosts()
+        address = f"unix:{tmp_path}/p4rt.sock"
+        sw = SwitchProcess(tmp_path, "-i", f"1@{net.ifaces['s1']}", "-i", f"2@{net.ifaces['s2']}",
+                           "--port-rate", f"2={MBPS:g}", "--queue-depth", "400",
+                           "--grpc-server-addr", address, str(FIXTURE), prefix=net.exec_prefix("sw"))
+        try:
+            channel = grpc.insecure_channel(address)
+            client = QueueControlClient(channel)
+            grpc.channel_ready_future(channel).result(timeout=20)
+            before = {"sw": client.fidelity()}
+
+            def pause() -> None:
+                os.kill(sw.proc.pid, signal.SIGSTOP)
+                time.sleep(0.5)
+                os.kill(sw.proc.pid, signal.SIGCONT)
+
+            _offer_traffic(net, 3.0, pause if stopped else None)
+            verdict = switches_window(before, {"sw": client.fidelity()})
+            channel.close()
+        finally:
+            os.kill(sw.proc.pid, signal.SIGCONT)
+            sw.stop()
+    assert verdict.lateness.total > 300     # the port sent at its rate for ~3 s
+    assert verdict.packet_time_us == pytest.approx(1518 * 8 / MBPS, rel=0.01)
+    if stopped:   # 0.5 s stopped: ~120 frames queued behind schedule, up to ~120 packet times
+        assert not verdict.faithful, verdict.line()
+        assert verdict.p99 > 10
+    else:
+        assert verdict.faithful, verdict.line()
