@@ -8,7 +8,7 @@ file is YAML (JSON is YAML too)::
     ranks:                      # one per rail NIC; the rank is the list index
       - {server: b0h0, block: 0, rail: 0, iface: eth0, ip: 10.0.0.1,
          mac: "02:00:0a:00:00:01", gateway_mac: "02:ff:00:00:00:01"}
-    transport: {mtu: 1024, window: 64, line_mbps: 20, ports: orthogonal}
+    transport: {mtu: 4096, window: 64, line_mbps: 20, ports: orthogonal}
     workload: {kind: bench, op: allreduce, sizes: [65536, 1048576], iters: 3}
 
 `job_from_fabric` writes the ranks of a fabric from its addressing plan.
@@ -59,7 +59,9 @@ class RankInfo:
 class Transport:
     """Transport settings shared by all agents of a job."""
 
-    mtu: int = 1024                       # RoCE path MTU (payload bytes per packet)
+    # RoCE path MTU (payload bytes per packet). None = the fabric spec's `mtu` (no
+    # spec: its default); a `Job` always holds the resolved number.
+    mtu: int | None = None
     window: int = 64                      # max unacknowledged packets per QP
     rto: float = 0.25                     # go-back-N retransmission timeout (s)
     line_mbps: float = 20.0               # NIC line rate of the emulated fabric
@@ -141,10 +143,10 @@ class Job:
 
 
 def _resolve_from_fabric(t: Transport, fabric: str | None, source: str = "job") -> Transport:
-    """``t`` with the NVLink settings and time factor it leaves unset taken from the
-    fabric spec's ``nvlink`` section and ``time_factor`` (the spec's defaults when the
-    job names no fabric)."""
-    if None not in (t.nvlink_gbps, t.nvlink_latency_us, t.time_factor):
+    """``t`` with the NVLink settings, time factor and MTU it leaves unset taken from the
+    fabric spec's ``nvlink`` section, ``time_factor`` and ``mtu`` (the spec's defaults
+    when the job names no fabric)."""
+    if None not in (t.nvlink_gbps, t.nvlink_latency_us, t.time_factor, t.mtu):
         return t
     try:
         spec = load_spec(fabric) if fabric else None
@@ -158,10 +160,12 @@ def _filled_from(t: Transport, spec: FabricSpec | None) -> Transport:
     """`_resolve_from_fabric` with the spec already loaded (None: its defaults)."""
     link = spec.nvlink if spec else NvlinkLink()
     factor = spec.time_factor if spec else DEFAULT_TIME_FACTOR
+    mtu = spec.mtu if spec else FabricSpec.mtu
     return dataclasses.replace(
         t, nvlink_gbps=link.gbps if t.nvlink_gbps is None else t.nvlink_gbps,
         nvlink_latency_us=link.latency_us if t.nvlink_latency_us is None else t.nvlink_latency_us,
-        time_factor=factor if t.time_factor is None else t.time_factor)
+        time_factor=factor if t.time_factor is None else t.time_factor,
+        mtu=mtu if t.mtu is None else t.mtu)
 
 
 def qpn(local: int, peer: int, index: int = 0) -> int:

@@ -52,6 +52,10 @@ def test_defaults_fill_optional_keys():
     ({"time_factor": 0}, "time_factor", "> 0"),
     ({"time_factor": float("inf")}, "time_factor", "> 0"),
     ({"time_factor": "slow"}, "time_factor", "expected int or float"),
+    ({"mtu": 1500}, "mtu", "one of 256, 512, 1024, 2048, 4096"),
+    ({"dilation": 0.5}, "dilation", ">= 1 or 'auto'"),
+    ({"dilation": "fast"}, "dilation", ">= 1 or 'auto'"),
+    ({"rt_priority": 100}, "rt_priority", "1..99"),
 ])
 def test_bad_values_name_the_key(change, key, words):
     with pytest.raises(SpecError) as err:
@@ -65,6 +69,13 @@ def test_nvlink_keys_are_read():
     spec = parse_spec({**MINIMAL, "nvlink": {"gbps": 2, "latency_us": 1.5}})
     assert (spec.nvlink.gbps, spec.nvlink.latency_us) == (2.0, 1.5)
     assert parse_spec(MINIMAL).nvlink.gbps == 0.0           # absent: no NVLink
+
+
+def test_emulation_keys_are_read():
+    spec = parse_spec({**MINIMAL, "mtu": 1024, "dilation": "auto", "rt_priority": 0})
+    assert (spec.mtu, spec.iface_mtu, spec.dilation, spec.rt_priority) == (1024, 1500, 0.0, 0)
+    spec = parse_spec({**MINIMAL, "dilation": 2})
+    assert (spec.mtu, spec.iface_mtu, spec.dilation) == (4096, 4200, 2.0)
 
 
 def test_missing_required_key():

@@ -25,6 +25,8 @@ from mininet.net import Mininet
 from mininet.node import Host
 
 from controller.routes import program_fabric
+from emulation.calibrate import dilation_for
+from emulation.clock import EmulationClock
 from topo.addressing import AddressPlan, Server
 from topo.mininet_topo import FabricTopo
 from topo.nodes import BACKENDS, RUN_DIR, BMv2Switch
@@ -78,6 +80,8 @@ class Fabric:
         self.net: Mininet | None = None
         self.pipeline: Pipeline | None = None
         self.timings: dict[str, float] = {}
+        # The fabric's one emulation clock; made at start, when the dilation is known.
+        self.clock: EmulationClock | None = None
 
     @property
     def pcap_dir(self) -> Path | None:
@@ -107,14 +111,29 @@ class Fabric:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.pcap_dir:
             self.pcap_dir.mkdir(parents=True, exist_ok=True)
+        # dilation 0 is the spec's "auto": calibrated on this machine (emulation/calibrate.py).
+        self.clock = EmulationClock.start(self.spec.dilation or dilation_for(self.spec))
         switch_cls = functools.partial(BACKENDS[self.backend], run_dir=self.run_dir,
-                                       pcap_dir=str(self.pcap_dir) if self.pcap_dir else None)
+                                       pcap_dir=str(self.pcap_dir) if self.pcap_dir else None,
+                                       clock=self.clock.encode(), rt_priority=self.spec.rt_priority)
         self.net = Mininet(topo=FabricTopo(plan=self.plan), switch=switch_cls, host=Host,
                            controller=None, build=False, autoSetMacs=False, autoStaticArp=False)
         self._step("build", self.net.build)
+        self._step("mtu", self._set_mtu)
         self._step("switches", self.net.start)
         self._step("hosts", self._configure_hosts)
         self._step("program", program_fabric, self.plan, self.pipeline)
+
+    def _set_mtu(self) -> None:
+        """Every cable's two interfaces get the spec's interface MTU (jumbo frames for
+        RoCE path MTU 4096), before any switch opens its ports."""
+        assert self.net is not None
+        mtu = self.spec.iface_mtu
+        for link in self.net.links:
+            for intf in (link.intf1, link.intf2):
+                out = intf.node.cmd(f"ip link set dev {intf.name} mtu {mtu}")
+                if out.strip():
+                    raise FabricError(f"setting MTU {mtu} on {intf.name} failed: {out.strip()}")
 
     def _configure_hosts(self) -> None:
         assert self.net is not None

@@ -36,6 +36,13 @@ class SwitchStartError(RuntimeError):
     """A switch process that exited or did not open its gRPC port in time."""
 
 
+def realtime_prefix(priority: int) -> list[str]:
+    """``chrt -r PRIORITY`` (SCHED_RR, inherited by every thread of the process), as
+    Mininet-HiFi runs its hosts: the emulated network then gets the CPU before anything
+    else on the machine, so other work cannot make its packets late. Empty for 0."""
+    return ["chrt", "-r", str(priority)] if priority else []
+
+
 def port_answers(port: int, host: str = "127.0.0.1") -> bool:
     """True once something accepts TCP connections on ``host:port``."""
     try:
@@ -55,7 +62,8 @@ class P4ProcessSwitch(Switch):
     def __init__(self, name: str, *, device_id: int, grpc_port: int,
                  port_rates: dict[int, float] | None = None, queue_depth: int = 64,
                  priority_queues: int = 8, cpu_port: int | None = 255,
-                 pcap_dir: str | None = None, run_dir: str | Path = RUN_DIR, **params) -> None:
+                 pcap_dir: str | None = None, run_dir: str | Path = RUN_DIR,
+                 clock: str | None = None, rt_priority: int = 0, **params) -> None:
         super().__init__(name, **params)
         self.device_id = device_id
         self.grpc_port = grpc_port
@@ -65,6 +73,8 @@ class P4ProcessSwitch(Switch):
         self.cpu_port = cpu_port
         self.pcap_dir = pcap_dir
         self.run_dir = Path(run_dir)
+        self.clock = clock              # the fabric's EmulationClock, encoded
+        self.rt_priority = rt_priority  # SCHED_RR priority, 0 = normal scheduling
         self.process: subprocess.Popen | None = None
 
     @property
@@ -90,7 +100,8 @@ class P4ProcessSwitch(Switch):
                                           for iface in self.data_ports().values()))
         with open(self.log_path, "wb") as log:
             # A session of its own: Ctrl-C at the CLI must not reach the switches.
-            self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
+            self.process = subprocess.Popen(realtime_prefix(self.rt_priority) + self.command(),
+                                            stdin=subprocess.DEVNULL,
                                             stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)
         self.pid_path.write_text(f"{self.process.pid}\n")
@@ -170,6 +181,8 @@ class P4SimSwitch(P4ProcessSwitch):
             cmd += ["--port-rate", f"{port}={mbps:g}"]
         if self.pcap_dir:
             cmd += ["--pcap", self.pcap_dir]
+        if self.clock:
+            cmd += ["--clock", self.clock]
         cmd.append("--no-p4")  # the controller pushes the pipeline over P4Runtime
         return cmd
 

@@ -42,6 +42,13 @@ MAX_PREFIX = 4
 # 20 Mbit/s), keeping "several CNP intervals per queue build-up" as in real fabrics.
 # Not the rate ratio (40000 for 10 Mbit/s): that would make the CNP interval 2 s.
 DEFAULT_TIME_FACTOR = 200.0
+# RoCE path MTUs (InfiniBand's: payload bytes per packet). RoCE fabrics run 4096.
+ROCE_MTUS = (256, 512, 1024, 2048, 4096)
+# Interface MTU for a RoCE path MTU: IPv4 + UDP + BTH + RETH + ICRC headers (60 bytes)
+# with room to spare, as RoCE NICs pair path MTU 4096 with an Ethernet MTU of 4200.
+ROCE_IFACE_HEADROOM = 104
+# SCHED_RR priorities chrt accepts.
+MAX_RT_PRIORITY = 99
 
 
 class SpecError(ValueError):
@@ -99,6 +106,20 @@ class FabricSpec:
     # Real-world timers (DCQCN's, the CNP interval) x this = the emulation's; rates
     # scale by links.host_mbps / 400 Gbit/s. Jobs on the fabric take it (tccl.job).
     time_factor: float = DEFAULT_TIME_FACTOR
+    # RoCE path MTU (payload bytes per packet) of the agents; every cable's interfaces
+    # get `iface_mtu` (docs/fabric.md: why 4096 with 10 Mbit/s links).
+    mtu: int = 4096
+    # Wall seconds per emulated second (emulation/clock.py); "auto" = calibrated at
+    # fabric start (emulation/calibrate.py). Stored as a number, 0 meaning "auto".
+    dilation: float = 1.0
+    # Switch and agent processes run SCHED_RR at this priority (0: normal scheduling),
+    # so that other work on the machine cannot hold the emulated network off the CPU.
+    rt_priority: int = 10
+
+    @property
+    def iface_mtu(self) -> int:
+        """The interface MTU of every cable (host NICs and switch ports)."""
+        return max(1500, self.mtu + ROCE_IFACE_HEADROOM)
 
     @property
     def leaves(self) -> int:
@@ -115,7 +136,8 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "name": str, "blocks": int, "servers_per_block": int, "rails": int, "spines": int,
     "links": dict, "queue_depth": int, "ecn": dict,
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
-    "pcap": bool, "nvlink": dict, "time_factor": (int, float),
+    "pcap": bool, "nvlink": dict, "time_factor": (int, float), "mtu": int,
+    "dilation": (int, float, str), "rt_priority": int,
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
 _LINK_KEYS = {"host_mbps": (int, float), "uplink_mbps": (int, float)}
@@ -152,13 +174,24 @@ def parse_spec(data: Any, source: str = "fabric.yaml") -> FabricSpec:
     nvlink = data.get("nvlink", {})
     _check_keys(nvlink, _NVLINK_KEYS, source, "nvlink.")
     top = {k: (float(v) if k == "time_factor" else v) for k, v in data.items()
-           if k not in ("links", "ecn", "nvlink")}
+           if k not in ("links", "ecn", "nvlink", "dilation")}
+    if "dilation" in data:
+        top["dilation"] = _dilation(data["dilation"], source)
     spec = FabricSpec(links=LinkRates(**{k: float(v) for k, v in links.items()}),
                       ecn=EcnProfile(**{k: (float(v) if k == "pmax" else v) for k, v in ecn.items()}),
                       nvlink=NvlinkLink(**{k: float(v) for k, v in nvlink.items()}),
                       **top)
     validate(spec, source)
     return spec
+
+
+def _dilation(value: Any, source: str) -> float:
+    """The ``dilation`` key: a number >= 1, or ``auto`` (stored as 0)."""
+    if value == "auto":
+        return 0.0
+    if isinstance(value, str):
+        raise SpecError(f"{source}: dilation: a number >= 1 or 'auto', got {value!r}")
+    return float(value)
 
 
 def _check_keys(data: Any, known: Mapping[str, type | tuple[type, ...]], source: str,
@@ -212,6 +245,14 @@ def validate(spec: FabricSpec, source: str = "fabric spec") -> None:
         fail("nvlink.latency_us", f"must be >= 0 microseconds, got {spec.nvlink.latency_us}")
     if not (spec.time_factor > 0 and math.isfinite(spec.time_factor)):
         fail("time_factor", f"emulated time per real time must be a number > 0, got {spec.time_factor}")
+    if spec.mtu not in ROCE_MTUS:
+        fail("mtu", f"a RoCE path MTU, one of {', '.join(map(str, ROCE_MTUS))}, got {spec.mtu}")
+    if not (spec.dilation == 0 or (spec.dilation >= 1 and math.isfinite(spec.dilation))):
+        fail("dilation", f"wall seconds per emulated second: a number >= 1 or 'auto', "
+             f"got {spec.dilation}")
+    if not 0 <= spec.rt_priority <= MAX_RT_PRIORITY:
+        fail("rt_priority", f"a SCHED_RR priority 1..{MAX_RT_PRIORITY}, or 0 for normal "
+             f"scheduling, got {spec.rt_priority}")
     ecn = spec.ecn
     if ecn.kmin < 0:
         fail("ecn.kmin", f"must be >= 0 packets, got {ecn.kmin}")

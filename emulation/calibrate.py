@@ -1,0 +1,78 @@
+"""Choosing the dilation at fabric start (spec ``dilation: auto``).
+
+The emulation is faithful while its processes get the CPU when their packets are due;
+the default fabric at line rate needs about REFERENCE_FABRIC_CPU of the reference
+machine's two cores (`make bench`: fabric_cpu_frac_at_line_rate), and should keep half
+the cores free (CPU_BUDGET) for the moments when several switches are due at once. A
+fabric with more frame-hops per second, or a slower machine, needs proportionally more
+CPU; dilation stretches emulated time until the demand fits the budget:
+
+    dilation = max(1, REFERENCE_FABRIC_CPU x frame_hops(spec) / frame_hops(default)
+                      x speed(reference) / speed(here) x reference cores / cores here
+                      / CPU_BUDGET)
+
+The machine's speed is the CPU time of a fixed piece of packet-handling Python (parse,
+look up, rewrite, as the switches and agents do per frame), against the same on the
+reference machine. It is CPU time, not wall time: switches and agents run at real-time
+priority, so other work on the machine does not slow them; only a slower CPU does.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+
+from topo.spec import FabricSpec
+
+# Share of the machine the fabric may use at line rate (the rest absorbs bursts).
+CPU_BUDGET = 0.5
+# Measured on the reference machine (2 cores): `make bench` fabric_cpu_frac_at_line_rate
+# of the default fabric (switches and agents, RoCE MTU 4096, 10 Mbit/s).
+REFERENCE_FABRIC_CPU = 0.35
+REFERENCE_CORES = 2
+# CPU seconds `_packet_work` takes there (median of five runs on an idle machine).
+REFERENCE_WORK_S = 0.050
+# Frame-hops per second of the default fabric at line rate (`frame_hops`), for scaling.
+_DEFAULT = FabricSpec(blocks=2, servers_per_block=2, rails=4, spines=2)
+# A fabric's frames cross at most three switches (leaf, spine, leaf).
+MAX_HOPS = 3
+# Headers on a RoCE data frame besides the payload: Ethernet, IPv4, UDP, BTH, ICRC.
+FRAME_OVERHEAD = 14 + 20 + 8 + 12 + 4
+
+
+def frame_hops(spec: FabricSpec) -> float:
+    """Frames per second all switches forward when every NIC sends at line rate."""
+    nics = spec.blocks * spec.servers_per_block * spec.rails
+    frames_per_nic = spec.links.host_mbps * 1e6 / 8 / (spec.mtu + FRAME_OVERHEAD)
+    return nics * frames_per_nic * MAX_HOPS
+
+
+def _packet_work(rounds: int = 80000) -> float:
+    """CPU seconds of a fixed per-frame workload (see the module docstring)."""
+    frame = bytes(range(256)) * 4
+    table = {i: (i * 7) & 0xFF for i in range(256)}
+    header = struct.Struct("!6s6sH")
+    start = time.process_time()
+    acc = 0
+    for i in range(rounds):
+        dst, src, ethertype = header.unpack_from(frame, 0)
+        key = int.from_bytes(frame[26:34], "big") ^ i
+        acc += table[key & 0xFF] + ethertype
+        frame = frame[:14] + bytes([acc & 0xFF]) + frame[15:]
+    return time.process_time() - start
+
+
+def machine_slowdown() -> float:
+    """How much slower than the reference machine this one runs packet work (>= 0)."""
+    runs = sorted(_packet_work() for _ in range(5))
+    return runs[2] / REFERENCE_WORK_S
+
+
+def dilation_for(spec: FabricSpec, slowdown: float | None = None) -> float:
+    """The dilation that keeps ``spec``'s fabric at line rate within CPU_BUDGET here."""
+    slowdown = machine_slowdown() if slowdown is None else slowdown
+    cores = os.cpu_count() or 1
+    demand = (REFERENCE_FABRIC_CPU * frame_hops(spec) / frame_hops(_DEFAULT)
+              * slowdown * REFERENCE_CORES / cores)
+    return round(max(1.0, demand / CPU_BUDGET), 2)
