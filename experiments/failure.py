@@ -4,7 +4,9 @@ rehash onto the spines left) and without it (nothing reroutes: the flows hashed 
 the dead cable stall until it is back, go-back-N resends what was lost).
 
 The cable is the leaf-spine cable the job's flows use most (hash model); it fails
-``fail_after_s`` after the agents are launched. Per run:
+``fail_after_s`` after every agent of the job is up (its start-barrier marker is
+written), so that a machine slow to start Python processes still fails the cable
+mid-job, with a baseline recorded before it. Per run:
 
 * ``impact_s``: the slowest iteration minus the median iteration of the same job --
   what the failure cost the training step it hit;
@@ -20,19 +22,21 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import threading
-import time
 from collections import Counter
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 from experiments import collisions
 from experiments.configs import CONFIGS
 from experiments.recorder import Interval, Recorder
 from experiments.runner import Experiment, Settings, prepare, run_once, write_summary
 from tccl import collectives as C
-from tccl.agent import port_function
+from tccl.agent import port_function, ready_path
+from tccl.job import Job
 from topo.addressing import AddressPlan
 
-FAIL_AFTER_S = 4.0       # after the launch: agents up (~1-2 s) and a baseline recorded
+FAIL_AFTER_S = 3.0       # after the agents are up: a baseline of several telemetry rounds
+AGENTS_UP_TIMEOUT_S = 60.0  # launch -> every agent up, on a loaded machine
 DOWN_S = 3.0             # how long the cable stays down
 SETTLE_S = 2.0           # after the cable is back, stalls still count this long
 STALL_FRACTION = 0.25    # an interval below this share of the baseline rate is a stall
@@ -81,11 +85,14 @@ def recovery_seconds(rate: Sequence[tuple[float, float]], t_fail: float, t_back:
 
 
 class CableFailure:
-    """Takes a cable down ``after_s`` after `start`, and up again ``down_s`` later, on
-    a thread; records both times (monotonic)."""
+    """Takes a cable down ``after_s`` after `start` and ``agents_up()`` (default: at
+    once), and up again ``down_s`` later, on a thread; records both times (the fabric's
+    emulated seconds)."""
 
-    def __init__(self, fabric: Any, cable: tuple[str, str], after_s: float, down_s: float) -> None:
+    def __init__(self, fabric: Any, cable: tuple[str, str], after_s: float, down_s: float,
+                 agents_up: Callable[[], bool] = lambda: True) -> None:
         self.fabric, self.cable, self.after_s, self.down_s = fabric, cable, after_s, down_s
+        self.agents_up = agents_up
         self.t_down: float | None = None
         self.t_up: float | None = None
         self._thread: threading.Thread | None = None
@@ -96,13 +103,17 @@ class CableFailure:
         self._thread.start()
 
     def _run(self, t0: float) -> None:
-        if self._cancel.wait(max(0.0, t0 + self.after_s - time.monotonic())):
+        clock = self.fabric.clock
+        while not self.agents_up():
+            if clock.now() - t0 > AGENTS_UP_TIMEOUT_S or clock.wait(self._cancel, 0.05):
+                return
+        if clock.wait(self._cancel, self.after_s):
             return
-        self.t_down = time.monotonic()
+        self.t_down = clock.now()
         self.fabric.net.configLinkStatus(*self.cable, "down")
-        self._cancel.wait(self.down_s)
+        clock.wait(self._cancel, self.down_s)
         self.fabric.net.configLinkStatus(*self.cable, "up")
-        self.t_up = time.monotonic()
+        self.t_up = clock.now()
 
     def finish(self) -> None:
         """Wait for the cable to be back (ending the wait early if the job is over)."""
@@ -115,7 +126,7 @@ def failure_numbers(numbers: Mapping[str, Any], failure: CableFailure, hosts: se
                     events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """impact_s, recovery_s and repair_s of one run (module doc)."""
     if failure.t_down is None or failure.t_up is None:
-        raise ValueError(f"the job ended before the cable failed ({FAIL_AFTER_S} s after launch): "
+        raise ValueError(f"the job ended before the cable failed ({FAIL_AFTER_S} s after the agents were up): "
                          f"use more iterations")
     its = numbers["iterations_s"]
     repaired = [e["t"] for e in events if e.get("event") == "repaired" and e["t"] >= failure.t_down]
@@ -151,16 +162,17 @@ def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: 
     exp = prepare(settings)
     cable = busiest_cable(exp)
     exp.log(f"failure scenario: cable {exp.name(cable[0])}-{exp.name(cable[1])} down "
-            f"{fail_after_s:g} s after launch, for {down_s:g} s")
+            f"{fail_after_s:g} s after the agents are up, for {down_s:g} s")
     hosts = {exp.name(s.name) for s in AddressPlan(exp.spec).servers}
     per_run: dict[str, list[dict[str, Any]]] = {}
     with Fabric(exp.spec, run_dir=exp.out / "fabric") as fabric:
-        recorder = Recorder(fabric.plan, settings.interval_s).start()
+        recorder = Recorder(fabric.plan, settings.interval_s, fabric.clock).start()
         try:
             for rep in range(settings.repeats):
                 for config in settings.configs:
-                    failure = CableFailure(fabric, cable, fail_after_s, down_s)
                     run_dir = exp.out / config.name / f"rep{rep + 1}"
+                    failure = CableFailure(fabric, cable, fail_after_s, down_s,
+                                           _agents_up(run_dir, exp.jobs[config.name]))
                     try:
                         numbers = run_once(exp, fabric, recorder, config, run_dir, on_start=failure.start)
                     finally:
@@ -181,6 +193,12 @@ def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: 
     return write_summary(exp, {"scenario": "failure", "cable": [exp.name(c) for c in cable],
                                "fail_after_s": fail_after_s, "down_s": down_s, "configs": medians},
                          table=format_failure_table)
+
+
+def _agents_up(run_dir: Path, job: Job) -> Callable[[], bool]:
+    """True once every server's agent has written its start-barrier marker."""
+    markers = [ready_path(run_dir, s) for s in {r.server for r in job.ranks}]
+    return lambda: all(m.exists() for m in markers)
 
 
 def _median(values: list[Any]) -> Any:

@@ -7,6 +7,10 @@ service (``GetQueueStats``, next to P4Runtime on the switch's gRPC address) need
 arbitration, so the recorder runs beside GOR or without it and costs every
 configuration the same.
 
+Times are the fabric's emulated seconds (emulation/clock.py), so utilisations are
+bytes over emulated time whatever the dilation. `Recorder.fidelity` reads every
+switch's fidelity counters (GetFidelity) for a run's before/after snapshots.
+
 `link_intervals` turns the recorded rounds into per-link intervals (pure, tested);
 `Recording.write_log` writes them in the telemetry-log format `insight` reads
 (``{"ts": .., "links": {"a->b": {"queue_depth": n, ...}}}``).
@@ -24,15 +28,16 @@ from typing import Any, Callable, Mapping, Sequence
 import grpc
 
 from controller.telemetry import LinkMap
+from emulation.clock import EmulationClock
 from p4sim.runtime.queues import QueueControlClient
 from topo.addressing import AddressPlan
 
 
 @dataclass(frozen=True)
 class Round:
-    """One poll of every switch: when it ended (monotonic and wall clock), per switch
+    """One poll of every switch: when it ended (emulated and wall clock), per switch
     its port counters (port -> {sent_bytes, sent_packets, drops, qdepth}) and when it
-    answered (monotonic: midway between asking and the answer; rates use these, since
+    answered (emulated: midway between asking and the answer; rates use these, since
     the switches are asked one after another on a busy CPU)."""
 
     t: float
@@ -45,7 +50,7 @@ class Round:
 class Interval:
     """One link between two consecutive rounds."""
 
-    t: float            # end of the interval (monotonic)
+    t: float            # end of the interval (emulated seconds)
     ts: float           # end of the interval (wall clock)
     seconds: float
     bytes: int
@@ -119,13 +124,16 @@ class RecorderError(RuntimeError):
 
 
 class Recorder:
-    """Polls every switch of ``plan`` each ``interval_s`` on a thread (`start`/`stop`)."""
+    """Polls every switch of ``plan`` each ``interval_s`` (emulated) on a thread
+    (`start`/`stop`); ``clock`` is the fabric's (default: a fresh undilated one)."""
 
-    def __init__(self, plan: AddressPlan, interval_s: float = 0.25) -> None:
+    def __init__(self, plan: AddressPlan, interval_s: float = 0.25,
+                 clock: EmulationClock | None = None) -> None:
         if interval_s <= 0:
             raise ValueError(f"recorder interval must be > 0 s, got {interval_s}")
         self.plan = plan
         self.interval_s = interval_s
+        self.clock = clock or EmulationClock.start()
         self.recording = Recording(plan)
         self._channels = {sw.name: grpc.insecure_channel(sw.grpc_address) for sw in plan.switches}
         self._clients = {n: QueueControlClient(c, timeout=2.0) for n, c in self._channels.items()}
@@ -137,15 +145,27 @@ class Recorder:
         """Read every switch once (a switch that does not answer is left out)."""
         answers: dict[str, Mapping[int, Mapping[str, Any]]] = {}
         times: dict[str, float] = {}
+        now = self.clock.now
         for name, client in self._clients.items():
-            asked = time.monotonic()
+            asked = now()
             try:
                 answers[name] = client.queue_stats()
             except grpc.RpcError:
                 self.errors += 1
                 continue
-            times[name] = (asked + time.monotonic()) / 2
-        return Round(time.monotonic(), time.time(), answers, times)
+            times[name] = (asked + now()) / 2
+        return Round(now(), time.time(), answers, times)
+
+    def fidelity(self) -> dict[str, dict[str, Any]]:
+        """Every switch's cumulative fidelity counters (a switch that does not answer is
+        left out, and counts from zero in `emulation.fidelity.switches_window`)."""
+        out = {}
+        for name, client in self._clients.items():
+            try:
+                out[name] = client.fidelity()
+            except grpc.RpcError:
+                self.errors += 1
+        return out
 
     def start(self) -> "Recorder":
         first = self.poll()
@@ -159,19 +179,19 @@ class Recorder:
         return self
 
     def _run(self) -> None:
-        next_t = time.monotonic()
+        next_t = self.clock.now()
         while not self._stop.is_set():
             next_t += self.interval_s
-            self._stop.wait(max(0.0, next_t - time.monotonic()))
+            self.clock.wait(self._stop, next_t - self.clock.now())
             if self._stop.is_set():
                 break
             self.recording.rounds.append(self.poll())
 
     def wait_past(self, t: float) -> None:
         """Block until a round later than ``t`` exists (so intervals cover up to ``t``)."""
-        end = time.monotonic() + 3 * self.interval_s + 2.0
-        while not any(r.t >= t for r in self.recording.rounds[-3:]) and time.monotonic() < end:
-            time.sleep(self.interval_s / 4)
+        end = self.clock.now() + 3 * self.interval_s + 2.0
+        while not any(r.t >= t for r in self.recording.rounds[-3:]) and self.clock.now() < end:
+            self.clock.sleep(self.interval_s / 4)
 
     def stop(self) -> Recording:
         self._stop.set()

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator
 import yaml
 
 from controller.events import read_events
+from emulation.fidelity import Fidelity, switches_window
 from experiments import collisions
 from experiments.captures import keep_captures
 from experiments.configs import CONFIGS, NVLINK_GBPS, Config, build_job, prepare_trace
@@ -142,8 +143,9 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
              on_start: Callable[[float], Any] | None = None) -> dict[str, Any]:
     """One job under one configuration on the running fabric; its numbers (plus, under
     ``series`` and ``intervals``, the recorded telemetry of the run). ``on_start(t)``
-    is called as the agents are launched (monotonic time ``t``): the failure scenario
-    starts its cable failure there."""
+    is called as the agents are launched (emulated time ``t``): the failure scenario
+    starts its cable failure there. ``fidelity`` holds how faithful the emulation was
+    over the job (switches' departures against the ideal links, kernel drops)."""
     from controller.gor import Gor, GorConfig, default_thresholds
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -154,13 +156,16 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
         # The agents run in run_dir (run_on_fabric below): GOR must find their control
         # sockets there, and publish its topology where they read it.
         gor = Gor(fabric.plan, fabric.pipeline, run_dir, GorConfig(thresholds=default_thresholds(fabric.plan)),
-                  fabric=fabric, agent_dir=run_dir).start()
+                  fabric=fabric, agent_dir=run_dir, clock=fabric.clock.now).start()
+    clock = fabric.clock
     try:
-        start = time.monotonic()
+        before = recorder.fidelity()
+        start = clock.now()
         if on_start is not None:
             on_start(start)
         results = run_on_fabric(fabric, exp.jobs[config.name], run_dir, exp.settings.timeout_s)
-        end = time.monotonic()
+        end = clock.now()
+        fidelity = switches_window(before, recorder.fidelity())
     finally:
         if gor is not None:
             gor.stop()
@@ -174,6 +179,7 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
     events = read_events(run_dir / EVENTS) if (run_dir / EVENTS).is_file() else []
     numbers = repeat_numbers(results, exp.ideal_comm_s, exp.compute_s, links, events)
     numbers["job_s"] = round(end - start, 3)
+    numbers["fidelity"] = fidelity.to_json()
     numbers["series"] = _util_series(intervals, plan)
     numbers["intervals"] = intervals
     return numbers
@@ -205,7 +211,7 @@ def _fabric(exp: Experiment, spec: FabricSpec, run_dir: Path) -> Iterator[tuple[
     with Fabric(spec, run_dir=run_dir) as fabric:
         exp.log(f"fabric {spec.name} up in {fabric.timings.get('total_s', 0):.1f} s "
                 f"(prefix {spec.node_prefix}{', captures on' if spec.pcap else ''})")
-        recorder = Recorder(fabric.plan, exp.settings.interval_s).start()
+        recorder = Recorder(fabric.plan, exp.settings.interval_s, fabric.clock).start()
         try:
             yield fabric, recorder
         finally:
@@ -221,7 +227,8 @@ def _run_config(exp: Experiment, fabric: Any, recorder: Recorder, config: Config
     exp.repeats.setdefault(config.name, []).append(numbers)
     exp.log(f"repeat {rep + 1}/{exp.settings.repeats} {config.name:10s} iteration "
             f"{numbers['iteration_s']:.3f} s, busbw/link {numbers['busbw_frac']:.2f}, "
-            f"GOR moves {numbers['gor_moves']} ({time.monotonic() - t:.1f} s)")
+            f"GOR moves {numbers['gor_moves']} ({time.monotonic() - t:.1f} s wall)\n"
+            f"    fidelity: {Fidelity.from_json(numbers['fidelity']).line()}")
     return run_dir
 
 

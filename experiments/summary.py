@@ -109,5 +109,20 @@ def config_row(repeats: Sequence[Mapping[str, Any]], model: Mapping[str, Any] | 
     middle = sorted(repeats, key=lambda r: r["iteration_s"])[(len(repeats) - 1) // 2]
     row["links"] = middle["links"]
     row["repeats"] = [{k: v for k, v in r.items() if k != "links"} for r in repeats]
+    row["fidelity"] = fidelity_row([r["fidelity"] for r in repeats if "fidelity" in r])
     row.update(model or {})
     return row
+
+
+def fidelity_row(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """A configuration's fidelity over its repeats: faithful only if every repeat was,
+    with the worst p99 lateness and on-time share, and the kernel drops summed."""
+    if not runs:
+        return None
+    return {"faithful": all(r["faithful"] for r in runs),
+            "unfaithful_repeats": sum(not r["faithful"] for r in runs), "repeats": len(runs),
+            "p99_lateness_pkt": max(r["p99_lateness_pkt"] for r in runs),
+            "on_time_frac": min(r["on_time_frac"] for r in runs),
+            "kernel_drops": sum(r["kernel_drops"] for r in runs),
+            "dilation": max(r["dilation"] for r in runs),
+            "problems": sorted({p for r in runs for p in r["problems"]})}

@@ -1,4 +1,9 @@
-"""The comparison table the demo prints (plain text, one row per configuration)."""
+"""The comparison table the demo prints (plain text, one row per configuration).
+
+The `fidelity` column says whether every repeat of a configuration was faithful
+(emulation/fidelity.py), with its worst p99 lateness in packet times; a configuration
+with an unfaithful repeat says UNFAITHFUL and how many, so no figure from a run whose
+numbers came from the CPU rather than the modelled network passes unmarked."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ COLUMNS = (
     ("drops", "drops", "d"),
     ("GOR moves", "gor_moves", "d"),
     ("loop s", "gor_loop_s", ".2f"),
+    ("fidelity (p99 late)", "fidelity", ""),
 )
 
 
@@ -28,6 +34,13 @@ def _cell(row: Mapping[str, Any], key: str, fmt: str) -> str:
         if s and s.get("n", 1) > 1:
             return f"{s['median']:.{digits}f} ({s['min']:.{digits}f}-{s['max']:.{digits}f})"
         return f"{row[key]:.{digits}f}"
+    if key == "fidelity":
+        f = row.get("fidelity")
+        if not f:
+            return "-"
+        if f["faithful"]:
+            return f"ok ({f['p99_lateness_pkt']:.2f} pkt)"
+        return f"UNFAITHFUL {f['unfaithful_repeats']}/{f['repeats']} ({f['p99_lateness_pkt']:.2f} pkt)"
     if key == "collisions":
         c, e = row.get("collisions"), row.get("collisions_expected_random")
         if c is None:

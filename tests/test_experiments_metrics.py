@@ -222,7 +222,24 @@ def test_table_has_a_row_per_config_with_spread_and_model() -> None:
     lines = text.splitlines()
     assert len(lines) == 4 and lines[2].startswith("stock") and lines[3].startswith("gor")
     assert "0.900 (0.800-1.100)" in lines[2] and "8 (12.2)" in lines[2]
-    assert lines[3].split()[-2:] == ["2", "0.75"] and lines[2].split()[-1] == "-"
+    # GOR's moves and loop time, then the fidelity column ("-": no fidelity recorded).
+    assert lines[3].split()[-3:] == ["2", "0.75", "-"] and lines[2].split()[-2] == "-"
+
+
+def test_a_configuration_with_an_unfaithful_repeat_is_marked_in_the_table() -> None:
+    good = {"faithful": True, "problems": [], "p99_lateness_pkt": 0.2, "on_time_frac": 0.99,
+            "kernel_drops": 0, "dilation": 1.0}
+    bad = dict(good, faithful=False, problems=["p99 lateness 3.00 packet times > 1"],
+               p99_lateness_pkt=3.0, on_time_frac=0.8)
+    base = {"iteration_s": 0.9, "busbw_frac": 0.4, "ecn_marks": 0, "cnps": 0, "drops": 0,
+            "gor_moves": 0, "links": {}}
+    ok_row = config_row([dict(base, fidelity=good), dict(base, fidelity=good)])
+    bad_row = config_row([dict(base, fidelity=good), dict(base, fidelity=bad)])
+    assert ok_row["fidelity"]["faithful"] and not bad_row["fidelity"]["faithful"]
+    assert bad_row["fidelity"]["p99_lateness_pkt"] == 3.0 and bad_row["fidelity"]["unfaithful_repeats"] == 1
+    text = format_table({"orthogonal": ok_row, "stock": bad_row})
+    assert "ok (0.20 pkt)" in text.splitlines()[2]
+    assert "UNFAITHFUL 1/2 (3.00 pkt)" in text.splitlines()[3]
 
 
 def test_recovery_is_the_end_of_the_last_stall() -> None:
