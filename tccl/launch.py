@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from emulation.realtime import realtime_prefix
 from tccl.job import Job
 from topo.processes import stop_process
 
@@ -25,6 +26,7 @@ class HostsProvider(Protocol):
     """What the launcher needs from a fabric (topo.net.Fabric has it)."""
 
     run_dir: Path
+    spec: Any             # the fabric spec: its rt_priority applies to the agents too
 
     def host(self, name: str) -> Any: ...
 
@@ -54,8 +56,9 @@ def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = 
     try:
         for server in servers:
             procs[server] = fabric.host(server).popen(
-                [sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
-                 "--run-dir", str(run_dir)], cwd=str(ROOT), text=True)
+                realtime_prefix(fabric.spec.rt_priority)
+                + [sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
+                   "--run-dir", str(run_dir)], cwd=str(ROOT), text=True)
         end = time.monotonic() + timeout
         for server, proc in procs.items():
             try:

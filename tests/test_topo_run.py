@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from topo.nodes import BMv2Switch, P4ProcessSwitch, P4SimSwitch, realtime_prefix
+from emulation.realtime import realtime_prefix
+from topo.nodes import BMv2Switch, P4ProcessSwitch, P4SimSwitch
 
 ROOT = Path(__file__).resolve().parent.parent
 

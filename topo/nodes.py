@@ -24,6 +24,8 @@ from typing import Sequence
 
 from mininet.node import Switch
 
+from emulation.realtime import realtime_prefix
+
 ROOT = Path(__file__).resolve().parent.parent
 RUN_DIR = ROOT / "build" / "run"
 # A p4sim switch answers on gRPC in about a second on an idle core; ten of them share
@@ -34,13 +36,6 @@ STOP_TIMEOUT_S = 5.0
 
 class SwitchStartError(RuntimeError):
     """A switch process that exited or did not open its gRPC port in time."""
-
-
-def realtime_prefix(priority: int) -> list[str]:
-    """``chrt -r PRIORITY`` (SCHED_RR, inherited by every thread of the process), as
-    Mininet-HiFi runs its hosts: the emulated network then gets the CPU before anything
-    else on the machine, so other work cannot make its packets late. Empty for 0."""
-    return ["chrt", "-r", str(priority)] if priority else []
 
 
 def port_answers(port: int, host: str = "127.0.0.1") -> bool:
