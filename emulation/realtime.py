@@ -4,7 +4,9 @@ Switches and agents run under SCHED_RR, as Mininet-HiFi runs its hosts: the emul
 network then gets a core before anything else on the machine, so a compile or a test
 beside it cannot make its packets late (emulation/fidelity.py measures that it does
 not). Controllers and recorders stay at normal priority: they observe the network and
-must never starve it. The kernel's RT throttling (sched_rt_runtime_us, 95 % by default)
+must never starve it. Agents run one priority below the switches: when a switch and an
+agent are due at once, the switch -- the modelled hardware, whose departures the
+fidelity bounds judge -- goes first; an agent late by a frame only sends later. The kernel's RT throttling (sched_rt_runtime_us, 95 % by default)
 keeps the machine usable even if a real-time process spins.
 """
 
@@ -15,3 +17,8 @@ def realtime_prefix(priority: int) -> list[str]:
     """``chrt -r PRIORITY`` (SCHED_RR, inherited by every thread of the process) to put
     before a command; empty for priority 0 (normal scheduling)."""
     return ["chrt", "-r", str(priority)] if priority else []
+
+
+def agent_priority(switch_priority: int) -> int:
+    """The agents' SCHED_RR priority beside switches at ``switch_priority`` (0: normal)."""
+    return max(1, switch_priority - 1) if switch_priority else 0

@@ -60,6 +60,13 @@ class Interval:
     util: float
 
 
+def _when(port: Mapping[str, Any], answered: float) -> float:
+    """When a port's counters were read: the switch's own stamp (``t_us``, emulated),
+    else when it answered."""
+    t_us = port.get("t_us")
+    return answered if t_us is None else t_us / 1e6
+
+
 def _delta(new: int, old: int) -> int:
     return new - old if new >= old else new      # a restarted switch counts from zero
 
@@ -71,8 +78,10 @@ def link_intervals(links: LinkMap, rounds: Sequence[Round]) -> dict[str, list[In
         for (switch, port), (a, b) in links.tx.items():
             before = old.switches.get(switch, {}).get(port)
             after = new.switches.get(switch, {}).get(port)
-            dt = new.times.get(switch, new.t) - old.times.get(switch, old.t)
-            if before is None or after is None or dt <= 0:
+            if before is None or after is None:
+                continue
+            dt = _when(after, new.times.get(switch, new.t)) - _when(before, old.times.get(switch, old.t))
+            if dt <= 0:
                 continue
             nbytes = _delta(int(after.get("sent_bytes", 0)), int(before.get("sent_bytes", 0)))
             out[f"{a}->{b}"].append(Interval(

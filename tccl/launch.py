@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from emulation.realtime import realtime_prefix
+from emulation.realtime import agent_priority, realtime_prefix
 from tccl.job import Job
 from topo.processes import stop_process
 
@@ -56,7 +56,7 @@ def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = 
     try:
         for server in servers:
             procs[server] = fabric.host(server).popen(
-                realtime_prefix(fabric.spec.rt_priority)
+                realtime_prefix(agent_priority(fabric.spec.rt_priority))
                 + [sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
                    "--run-dir", str(run_dir)], cwd=str(ROOT), text=True)
         end = time.monotonic() + timeout

@@ -115,6 +115,16 @@ def test_link_intervals_from_traffic_manager_snapshots() -> None:
     assert [r.t for r in window([r0, r1, r2], 10.2, 10.95)] == [10.0, 10.9, 11.5]
 
 
+def test_link_intervals_use_the_switch_s_own_read_time_when_it_gives_one() -> None:
+    plan = AddressPlan(load_spec(DEFAULT))
+    up = plan.uplink_port(0)
+    # Answers arrived 0.5 s apart, but the switch read its counters 0.25 s apart.
+    r0 = Round(10.0, 1000.0, {"b0l0": {up: {**_stats(0), "t_us": 20_000_000}}}, {"b0l0": 10.0})
+    r1 = Round(10.5, 1000.5, {"b0l0": {up: {**_stats(312_500), "t_us": 20_250_000}}}, {"b0l0": 10.5})
+    (only,) = link_intervals(LinkMap(plan), [r0, r1])["b0l0->sp0"]
+    assert only.seconds == pytest.approx(0.25) and only.util == pytest.approx(1.0)
+
+
 def _iv(t: float, util: float, nbytes: int | None = None, drops: int = 0) -> Interval:
     b = int(util * 10e6 / 8 * 0.25) if nbytes is None else nbytes
     return Interval(t, t, 0.25, b, b // 1000, drops, 0, util)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from emulation.realtime import realtime_prefix
+from emulation.realtime import agent_priority, realtime_prefix
 from topo.nodes import BMv2Switch, P4ProcessSwitch, P4SimSwitch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +60,7 @@ def test_switch_command_lines():
                  "--clock 123:2.0"):
         assert part in joined
     assert realtime_prefix(10) == ["chrt", "-r", "10"] and realtime_prefix(0) == []
+    assert (agent_priority(10), agent_priority(1), agent_priority(0)) == (9, 1, 0)
     bmv2 = _node(BMv2Switch, pcap_dir="/tmp/p").command()
     assert bmv2[0] == "simple_switch_grpc" and "--no-p4" in bmv2
     target = bmv2[bmv2.index("--") + 1:]   # simple_switch_grpc's target options follow "--"

@@ -152,9 +152,15 @@ class Device:
             self.tm.set_queue_depth(port, packets)
 
     def queue_stats(self) -> dict[int, dict[str, Any]]:
-        """Per-port queue settings and counters (depth, drops, sent bytes...)."""
+        """Per-port queue settings and counters (depth, drops, sent bytes...), each with
+        ``t_us``, the emulated time they were read: a reader's rates then need no
+        guess of when the switch answered."""
         with self.lock:
-            return self.tm.stats()
+            stats = self.tm.stats()
+            now = self.clock()
+        for s in stats.values():
+            s["t_us"] = now
+        return stats
 
     def fidelity(self) -> dict[str, Any]:
         """Cumulative fidelity counters (readers difference two snapshots for a window):
