@@ -23,6 +23,7 @@ import os
 import struct
 import time
 
+from tccl import roce
 from topo.spec import FabricSpec
 
 # Share of the machine the fabric may use at line rate (the rest absorbs bursts).
@@ -37,14 +38,12 @@ REFERENCE_WORK_S = 0.050
 _DEFAULT = FabricSpec(blocks=2, servers_per_block=2, rails=4, spines=2)
 # A fabric's frames cross at most three switches (leaf, spine, leaf).
 MAX_HOPS = 3
-# Headers on a RoCE data frame besides the payload: Ethernet, IPv4, UDP, BTH, ICRC.
-FRAME_OVERHEAD = 14 + 20 + 8 + 12 + 4
 
 
 def frame_hops(spec: FabricSpec) -> float:
     """Frames per second all switches forward when every NIC sends at line rate."""
     nics = spec.blocks * spec.servers_per_block * spec.rails
-    frames_per_nic = spec.links.host_mbps * 1e6 / 8 / (spec.mtu + FRAME_OVERHEAD)
+    frames_per_nic = spec.links.host_mbps * 1e6 / 8 / (spec.mtu + roce.HDR_LEN + roce.ICRC_LEN)
     return nics * frames_per_nic * MAX_HOPS
 
 

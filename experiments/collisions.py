@@ -13,9 +13,17 @@ them (bit-exact with the switches). Then, per directed leaf-spine link:
   max(q, ceil(F/k)) over the links;
 * the step runs at the pace of its most shared link (ring collectives move in lock
   step; every flow of a step is as large as the others; a connection's data is split
-  evenly over its q QPs, so a link may carry q QP flows at full pace), so the model's
-  busbw fraction is sum(ideal) / sum(ideal x max(1, QP flows on the step's busiest
-  link / q)) -- the theory the measured busbw is set against.
+  evenly over its q QPs, so a link may carry q QP flows at full pace);
+* on top of that, what a perfect emulation of these links still costs: the frame
+  headers (a link carries mtu + 58 bytes per mtu of payload), and the step's pipeline
+  fill -- a ring rank forwards a slice (`tccl.collectives.SLICE_BYTES`) only once it
+  has all of it, and each frame is stored and forwarded by every switch on its path,
+  so a step takes one slice time plus one frame time per switch hop more than its
+  bytes alone.
+
+So the model's busbw fraction is sum(ideal) / sum(ideal x max(1, QP flows on the
+step's busiest link / q) / header efficiency + slice time + hops x frame time) -- the
+busbw a perfect emulation of this fabric gives, which the measurement is set against.
 
 `expected_random` repeats the count over many seeds of random ports (the stock
 library's draw), the average a stock job meets.
@@ -28,8 +36,9 @@ import math
 from collections import Counter
 from typing import Any
 
-from experiments.metrics import step_costs
+from experiments.metrics import StepCost, step_costs
 from tccl import collectives as C
+from tccl import roce
 from tccl import trace as T
 from tccl.agent import port_function
 from tccl.job import Job
@@ -90,13 +99,30 @@ def excess(plan: AddressPlan, loads: Counter, qps: int = 1) -> int:
     return total
 
 
+# Bytes a RoCE data frame carries besides its payload: Ethernet, IPv4, UDP, BTH, ICRC.
+FRAME_OVERHEAD = roce.HDR_LEN + roce.ICRC_LEN
+
+
+def step_seconds(cost: StepCost, share: float, hops: int, mtu: int) -> float:
+    """A network step's time on a perfect emulation (module doc): its bytes at the
+    share of the link its busiest link leaves each flow, through the frame headers,
+    plus the pipeline fill of one slice and one frame per switch hop."""
+    frame = mtu + FRAME_OVERHEAD
+    efficiency = mtu / frame
+    part = cost.size / max(1, cost.ranks) if cost.group != "pp" else cost.size
+    slice_s = min(C.SLICE_BYTES, part) * 8 / cost.rate_bps / efficiency
+    return cost.ideal_s * share / efficiency + slice_s + hops * frame * 8 / cost.rate_bps
+
+
 def analyse(plan: AddressPlan, job: Job, trace: T.Trace) -> dict[str, Any]:
     """``collisions`` (summed over steps), the most QP flows on one leaf-spine link,
     and the model's busbw fraction, for the job's own ports."""
     ring = C.ring_order(job.ranks, job.workload.order)
     port, _ = port_function(job, ring, trace)
     spines = {s.name for s in plan.spines}
-    costs = step_costs(trace, job.ranks, 1.0, 0.0)   # relative sizes: any rate will do
+    switches = {s.name for s in plan.switches}
+    bottleneck = min(plan.spec.links.host_mbps, plan.spec.links.uplink_mbps) * 1e6
+    costs = step_costs(trace, job.ranks, bottleneck, 0.0)
     collisions = worst_fabric = 0
     ideal = paced = 0.0
     for flows, cost in zip(step_flows(job, trace), costs):
@@ -106,9 +132,20 @@ def analyse(plan: AddressPlan, job: Job, trace: T.Trace) -> dict[str, Any]:
         worst_fabric = max([worst_fabric, *fabric])
         if flows:
             ideal += cost.ideal_s
-            paced += cost.ideal_s * max(1.0, max(loads.values()) / job.transport.qps)
+            paced += step_seconds(cost, max(1.0, max(loads.values()) / job.transport.qps),
+                                  _hops(plan, job, flows, port, switches), job.transport.mtu)
     return {"collisions": collisions, "max_flows_per_link": worst_fabric,
             "model_busbw_frac": ideal / paced if paced else 1.0}
+
+
+def _hops(plan: AddressPlan, job: Job, flows: list[tuple[int, int, int]], port: Any,
+          switches: set[str]) -> int:
+    """The most switches any of the step's flows crosses (store-and-forward hops)."""
+    ranks = {r.rank: r for r in job.ranks}
+    return max(sum(1 for node in predict_path(plan, FiveTuple(ranks[a].ip, ranks[b].ip,
+                                                              sport=port(a, b, i)))
+                   if node in switches)
+               for a, b, i in flows)
 
 
 def expected_random(plan: AddressPlan, job: Job, trace: T.Trace, seeds: int = 100) -> float:
