@@ -204,7 +204,7 @@ def _util_series(intervals: dict[str, list[Interval]], plan: AddressPlan) -> dic
 
 
 @contextmanager
-def _fabric(exp: Experiment, spec: FabricSpec, run_dir: Path) -> Iterator[tuple[Any, Recorder]]:
+def running_fabric(exp: Experiment, spec: FabricSpec, run_dir: Path) -> Iterator[tuple[Any, Recorder]]:
     """A running fabric of ``spec`` and its telemetry recorder; both stop on leaving."""
     from topo.net import Fabric
 
@@ -241,12 +241,12 @@ def run(exp: Experiment) -> dict[str, Any]:
         for rep in range(s.repeats):
             for config in s.configs:
                 fabric_dir = exp.out / config.name / f"rep{rep + 1}" / "fabric"
-                with _fabric(exp, spec, fabric_dir) as (fabric, recorder):
+                with running_fabric(exp, spec, fabric_dir) as (fabric, recorder):
                     run_dir = _run_config(exp, fabric, recorder, config, rep)
                 kept = keep_captures(fabric_dir / "pcap", run_dir / "pcap", spec.node_prefix)
                 exp.log(f"kept {len(kept)} captures in {run_dir / 'pcap'}")
     else:
-        with _fabric(exp, exp.spec, exp.out / "fabric") as (fabric, recorder):
+        with running_fabric(exp, exp.spec, exp.out / "fabric") as (fabric, recorder):
             for rep in range(s.repeats):
                 for config in s.configs:
                     _run_config(exp, fabric, recorder, config, rep)

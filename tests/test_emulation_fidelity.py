@@ -17,6 +17,7 @@ import pytest
 
 from emulation.clock import ClockError, EmulationClock
 from emulation.fidelity import Fidelity, LatenessHistogram, switches_window
+from emulation.realtime import realtime_prefix
 from p4sim.runtime.queues import QueueControlClient
 
 
@@ -95,7 +96,9 @@ def test_monitor_flags_a_switch_kept_off_the_cpu(tmp_path, stopped):
         address = f"unix:{tmp_path}/p4rt.sock"
         sw = SwitchProcess(tmp_path, "-i", f"1@{net.ifaces['s1']}", "-i", f"2@{net.ifaces['s2']}",
                            "--port-rate", f"2={MBPS:g}", "--queue-depth", "400",
-                           "--grpc-server-addr", address, str(FIXTURE), prefix=net.exec_prefix("sw"))
+                           "--grpc-server-addr", address, str(FIXTURE),
+                           # At real-time priority, as a fabric runs its switches.
+                           prefix=[*net.exec_prefix("sw"), *realtime_prefix(10)])
         try:
             channel = grpc.insecure_channel(address)
             client = QueueControlClient(channel)
