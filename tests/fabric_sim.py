@@ -14,7 +14,7 @@ from pathlib import Path
 from controller.routes import SwitchProgram, fabric_programs
 from p4sim.compiler import compile_file
 from p4sim.switch.match import Exact, Lpm, Range
-from p4sim.switch.v1model import V1Switch
+from p4sim.switch.v1model import V1Switch, run_to_completion
 from topo.addressing import AddressPlan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,7 +83,7 @@ class FabricSim:
         node, port, data = nic.leaf, nic.leaf_port, frame
         for _ in range(max_hops):
             path.append(node)
-            outputs = [(p, d) for p, d in self.engines[node].process(port, data) if p != 255]
+            outputs = [(p, d) for p, d in run_to_completion(self.engines[node], port, data) if p != 255]
             if not outputs:
                 return path, None
             assert len(outputs) == 1, f"{node} sent copies to {[p for p, _ in outputs]}"

@@ -346,7 +346,7 @@ def test_sub_control_is_inlined_with_qualified_names(tmp_path):
 def test_sub_control_instance_applied_twice_is_inlined_twice(tmp_path):
     """p4c accepts applying one control instance several times (each apply is inlined
     with its own arguments); only a table inside it cannot appear twice in BMv2."""
-    from p4sim.switch.v1model import V1Switch
+    from p4sim.switch.v1model import V1Switch, run_to_completion
 
     sub = """
         control Dec(inout bit<8> v, in bit<8> by) {
@@ -357,7 +357,7 @@ def test_sub_control_instance_applied_twice_is_inlined_twice(tmp_path):
                         "standard_metadata.egress_spec = 2;")
     sw = V1Switch(build(tmp_path, src))
     ipv4 = bytes([0x45, 0, 0, 20, 0, 0, 0, 0, 64, 6, 0, 0]) + bytes(8)
-    [(port, out)] = sw.process(1, bytes(12) + b"\x08\x00" + ipv4)
+    [(port, out)] = run_to_completion(sw, 1, bytes(12) + b"\x08\x00" + ipv4)
     assert port == 2 and out[14 + 8] == 64 - 1 - 6
     with_table = sub.replace("apply { v = v - by; }", """
             table t { key = { v: exact; } actions = { NoAction; } }

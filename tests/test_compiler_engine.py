@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from p4sim.compiler import compile_file
-from p4sim.switch.v1model import V1Switch
+from p4sim.switch.v1model import V1Switch, run_to_completion
 
 PROGRAM = """
 #include <core.p4>
@@ -90,7 +90,7 @@ def switch(tmp_path_factory) -> V1Switch:
 
 def run(sw: V1Switch, a: int, b: int, s: int) -> tuple[int, bytes]:
     pkt = ETH + bytes([a, b, s & 0xFF, 0, 0, 0, 0, 0, 0, 0])
-    (out,) = sw.process(0, pkt)
+    (out,) = run_to_completion(sw, 0, pkt)
     return out[0], out[1][len(ETH):]
 
 
@@ -116,7 +116,7 @@ def test_hit_takes_the_return_path(switch):
 
 def test_exit_leaves_other_packets_alone(switch):
     pkt = bytes.fromhex("000000000001" "000000000002" "0800") + b"\x45" * 20
-    assert switch.process(4, pkt) == [(0, pkt)]
+    assert run_to_completion(switch, 4, pkt) == [(0, pkt)]
 
 
 PARSING = """
@@ -178,13 +178,13 @@ def eth(ethertype: int) -> bytes:
 
 def test_sub_parser_varbit_and_parser_locals(parsing):
     pkt = eth(1) + bytes([2]) + b"AB" + b"payload"
-    ((port, out),) = parsing.process(0, pkt)
+    ((port, out),) = run_to_completion(parsing, 0, pkt)
     # the sub-parser extracted 2 bytes of options; count = 0x10 (local init) + 1
     assert out == eth(0x11) + bytes([2]) + b"AB" + b"payload"
 
 
 def test_lookahead_range_and_header_union(parsing):
-    ((_, out),) = parsing.process(0, eth(2) + bytes([0x05]) + b"rest")
+    ((_, out),) = run_to_completion(parsing, 0, eth(2) + bytes([0x05]) + b"rest")
     assert out == eth(2) + bytes.fromhex("BEEF") + b"rest"   # a replaced by b: the union keeps one
-    ((_, out),) = parsing.process(0, eth(2) + bytes([0x85, 0x01]) + b"rest")
+    ((_, out),) = run_to_completion(parsing, 0, eth(2) + bytes([0x85, 0x01]) + b"rest")
     assert out == eth(2) + bytes([0x85, 0x01]) + b"rest"     # 0x85 > 0x7f: parsed as b, unchanged

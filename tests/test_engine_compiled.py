@@ -12,7 +12,7 @@ from scapy.layers.l2 import Ether
 
 from p4sim.compiler import compile_file
 from p4sim.switch.match import Exact, Lpm
-from p4sim.switch.v1model import V1Switch
+from p4sim.switch.v1model import V1Switch, run_to_completion
 
 GOOD = Path(__file__).parent / "p4" / "good"
 
@@ -34,7 +34,7 @@ def test_compiled_ecmp_forwards_by_crc32_of_the_five_tuple():
         data = bytes(Ether() / IP(src="10.0.0.1", dst="10.1.0.5", ttl=9) / UDP(sport=sport, dport=4791))
         five = bytes([10, 0, 0, 1, 10, 1, 0, 5, 17]) + struct.pack("!HH", sport, 4791)
         member = zlib.crc32(five) % 4
-        (port, out), = sw.process(1, data)
+        (port, out), = run_to_completion(sw, 1, data)
         assert port == 2 + member
         eth = Ether(out)
         assert eth.src == f"00:00:00:00:00:e{member}" and eth[IP].ttl == 8
@@ -94,7 +94,7 @@ def test_fields_of_every_width_are_extracted_and_emitted_in_place(tmp_path, seed
             shift -= w
             field = (value >> shift) & ((1 << w) - 1)
             expected |= ((field + 1) & ((1 << w) - 1)) << shift
-        [(port, out)] = sw.process(0, data)
+        [(port, out)] = run_to_completion(sw, 0, data)
         assert port == 1 and out == expected.to_bytes(total // 8, "big") + b"\x99"
 
 
@@ -104,12 +104,12 @@ def test_long_control_chains_run_fused(tmp_path):
     the one of running the nodes one by one."""
     import sys
 
-    from p4sim.switch import codegen
+    from p4sim.switch.codegen import controls
 
     ifs = "\n".join(f"        if (hdr.h.a[{i % 32}:{i % 32}] == 1) {{ hdr.h.b = hdr.h.b + {i + 1}; }}"
                     for i in range(40))
     sw = _one_header_switch(tmp_path / "chain.p4", "    bit<32> a; bit<32> b;", ifs)
-    assert len(sw.source.splitlines()) < 81 * 4 * codegen.MAX_FUSE_DEPTH
+    assert len(sw.source.splitlines()) < 81 * 4 * controls.MAX_FUSE_DEPTH
     calls = []
 
     def count(frame, event, arg):
@@ -118,11 +118,11 @@ def test_long_control_chains_run_fused(tmp_path):
 
     sys.setprofile(count)
     try:
-        sw.process(0, bytes(8))
+        run_to_completion(sw, 0, bytes(8))
     finally:
         sys.setprofile(None)
-    assert 0 < len(calls) <= 81 // codegen.MAX_FUSE_DEPTH + 2
+    assert 0 < len(calls) <= 81 // controls.MAX_FUSE_DEPTH + 2
     for a in (0, 0xFFFFFFFF, 0x0F0F1234):
         expected = sum(i + 1 for i in range(40) if (a >> (i % 32)) & 1) & 0xFFFFFFFF
-        [(port, out)] = sw.process(0, a.to_bytes(4, "big") + bytes(4))
+        [(port, out)] = run_to_completion(sw, 0, a.to_bytes(4, "big") + bytes(4))
         assert port == 1 and int.from_bytes(out[4:8], "big") == expected

@@ -14,7 +14,7 @@ from scapy.layers.l2 import Ether
 
 from p4sim.switch import errors
 from p4sim.switch.match import Exact, Lpm, Ternary
-from p4sim.switch.v1model import V1Switch
+from p4sim.switch.v1model import V1Switch, run_to_completion
 
 FIXTURE = Path(__file__).parent / "engine_fixtures" / "ecmp.json"
 MAC1, MAC2 = 0x020000000001, 0x020000000002
@@ -46,7 +46,7 @@ def test_ecmp_port_matches_independent_crc32_prediction():
     seen = set()
     for sport in range(1000, 1040):
         data = udp_packet("10.1.0.1", "10.2.0.2", sport, 4791)
-        out = sw.process(3, data)
+        out = run_to_completion(sw, 3, data)
         assert len(out) == 1
         port, pkt = out[0]
         assert port == predicted_port("10.1.0.1", "10.2.0.2", 17, sport, 4791)
@@ -59,13 +59,13 @@ def test_tcp_ports_feed_the_hash_through_parser_set_ops():
     sw = make_switch()
     for sport in (1, 2, 3, 4, 5, 6):
         data = bytes(Ether() / IP(src="10.0.0.9", dst="10.7.7.7") / TCP(sport=sport, dport=80))
-        (port, _pkt), = sw.process(0, data)
+        (port, _pkt), = run_to_completion(sw, 0, data)
         assert port == predicted_port("10.0.0.9", "10.7.7.7", 6, sport, 80)
 
 
 def test_ttl_decrement_and_ipv4_checksum_update():
     sw = make_switch()
-    (_port, out), = sw.process(1, udp_packet("10.1.0.1", "10.2.0.2", 5, 6))
+    (_port, out), = run_to_completion(sw, 1, udp_packet("10.1.0.1", "10.2.0.2", 5, 6))
     ip = Ether(out)[IP]
     assert ip.ttl == 63
     recomputed = IP(bytes(ip))
@@ -78,9 +78,9 @@ def test_longest_prefix_wins_and_miss_drops():
     # a /16 inside 10/8 that always picks member 1 (base 1, count 1)
     sw.table_add("MyIngress.ecmp_group", "MyIngress.set_ecmp_select", [Lpm(0x0A020000, 16)], [1, 1])
     for sport in range(20):
-        (port, _), = sw.process(1, udp_packet("10.1.0.1", "10.2.9.9", sport, 7))
+        (port, _), = run_to_completion(sw, 1, udp_packet("10.1.0.1", "10.2.9.9", sport, 7))
         assert port == 2
-    assert sw.process(1, udp_packet("10.1.0.1", "192.168.0.1", 1, 2)) == []
+    assert run_to_completion(sw, 1, udp_packet("10.1.0.1", "192.168.0.1", 1, 2)) == []
 
 
 def test_ecn_marked_only_for_ect_packets_over_threshold():
@@ -88,15 +88,15 @@ def test_ecn_marked_only_for_ect_packets_over_threshold():
     for tos, qdepth, expect_ecn in ((1, 10, 3), (2, 50, 3), (1, 9, 1), (0, 50, 0)):
         jobs = sw.run_ingress(1, udp_packet("10.1.0.1", "10.2.0.2", 9, 9, tos=tos))
         assert len(jobs) == 1
-        (_port, out), = sw.run_egress(jobs[0], qdepth, qdepth, 0, 0)
-        assert Ether(out)[IP].tos & 3 == expect_ecn
+        [(_port, out)], more = sw.run_egress(jobs[0], qdepth, qdepth, 0, 0)
+        assert Ether(out)[IP].tos & 3 == expect_ecn and more == []
 
 
 def test_counters_and_direct_counters():
     sw = make_switch()
     sizes = [64, 100, 300]
     for size in sizes:
-        sw.process(5, udp_packet("10.1.0.1", "10.2.0.2", 77, 88, size=size))
+        run_to_completion(sw, 5, udp_packet("10.1.0.1", "10.2.0.2", 77, 88, size=size))
     assert sw.counter_read("MyIngress.port_pkts", 5) == (3, sum(sizes))
     assert sw.counter_read("MyIngress.port_pkts", 4) == (0, 0)
     member = predicted_port("10.1.0.1", "10.2.0.2", 17, 77, 88) - 1
@@ -111,7 +111,7 @@ def test_truncated_ipv4_sets_parser_error_and_packet_continues():
     sw = make_switch()
     eth = bytes(Ether(dst="00:00:00:00:00:aa", type=0x0800))
     data = eth + b"\x45\x00\x00\x14\x00\x00"  # 6 of 20 IPv4 bytes
-    out = sw.process(2, data)
+    out = run_to_completion(sw, 2, data)
     # ipv4 stays invalid, so ingress routes nothing: egress_spec 0, packet unchanged
     assert out == [(0, data)]
 
@@ -121,22 +121,22 @@ def test_default_action_can_be_changed_and_reset():
     sw.table_set_default("MyIngress.ecmp_group", "MyIngress.set_ecmp_select", [1, 1])
     # the new default no longer drops, and a miss skips ecmp_nhop (`.apply().hit`):
     # egress_spec stays 0
-    (port, pkt), = sw.process(1, udp_packet("10.1.0.1", "172.16.0.1", 1, 2))
+    (port, pkt), = run_to_completion(sw, 1, udp_packet("10.1.0.1", "172.16.0.1", 1, 2))
     assert port == 0 and Ether(pkt)[IP].ttl == 64
     assert sw.table_get_default("MyIngress.ecmp_group") == ("MyIngress.set_ecmp_select", [1, 1])
     sw.table_reset_default("MyIngress.ecmp_group")
     assert sw.table_get_default("MyIngress.ecmp_group") == ("MyIngress.drop", [])
-    assert sw.process(1, udp_packet("10.1.0.1", "172.16.0.1", 1, 2)) == []
+    assert run_to_completion(sw, 1, udp_packet("10.1.0.1", "172.16.0.1", 1, 2)) == []
 
 
 def test_modify_and_delete_entries():
     sw = make_switch()
     h = sw.table_add("MyIngress.ecmp_group", "MyIngress.set_ecmp_select", [Lpm(0x0B000000, 8)], [1, 1])
     sw.table_modify("MyIngress.ecmp_group", h, "MyIngress.set_ecmp_select", [0, 1])
-    (port, _), = sw.process(1, udp_packet("10.1.0.1", "11.0.0.1", 1, 2))
+    (port, _), = run_to_completion(sw, 1, udp_packet("10.1.0.1", "11.0.0.1", 1, 2))
     assert port == 1
     sw.table_delete("MyIngress.ecmp_group", h)
-    assert sw.process(1, udp_packet("10.1.0.1", "11.0.0.1", 1, 2)) == []
+    assert run_to_completion(sw, 1, udp_packet("10.1.0.1", "11.0.0.1", 1, 2)) == []
     # the freed handle is reused, like BMv2's handle manager
     assert sw.table_add("MyIngress.ecmp_group", "MyIngress.drop", [Lpm(0x0C000000, 8)], []) == h
 

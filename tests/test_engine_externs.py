@@ -9,7 +9,7 @@ import pytest
 
 from p4sim.switch import errors, hashes
 from p4sim.switch.match import Exact
-from p4sim.switch.v1model import V1Switch
+from p4sim.switch.v1model import V1Switch, run_to_completion
 
 
 def F(h: str, f: str) -> dict:
@@ -142,12 +142,12 @@ def test_hash_inputs_are_bit_packed_and_padded_like_bmv2(sw):
     sw.table_add("by_x", "hashes", [Exact(1)], [])
     sw.table_add("by_x", "other_hashes", [Exact(2)], [])
     for a, b in ((0xABC, 2), (0x001, 1), (0xFFF, 3)):
-        (_, out), = sw.process(0, packet(a, b, x=1))
+        (_, out), = run_to_completion(sw, 0, packet(a, b, x=1))
         buf = serialised(a, b)
         crc16 = hashes.make_hash("crc16")(buf)
         assert unpack(out)["out16"] == crc16
         assert unpack(out)["out32"] == zlib.crc32(buf)
-        (_, out), = sw.process(0, packet(a, b, x=2))
+        (_, out), = run_to_completion(sw, 0, packet(a, b, x=2))
         assert unpack(out)["out16"] == hashes.csum16(buf)
         assert unpack(out)["out32"] == 5 + int.from_bytes(buf, "big") % 1000
 
@@ -160,7 +160,7 @@ def test_selector_picks_nth_member_of_group_by_crc16(sw):
     sw.table_indirect_add_with_group("sel", [Exact(1)], grp)
     ports = set()
     for a in range(0, 4096, 97):
-        (port, _), = sw.process(0, packet(a, 1))
+        (port, _), = run_to_completion(sw, 0, packet(a, 1))
         assert port == 11 + hashes.make_hash("crc16")(serialised(a, 1)) % 3
         ports.add(port)
     assert ports == {11, 12, 13}
@@ -168,12 +168,12 @@ def test_selector_picks_nth_member_of_group_by_crc16(sw):
         sw.act_prof_delete_member("prof", members[0])
     # a member handle straight in the entry
     sw.table_indirect_add("sel", [Exact(2)], members[2])
-    assert [p for p, _ in sw.process(0, packet(5, 2))] == [13]
+    assert [p for p, _ in run_to_completion(sw, 0, packet(5, 2))] == [13]
 
 
 def test_two_rate_three_color_meter(sw):
     sw.table_add("by_x", "meter_it", [Exact(3)], [])
-    colors = lambda n: [unpack(sw.process(0, packet(1, 1, x=3))[0][1])["color"] for _ in range(n)]  # noqa: E731
+    colors = lambda n: [unpack(run_to_completion(sw, 0, packet(1, 1, x=3))[0][1])["color"] for _ in range(n)]  # noqa: E731
     assert colors(3) == [0, 0, 0]                     # unconfigured: always green
     sw.meter_set_rates("mtr", 0, [(0.000001, 2), (0.000002, 4)])   # CBS 2, PBS 4 packets
     assert colors(6) == [0, 0, 1, 1, 2, 2]
@@ -185,8 +185,8 @@ def test_two_rate_three_color_meter(sw):
 
 def test_digest_values_are_taken_at_end_of_ingress(sw):
     sw.table_add("by_x", "digest_it", [Exact(4)], [])
-    sw.process(0, packet(0x123, 0, x=4))
-    sw.process(0, packet(0x456, 0, x=4))
+    run_to_completion(sw, 0, packet(0x123, 0, x=4))
+    run_to_completion(sw, 0, packet(0x456, 0, x=4))
     assert sw.pop_digests() == [("dig_t", [(0x123, 4), (0x456, 4)])]
     assert sw.pop_digests() == []
 
@@ -203,16 +203,16 @@ def test_indirect_defaults_and_empty_groups_follow_bmv2(sw):
     grp = sw.act_prof_create_group("prof")
     with pytest.raises(errors.StateError, match="empty"):
         sw.table_indirect_add_with_group("sel", [Exact(1)], grp)
-    assert sw.process(0, packet(1, 1)) == [(0, packet(1, 1))]   # miss, no default: no-op
+    assert run_to_completion(sw, 0, packet(1, 1)) == [(0, packet(1, 1))]   # miss, no default: no-op
     sw.table_indirect_set_default("sel", m0)
-    assert [p for p, _ in sw.process(0, packet(1, 1))] == [21]
+    assert [p for p, _ in run_to_completion(sw, 0, packet(1, 1))] == [21]
     with pytest.raises(errors.InUse):
         sw.act_prof_delete_member("prof", m0)                  # held by the default entry
     sw.act_prof_add_member_to_group("prof", m1, grp)
     sw.table_indirect_add_with_group("sel", [Exact(1)], grp)
-    assert [p for p, _ in sw.process(0, packet(1, 1))] == [22]
+    assert [p for p, _ in run_to_completion(sw, 0, packet(1, 1))] == [22]
     sw.act_prof_remove_member_from_group("prof", m1, grp)      # group now empty:
-    assert [p for p, _ in sw.process(0, packet(1, 1))] == [0]   # the hit runs no action
+    assert [p for p, _ in run_to_completion(sw, 0, packet(1, 1))] == [0]   # the hit runs no action
     sw.table_reset_default("sel")
     sw.act_prof_delete_member("prof", m0)
 

@@ -17,7 +17,7 @@ import struct
 import pytest
 
 from p4sim.switch import hashes
-from p4sim.switch.v1model import V1Switch
+from p4sim.switch.v1model import V1Switch, run_to_completion
 
 
 def F(h: str, f: str) -> dict:
@@ -172,33 +172,33 @@ def sw() -> V1Switch:
 
 
 def test_signed_shift_and_saturating_cast(sw):
-    (port, out), = sw.process(0, base(0, 0x80, b"\x09"))
+    (port, out), = run_to_completion(sw, 0, base(0, 0x80, b"\x09"))
     o = out_of(out)
     assert o["sv"] == -128 and o["r"] == 0xFFC0 and o["u"] == 255   # min(0x80 + 200, 255)
-    (port, out), = sw.process(0, base(0, 5, b"\x09"))
+    (port, out), = run_to_completion(sw, 0, base(0, 5, b"\x09"))
     assert out_of(out)["sv"] == 5 and out_of(out)["r"] == 2 and out_of(out)["u"] == 205
 
 
 def test_action_jumps_and_exit(sw):
-    (port, out), = sw.process(0, base(0, 5, b"\x09"))
+    (port, out), = run_to_completion(sw, 0, base(0, 5, b"\x09"))
     assert port == 9 and out_of(out)["j"] == 0xAB
     # exit: as in BMv2 the action runs to its end (j + 1), then the rest of the
     # pipeline (tbl_port) is skipped
-    (port, out), = sw.process(0, base(0, 6, b"\x09"))
+    (port, out), = run_to_completion(sw, 0, base(0, 6, b"\x09"))
     assert port == 0 and out_of(out)["j"] == 0xBC
 
 
 def test_varbit_extract_and_deparse(sw):
     data = base(0, 3, b"\x01" + b"\x01XYZ" + b"tail")     # opt.len=1, 3 varbit bytes
-    (_port, out), = sw.process(0, data)
+    (_port, out), = run_to_completion(sw, 0, data)
     assert out[:4] == data[:4] and out[11:] == data[4:]
     # varbit wider than max_length (5 bytes incl. len): HeaderTooShort (4)
-    (_port, out), = sw.process(0, base(0, 5, b"\x01" + b"\x01ABCDE"))
+    (_port, out), = run_to_completion(sw, 0, base(0, 5, b"\x01" + b"\x01ABCDE"))
     assert out_of(out)["pe"] == 4
 
 
 def test_union_member_extract_and_set_valid_invalidates_sibling(sw):
-    (_port, out), = sw.process(0, base(0, 5, b"\x02" + b"pp"))
+    (_port, out), = run_to_completion(sw, 0, base(0, 5, b"\x02" + b"pp"))
     # un.a (the looked-ahead 0x02) was parsed; the action made un.b valid, so un.a
     # is no longer emitted
     assert out[11:] == b"\xbe\xef" + b"pp"
@@ -206,38 +206,38 @@ def test_union_member_extract_and_set_valid_invalidates_sibling(sw):
 
 def test_value_set_match_and_advance_drops_skipped_bytes(sw):
     data = base(0, 5, b"\x42\x43" + b"rest")
-    (_port, out), = sw.process(0, data)
+    (_port, out), = run_to_completion(sw, 0, data)
     assert out[11:] == data[4:]                           # no value yet: nothing skipped
     sw.parser_value_set_add("pvs", 0x42)
-    (_port, out), = sw.process(0, data)
+    (_port, out), = run_to_completion(sw, 0, data)
     assert out[11:] == b"rest"                            # the 2 advanced bytes are gone
     sw.parser_value_set_clear("pvs")
-    (_port, out), = sw.process(0, data)
+    (_port, out), = run_to_completion(sw, 0, data)
     assert out[11:] == data[4:]
 
 
 def test_verify_raises_user_error_and_lookahead_past_end(sw):
-    (_port, out), = sw.process(0, base(0, 0xEE, b"\x09"))
+    (_port, out), = run_to_completion(sw, 0, base(0, 0xEE, b"\x09"))
     assert out_of(out)["pe"] == 7
-    (_port, out), = sw.process(0, base(0, 1))             # lookahead beyond the packet
+    (_port, out), = run_to_completion(sw, 0, base(0, 1))             # lookahead beyond the packet
     assert out_of(out)["pe"] == 0
 
 
 def test_checksum_over_fields_and_payload_sets_checksum_error(sw):
-    (_port, out), = sw.process(0, base(0, 5, b"\x09abc"))
+    (_port, out), = run_to_completion(sw, 0, base(0, 5, b"\x09abc"))
     assert out_of(out)["ce"] == 0
-    (_port, out), = sw.process(0, base(0, 5, b"\x09abc", ck=0x1234))
+    (_port, out), = run_to_completion(sw, 0, base(0, 5, b"\x09abc", ck=0x1234))
     assert out_of(out)["ce"] == 1
 
 
 def test_truncate_cuts_the_packet_on_output(sw):
-    (port, out), = sw.process(0, base(0x54, 5, b"\x09" + b"x" * 30))
+    (port, out), = run_to_completion(sw, 0, base(0x54, 5, b"\x09" + b"x" * 30))
     assert port == 9 and len(out) == 8
 
 
 def test_log_msg_formats_its_arguments(sw, caplog):
     with caplog.at_level("INFO", logger="p4sim.switch.log_msg"):
-        sw.process(0, base(0, 5, b"\x09"))
+        run_to_completion(sw, 0, base(0, 5, b"\x09"))
     assert "n=5" in caplog.text
 
 
@@ -303,8 +303,8 @@ def union_stack_program() -> dict:
 def test_header_union_stack_extract_and_union_stack_field_key():
     sw = V1Switch(union_stack_program())
     data = bytes.fromhex("0a0b77ff")          # us[0].a.x = 0a, us[1].b.y = 0b77, payload ff
-    assert sw.process(0, data) == [(1, data)]
-    (port, _out), = sw.process(0, bytes.fromhex("0a0a0a"))   # a third union: out of bounds
+    assert run_to_completion(sw, 0, data) == [(1, data)]
+    (port, _out), = run_to_completion(sw, 0, bytes.fromhex("0a0a0a"))   # a third union: out of bounds
     assert port == 2
 
 
@@ -324,8 +324,8 @@ def test_long_parser_chains_compile_and_run():
     prog["deparsers"][0]["order"] = [f"c{i}" for i in range(n)]
     sw = V1Switch(prog)
     data = b"\x01" * n + b"tail"
-    assert sw.process(0, data) == [(1, data)]
-    (port, _), = sw.process(0, b"\x01" * 10)                  # runs out: PacketTooShort
+    assert run_to_completion(sw, 0, data) == [(1, data)]
+    (port, _), = run_to_completion(sw, 0, b"\x01" * 10)                  # runs out: PacketTooShort
     assert port == 2
 
 
@@ -337,4 +337,4 @@ def test_header_union_stack_push_front_moves_whole_unions():
         assign(F("us[0].a", "x"), HEX(0x99))]
     sw = V1Switch(prog)
     # parsed: us[0] = a(0a), us[1] = b(0b77); after push: us[0] = a(99), us[1] = a(0a)
-    assert sw.process(0, bytes.fromhex("0a0b77ff")) == [(1, bytes.fromhex("990aff"))]
+    assert run_to_completion(sw, 0, bytes.fromhex("0a0b77ff")) == [(1, bytes.fromhex("990aff"))]

@@ -51,8 +51,8 @@ class WireEngine:
             return [Job(self.cpu_port, 0, data)]
         return [Job(2 if port == 1 else 1, 0, data)]
 
-    def run_egress_ex(self, job: Job, enq_qdepth: int, deq_qdepth: int, enq_timestamp: int,
-                      deq_timedelta: int) -> tuple[list[tuple[int, bytes]], list[Job]]:
+    def run_egress(self, job: Job, enq_qdepth: int, deq_qdepth: int, enq_timestamp: int,
+                   deq_timedelta: int) -> tuple[list[tuple[int, bytes]], list[Job]]:
         meta = META.pack(enq_qdepth, deq_qdepth, enq_timestamp, deq_timedelta)
         return [(job.port, job.data[:META_AT] + meta + job.data[META_AT + META.size:])], []
 
@@ -277,7 +277,7 @@ class PassEngine:
     def run_ingress(self, port: int, data: bytes) -> list[Job]:
         return [Job(2 if port == 1 else 1, 0, data)]
 
-    def run_egress_ex(self, job: Job, *queueing: int) -> tuple[list[tuple[int, bytes]], list[Job]]:
+    def run_egress(self, job: Job, *queueing: int) -> tuple[list[tuple[int, bytes]], list[Job]]:
         return [(job.port, job.data)], []
 
 

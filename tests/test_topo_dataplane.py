@@ -14,7 +14,7 @@ from scapy.packet import Raw
 
 from controller.routes import entities, switch_program
 from fabric_sim import compiled, install
-from p4sim.switch.v1model import V1Switch
+from p4sim.switch.v1model import V1Switch, run_to_completion
 from topo.addressing import CPU_PORT, AddressPlan
 from topo.hashmodel import FiveTuple, predict_path
 from topo.pipeline import build_pipeline
@@ -45,7 +45,8 @@ def test_ecn_marks_follow_kmin_kmax_pmax():
         marked = 0
         for _ in range(n):
             (job,) = sw.run_ingress(src.leaf_port, data)
-            (_port, out), = [o for o in sw.run_egress(job, qdepth, qdepth, 0, 0) if o[0] != CPU_PORT]
+            sent, _samples = sw.run_egress(job, qdepth, qdepth, 0, 0)  # samples: jobs to the CPU
+            (_port, out), = [o for o in sent if o[0] != CPU_PORT]
             marked += Ether(out)[IP].tos & 3 == 3
         return marked / n
 
@@ -57,7 +58,8 @@ def test_ecn_marks_follow_kmin_kmax_pmax():
     assert 0.18 < marked_fraction(midway, 2000) < 0.32
     # Not-ECT packets are never marked
     (job,) = sw.run_ingress(src.leaf_port, roce(plan, src, dst, 1000, tos=0))
-    outs = [o for o in sw.run_egress(job, 500, 500, 0, 0) if o[0] != CPU_PORT]
+    sent, _samples = sw.run_egress(job, 500, 500, 0, 0)
+    outs = [o for o in sent if o[0] != CPU_PORT]
     assert Ether(outs[0][1])[IP].tos & 3 == 0
 
 
@@ -68,7 +70,7 @@ def test_one_in_n_roce_data_packets_are_sampled_to_the_cpu_with_metadata():
     src, dst = plan.server_at(0, 1).nics[1], plan.server_at(1, 1).nics[1]
     pins = []
     for sport in range(40000, 40012):
-        outs = sw.process(src.leaf_port, roce(plan, src, dst, sport))
+        outs = run_to_completion(sw, src.leaf_port, roce(plan, src, dst, sport))
         for port, data in outs:
             if port == CPU_PORT:
                 ingress, egress, qdepth, switch_id = struct.unpack("!HHII", data[:12])
@@ -82,11 +84,11 @@ def test_one_in_n_roce_data_packets_are_sampled_to_the_cpu_with_metadata():
     # Nor is what a leaf delivers to a NIC (only fabric links are sampled)
     local = plan.server_at(0, 0).nics[1]
     for sport in range(40000, 40012):
-        outs = sw.process(src.leaf_port, roce(plan, src, local, sport))
+        outs = run_to_completion(sw, src.leaf_port, roce(plan, src, local, sport))
         assert [port for port, _ in outs] == [local.leaf_port]
     # CNPs and non-RoCE UDP are not sampled
     for sport in range(12):
-        outs = sw.process(src.leaf_port, roce(plan, src, dst, sport, opcode=0x81))
+        outs = run_to_completion(sw, src.leaf_port, roce(plan, src, dst, sport, opcode=0x81))
         assert all(port != CPU_PORT for port, _ in outs)
 
 

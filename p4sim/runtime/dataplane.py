@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Protocol
 
-from p4sim.switch.v1model import V1Switch
+from p4sim.switch.v1model import V1Switch, run_to_completion
 
 
 class Dataplane(Protocol):
@@ -35,7 +35,7 @@ class Dataplane(Protocol):
 
 
 class LocalDataplane:
-    """A `Dataplane` without ports: ``receive`` runs one packet through ``process()``.
+    """A `Dataplane` without ports: ``receive`` runs one packet through `run_to_completion`.
 
     Output to the CPU port goes to ``packet_in_handler`` (the server's PacketIn path);
     all other output goes to ``transmit(port, data)`` (by default collected in
@@ -70,7 +70,7 @@ class LocalDataplane:
         with self.lock:
             if self.engine is None:
                 return []
-            outputs = self.engine.process(port, bytes(data))
+            outputs = run_to_completion(self.engine, port, bytes(data))
         for out_port, out in outputs:
             if out_port == self.cpu_port and self.packet_in_handler is not None:
                 self.packet_in_handler(out)

@@ -45,7 +45,7 @@ from p4sim.stf.syntax import (
     spaced_hex,
 )
 from p4sim.switch.errors import StateError
-from p4sim.switch.v1model import V1Switch
+from p4sim.switch.v1model import V1Switch, run_to_completion
 
 PACKET_GAP_US = 1  # virtual time between two STF packets
 WAIT_US = 1_000_000  # virtual time a ``wait`` lets pass
@@ -158,7 +158,7 @@ class StfRunner:
     def _packet(self, cmd: Packet) -> None:
         self.result.packets += 1
         try:
-            outputs = self.switch.process(cmd.port, cmd.data)
+            outputs = run_to_completion(self.switch, cmd.port, cmd.data)
         except Exception as e:  # the engine failing on a packet fails the test, not the runner
             raise CommandError(f"engine error on packet from port {cmd.port}: {type(e).__name__}: {e}") from e
         finally:

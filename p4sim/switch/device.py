@@ -264,8 +264,8 @@ class Device:
             self.counters["stale_after_reload"] += 1
             return 0
         try:
-            outputs, more = engine.run_egress_ex(job, d.enq_qdepth, d.deq_qdepth,
-                                                 d.enq_timestamp, d.deq_timedelta)
+            outputs, more = engine.run_egress(job, d.enq_qdepth, d.deq_qdepth,
+                                              d.enq_timestamp, d.deq_timedelta)
         except Exception:
             self.counters["pipeline_errors"] += 1
             log.exception("egress pipeline failed on a packet for port %d", d.port)

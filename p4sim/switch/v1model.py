@@ -1,24 +1,27 @@
 """`V1Switch`: BMv2 simple_switch's packet processing on a BMv2 JSON program.
 
-The JSON is compiled once into Python functions (`codegen`); this module strings them
-together exactly as simple_switch's ingress and egress threads do: parser (with
-`parser_error` set and the packet continuing to ingress on a parser exception),
-checksum verification, ingress, I2E clone, digest, resubmit, multicast replication /
-drop / unicast; then per egress copy: egress, E2E clone, drop, checksum update,
-deparser, recirculation. The runtime-state API is the contract in docs/engine-api.md.
+The JSON is compiled once into Python functions (`codegen`); this module binds the
+run-time objects those functions refer to (tables, extern arrays, value sets, under the
+names `codegen.Symbols` makes) and strings the functions together exactly as
+simple_switch's ingress and egress threads do. `run_ingress`: parser (with `parser_error` set and the
+packet continuing to ingress on a parser exception), checksum verification, ingress,
+I2E clone, digest, resubmit, multicast replication / drop / unicast, giving one
+`EgressJob` per egress copy; the caller queues them. `run_egress`, per job: egress,
+E2E clone, drop, checksum update, deparser, recirculation. `run_to_completion` is the
+two with no queue in between. The runtime-state API is the contract in
+docs/engine-api.md.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from . import hashes
-from .codegen import Generator, _ident
+from .codegen import DROP_PORT, Symbols, generate
 from .phv import ExitPipeline
 from .errors import NoSuchName, ProgramError, StateError
 from .externs import CounterArray, Meter, MeterArray, RegisterArray, Replication, ValueSet
@@ -27,7 +30,6 @@ from .tables import ActionInfo, ActionProfile, Entry, KeyField, Table, lookup_na
 
 # standard_metadata.instance_type values (simple_switch.cpp PktInstanceType)
 NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
-DROP_PORT = 511
 #: Resubmit/recirculate passes after which a packet is dropped. BMv2 would circulate
 #: such a packet forever (it never leaves the switch); a synchronous call must return.
 MAX_PASSES = 1000
@@ -97,26 +99,22 @@ class V1Switch:
     # ------------------------------------------------------------------ loading
     def _load(self, js: dict) -> None:
         self.layout = Layout(js)
+        sym = Symbols()
         env: dict[str, Any] = {}
-        self._named_hashes: dict[str, Any] = {}
-
-        def hash_factory(algo: str, name: str) -> Any:
-            fn = hashes.make_hash(algo)
-            self._named_hashes[name] = fn
-            return fn
-
-        gen = Generator(js, self.layout, env, hash_factory)
-        self._make_externs(js, env)
-        node_names = self._generate(js, gen)
+        self._make_externs(js, env, sym)
+        generated = generate(js, self.layout, sym)
+        self.source = generated.source
+        self._named_hashes = generated.hashes
+        env.update(generated.constants)
         try:
             exec(compile(self.source, f"<p4sim:{js.get('program', 'program')}>", "exec"), env)
         except SyntaxError as exc:  # a generator bug, reported with the offending line
             raise ProgramError(f"internal code generation error: {exc}") from exc
-        self._make_tables(js, env, gen, node_names)
-        self._parse = env["PARSE"]
-        self._deparse = env["DEPARSE"]
-        self._verify = env["VERIFY_CKSUM"]
-        self._update = env["UPDATE_CKSUM"]
+        self._make_tables(js, env, sym, generated.vset_keys)
+        self._parse = env[sym.PARSE]
+        self._deparse = env[sym.DEPARSE]
+        self._verify = env[sym.VERIFY_CHECKSUMS]
+        self._update = env[sym.UPDATE_CHECKSUMS]
         self._template = self.layout.template()
         self._meta_slots = self.layout.metadata_slots()
         self.rep = Replication()
@@ -128,7 +126,7 @@ class V1Switch:
         self._digests: list[tuple[str, tuple[int, ...]]] = []
         self._find_standard_metadata()
 
-    def _make_externs(self, js: dict, env: dict[str, Any]) -> None:
+    def _make_externs(self, js: dict, env: dict[str, Any], sym: Symbols) -> None:
         """Counter, meter and register arrays, bound where generated code expects them."""
         self.counters: dict[str, CounterArray] = {}
         self._direct_counters: dict[str, str] = {}
@@ -138,8 +136,8 @@ class V1Switch:
                 continue
             arr = CounterArray(c["name"], int(c["size"]))
             self.counters[c["name"]] = arr
-            env["CP_" + _ident(c["name"])] = arr.packets
-            env["CB_" + _ident(c["name"])] = arr.bytes
+            env[sym.counter_packets(c["name"])] = arr.packets
+            env[sym.counter_bytes(c["name"])] = arr.bytes
         self.meters: dict[str, MeterArray] = {}
         self._direct_meters: dict[str, dict] = {}
         for mj in js.get("meter_arrays", []):
@@ -149,90 +147,45 @@ class V1Switch:
             arr = MeterArray(mj["name"], int(mj["size"]), mj.get("type") == "packets",
                              int(mj.get("rate_count", 2)), self.clock)
             self.meters[mj["name"]] = arr
-            env["MTR_" + _ident(mj["name"])] = arr
+            env[sym.meter(mj["name"])] = arr
         self.registers: dict[str, RegisterArray] = {}
         for r in js.get("register_arrays", []):
             arr = RegisterArray(r["name"], int(r["size"]), int(r["bitwidth"]))
             self.registers[r["name"]] = arr
-            env["REG_" + _ident(r["name"])] = arr.values
+            env[sym.register(r["name"])] = arr.values
 
-    def _generate(self, js: dict, gen: Generator) -> dict[tuple[str, str], str]:
-        """Emit the program's code into `self.source`; return the control-node names."""
-        gen.all_calculations()
-        for p in js.get("pipelines", []):
-            for ap in p.get("action_profiles", []):
-                sel = ap.get("selector")
-                if sel:
-                    gen.hash_function("SEL_" + _ident(ap["name"]), sel["algo"],
-                                      sel.get("input", []), ap["name"])
-        for act in js.get("actions", []):
-            gen.action(act)
-        parsers = js.get("parsers", [])
-        if not parsers:
-            raise ProgramError("the program has no parser")
-        parser = next((p for p in parsers if p["name"] == "parser"), parsers[0])
-        gen.parser(parser)
-        deparsers = js.get("deparsers", [])
-        if not deparsers:
-            raise ProgramError("the program has no deparser")
-        gen.deparser(next((d for d in deparsers if d["name"] == "deparser"), deparsers[0]))
-        gen.checksums()
-
-        pipelines = {p["name"]: p for p in js.get("pipelines", [])}
-        if "ingress" not in pipelines or "egress" not in pipelines:
-            raise ProgramError("the program needs pipelines named 'ingress' and 'egress'")
-        node_names: dict[tuple[str, str], str] = {}
-
-        def node_namer(pname: str) -> Callable[[str | None], str]:
-            def name(n: str | None) -> str:
-                if n is None:
-                    return "None"
-                return node_names.setdefault((pname, n), f"N_{_ident(pname)}_{_ident(n)}")
-            return name
-
-        for pname, p in pipelines.items():
-            gen.pipeline(p, node_namer(pname))
-
-        self.source = gen.source()
-        return node_names
-
-    def _make_tables(self, js: dict, env: dict[str, Any], gen: Generator,
-                     node_names: dict[tuple[str, str], str]) -> None:
+    def _make_tables(self, js: dict, env: dict[str, Any], sym: Symbols,
+                     vset_keys: dict[str, list[int]]) -> None:
         """Value sets, actions, action profiles and tables; wire the control graph."""
         pipelines = {p["name"]: p for p in js.get("pipelines", [])}
         self.value_sets: dict[str, ValueSet] = {}
         for v in js.get("parse_vsets", []):
             vs = ValueSet(v["name"], int(v.get("compressed_bitwidth", 0)),
-                          gen.vset_keys.get(v["name"], []))
+                          vset_keys.get(v["name"], []))
             self.value_sets[v["name"]] = vs
-            env["VSET_" + _ident(v["name"])] = vs
+            env[sym.value_set(v["name"])] = vs
 
         self.actions: dict[int, ActionInfo] = {}
         for act in js.get("actions", []):
             self.actions[act["id"]] = ActionInfo(
                 act["name"], act["id"], [int(r["bitwidth"]) for r in act.get("runtime_data", [])],
-                env[f"A_{act['id']}"])
+                env[sym.action(act["id"])])
         self.tables: dict[str, Table] = {}
         self.profiles: dict[str, ActionProfile] = {}
         for pname, p in pipelines.items():
             for ap in p.get("action_profiles", []):
                 acts = {a.name: a for a in self.actions.values()}
-                sel = env.get("SEL_" + _ident(ap["name"])) if ap.get("selector") else None
+                sel = env[sym.selector(ap["name"])] if ap.get("selector") else None
                 self.profiles[ap["name"]] = ActionProfile(ap["name"], int(ap.get("max_size", 0)),
                                                           acts, sel)
             for t in p.get("tables", []):
                 tbl = self.tables[t["name"]] = self._make_table(t)
-                env[f"T_{t['id']}"] = tbl
-                env[f"EX_{t['id']}"] = tbl._exact
+                env[sym.table(t["id"])] = tbl
+                env[sym.exact_index(t["id"])] = tbl._exact
 
         def resolver(pname: str) -> Callable[[str | None], Any]:
             def resolve(n: str | None) -> Any:
-                if n is None:
-                    return None
-                key = (pname, n)
-                if key not in node_names:
-                    raise ProgramError(f"pipeline {pname!r}: unknown next node {n!r}")
-                return env[node_names[key]]
+                return None if n is None else env[sym.defined_node(pname, n)]
             return resolve
 
         for pname, p in pipelines.items():
@@ -363,16 +316,6 @@ class V1Switch:
         tbl.const_entries = True
 
     # ------------------------------------------------------------------ packets
-    def process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
-        """Whole pipeline with an instantaneous traffic manager: (egress port, bytes) list."""
-        out: list[tuple[int, bytes]] = []
-        for job in self.run_ingress(port, data):
-            sent, more = self.run_egress_ex(job, 0, 0, self.clock(), 0)
-            out += sent
-            if more:  # E2E clones, recirculated copies: run at once (see run_egress)
-                out += self._run_jobs(more)
-        return out
-
     def run_ingress(self, port: int, data: bytes) -> list[EgressJob]:
         """Parser + ingress + traffic-manager handoff; the jobs to enqueue per egress port."""
         data = bytes(data)
@@ -471,11 +414,12 @@ class V1Switch:
                 F[self._s_rid] = rid & self._mask[self._s_rid]
             jobs.append(self._job(port, F[:], PacketState(S.ilen, S.plen, S.payload, S.passes)))
 
-    def run_egress_ex(self, job: EgressJob, enq_qdepth: int, deq_qdepth: int,
-                      enq_timestamp: int, deq_timedelta: int
-                      ) -> tuple[list[tuple[int, bytes]], list[EgressJob]]:
-        """Egress for one job: (packets out, new jobs to enqueue: E2E clones and the
-        egress copies of recirculated packets)."""
+    def run_egress(self, job: EgressJob, enq_qdepth: int, deq_qdepth: int,
+                   enq_timestamp: int, deq_timedelta: int
+                   ) -> tuple[list[tuple[int, bytes]], list[EgressJob]]:
+        """Egress for one job dequeued with this queueing metadata: (packets out, all on
+        `job.port`; new jobs to enqueue: E2E clones and the egress copies of
+        recirculated packets)."""
         F, S = job.F, job.S
         out: list[tuple[int, bytes]] = []
         new_jobs: list[EgressJob] = []
@@ -529,24 +473,6 @@ class V1Switch:
             data = data[:S.trunc]
         out.append((job.port, data))
         return out, new_jobs
-
-    def run_egress(self, job: EgressJob, enq_qdepth: int, deq_qdepth: int,
-                   enq_timestamp: int, deq_timedelta: int) -> list[tuple[int, bytes]]:
-        """Egress for one job; E2E clones and recirculated packets are run to completion
-        at once (no queueing) and their packets included in the result."""
-        out, more = self.run_egress_ex(job, enq_qdepth, deq_qdepth, enq_timestamp,
-                                       deq_timedelta)
-        return out + self._run_jobs(more) if more else out
-
-    def _run_jobs(self, jobs: list[EgressJob]) -> list[tuple[int, bytes]]:
-        """Egress for `jobs` and every job they create, in FIFO order, without queueing."""
-        out: list[tuple[int, bytes]] = []
-        pending = deque(jobs)
-        while pending:
-            o, m2 = self.run_egress_ex(pending.popleft(), 0, 0, self.clock(), 0)
-            out.extend(o)
-            pending.extend(m2)
-        return out
 
     # ------------------------------------------------------------------ tables
     def _table(self, name: str) -> Table:
@@ -801,3 +727,19 @@ class V1Switch:
         if not isinstance(fn, hashes.Crc):
             raise StateError(f"calculation {calculation!r} is not a custom CRC")
         fn.set_parameters(poly, init, xor_out, reflect_in, reflect_out)
+
+
+def run_to_completion(switch: V1Switch, port: int, data: bytes) -> list[tuple[int, bytes]]:
+    """One packet through `switch` with an instantaneous traffic manager: ingress, then
+    egress for each copy and, before the next copy, for every job its egress makes (E2E
+    clones, recirculated packets; FIFO), all with queue metadata 0 and enqueued now.
+    The (egress port, bytes) of every packet out. For the STF runner, the in-process
+    P4Runtime dataplane, benchmarks and tests; the device queues the jobs instead."""
+    out: list[tuple[int, bytes]] = []
+    for job in switch.run_ingress(port, data):
+        pending = [job]
+        for queued in pending:  # FIFO: the jobs egress makes join the end of the list
+            sent, more = switch.run_egress(queued, 0, 0, switch.clock(), 0)
+            out += sent
+            pending += more
+    return out
