@@ -21,21 +21,20 @@ from: the controller's routes with failed cables, the document GOR publishes.
 from __future__ import annotations
 
 import ipaddress
-import struct
 import zlib
 from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass
 
 from topo.addressing import AddressPlan
+from topo.headers import PROTO_UDP, ROCE_UDP_PORT, Header
 
-PROTO_UDP = 17
 # Source ports the agents and GOR choose from: IANA's dynamic range (RFC 6335), where a
 # stock RoCE stack draws its random ports too.
 PORT_RANGE = (49152, 65535)
 # The data plane's hash input in field-list order, (name, bits) -- also published to the
 # agents (controller.publish) so that they can check they hash what the switches hash.
 HASH_FIELDS = (("salt", 32), ("src_ip", 32), ("dst_ip", 32), ("proto", 8), ("sport", 16), ("dport", 16))
-_HASH_INPUT = struct.Struct("!" + "".join({8: "B", 16: "H", 32: "I"}[bits] for _, bits in HASH_FIELDS))
+_HASH_INPUT = Header("ecmp_hash_input", HASH_FIELDS).struct()
 
 
 def _crc16_arc(data: bytes) -> int:
@@ -65,7 +64,7 @@ class FiveTuple:
     dst: str
     proto: int = PROTO_UDP
     sport: int = 0
-    dport: int = 4791
+    dport: int = ROCE_UDP_PORT
 
 
 def hash_input(salt: int, flow: FiveTuple) -> bytes:
