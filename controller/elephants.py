@@ -5,20 +5,26 @@ Every switch clones 1 in ``sample_rate`` RoCE data packets to the controller wit
 switch id; the payload is the packet's first 128 bytes. A `Sample` is one of those,
 decoded; `SampleWindow` keeps the last ``window_s`` seconds of them and ranks the flows
 that left a given switch port by estimated bytes: samples x sample_rate x packet size,
-which is what sFlow does (each sample stands for N packets).
+which is what sFlow does (each sample stands for N packets). The frame's offsets and
+numbers come from the frame layout (`topo.headers`); the PacketIn metadata carries the
+``packet_in`` header's fields by their names there.
 """
 
 from __future__ import annotations
 
-import struct
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Iterable
 
-from topo.hashmodel import PROTO_UDP, FiveTuple
+from topo.hashmodel import FiveTuple
+from topo.headers import ETHERNET, ETHERTYPE_IPV4, IPV4, PROTO_UDP, UDP
 
-ETH_LEN = 14
-ETHERTYPE_IPV4 = 0x0800
+ETH_LEN = ETHERNET.length
+_MIN_LEN = ETH_LEN + IPV4.length + UDP.length          # the shortest IPv4/UDP frame
+_ETHERTYPE = ETHERNET.struct("etherType")
+_IHL_MASK = IPV4.mask("ihl")                   # in 32-bit words
+_IP_FIELDS = IPV4.struct("totalLen", "protocol", "srcAddr", "dstAddr", raw={"srcAddr", "dstAddr"})
+_PORTS = UDP.struct("srcPort", "dstPort")
 
 
 @dataclass(frozen=True)
@@ -36,16 +42,16 @@ class Sample:
 
 def parse_sample(time: float, switch: str, metadata: dict, payload: bytes) -> Sample | None:
     """Decode a PacketIn of the sampling clone; None if it is not an IPv4/UDP packet."""
-    if len(payload) < ETH_LEN + 28 or struct.unpack_from("!H", payload, 12)[0] != ETHERTYPE_IPV4:
+    if len(payload) < _MIN_LEN or _ETHERTYPE.unpack_from(payload)[0] != ETHERTYPE_IPV4:
         return None
     ip = payload[ETH_LEN:]
-    ihl = (ip[0] & 0x0F) * 4
-    total, proto = struct.unpack_from("!H", ip, 2)[0], ip[9]
-    if proto != PROTO_UDP or len(ip) < ihl + 4:
+    ihl = (ip[0] & _IHL_MASK) * 4
+    total, proto, src_raw, dst_raw = _IP_FIELDS.unpack_from(ip)
+    if proto != PROTO_UDP or len(ip) < ihl + _PORTS.size:
         return None
-    src = ".".join(map(str, ip[12:16]))
-    dst = ".".join(map(str, ip[16:20]))
-    sport, dport = struct.unpack_from("!HH", ip, ihl)
+    src = ".".join(map(str, src_raw))
+    dst = ".".join(map(str, dst_raw))
+    sport, dport = _PORTS.unpack_from(ip, ihl)
     return Sample(time, switch, int(metadata.get("ingress_port", 0)), int(metadata.get("egress_port", 0)),
                   int(metadata.get("qdepth", 0)), FiveTuple(src, dst, proto, sport, dport), ETH_LEN + total)
 

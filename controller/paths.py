@@ -2,10 +2,11 @@
 prediction, the candidate ECMP paths of a flow, and the source-port search that puts a
 flow onto a chosen path.
 
-`topo.hashmodel` is the one model of the data plane's hash; this module adds what the
-controller knows and the agents do not: which ECMP group (`controller.routes.
-ecmp_members`) a leaf uses for a destination while cables are down. With no failures
-`predict` equals `topo.hashmodel.predict_path`.
+`topo.hashmodel` is the one model of the data plane's hash, of a flow's path and of
+the source-port range and search; this module adds what the controller knows and the
+agents do not: which ECMP group (`controller.routes.ecmp_members`) a leaf uses for a
+destination while cables are down. With no failures `predict` equals
+`topo.hashmodel.predict_path`.
 
 A path is the list of nodes a packet visits (server, leaf, [spine, leaf,] server);
 its directed links are consecutive pairs.
@@ -20,10 +21,7 @@ import networkx as nx
 
 from controller.routes import NO_FAILURES, Down, ecmp_members
 from topo.addressing import AddressPlan
-from topo.hashmodel import PROTO_UDP, FiveTuple, ecmp_index
-
-# Source ports GOR hands out: IANA's dynamic range, as the agents use.
-PORT_RANGE = (49152, 65535)
+from topo.hashmodel import PORT_RANGE, FiveTuple, path_via, ports_from, predict_path, source_port_for_spine
 
 LinkId = tuple[str, str]
 
@@ -36,14 +34,11 @@ def links_of(path: list[str]) -> list[LinkId]:
 def predict(plan: AddressPlan, flow: FiveTuple, down: Down = NO_FAILURES) -> list[str] | None:
     """The path of ``flow`` with cables ``down`` failed; None when its leaf drops it
     (no spine reaches the destination)."""
-    src, dst = plan.nic(flow.src), plan.nic(flow.dst)
-    if src.leaf == dst.leaf:
-        return [src.server, src.leaf, dst.server]
-    members = ecmp_members(plan, src.leaf, dst.leaf, down)
-    if not members:
-        return None
-    k = members[ecmp_index(plan.spec.ecmp_hash, plan.switch(src.leaf).salt, flow, len(members))]
-    return [src.server, src.leaf, plan.spines[k].name, dst.leaf, dst.server]
+    src, dst = plan.nic(flow.src).leaf, plan.nic(flow.dst).leaf
+    if src == dst:
+        return predict_path(plan, flow)
+    members = ecmp_members(plan, src, dst, down)
+    return predict_path(plan, flow, members) if members else None
 
 
 def candidate_paths(plan: AddressPlan, flow: FiveTuple, down: Down = NO_FAILURES) -> list[list[str]]:
@@ -72,16 +67,20 @@ def find_port(plan: AddressPlan, flow: FiveTuple, path: list[str], down: Down = 
     ports in ``avoid`` (e.g. in use by other flows of the same pair) are skipped.
     Raises ValueError naming the flow and path if no port does."""
     lo, hi = PORT_RANGE
-    span = hi - lo + 1
     if start is None:
-        start = lo + zlib.crc32(f"{flow.src}>{flow.dst}>{flow.sport}".encode()) % span
+        start = lo + zlib.crc32(f"{flow.src}>{flow.dst}>{flow.sport}".encode()) % (hi - lo + 1)
     skip = set(avoid)
-    for i in range(span):
-        sport = lo + (start - lo + i) % span
-        if sport in skip:
-            continue
-        moved = FiveTuple(flow.src, flow.dst, PROTO_UDP, sport, flow.dport)
-        if predict(plan, moved, down) == path:
-            return sport
+    src, dst = plan.nic(flow.src).leaf, plan.nic(flow.dst).leaf
+    if src == dst:
+        # The leaf delivers the flow itself whatever its port: the path is that or none.
+        if path == path_via(plan, flow, None):
+            for sport in ports_from(start):
+                if sport not in skip:
+                    return sport
+    else:
+        members = ecmp_members(plan, src, dst, down)
+        for spine in members:
+            if path == path_via(plan, flow, spine):
+                return source_port_for_spine(plan, flow, spine, start, skip, members)
     raise ValueError(f"no UDP source port in {lo}..{hi} puts {flow.src}->{flow.dst} "
                      f"onto {'-'.join(path)}")

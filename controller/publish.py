@@ -27,12 +27,11 @@ import yaml
 
 from controller.routes import Down, ecmp_members
 from topo.addressing import AddressPlan
+from topo.hashmodel import HASH_FIELDS
 from topo.spec import FabricSpec
 
 FILENAME = "gor-topology.json"
 SPEC_FILENAME = "gor-fabric.yaml"
-# The data plane's hash input (p4src/astral.p4 ecmp_select; topo.hashmodel.hash_input).
-HASH_FIELDS = [("salt", 32), ("src_ip", 32), ("dst_ip", 32), ("proto", 8), ("sport", 16), ("dport", 16)]
 
 
 def topology_document(plan: AddressPlan, down: Down, version: int) -> dict[str, Any]:

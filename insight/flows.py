@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from insight.captures import IN, OUT, Point
-from insight.frames import ACK_OPCODES, CNP_OPCODE, ECN_CE, Packet, psn_after
+from insight.frames import ACK_OPCODES, Packet, psn_after
+from topo.headers import CNP, ECN_CE
 
 RowKey = tuple[str, str, int, int, int, int]     # src, dst, proto, sport, dport, qpn
 ConnKey = tuple[str, str, int]                   # src, dst, qpn
@@ -107,7 +108,7 @@ class FlowTable:
     def add(self, point: int, injection: bool, delivery: bool, ts: float, pkt: Packet) -> None:
         """Count one frame seen at point number ``point``; ``injection``/``delivery``:
         the point is where frames from a host enter / to a host leave the fabric."""
-        if pkt.opcode == CNP_OPCODE:
+        if pkt.opcode == CNP:
             if injection:
                 self.cnp_times[(pkt.src, pkt.dst, pkt.dqpn)].append(ts)
             return

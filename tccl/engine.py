@@ -32,6 +32,7 @@ from typing import Any, Callable
 from tccl import roce
 from tccl.job import Job, RankInfo, qpn, qpn_index, qpn_ranks
 from tccl.qp import Requester, Responder
+from topo.hashmodel import PORT_RANGE
 
 ETH_P_IP = 0x0800
 SOL_PACKET = 263
@@ -45,7 +46,6 @@ SAMPLE_INTERVAL = 0.1       # flows' timeline: one sample per active QP this oft
 # the line rate through the event loop's timing jitter, well below the switches' ECN
 # Kmin (5 packets), so that the sender's own bursts do not look like congestion.
 CATCHUP_FRAMES = 2
-EPHEMERAL = (49152, 65535)  # IANA dynamic ports: where "random" source ports come from
 NET, NVLINK = "net", "nvlink"  # the two channels between ranks
 # Socket errors that mean "this frame is lost", not "the agent is broken".
 LINK_ERRORS = (errno.EAGAIN, errno.ENOBUFS, errno.ENETDOWN, errno.ENXIO)
@@ -170,7 +170,7 @@ class Engine:
         rng = random.Random(f"{job.transport.seed}-{server}")
         # ports(local, peer[, index]): the index is passed only for index > 0, so a plain
         # two-argument function serves single-QP jobs.
-        self._ports = ports or (lambda *_: rng.randint(*EPHEMERAL))
+        self._ports = ports or (lambda *_: rng.randint(*PORT_RANGE))
         self.nics: dict[int, NicPort] = {}
         self._sink: socket.socket | None = None
         self.qps: dict[int, QueuePair] = {}

@@ -28,9 +28,7 @@ from pathlib import Path
 from typing import Hashable, Iterable, Mapping, Sequence
 
 from topo.addressing import AddressPlan
-from topo.hashmodel import FiveTuple, ecmp_index
-
-PORT_RANGE = (49152, 65535)     # IANA dynamic ports
+from topo.hashmodel import PORT_RANGE, FiveTuple, source_port_for_spine, uplink
 
 
 def random_ports(flows: Iterable[tuple[int, int]], seed: int | str) -> dict[tuple[int, int], int]:
@@ -153,29 +151,15 @@ def port_for_spine(plan: AddressPlan, src: str, dst: str, spine: int, start: int
                    avoid: set[int] | None = None, groups: Groups | None = None) -> int:
     """The first dynamic port from ``start`` (wrapping around) that the source leaf's
     ECMP hash sends onto ``spine``; ports in ``avoid`` are skipped."""
-    group = members(plan, src, dst, groups)
-    if spine not in group:
-        raise ValueError(f"spine {spine} is not in the ECMP group {list(group)} of {src}->{dst}")
-    want = group.index(spine)
-    salt = plan.switch(plan.nic(src).leaf).salt
-    lo, hi = PORT_RANGE
-    span = hi - lo + 1
-    for i in range(span):
-        sport = lo + (start - lo + i) % span
-        if avoid and sport in avoid:
-            continue
-        if ecmp_index(plan.spec.ecmp_hash, salt, FiveTuple(src, dst, sport=sport), len(group)) == want:
-            return sport
-    raise ValueError(f"no source port in {lo}..{hi} maps {src}->{dst} onto spine {spine}")
+    return source_port_for_spine(plan, FiveTuple(src, dst), spine, start, avoid or frozenset(),
+                                 members(plan, src, dst, groups))
 
 
 def uplink_of(plan: AddressPlan, src: str, dst: str, sport: int, groups: Groups | None = None) -> int | None:
     """The spine index a flow takes from its source leaf (None: same leaf, no uplink)."""
     if plan.nic(src).leaf == plan.nic(dst).leaf:
         return None
-    group = members(plan, src, dst, groups)
-    salt = plan.switch(plan.nic(src).leaf).salt
-    return group[ecmp_index(plan.spec.ecmp_hash, salt, FiveTuple(src, dst, sport=sport), len(group))]
+    return uplink(plan, FiveTuple(src, dst, sport=sport), members(plan, src, dst, groups))
 
 
 def load_groups(path: str | Path) -> Groups | None:

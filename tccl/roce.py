@@ -17,6 +17,10 @@ both agree bit for bit):
     stored least-significant byte first.
 
 Masking TOS means a switch setting CE (or rewriting TTL) leaves the ICRC valid.
+
+Offsets come from the frame layout (`topo.headers`), turned at import into the
+constants and slices the per-packet code uses; a RoCEv2 frame here has an IPv4 header
+without options, so every header sits at a fixed offset.
 """
 
 from __future__ import annotations
@@ -29,18 +33,20 @@ from scapy.contrib.roce import BTH
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-ROCE_UDP_PORT = 4791
-ETH_LEN, IP_LEN, UDP_LEN, BTH_LEN, ICRC_LEN = 14, 20, 8, 12, 4
+from topo import headers
+# The wire's numbers, from the frame layout; the transport names them roce.<NAME>.
+from topo.headers import (ACKNOWLEDGE, CNP, ECN_CE, ECN_ECT0, ECN_NOT_ECT, ETHERTYPE_IPV4,  # noqa: F401
+                          PROTO_UDP, ROCE_UDP_PORT, SEND_FIRST, SEND_LAST, SEND_MIDDLE, SEND_ONLY,
+                          WRITE_FIRST, WRITE_LAST, WRITE_MIDDLE, WRITE_ONLY)
+
+_IP, _UDP, _BTH, _AETH = headers.IPV4, headers.UDP, headers.BTH, headers.AETH
+ETH_LEN, IP_LEN, UDP_LEN, BTH_LEN = headers.ETHERNET.length, _IP.length, _UDP.length, _BTH.length
+ICRC_LEN = 4              # the invariant CRC trailing every RoCEv2 packet (IBA A17.4.2)
 HDR_LEN = ETH_LEN + IP_LEN + UDP_LEN + BTH_LEN       # 54: where the BTH payload starts
 IP_OFF, UDP_OFF, BTH_OFF = ETH_LEN, ETH_LEN + IP_LEN, ETH_LEN + IP_LEN + UDP_LEN
-RETH_LEN, AETH_LEN = 16, 4
+RETH_LEN, AETH_LEN = headers.RETH.length, _AETH.length
 CNP_PAD_LEN = 16          # a CNP carries 16 reserved bytes after the BTH (IBA A17.9.2)
 
-# BTH opcodes (IBA vol. 1, table 38; RC = transport 0b000).
-SEND_FIRST, SEND_MIDDLE, SEND_LAST, SEND_ONLY = 0x00, 0x01, 0x02, 0x04
-WRITE_FIRST, WRITE_MIDDLE, WRITE_LAST, WRITE_ONLY = 0x06, 0x07, 0x08, 0x0A
-ACKNOWLEDGE = 0x11
-CNP = 0x81
 SEND_OPCODES = frozenset({SEND_FIRST, SEND_MIDDLE, SEND_LAST, SEND_ONLY})
 WRITE_OPCODES = frozenset({WRITE_FIRST, WRITE_MIDDLE, WRITE_LAST, WRITE_ONLY})
 FIRST_OPCODES = frozenset({SEND_FIRST, SEND_ONLY, WRITE_FIRST, WRITE_ONLY})
@@ -51,24 +57,49 @@ LAST_OPCODES = frozenset({SEND_LAST, SEND_ONLY, WRITE_LAST, WRITE_ONLY})
 AETH_ACK = 0x1F
 AETH_NAK_SEQ = 0x60
 
-# ECN codepoints (RFC 3168): RoCEv2 data is ECT(0); switches rewrite it to CE.
-ECN_NOT_ECT, ECN_ECT0, ECN_CE = 0, 2, 3
 # CNPs travel in DSCP 48 (CS6), the value RoCE NICs use for them by default.
 CNP_DSCP = 48
-PSN_MASK = 0xFFFFFF
+PSN_MASK = _BTH.mask("psn")
 _FF8 = b"\xff" * 8
 _CRC_FF8 = zlib.crc32(_FF8)
+
+# Template patching, from the IPv4 header's start: the lengths and the checksum, and
+# what the ICRC masks (TOS = DSCP + ECN, TTL, both checksums, BTH byte 4).
+_IP_LEN_AT, _IP_CSUM_AT = _IP.offset("totalLen"), _IP.offset("hdrChecksum")
+_UDP_LEN_AT = _UDP.offset("length")
+_TOS, _TTL, _DSCP_SHIFT = _IP.offset("dscp"), _IP.offset("ttl"), _IP.shift("dscp")
+_IP_CSUM, _UDP_CSUM = _IP.span("hdrChecksum"), _UDP.span("checksum", IP_LEN)
+_IP_WORDS = struct.Struct(f"!{IP_LEN // 2}H")          # the header's 16-bit words, for its checksum
+_BTH_FECN = _BTH.offset("fecn")                        # the FECN/BECN/reserved byte
+_BTH_MASKED = IP_LEN + UDP_LEN + _BTH_FECN          # that byte in the IPv4 + UDP + BTH head
+_BECN = 1 << _BTH.shift("becn")
+_BTH_PSN = _BTH.offset("ackRequest")                   # the ack-request/PSN word
+_PSN_WORD_LEN = BTH_LEN - _BTH_PSN
+_ACKREQ = 1 << _BTH.shift("ackRequest", "psn")
+_RETH = headers.RETH.struct()
+_AETH_WORD = _AETH.struct(("syndrome", "msn"))
+_SYNDROME_SHIFT, _MSN_MASK = _AETH.shift("syndrome", "msn"), _AETH.mask("msn")
+
+# What parse() tests and reads, from the frame's start.
+_ETHERTYPE, _IPV4_TYPE = headers.ETHERNET.span("etherType"), ETHERTYPE_IPV4.to_bytes(2, "big")
+_VIHL = IP_OFF + _IP.offset("version")
+_PLAIN_IPV4 = (4 << _IP.shift("version")) | IP_LEN // 4     # version 4, IHL 5 (no options)
+_PROTOCOL = IP_OFF + _IP.offset("protocol")
+_DPORT, _ROCE_PORT = _UDP.span("dstPort", UDP_OFF), ROCE_UDP_PORT.to_bytes(2, "big")
+_TOTAL_LEN = _IP.struct("totalLen")
+_ECN_AT, _ECN_MASK = IP_OFF + _IP.offset("ecn"), _IP.mask("ecn")
+_SRC, _DST = _IP.span("srcAddr", IP_OFF), _IP.span("dstAddr", IP_OFF)
+_SPORT = _UDP.struct("srcPort")
+_BTH_WORDS = _BTH.struct("opcode", ("fecn", "destQP"), ("ackRequest", "psn"))
+_DQPN_MASK = _BTH.mask("destQP")
 
 
 def icrc(frame: bytes | bytearray | memoryview) -> int:
     """The ICRC of an Ethernet/IPv4/UDP/BTH frame (``frame`` without or with the ICRC
     slot: the last 4 bytes are never read)."""
     head = bytearray(frame[ETH_LEN:HDR_LEN])
-    head[1] = 0xFF                                 # IPv4 TOS (DSCP + ECN)
-    head[8] = 0xFF                                 # TTL
-    head[10:12] = b"\xff\xff"                      # header checksum
-    head[IP_LEN + 6:IP_LEN + 8] = b"\xff\xff"      # UDP checksum
-    head[IP_LEN + UDP_LEN + 4] = 0xFF              # BTH FECN/BECN/reserved
+    head[_TOS] = head[_TTL] = head[_BTH_MASKED] = 0xFF
+    head[_IP_CSUM] = head[_UDP_CSUM] = b"\xff\xff"
     crc = zlib.crc32(head, _CRC_FF8)
     return zlib.crc32(memoryview(frame)[HDR_LEN:len(frame) - ICRC_LEN], crc)
 
@@ -81,7 +112,7 @@ def icrc_ok(frame: bytes | bytearray | memoryview) -> bool:
 
 
 def _ip_checksum(header: bytes) -> int:
-    total = sum(struct.unpack("!10H", header))
+    total = sum(_IP_WORDS.unpack(header))
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return ~total & 0xFFFF
@@ -110,14 +141,22 @@ class FrameTemplate:
             raise ValueError(f"destination QP number must fit 24 bits, got {dqpn}")
         self.src, self.dst, self.sport, self.dqpn = src, dst, sport, dqpn
         pkt = (Ether(src=src.mac, dst=dst.mac)
-               / IP(src=src.ip, dst=dst.ip, tos=(dscp << 2) | ecn, ttl=ttl, id=0, flags="DF")
+               / IP(src=src.ip, dst=dst.ip, tos=(dscp << _DSCP_SHIFT) | ecn, ttl=ttl, id=0, flags="DF")
                / UDP(sport=sport, dport=ROCE_UDP_PORT, chksum=0)
                / BTH(opcode=SEND_ONLY, dqpn=dqpn, psn=0))
         raw = bytes(pkt)
         self._eth = raw[:ETH_LEN]
         self._ip = bytearray(raw[IP_OFF:UDP_OFF])
         self._udp = bytearray(raw[UDP_OFF:BTH_OFF])
-        self._bth_tail = raw[BTH_OFF + 1:HDR_LEN]      # BTH after the opcode byte
+        # The BTH between the opcode byte and the PSN word, as sent and as the ICRC
+        # sees it (FECN/BECN/reserved byte masked); a CNP's with BECN set.
+        self._bth_mid = raw[BTH_OFF + 1:BTH_OFF + _BTH_PSN]
+        masked = bytearray(self._bth_mid)
+        masked[_BTH_FECN - 1] = 0xFF
+        self._bth_mid_masked = bytes(masked)
+        becn = bytearray(self._bth_mid)
+        becn[_BTH_FECN - 1] |= _BECN
+        self._bth_mid_becn = bytes(becn)
         # Per payload length: (Ethernet/IP/UDP bytes, CRC state after the masked IP+UDP).
         self._by_len: dict[int, tuple[bytes, int]] = {}
 
@@ -127,13 +166,13 @@ class FrameTemplate:
             return cached
         udp_len = UDP_LEN + BTH_LEN + bth_payload_len + ICRC_LEN
         ip = self._ip
-        struct.pack_into("!H", ip, 2, IP_LEN + udp_len)
-        struct.pack_into("!H", ip, 10, 0)
-        struct.pack_into("!H", ip, 10, _ip_checksum(bytes(ip)))
-        struct.pack_into("!H", self._udp, 4, udp_len)
+        struct.pack_into("!H", ip, _IP_LEN_AT, IP_LEN + udp_len)
+        struct.pack_into("!H", ip, _IP_CSUM_AT, 0)
+        struct.pack_into("!H", ip, _IP_CSUM_AT, _ip_checksum(bytes(ip)))
+        struct.pack_into("!H", self._udp, _UDP_LEN_AT, udp_len)
         masked = bytearray(ip) + self._udp
-        masked[1], masked[8], masked[10:12] = 0xFF, 0xFF, b"\xff\xff"
-        masked[IP_LEN + 6:IP_LEN + 8] = b"\xff\xff"
+        masked[_TOS] = masked[_TTL] = 0xFF
+        masked[_IP_CSUM] = masked[_UDP_CSUM] = b"\xff\xff"
         entry = (self._eth + bytes(ip) + bytes(self._udp), zlib.crc32(masked, _CRC_FF8))
         if len(self._by_len) < 64:                     # a message has few distinct lengths
             self._by_len[bth_payload_len] = entry
@@ -143,9 +182,10 @@ class FrameTemplate:
               ackreq: bool = False, ext: bytes = b"") -> bytes:
         """One frame: BTH(opcode, PSN, ack request) / ``ext`` (RETH, AETH) / payload / ICRC."""
         head, crc = self._prefix(len(ext) + len(payload))
-        word = (0x80000000 if ackreq else 0) | (psn & PSN_MASK)
-        bth = bytes((opcode,)) + self._bth_tail[:7] + word.to_bytes(4, "big")
-        crc = zlib.crc32(bth[:4] + b"\xff" + bth[5:], crc)
+        op = bytes((opcode,))
+        word = ((_ACKREQ if ackreq else 0) | (psn & PSN_MASK)).to_bytes(_PSN_WORD_LEN, "big")
+        bth = op + self._bth_mid + word
+        crc = zlib.crc32(op + self._bth_mid_masked + word, crc)
         if ext:
             crc = zlib.crc32(ext, crc)
         crc = zlib.crc32(payload, crc)
@@ -154,22 +194,21 @@ class FrameTemplate:
     def ack(self, psn: int, msn: int, nak: bool = False) -> bytes:
         """An RC ACKNOWLEDGE: ACK of every PSN up to ``psn``, or a sequence-error NAK
         asking for ``psn`` again."""
-        aeth = bytes((AETH_NAK_SEQ if nak else AETH_ACK,)) + (msn & PSN_MASK).to_bytes(3, "big")
+        aeth = _AETH_WORD.pack((AETH_NAK_SEQ if nak else AETH_ACK) << _SYNDROME_SHIFT | (msn & _MSN_MASK))
         return self.frame(ACKNOWLEDGE, psn, ext=aeth)
 
     def cnp(self) -> bytes:
         """A Congestion Notification Packet to the flow's sender (BECN set, PSN 0)."""
         head, crc = self._prefix(CNP_PAD_LEN)
-        bth = bytearray(bytes((CNP,)) + self._bth_tail[:7] + b"\x00\x00\x00\x00")
-        bth[4] |= 0x40                                  # BECN
-        crc = zlib.crc32(bytes(bth[:4]) + b"\xff" + bytes(bth[5:]), crc)
+        op, psn = bytes((CNP,)), bytes(_PSN_WORD_LEN)
+        crc = zlib.crc32(op + self._bth_mid_masked + psn, crc)
         crc = zlib.crc32(bytes(CNP_PAD_LEN), crc)
-        return b"".join((head, bytes(bth), bytes(CNP_PAD_LEN), crc.to_bytes(4, "little")))
+        return b"".join((head, op, self._bth_mid_becn, psn, bytes(CNP_PAD_LEN), crc.to_bytes(4, "little")))
 
 
 def reth(vaddr: int, rkey: int, length: int) -> bytes:
     """The RDMA Extended Transport Header of a WRITE_FIRST/ONLY packet."""
-    return struct.pack("!QII", vaddr, rkey, length)
+    return _RETH.pack(vaddr, rkey, length)
 
 
 @dataclass(frozen=True)
@@ -195,28 +234,27 @@ def parse(frame: bytes) -> Parsed | None:
 
     Plain struct reads (no Scapy): this runs for every received packet.
     """
-    if len(frame) < HDR_LEN + ICRC_LEN or frame[12:14] != b"\x08\x00" or frame[IP_OFF] != 0x45 \
-            or frame[IP_OFF + 9] != 17 or frame[UDP_OFF + 2:UDP_OFF + 4] != b"\x12\xb7":
+    if len(frame) < HDR_LEN + ICRC_LEN or frame[_ETHERTYPE] != _IPV4_TYPE or frame[_VIHL] != _PLAIN_IPV4 \
+            or frame[_PROTOCOL] != PROTO_UDP or frame[_DPORT] != _ROCE_PORT:
         return None
-    end = IP_OFF + struct.unpack_from("!H", frame, IP_OFF + 2)[0] - ICRC_LEN
+    end = IP_OFF + _TOTAL_LEN.unpack_from(frame, IP_OFF)[0] - ICRC_LEN
     if end < HDR_LEN or end + ICRC_LEN > len(frame):
         return None
-    opcode = frame[BTH_OFF]
-    dqpn_word, psn_word = struct.unpack_from("!II", frame, BTH_OFF + 4)
+    opcode, dqpn_word, psn_word = _BTH_WORDS.unpack_from(frame, BTH_OFF)
     off, syndrome, msn = HDR_LEN, 0, 0
     if opcode == ACKNOWLEDGE:
         if end < HDR_LEN + AETH_LEN:
             return None
-        syndrome = frame[HDR_LEN]
-        msn = int.from_bytes(frame[HDR_LEN + 1:HDR_LEN + 4], "big")
+        aeth = _AETH_WORD.unpack_from(frame, HDR_LEN)[0]
+        syndrome, msn = aeth >> _SYNDROME_SHIFT, aeth & _MSN_MASK
         off += AETH_LEN
     elif opcode in (WRITE_FIRST, WRITE_ONLY):
         off += RETH_LEN
     if off > end:
         return None
-    return Parsed(src_ip=frame[IP_OFF + 12:IP_OFF + 16], dst_ip=frame[IP_OFF + 16:IP_OFF + 20],
-                  ecn=frame[IP_OFF + 1] & 3, sport=struct.unpack_from("!H", frame, UDP_OFF)[0],
-                  opcode=opcode, dqpn=dqpn_word & PSN_MASK, ackreq=bool(psn_word >> 31),
+    return Parsed(src_ip=frame[_SRC], dst_ip=frame[_DST],
+                  ecn=frame[_ECN_AT] & _ECN_MASK, sport=_SPORT.unpack_from(frame, UDP_OFF)[0],
+                  opcode=opcode, dqpn=dqpn_word & _DQPN_MASK, ackreq=bool(psn_word & _ACKREQ),
                   psn=psn_word & PSN_MASK, payload_off=off, payload_end=end,
                   syndrome=syndrome, msn=msn)
 
@@ -224,4 +262,4 @@ def parse(frame: bytes) -> Parsed | None:
 def psn_diff(a: int, b: int) -> int:
     """``a - b`` in 24-bit PSN space, as a signed distance in -2^23..2^23-1."""
     d = (a - b) & PSN_MASK
-    return d - (1 << 24) if d >= 1 << 23 else d
+    return d - (PSN_MASK + 1) if d > PSN_MASK >> 1 else d

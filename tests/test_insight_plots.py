@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from insight import plots  # noqa: E402
 from insight.analyse import summarise  # noqa: E402
 from test_insight_summary import T0, Scenario, roce  # noqa: E402
 from topo.addressing import AddressPlan  # noqa: E402
+from topo.headers import PACKET_IN  # noqa: E402
 from topo.spec import load_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ def run(plan: AddressPlan, tmp_path_factory) -> Path:
     frame = roce(sc.a_src.ip, sc.a_dst.ip, sc.a_sport, sc.a_qpn, 0)
     for dt, switch_id, port, depth in SAMPLES:
         # packet_in header (ingress, egress port, qdepth, switch id) before the frame.
-        pkt = Ether(struct.pack("!HHII", 1, port, depth, switch_id) + frame)
+        pkt = Ether(PACKET_IN.struct().pack(1, port, depth, switch_id) + frame)
         pkt.time = T0 + dt
         w.write(pkt)
     w.close()

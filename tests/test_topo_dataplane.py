@@ -4,8 +4,6 @@ CNPs get the high priority, and pipeline builds are cached per hash algorithm.""
 
 from __future__ import annotations
 
-import struct
-
 import finsy as fy
 from scapy.contrib.roce import BTH
 from scapy.layers.inet import IP, UDP
@@ -17,6 +15,7 @@ from fabric_sim import compiled, install
 from p4sim.switch.v1model import V1Switch, run_to_completion
 from topo.addressing import CPU_PORT, AddressPlan
 from topo.hashmodel import FiveTuple, predict_path
+from topo.headers import PACKET_IN
 from topo.pipeline import build_pipeline
 from topo.spec import EcnProfile, FabricSpec
 
@@ -73,8 +72,8 @@ def test_one_in_n_roce_data_packets_are_sampled_to_the_cpu_with_metadata():
         outs = run_to_completion(sw, src.leaf_port, roce(plan, src, dst, sport))
         for port, data in outs:
             if port == CPU_PORT:
-                ingress, egress, qdepth, switch_id = struct.unpack("!HHII", data[:12])
-                pins.append((sport, ingress, egress, qdepth, switch_id, Ether(data[12:])))
+                ingress, egress, qdepth, switch_id = PACKET_IN.struct().unpack_from(data)
+                pins.append((sport, ingress, egress, qdepth, switch_id, Ether(data[PACKET_IN.length:])))
     assert len(pins) == 12 // SPEC.sample_rate
     for sport, ingress, egress, qdepth, switch_id, pkt in pins:
         spine = predict_path(plan, FiveTuple(src.ip, dst.ip, 17, sport, 4791))[2]

@@ -15,8 +15,8 @@ from fabric_sim import FabricSim, compiled
 from p4sim.switch.match import Exact, Lpm
 from p4sim.switch.v1model import V1Switch, run_to_completion
 from topo.addressing import AddressPlan
-from topo.hashmodel import (HASHES, FiveTuple, ecmp_index, hash_input, predict_path,
-                            source_port_for_spine)
+from topo.hashmodel import (HASHES, PORT_RANGE, FiveTuple, ecmp_index, hash_input, path_via, ports_from,
+                            predict_path, source_port_for_spine, uplink)
 from topo.spec import EcnProfile, FabricSpec
 
 SPEC = FabricSpec(blocks=2, servers_per_block=2, rails=4, spines=2)
@@ -103,6 +103,26 @@ def test_source_port_for_spine_steers_the_flow():
     for spine in range(2):
         sport = source_port_for_spine(plan, FiveTuple(a.ip, b.ip), spine)
         assert predict_path(plan, FiveTuple(a.ip, b.ip, 17, sport, 4791))[2] == f"sp{spine}"
+
+
+def test_port_search_wraps_skips_and_follows_the_group():
+    plan = AddressPlan(SPEC)
+    a, b = plan.server("b0h0").nics[0], plan.server("b1h1").nics[0]
+    flow = FiveTuple(a.ip, b.ip)
+    lo, hi = PORT_RANGE
+    assert list(ports_from(hi - 1))[:3] == [hi - 1, hi, lo] and len(set(ports_from(hi))) == hi - lo + 1
+    with pytest.raises(ValueError, match="starts in 49152..65535"):
+        ports_from(1024)
+    first = source_port_for_spine(plan, flow, 0)
+    again = source_port_for_spine(plan, flow, 0, avoid={first})
+    assert again > first and uplink(plan, FiveTuple(a.ip, b.ip, sport=again)) == 0
+    # A group of the spines in the other order flips a two-spine choice; a one-member
+    # group takes every port, so the search returns where it starts.
+    assert uplink(plan, FiveTuple(a.ip, b.ip, sport=first), (1, 0)) == 1
+    assert source_port_for_spine(plan, flow, 1, start=hi, members=(1,)) == hi
+    assert predict_path(plan, FiveTuple(a.ip, b.ip, sport=hi), (1,)) == path_via(plan, flow, 1)
+    with pytest.raises(ValueError, match="not in the ECMP group"):
+        source_port_for_spine(plan, flow, 0, members=(1,))
 
 
 def test_ecn_steps_follow_the_red_profile():

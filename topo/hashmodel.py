@@ -10,19 +10,31 @@ i.e. BMv2 serialises the field list MSB first, back to back (32+32+32+8+16+16 bi
 17 bytes), runs the algorithm over those bytes and takes ``result % size``. The L4
 ports are the UDP ports, 0 for any other protocol. GOR and the TCCL agents use this
 module to predict paths and to choose source ports; tests check it against the engine.
+
+It owns the steering facts everyone shares: the source-port range (`PORT_RANGE`), the
+path of a flow given its leaf's ECMP group (`uplink`, `predict_path`) and the search
+for a source port that lands on a spine (`source_port_for_spine`). GOR
+(`controller.paths`) and the agents (`tccl.ports`) only add where the group comes
+from: the controller's routes with failed cables, the document GOR publishes.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass
 
 from topo.addressing import AddressPlan
+from topo.headers import PROTO_UDP, ROCE_UDP_PORT, Header
 
-PROTO_UDP = 17
+# Source ports the agents and GOR choose from: IANA's dynamic range (RFC 6335), where a
+# stock RoCE stack draws its random ports too.
+PORT_RANGE = (49152, 65535)
+# The data plane's hash input in field-list order, (name, bits) -- also published to the
+# agents (controller.publish) so that they can check they hash what the switches hash.
+HASH_FIELDS = (("salt", 32), ("src_ip", 32), ("dst_ip", 32), ("proto", 8), ("sport", 16), ("dport", 16))
+_HASH_INPUT = Header("ecmp_hash_input", HASH_FIELDS).struct()
 
 
 def _crc16_arc(data: bytes) -> int:
@@ -52,14 +64,14 @@ class FiveTuple:
     dst: str
     proto: int = PROTO_UDP
     sport: int = 0
-    dport: int = 4791
+    dport: int = ROCE_UDP_PORT
 
 
 def hash_input(salt: int, flow: FiveTuple) -> bytes:
     """The 17 bytes the data plane hashes, in field-list order."""
     sport, dport = (flow.sport, flow.dport) if flow.proto == PROTO_UDP else (0, 0)
-    return struct.pack("!I4s4sBHH", salt, ipaddress.IPv4Address(flow.src).packed,
-                       ipaddress.IPv4Address(flow.dst).packed, flow.proto, sport, dport)
+    return _HASH_INPUT.pack(salt, int(ipaddress.IPv4Address(flow.src)),
+                            int(ipaddress.IPv4Address(flow.dst)), flow.proto, sport, dport)
 
 
 def ecmp_index(algorithm: str, salt: int, flow: FiveTuple, size: int) -> int:
@@ -74,28 +86,69 @@ def ecmp_index(algorithm: str, salt: int, flow: FiveTuple, size: int) -> int:
     return (fn(hash_input(salt, flow)) % size) & 0xFFFF
 
 
-def predict_path(plan: AddressPlan, flow: FiveTuple) -> list[str]:
+def ports_from(start: int) -> Iterator[int]:
+    """Every port of `PORT_RANGE` once, from ``start`` up, wrapping around to the range's
+    first port (searches started at different points hand out different ports)."""
+    lo, hi = PORT_RANGE
+    if not lo <= start <= hi:
+        raise ValueError(f"a source-port search starts in {lo}..{hi}, got {start}")
+    span = hi - lo + 1
+    return (lo + (start - lo + i) % span for i in range(span))
+
+
+def _group(plan: AddressPlan, members: Sequence[int] | None) -> Sequence[int]:
+    """The spines of an ECMP group in member order; None: every spine (no failed cable)."""
+    return range(plan.spec.spines) if members is None else members
+
+
+def uplink(plan: AddressPlan, flow: FiveTuple, members: Sequence[int] | None = None) -> int:
+    """The spine number ``flow`` leaves its source leaf by: member ``hash % len(members)``
+    of the leaf's ECMP group for the destination, ``members`` being the group's spines
+    in order (default: every spine, the fabric with no failed cable)."""
+    group = _group(plan, members)
+    salt = plan.switch(plan.nic(flow.src).leaf).salt
+    return group[ecmp_index(plan.spec.ecmp_hash, salt, flow, len(group))]
+
+
+def path_via(plan: AddressPlan, flow: FiveTuple, spine: int | None) -> list[str]:
+    """The nodes a packet of ``flow`` visits going up spine number ``spine``: source
+    server, leaf, spine, leaf, server; with ``spine`` None (source and destination on one
+    leaf) the leaf delivers it directly: server, leaf, server."""
+    src, dst = plan.nic(flow.src), plan.nic(flow.dst)
+    if spine is None:
+        return [src.server, src.leaf, dst.server]
+    return [src.server, src.leaf, plan.spines[spine].name, dst.leaf, dst.server]
+
+
+def predict_path(plan: AddressPlan, flow: FiveTuple, members: Sequence[int] | None = None) -> list[str]:
     """The nodes a packet of ``flow`` visits: source server, leaf, [spine, leaf,] server.
 
     The packet enters the fabric at the leaf of its source NIC; a destination on the
-    same leaf is delivered directly, anything else goes up the spine the hash picks.
+    same leaf is delivered directly, anything else goes up the spine the hash picks
+    among ``members`` (see `uplink`).
     """
-    src, dst = plan.nic(flow.src), plan.nic(flow.dst)
-    first = plan.switch(src.leaf)
-    if src.leaf == dst.leaf:
-        return [src.server, first.name, dst.server]
-    k = ecmp_index(plan.spec.ecmp_hash, first.salt, flow, plan.spec.spines)
-    return [src.server, first.name, plan.spines[k].name, dst.leaf, dst.server]
+    if plan.nic(flow.src).leaf == plan.nic(flow.dst).leaf:
+        return path_via(plan, flow, None)
+    return path_via(plan, flow, uplink(plan, flow, members))
 
 
-def source_port_for_spine(plan: AddressPlan, flow: FiveTuple, spine: int,
-                          start: int = 49152) -> int:
-    """The first UDP source port >= ``start`` whose flow crosses spine number ``spine``
-    (what GOR and the agents use to steer a flow; raises if no port in range does)."""
-    src = plan.nic(flow.src)
-    salt = plan.switch(src.leaf).salt
-    for sport in range(start, 65536):
+def source_port_for_spine(plan: AddressPlan, flow: FiveTuple, spine: int, start: int = PORT_RANGE[0],
+                          avoid: Container[int] = frozenset(), members: Sequence[int] | None = None) -> int:
+    """The first UDP source port from ``start`` (`ports_from`: through `PORT_RANGE`,
+    wrapping around) whose flow -- ``flow`` with that source port -- leaves its source
+    leaf by spine number ``spine`` of the ECMP group ``members`` (see `uplink`); ports in
+    ``avoid`` are skipped. What GOR and the agents steer a flow with; raises if the
+    group does not hold the spine or no port of the range lands on it."""
+    group = _group(plan, members)
+    if spine not in group:
+        raise ValueError(f"spine {spine} is not in the ECMP group {list(group)} of {flow.src}->{flow.dst}")
+    want = group.index(spine)
+    salt = plan.switch(plan.nic(flow.src).leaf).salt
+    for sport in ports_from(start):
+        if sport in avoid:
+            continue
         candidate = FiveTuple(flow.src, flow.dst, PROTO_UDP, sport, flow.dport)
-        if ecmp_index(plan.spec.ecmp_hash, salt, candidate, plan.spec.spines) == spine:
+        if ecmp_index(plan.spec.ecmp_hash, salt, candidate, len(group)) == want:
             return sport
-    raise ValueError(f"no UDP source port in {start}..65535 maps {flow.src}->{flow.dst} onto spine {spine}")
+    lo, hi = PORT_RANGE
+    raise ValueError(f"no UDP source port in {lo}..{hi} maps {flow.src}->{flow.dst} onto spine {spine}")

@@ -1,0 +1,66 @@
+"""The frame layout (topo.headers) is astral.p4's, field for field, and what it derives
+-- offsets, shifts, masks, struct formats -- reads the fields Scapy writes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from scapy.contrib.roce import AETH as ScapyAETH
+from scapy.contrib.roce import BTH as ScapyBTH
+from scapy.layers.inet import IP, UDP as ScapyUDP
+from scapy.layers.l2 import Ether
+
+from fabric_sim import PROGRAM, compiled
+from topo import headers
+from topo.headers import AETH, BTH, ETHERNET, IPV4, PACKET_IN, UDP, Header
+
+
+@pytest.mark.parametrize("header", [PACKET_IN, ETHERNET, IPV4, UDP, BTH], ids=lambda h: h.name)
+def test_headers_are_astral_p4s(header):
+    types = {t["name"]: [(f, bits) for f, bits, _signed in t["fields"]] for t in compiled("crc32")["header_types"]}
+    assert list(header.fields) == types[f"{header.name}_t"]
+
+
+def test_next_header_numbers_are_astral_p4s():
+    consts = {name: int(value, 0) for name, value in
+              re.findall(r"^const bit<\d+>\s+(\w+)\s*=\s*(\w+);", PROGRAM.read_text(), re.M)}
+    assert (consts["TYPE_IPV4"], consts["PROTO_UDP"], consts["ROCE_V2_PORT"], consts["BTH_OPCODE_CNP"]) == \
+        (headers.ETHERTYPE_IPV4, headers.PROTO_UDP, headers.ROCE_UDP_PORT, headers.CNP)
+
+
+def test_derived_offsets_read_what_scapy_writes():
+    frame = bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+                  / IP(src="10.0.0.1", dst="10.1.2.3", tos=(46 << 2) | 3, ttl=17)
+                  / ScapyUDP(sport=51234, dport=4791)
+                  / ScapyBTH(opcode=0x0A, dqpn=0xABCDEF, psn=0x123456, ackreq=1, becn=1)
+                  / ScapyAETH(syndrome=0x60, msn=0x654321))
+    assert (ETHERNET.length, IPV4.length, UDP.length, BTH.length, AETH.length) == (14, 20, 8, 12, 4)
+    assert ETHERNET.struct("etherType").unpack_from(frame)[0] == headers.ETHERTYPE_IPV4
+    ip = frame[ETHERNET.length:]
+    vihl, tos, ttl, proto, src = IPV4.struct(("version", "ihl"), ("dscp", "ecn"), "ttl", "protocol", "srcAddr",
+                                             raw={"srcAddr"}).unpack_from(ip)
+    assert (vihl >> IPV4.shift("version"), vihl & IPV4.mask("ihl")) == (4, 5)
+    assert (tos >> IPV4.shift("dscp"), tos & IPV4.mask("ecn"), ttl, proto) == (46, 3, 17, headers.PROTO_UDP)
+    assert src == bytes([10, 0, 0, 1]) and ip[IPV4.span("dstAddr")] == bytes([10, 1, 2, 3])
+    udp = ip[IPV4.length:]
+    assert UDP.struct("srcPort", "dstPort").unpack(udp[:4]) == (51234, headers.ROCE_UDP_PORT)
+    bth = udp[UDP.length:]
+    opcode, fecn_qp, psn_word = BTH.struct("opcode", ("fecn", "destQP"), ("ackRequest", "psn")).unpack_from(bth)
+    assert (opcode, fecn_qp & BTH.mask("destQP"), psn_word & BTH.mask("psn")) == (0x0A, 0xABCDEF, 0x123456)
+    assert psn_word >> BTH.shift("ackRequest", "psn") == 1
+    assert bth[BTH.offset("becn")] >> BTH.shift("becn") & BTH.mask("becn") == 1
+    word = AETH.struct(("syndrome", "msn")).unpack_from(bth, BTH.length)[0]
+    assert (word >> AETH.shift("syndrome", "msn"), word & AETH.mask("msn")) == (0x60, 0x654321)
+    assert PACKET_IN.struct().format == "!HHII" and PACKET_IN.length == 12
+
+
+def test_bad_declarations_and_reads_are_named():
+    with pytest.raises(ValueError, match="header odd: 12 bits"):
+        Header("odd", [("a", 4), ("b", 8)])
+    with pytest.raises(ValueError, match="repeated"):
+        Header("twice", [("a", 8), ("a", 8)])
+    with pytest.raises(KeyError, match="header udp has no field 'sport'; it has srcPort"):
+        UDP.offset("sport")
+    with pytest.raises(ValueError, match="header ipv4: 'ecn' shares bytes"):
+        IPV4.struct("dscp", "ecn")
