@@ -83,15 +83,6 @@ def wrap(node: dict, t: T.Type) -> dict:
     return expr_node("&", node, hex_node(mask(bt.width), bt.width))
 
 
-def enum_member(e: ast.Expr) -> Optional[str]:
-    """``HashAlgorithm.crc16`` -> "crc16" (also for a bare resolved member)."""
-    if isinstance(e, ast.MemberExpr):
-        return e.member
-    if isinstance(e, ast.PathExpr) and isinstance(e.ref, ast.EnumMember):
-        return e.ref.name
-    return None
-
-
 def valid_node(h: Any) -> dict:
     if isinstance(h, HeaderLoc):
         return d2b({"type": "field", "value": [h.name, "$valid$"]})
