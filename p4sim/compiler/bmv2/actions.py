@@ -15,8 +15,8 @@ from p4sim.compiler.bmv2.context import ActionValue, Context, ordered_args
 from p4sim.compiler.bmv2.expressions import to_data
 from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import ConstLoc, ParamLoc, ValueLoc, scalar_width
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 from p4sim.compiler.midend.controlplane import CPAction
 
 

@@ -23,9 +23,9 @@ from p4sim.compiler import ast
 from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.jsonutil import NameGen
 from p4sim.compiler.bmv2.storage import ConstLoc, Layout, base_type
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
 from p4sim.compiler.midend import Design
-from p4sim.compiler.midend.constfold import const_value
 from p4sim.compiler.midend.controlplane import CPCounter, CPMeter, CPRegister, ControlPlane
 from p4sim.compiler.midend.names import control_plane_name
 

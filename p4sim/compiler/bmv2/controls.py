@@ -29,8 +29,8 @@ from p4sim.compiler.bmv2.jsonutil import hex_node, hexstr, source_info
 from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import ConstLoc, scalar_width
 from p4sim.compiler.bmv2.tables import DEFAULT_TABLE_SIZE, convert_table
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 
 
 class ControlLowerer:

@@ -19,8 +19,8 @@ from p4sim.compiler.bmv2.context import ExternValue, enum_member, ordered_args
 from p4sim.compiler.bmv2.jsonutil import as_param, hex_node, hexstr
 from p4sim.compiler.bmv2.primitives import PrimitiveLowerer
 from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StructLoc, scalar_width
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 from p4sim.compiler.midend.controlplane import CPDigest
 
 HASH_ALGORITHMS = {"crc32", "crc32_custom", "crc16", "crc16_custom", "random", "identity", "csum16", "xor16"}

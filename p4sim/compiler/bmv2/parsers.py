@@ -24,8 +24,8 @@ from p4sim.compiler.bmv2.expressions import lookahead_field
 from p4sim.compiler.bmv2.jsonutil import as_param, mask, nbytes
 from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StackLoc, scalar_width
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 from p4sim.compiler.midend.controlplane import CPValueSet
 from p4sim.compiler.midend.names import control_plane_name
 

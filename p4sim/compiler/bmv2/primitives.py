@@ -18,8 +18,8 @@ from p4sim.compiler.bmv2.context import Scope
 from p4sim.compiler.bmv2.expressions import ExprLowerer
 from p4sim.compiler.bmv2.jsonutil import as_param, expr_node, hex_node, mask, source_info
 from p4sim.compiler.bmv2.storage import DynFieldLoc, FieldLoc, base_type, scalar_width
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 
 
 class PrimitiveLowerer(ExprLowerer):

@@ -20,10 +20,10 @@ from p4sim.compiler.bmv2.ordering import put_in_reading_order, renumber_actions
 from p4sim.compiler.bmv2.parsers import ParserLowerer
 from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import FieldLoc, HeaderLoc, StackLoc, StructLoc, UnionLoc, base_type
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
 from p4sim.compiler.midend import Design
 from p4sim.compiler.midend.blocks import BlockInstance
-from p4sim.compiler.midend.constfold import const_value
 from p4sim.compiler.midend.controlplane import CPControllerHeader, ControlPlane
 from p4sim.compiler.midend.names import annotation_string, local_name
 

@@ -25,8 +25,8 @@ from p4sim.compiler.bmv2.storage import (
     ConstLoc, DynFieldLoc, DynHeaderLoc, FieldLoc, HeaderLoc, ParamLoc, StackLoc, StructLoc, UnionLoc,
     ValueLoc, base_type, scalar_width,
 )
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 
 
 class StmtLowerer(PrimitiveLowerer):

@@ -22,8 +22,8 @@ from p4sim.compiler.bmv2.expressions import ExprLowerer
 from p4sim.compiler.bmv2.jsonutil import hexstr, mask, source_info
 from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import FieldLoc, HeaderLoc, scalar_width
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 from p4sim.compiler.midend.controlplane import (
     CPActionProfile, CPActionRef, CPCounter, CPMatchField, CPMeter, CPTable,
 )
