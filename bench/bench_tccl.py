@@ -1,9 +1,9 @@
 """Ring AllReduce busbw on the default fabric with random vs hash-orthogonal source
-ports, and the share of random port draws that collide (see tccl/bench.py for how)."""
+ports, and the share of random port draws that collide (see bench/port_modes.py for how)."""
 
 from __future__ import annotations
 
-from tccl.bench import allreduce_port_modes, port_spread
+from bench.port_modes import allreduce_port_modes, port_spread
 
 
 def run() -> dict[str, float]:

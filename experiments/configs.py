@@ -2,7 +2,7 @@
 
 Every configuration runs the same job: the ranks of every NIC of the fabric, listed in
 the order a naive hostfile gives them -- servers alternating between blocks, as
-`tccl.bench.interleaved_order` lays out -- running a trace (compute phases and
+`interleaved_order` lays out -- running a trace (compute phases and
 collectives), with NVLink between the ranks of a server. They differ in what the
 library and the controller do with it:
 
@@ -25,7 +25,6 @@ from pathlib import Path
 
 import yaml
 
-from tccl.bench import interleaved_order
 from tccl.job import Job, Transport, Workload, job_from_fabric, renumbered
 from tccl.trace import load_trace
 
@@ -94,6 +93,27 @@ def prepare_trace(trace: str | Path, out: str | Path, iterations: int | None = N
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     load_trace(path)
     return path
+
+
+def interleaved_order(job: Job) -> list[int]:
+    """Old rank numbers in a naive hostfile's order: servers alternating between blocks,
+    rails snaked per server (the ring `bench.port_modes` measures, too)."""
+    servers: dict[str, list] = {}
+    for r in job.ranks:
+        servers.setdefault(r.server, []).append(r)
+    by_block: dict[int, list[str]] = {}
+    for name, members in servers.items():
+        by_block.setdefault(members[0].block, []).append(name)
+    ordered = []
+    for i in range(max(len(v) for v in by_block.values())):
+        for block in sorted(by_block):
+            if i < len(by_block[block]):
+                ordered.append(by_block[block][i])
+    order = []
+    for k, name in enumerate(ordered):
+        members = sorted(servers[name], key=lambda r: r.rail, reverse=bool(k % 2))
+        order.extend(r.rank for r in members)
+    return order
 
 
 def build_job(spec_file: str | Path, trace_file: str | Path, config: Config, seed: int) -> Job:

@@ -24,6 +24,8 @@ from typing import Any, Mapping
 import yaml
 
 from tccl.dcqcn import DcqcnParams, Scale
+from tccl.ranks import OPS, JobError, RankInfo
+from tccl.trace import load_trace
 from topo.spec import DEFAULT_TIME_FACTOR, FabricSpec, NvlinkLink, SpecError, load_spec
 
 # QP numbers: the QP's index within its connection in bits 21-23, bit 20 set (QPN 0
@@ -31,28 +33,9 @@ from topo.spec import DEFAULT_TIME_FACTOR, FabricSpec, NvlinkLink, SpecError, lo
 # each -- so a job holds at most 1024 ranks and a connection at most 8 QPs.
 MAX_RANKS = 1024
 MAX_QPS = 8
-OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
 ORDERS = ("rail", "input")
 ALGOS = ("ring", "tree")
 PORT_MODES = ("random", "orthogonal")
-
-
-class JobError(ValueError):
-    """A job file that cannot run; the message names the file and the key."""
-
-
-@dataclass(frozen=True)
-class RankInfo:
-    """One rank: a rail NIC of a server (the "GPU" behind it)."""
-
-    rank: int
-    server: str
-    block: int
-    rail: int
-    iface: str
-    ip: str
-    mac: str
-    gateway_mac: str          # destination MAC of every frame this NIC sends (first hop)
 
 
 @dataclass(frozen=True)
@@ -271,7 +254,6 @@ def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> 
         if len(set(w.pairs)) != len(w.pairs) or not w.pairs:
             fail("workload.pairs", "a non-empty list of distinct (sender, receiver) pairs")
     if w.trace is not None:
-        from tccl.trace import load_trace
         load_trace(w.trace)             # fail here, naming the trace file, not in the agents
     seen: dict[str, int] = {}
     for r in ranks:

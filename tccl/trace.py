@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from tccl.job import OPS, JobError, RankInfo
+from tccl.ranks import OPS, JobError, RankInfo
 
 GROUPS = ("tp", "dp", "pp", "all")
 

@@ -369,6 +369,19 @@ def test_sub_control_instance_applied_twice_is_inlined_twice(tmp_path):
     assert info.value.kind == "unsupported" and info.value.pos.line > 0
 
 
+
+def test_condition_decided_by_a_constant_operand_is_folded(tmp_path):
+    """``DEBUG && x`` with ``DEBUG`` false is false whatever ``x`` is (p4c folds it and
+    drops the branch); ``true || x`` likewise is true: no conditional is emitted."""
+    j = build(tmp_path, program(top="const bool DEBUG = false;", apply="""
+        if (DEBUG && hdr.ipv4.isValid()) { hdr.ipv4.ttl = 1; } else { hdr.ipv4.ttl = 2; }
+        if (!DEBUG || hdr.ipv4.isValid()) { hdr.ipv4.protocol = 3; }"""))
+    p = pipeline(j)
+    assert p["conditionals"] == []
+    assert sorted(prims(j, t["actions"][0]) for t in p["tables"]) == \
+        [["assign(ipv4.protocol, 0x03)"], ["assign(ipv4.ttl, 0x02)"]]
+
+
 # ------------------------------------------------------------------ parser
 
 
@@ -542,6 +555,18 @@ def test_rejected_programs_name_the_problem(tmp_path, apply, message):
     with pytest.raises(CompileError, match=message) as info:
         build(tmp_path, src)
     assert info.value.pos.line > 0
+
+
+
+def test_stack_last_index_is_not_a_constant(tmp_path):
+    """``lastIndex`` follows ``nextIndex`` at run time: where the language demands a
+    constant it is rejected, not taken as ``size - 1``."""
+    src = program(headers="ethernet_t ethernet; vlan_t[2] vlans; ipv4_t ipv4;",
+                  parser="state start { pkt.extract(hdr.vlans.next); "
+                         "hdr.ethernet.etherType = hdr.ethernet.etherType[hdr.vlans.lastIndex:0]; "
+                         "transition accept; }")
+    with pytest.raises(CompileError, match="a slice bound must be a compile-time constant"):
+        build(tmp_path, src)
 
 
 # ------------------------------------------------------------------ p4c golden

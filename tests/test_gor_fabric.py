@@ -22,10 +22,10 @@ import pytest
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is None,
                                 reason="needs root and Mininet")
 
+from bench.gor_scenario import endpoints, loop_steps, measure_loop, two_flow_job, wait_cleared  # noqa: E402
 from controller.events import loop_latencies, read_events  # noqa: E402
 from controller.gor import Gor, GorConfig, default_thresholds  # noqa: E402
 from controller.paths import predict  # noqa: E402
-from controller.scenario import endpoints, loop_steps, measure_loop, two_flow_job, wait_cleared  # noqa: E402
 from topo.freeports import free_port_base  # noqa: E402
 from topo.hashmodel import FiveTuple  # noqa: E402
 from topo.net import Fabric  # noqa: E402
@@ -148,7 +148,7 @@ def finish(gor: Gor) -> None:
 def test_two_elephants_on_one_uplink_are_split_and_the_alarm_clears(fabric: Fabric, gor: Gor) -> None:
     """A balanced run first: no move, and each flow's rate alone on its path -- its
     fair rate on this machine. Then REPEATS runs with both flows on sp0; then the
-    benchmark's measurement (`controller.scenario.measure_loop`) once."""
+    benchmark's measurement (`bench.gor_scenario.measure_loop`) once."""
     plan = fabric.plan
     assert gor.jobs is not None
     balanced = two_flow_job(plan, (0, 1), ITERS, SENDER_MBPS, "balanced")[0]

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from topo.spec import load_spec
-from tccl.job import JobError, Transport, Workload, job_from_fabric, load_job, parse_job, qpn, qpn_ranks
+from tccl.job import Transport, Workload, job_from_fabric, load_job, parse_job, qpn, qpn_ranks
+from tccl.ranks import JobError
 
 FABRIC = Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "default.yaml"
 RANK = {"server": "h", "block": 0, "rail": 0, "iface": "eth0", "ip": "10.0.0.1",

@@ -121,7 +121,7 @@ def test_random_ports_collide_like_k_factorial_over_k_to_the_k():
 
 
 def test_bench_port_spread_figures():
-    from tccl.bench import port_spread
+    from bench.port_modes import port_spread
 
     fig = port_spread(FABRICS / "default.yaml", trials=100)
     assert fig["ports_orthogonal_perfect_frac"] == 1.0

@@ -10,7 +10,8 @@ import pytest
 from tccl import trace as T
 from tccl.agent import _run_trace, workload_flows
 from tccl.engine import Engine
-from tccl.job import Job, JobError, RankInfo, Transport, Workload, job_from_fabric
+from tccl.job import Job, Transport, Workload, job_from_fabric
+from tccl.ranks import JobError, RankInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 FABRIC = ROOT / "topo" / "fabrics" / "default.yaml"

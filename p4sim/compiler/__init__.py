@@ -5,13 +5,18 @@ The pipeline has p4c's shape, one package per stage:
 * front end (`frontend.load_program`): preprocess, parse, resolve names, type-check;
   the result is a typed `ast.Program`;
 * mid end (`midend/`): target-independent facts about the typed program -- the
-  v1model blocks and their instances, control-plane names, compile-time constants;
-* back end (`bmv2/`): lowering to the BMv2 JSON pipeline, one module per job --
-  `storage` (headers, stacks, unions, ``scalars``), `expressions` (P4 width
-  semantics), `statements` (primitives; inlining of actions and functions),
-  `externs`, `tables`, `controls` (apply blocks -> tables/conditionals, ``tbl_act``
-  synthesized tables, sub-control inlining), `parsers` (sub-parser inlining),
-  `ordering` (p4c's reading order and names), `program` (the whole document);
+  v1model blocks and their instances, control-plane names;
+* back end (`bmv2/`): lowering to the BMv2 JSON pipeline, one module per job, each
+  importing only those before it (and `jsonutil`) --
+  `storage` (headers, stacks, unions, ``scalars``), `context` (program-wide arrays,
+  scopes, instances), `expressions` (P4 width semantics), `primitives` (the
+  primitive list and field writes), `externs` (extern calls), `statements`
+  (inlining of actions and functions), `actions`, `tables`, `controls` (apply
+  blocks -> tables/conditionals, ``tbl_act`` synthesized tables, sub-control
+  inlining), `parsers` (sub-parser inlining), `ordering` (p4c's reading order and
+  names), `program` (the whole document);
+* `consteval` evaluates constant expressions for every stage (one evaluator, so a
+  constant has one value from the type checker to the JSON);
 * `p4info.py` builds the P4Runtime schema from the control-plane inventory the back
   end records (`midend.controlplane`), so JSON and P4Info always agree.
 

@@ -1,14 +1,23 @@
-"""Compile-time evaluation of constant expressions, with P4's width semantics.
+"""Compile-time evaluation of constant expressions, with P4's width semantics: the one
+constant evaluator of the compiler.
 
 The front end needs values where the language demands a constant: widths in
-``bit<W>``, header stack sizes, slice bounds, serializable enum values; the back end
-needs them for table sizes, entry keys and select cases. Expressions are evaluated
-over their resolved names (``PathExpr.ref`` to a `ConstDecl`, an `EnumMember`) and
-their types: a result of type ``bit<W>`` wraps modulo 2**W, ``int<W>`` is two's
-complement, an unsized integer is exact.
+``bit<W>``, header stack sizes, slice bounds, serializable enum values, tuple indices.
+The mid and back ends need plain integers wherever BMv2 JSON or P4Info holds a number
+(table and extern sizes, entry keys, select cases, shift amounts, constants inside
+expressions), and fold conditions known at compile time. All of them ask this module,
+so a constant has one value everywhere. Expressions are evaluated over their resolved
+names (``PathExpr.ref`` to a `ConstDecl`, an `EnumMember`) and their types: a result of
+type ``bit<W>`` wraps modulo 2**W, ``int<W>`` is two's complement, an unsized integer
+is exact.
+
+What is constant is what p4c's constant folding folds: ``false && x`` is false and
+``true || x`` is true whatever ``x`` is; a header stack's ``size`` is constant, its
+``lastIndex`` is not (it follows ``nextIndex`` at run time).
 
 `evaluate` raises `CompileError` when the expression is not constant; `try_evaluate`
-returns None instead.
+returns None instead; `const_value` is `try_evaluate` with booleans as 0/1, the form
+BMv2 JSON holds them in.
 """
 
 from __future__ import annotations
@@ -22,15 +31,7 @@ from p4sim.compiler.diagnostics import CompileError
 Value = Union[int, bool]
 
 
-class NotConstant(Exception):
-    """Internal: the expression depends on run-time state."""
-
-    def __init__(self, expr: ast.Expr):
-        super().__init__("not constant")
-        self.expr = expr
-
-
-# ---- P4's width arithmetic (shared with the mid end's midend.constfold) ----
+# ---- P4's width arithmetic ----
 
 
 def wrap(value: int, t: Optional[T.Type]) -> int:
@@ -65,30 +66,46 @@ def bit_slice(value: int, hi: int, lo: int) -> int:
     return (value >> lo) & ((1 << (hi - lo + 1)) - 1)
 
 
+def _width(t: Optional[T.Type]) -> Optional[int]:
+    """The bit width of a value of type ``t`` (a type definition by its base type;
+    a bool is one bit); None when it has none."""
+    if isinstance(t, T.NewT):
+        t = t.base
+    if isinstance(t, T.BitT):
+        return t.width
+    if isinstance(t, T.BoolT):
+        return 1
+    return None
+
+
 # ---- evaluation ----
+# The evaluator answers None for "not constant" rather than raising: the back end asks
+# about every expression it lowers and most are not constant, so that answer must be
+# cheap. Only `evaluate`, when it reports an error, looks for the operand to blame.
 
 
 def evaluate(e: ast.Expr, what: str = "value") -> Value:
-    """The value of constant expression ``e``; CompileError naming ``what`` if not."""
-    try:
-        return _eval(e)
-    except NotConstant as nc:
-        raise CompileError(f"{what} must be a compile-time constant", nc.expr.pos) from None
+    """The value of constant expression ``e``; CompileError naming ``what`` (at the
+    operand that is not constant) if it has none."""
+    v = _value(e)
+    if v is None:
+        raise CompileError(f"{what} must be a compile-time constant", _culprit(e).pos)
+    return v
 
 
 def try_evaluate(e: ast.Expr) -> Optional[Value]:
-    try:
-        return _eval(e)
-    except NotConstant:
-        return None
+    """The value of ``e``, or None when it is not known at compile time."""
+    return _value(e)
 
 
-def _int(e: ast.Expr) -> int:
-    v = _eval(e)
-    return int(v)
+def const_value(e: ast.Expr) -> Optional[int]:
+    """The integer value of ``e`` (booleans as 0/1; serializable enum members as their
+    value), or None when ``e`` is not known at compile time."""
+    v = _value(e)
+    return None if v is None else int(v)
 
 
-def _eval(e: ast.Expr) -> Value:
+def _value(e: ast.Expr) -> Optional[Value]:
     t = e.type
     if isinstance(e, ast.IntLit):
         if e.width is not None:
@@ -99,74 +116,109 @@ def _eval(e: ast.Expr) -> Value:
     if isinstance(e, (ast.PathExpr, ast.MemberExpr)):
         ref = e.ref
         if isinstance(ref, ast.ConstDecl):
-            v = _eval(ref.value)
-            return v if isinstance(v, bool) else wrap(v, t)
+            v = _value(ref.value)
+            return v if v is None or isinstance(v, bool) else wrap(v, t)
         if isinstance(ref, ast.EnumMember) and ref.value is not None:
-            return wrap(_int(ref.value), t)
-        if isinstance(e, ast.MemberExpr) and isinstance(e.expr.type, T.StackT):
-            if e.member == "size":
-                return e.expr.type.size
-            if e.member == "lastIndex":
-                return e.expr.type.size - 1
-        raise NotConstant(e)
+            v = _value(ref.value)
+            return None if v is None else wrap(int(v), t)
+        if isinstance(e, ast.MemberExpr) and e.member == "size" and isinstance(e.expr.type, T.StackT):
+            return e.expr.type.size
+        return None
     if isinstance(e, ast.CastExpr):
-        v = _eval(e.expr)
-        if isinstance(t, T.BoolT):
-            return bool(v)
-        return wrap(int(v), t)
+        v = _value(e.expr)
+        if v is None:
+            return None
+        return bool(v) if isinstance(t, T.BoolT) else wrap(int(v), t)
     if isinstance(e, ast.UnaryExpr):
-        v = _eval(e.expr)
+        v = _value(e.expr)
+        if v is None:
+            return None
         if e.op == "!":
             return not v
         if e.op == "-":
             return wrap(-int(v), t)
         if e.op == "~":
-            if isinstance(t, T.BitT):
-                return wrap(~int(v), t)
-            raise NotConstant(e)
+            return wrap(~int(v), t)
         return v
     if isinstance(e, ast.TernaryExpr):
-        return _eval(e.then) if _eval(e.cond) else _eval(e.else_)
+        c = _value(e.cond)
+        return None if c is None else _value(e.then if c else e.else_)
     if isinstance(e, ast.SliceExpr):
-        return bit_slice(_int(e.expr), _int(e.hi), _int(e.lo))
+        v, hi, lo = _value(e.expr), _value(e.hi), _value(e.lo)
+        if v is None or hi is None or lo is None:
+            return None
+        return bit_slice(int(v), int(hi), int(lo))
     if isinstance(e, ast.BinaryExpr):
         return _binary(e)
-    raise NotConstant(e)
+    return None
 
 
-def _binary(e: ast.BinaryExpr) -> Value:
+_ARITHMETIC = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": lambda a, b: a // b, "%": lambda a, b: a % b, "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "<<": lambda a, b: a << b,
+    ">>": lambda a, b: a >> b,
+}
+_COMPARISONS = {
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    ">": lambda a, b: a > b, "<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b,
+}
+
+
+def _binary(e: ast.BinaryExpr) -> Optional[Value]:
     op = e.op
-    if op == "&&":
-        return bool(_eval(e.left)) and bool(_eval(e.right))
-    if op == "||":
-        return bool(_eval(e.left)) or bool(_eval(e.right))
-    a, b = _eval(e.left), _eval(e.right)
-    if op == "==":
-        return a == b
-    if op == "!=":
-        return a != b
+    a = _value(e.left)
+    if a is None:
+        return None
+    if op in ("&&", "||"):
+        if bool(a) == (op == "||"):  # false && x, true || x
+            return bool(a)
+        b = _value(e.right)
+        return None if b is None else bool(b)
+    b = _value(e.right)
+    if b is None:
+        return None
+    if op in _COMPARISONS:
+        return _COMPARISONS[op](a, b)
     a, b = int(a), int(b)
     t = e.type
-    if op == "<":
-        return a < b
-    if op == ">":
-        return a > b
-    if op == "<=":
-        return a <= b
-    if op == ">=":
-        return a >= b
     if op == "++":
-        rw = e.right.type.width if isinstance(e.right.type, T.BitT) else 0
-        return wrap((a << rw) | (b & ((1 << rw) - 1)), t)
+        lw, rw = _width(e.left.type), _width(e.right.type)
+        if rw is None:
+            return None
+        high = a & ((1 << lw) - 1) if lw else a
+        return wrap((high << rw) | (b & ((1 << rw) - 1)), t)
     if op in ("|+|", "|-|"):
         return saturate(a + b if op == "|+|" else a - b, t)
     if op in ("/", "%") and b == 0:
-        raise CompileError("division by zero", e.pos)
-    if op in ("&&&", ".."):
-        raise NotConstant(e)
-    result = {
-        "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-        "/": lambda: a // b, "%": lambda: a % b, "&": lambda: a & b, "|": lambda: a | b,
-        "^": lambda: a ^ b, "<<": lambda: a << b, ">>": lambda: a >> b,
-    }[op]()
-    return wrap(result, t)
+        raise CompileError("division by zero in a constant expression", e.pos)
+    if op not in _ARITHMETIC:  # ``&&&`` and ``..`` build keys, not values
+        return None
+    return wrap(_ARITHMETIC[op](a, b), t)
+
+
+def _culprit(e: ast.Expr) -> ast.Expr:
+    """What keeps ``e`` from being constant: its first operand, in evaluation order,
+    that is not constant itself, followed down; ``e`` when every operand is."""
+    for sub in _operands(e):
+        if _value(sub) is None:
+            return _culprit(sub)
+    return e
+
+
+def _operands(e: ast.Expr) -> tuple[ast.Expr, ...]:
+    if isinstance(e, (ast.PathExpr, ast.MemberExpr)):
+        ref = e.ref
+        if isinstance(ref, (ast.ConstDecl, ast.EnumMember)) and ref.value is not None:
+            return (ref.value,)
+        return ()
+    if isinstance(e, (ast.CastExpr, ast.UnaryExpr)):
+        return (e.expr,)
+    if isinstance(e, ast.TernaryExpr):
+        c = _value(e.cond)
+        return (e.cond,) if c is None else (e.then if c else e.else_,)
+    if isinstance(e, ast.SliceExpr):
+        return (e.expr, e.hi, e.lo)
+    if isinstance(e, ast.BinaryExpr):
+        return (e.left, e.right)
+    return ()

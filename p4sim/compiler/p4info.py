@@ -14,8 +14,8 @@ from typing import Optional
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 from p4sim.compiler.midend.controlplane import ControlPlane
 from p4sim.compiler.midend.names import annotation_string
 from p4sim.proto import p4i

@@ -5,7 +5,13 @@ learn lists, extern arrays, ...) and the control-plane inventory. A `Scope` maps
 declarations visible in one control/parser instance (or one inlined action/function
 body) to what they are in BMv2: storage (`storage.Loc`), an action, a table, an extern
 instance, a sub-control instance or the packet. Inlining a sub-control or an action is
-"lower its body in a new scope whose parameters are bound to the caller's arguments".
+"lower its body in a new scope whose parameters are bound to the caller's arguments"
+(`ordered_args` pairs them up).
+
+`instantiate` makes the value of an instantiation and the extern array it owns. It
+lives here, with the values and the arrays, because a scope creates a top-level
+instance the first time a name reaches it (`Context.global_value`), so that arrays
+are numbered in the order the program uses them.
 """
 
 from __future__ import annotations
@@ -16,12 +22,17 @@ from typing import Any, Optional
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.jsonutil import NameGen
-from p4sim.compiler.bmv2.storage import ConstLoc, Layout
+from p4sim.compiler.bmv2.storage import ConstLoc, Layout, base_type
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
 from p4sim.compiler.midend import Design
-from p4sim.compiler.midend.constfold import const_value
-from p4sim.compiler.midend.controlplane import ControlPlane
+from p4sim.compiler.midend.controlplane import CPCounter, CPMeter, CPRegister, ControlPlane
 from p4sim.compiler.midend.names import control_plane_name
+
+COUNTER_UNITS = {"packets": "PACKETS", "bytes": "BYTES", "packets_and_bytes": "BOTH"}
+METER_UNITS = {"packets": "PACKETS", "bytes": "BYTES"}
+# Externs whose instance makes no array of its own: the table that uses them does.
+DEFERRED = {"direct_counter", "direct_meter", "action_profile", "action_selector"}
 
 
 @dataclass
@@ -162,8 +173,6 @@ class Context:
         if isinstance(decl, ast.InstantiationDecl):
             v = self.globals.find(decl)
             if v is None:
-                from p4sim.compiler.bmv2.externs import instantiate
-
                 v = instantiate(self.globals, decl)
                 self.globals.bind(decl, v)
             return v
@@ -188,3 +197,96 @@ class Context:
         fid = len(self.field_lists) + 1
         self.field_lists.append({"id": fid, "name": name, "elements": elements})
         return fid
+
+
+def ordered_args(params: list[ast.Param], args: list[ast.Argument], pos: Any) -> list[Optional[ast.Expr]]:
+    """Arguments in parameter order (named arguments placed; defaults left None)."""
+    out: list[Optional[ast.Expr]] = [None] * len(params)
+    names = [p.name for p in params]
+    for i, a in enumerate(args):
+        if a.name is not None:
+            if a.name not in names:
+                raise CompileError(f"no parameter named '{a.name}'", a.pos)
+            out[names.index(a.name)] = a.value
+        elif i < len(out):
+            out[i] = a.value
+        else:
+            raise CompileError("too many arguments", a.pos)
+    for i, p in enumerate(params):
+        if out[i] is None and p.default is not None:
+            out[i] = p.default
+    return out
+
+
+# ---------------------------------------------------------------------- instances
+def enum_member(e: ast.Expr) -> Optional[str]:
+    """``HashAlgorithm.crc16`` -> "crc16" (also for a bare resolved member)."""
+    if isinstance(e, ast.MemberExpr):
+        return e.member
+    if isinstance(e, ast.PathExpr) and isinstance(e.ref, ast.EnumMember):
+        return e.ref.name
+    return None
+
+
+def const_arg(args: list[ast.Argument], i: int, what: str, pos: Any) -> int:
+    if i >= len(args):
+        raise CompileError(f"missing {what}", pos)
+    v = const_value(args[i].value)
+    if v is None:
+        raise CompileError(f"{what} must be a compile-time constant", args[i].value.pos)
+    return v
+
+
+def enum_arg(args: list[ast.Argument], i: int, what: str, pos: Any) -> str:
+    if i >= len(args):
+        raise CompileError(f"missing {what}", pos)
+    m = enum_member(args[i].value)
+    if m is None:
+        raise CompileError(f"{what} must be a constant", args[i].value.pos)
+    return m
+
+
+def direct_instance(scope: Scope, tn: ast.TypeNameExpr) -> BlockValue:
+    """The instance that ``T.apply(...)`` applies: like ``T() T;`` declared here (p4c
+    names it after the type)."""
+    t = scope.ctx.types.resolve(tn.type_ref)
+    if not isinstance(t, (T.ControlT, T.ParserT)):
+        raise CompileError("only controls and parsers can be applied by their type name", tn.pos)
+    name = f"{scope.prefix}.{t.decl.name}" if scope.prefix else t.decl.name
+    return BlockValue(t.decl, name, [], scope)
+
+
+def instantiate(scope: Scope, decl: ast.InstantiationDecl) -> Any:
+    """Create the BMv2 object for an instantiation in ``scope``."""
+    ctx = scope.ctx
+    t = ctx.types.resolve(decl.type_ref)
+    name = control_plane_name(decl, scope.prefix)
+    if isinstance(t, (T.ControlT, T.ParserT)):
+        return BlockValue(t.decl, name, list(decl.args), scope)
+    if not isinstance(t, T.ExternT):
+        raise CompileError(f"cannot instantiate '{decl.type_ref}'", decl.pos)
+    ev = ExternValue(decl, name, t, list(decl.args), scope)
+    kind, args, pos = t.name, decl.args, decl.pos
+    if kind == "counter":
+        size = const_arg(args, 0, "counter size", pos)
+        unit = COUNTER_UNITS.get(enum_arg(args, 1, "counter type", pos), "BOTH")
+        ctx.counter_arrays.append({"name": name, "id": len(ctx.counter_arrays), "is_direct": False, "size": size})
+        ctx.cp.add("counters", CPCounter(name, decl, unit, size))
+    elif kind == "meter":
+        size = const_arg(args, 0, "meter size", pos)
+        mtype = enum_arg(args, 1, "meter type", pos)
+        ctx.meter_arrays.append({"name": name, "id": len(ctx.meter_arrays), "is_direct": False, "size": size,
+                                 "rate_count": 2, "type": mtype})
+        ctx.cp.add("meters", CPMeter(name, decl, METER_UNITS.get(mtype, "BYTES"), size))
+    elif kind == "register":
+        size = const_arg(args, 0, "register size", pos)
+        if not t.args or not isinstance(base_type(t.args[0]), T.BitT):
+            raise CompileError("only registers of bit<W> or int<W> cells are supported", pos, "unsupported")
+        if size == 0:
+            raise CompileError("direct registers are not supported in bmv2", pos, "unsupported")
+        ctx.register_arrays.append({"name": name, "id": len(ctx.register_arrays), "size": size,
+                                    "bitwidth": base_type(t.args[0]).width})
+        ctx.cp.add("registers", CPRegister(name, decl, t.args[0], size))
+    elif kind not in DEFERRED:
+        raise CompileError(f"extern '{kind}' is not supported by the BMv2 back end", pos, "unsupported")
+    return ev

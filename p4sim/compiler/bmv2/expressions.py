@@ -25,8 +25,8 @@ from p4sim.compiler.bmv2.storage import (
     ConstLoc, DynFieldLoc, DynHeaderLoc, FieldLoc, HeaderLoc, ParamLoc, StackLoc, StructLoc,
     UnionLoc, ValueLoc, base_type, scalar_width,
 )
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 
 
 def const_node(value: int, t: T.Type) -> dict:
@@ -81,15 +81,6 @@ def wrap(node: dict, t: T.Type) -> dict:
     if bt.signed:
         return expr_node("two_comp_mod", node, hex_node(bt.width))
     return expr_node("&", node, hex_node(mask(bt.width), bt.width))
-
-
-def enum_member(e: ast.Expr) -> Optional[str]:
-    """``HashAlgorithm.crc16`` -> "crc16" (also for a bare resolved member)."""
-    if isinstance(e, ast.MemberExpr):
-        return e.member
-    if isinstance(e, ast.PathExpr) and isinstance(e.ref, ast.EnumMember):
-        return e.ref.name
-    return None
 
 
 def valid_node(h: Any) -> dict:

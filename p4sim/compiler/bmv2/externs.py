@@ -1,4 +1,5 @@
-"""v1model externs -> BMv2: instance arrays and the primitives their calls become.
+"""v1model extern calls -> the BMv2 primitives they become (their instances and arrays
+are made by `context.instantiate`).
 
 Follows p4c's simple_switch back end: ``counter.count(i)`` is ``count``,
 ``register.read`` is ``register_read``, ``hash(...)`` is
@@ -6,7 +7,7 @@ Follows p4c's simple_switch back end: ``counter.count(i)`` is ``count``,
 ``generate_digest`` over a learn list, ``clone`` is ``clone_ingress_pkt_to_egress``
 with a field list, ``random`` is ``modify_field_rng_uniform``. Direct counters and
 meters, action profiles and selectors only exist through the table that uses them
-(see `controls`).
+(see `tables`).
 """
 
 from __future__ import annotations
@@ -14,89 +15,19 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from p4sim.compiler import ast
-from p4sim.compiler import types as T
-from p4sim.compiler.bmv2.context import BlockValue, ExternValue, Scope
-from p4sim.compiler.bmv2.expressions import enum_member
+from p4sim.compiler.bmv2.context import ExternValue, enum_member, ordered_args
 from p4sim.compiler.bmv2.jsonutil import as_param, hex_node, hexstr
-from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
-from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StructLoc, base_type, scalar_width
+from p4sim.compiler.bmv2.primitives import PrimitiveLowerer
+from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StructLoc, scalar_width
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
-from p4sim.compiler.midend.controlplane import CPCounter, CPDigest, CPMeter, CPRegister
-from p4sim.compiler.midend.names import control_plane_name
+from p4sim.compiler.midend.controlplane import CPDigest
 
 HASH_ALGORITHMS = {"crc32", "crc32_custom", "crc16", "crc16_custom", "random", "identity", "csum16", "xor16"}
-COUNTER_UNITS = {"packets": "PACKETS", "bytes": "BYTES", "packets_and_bytes": "BOTH"}
-METER_UNITS = {"packets": "PACKETS", "bytes": "BYTES"}
-DEFERRED = {"direct_counter", "direct_meter", "action_profile", "action_selector"}
-
-
-def const_arg(args: list[ast.Argument], i: int, what: str, pos: Any) -> int:
-    if i >= len(args):
-        raise CompileError(f"missing {what}", pos)
-    v = const_value(args[i].value)
-    if v is None:
-        raise CompileError(f"{what} must be a compile-time constant", args[i].value.pos)
-    return v
-
-
-def enum_arg(args: list[ast.Argument], i: int, what: str, pos: Any) -> str:
-    if i >= len(args):
-        raise CompileError(f"missing {what}", pos)
-    m = enum_member(args[i].value)
-    if m is None:
-        raise CompileError(f"{what} must be a constant", args[i].value.pos)
-    return m
-
-
-def direct_instance(scope: Scope, tn: ast.TypeNameExpr) -> BlockValue:
-    """The instance that ``T.apply(...)`` applies: like ``T() T;`` declared here (p4c
-    names it after the type)."""
-    t = scope.ctx.types.resolve(tn.type_ref)
-    if not isinstance(t, (T.ControlT, T.ParserT)):
-        raise CompileError("only controls and parsers can be applied by their type name", tn.pos)
-    name = f"{scope.prefix}.{t.decl.name}" if scope.prefix else t.decl.name
-    return BlockValue(t.decl, name, [], scope)
-
-
-def instantiate(scope: Scope, decl: ast.InstantiationDecl) -> Any:
-    """Create the BMv2 object for an instantiation in ``scope``."""
-    ctx = scope.ctx
-    t = ctx.types.resolve(decl.type_ref)
-    name = control_plane_name(decl, scope.prefix)
-    if isinstance(t, (T.ControlT, T.ParserT)):
-        return BlockValue(t.decl, name, list(decl.args), scope)
-    if not isinstance(t, T.ExternT):
-        raise CompileError(f"cannot instantiate '{decl.type_ref}'", decl.pos)
-    ev = ExternValue(decl, name, t, list(decl.args), scope)
-    kind, args, pos = t.name, decl.args, decl.pos
-    if kind == "counter":
-        size = const_arg(args, 0, "counter size", pos)
-        unit = COUNTER_UNITS.get(enum_arg(args, 1, "counter type", pos), "BOTH")
-        ctx.counter_arrays.append({"name": name, "id": len(ctx.counter_arrays), "is_direct": False, "size": size})
-        ctx.cp.add("counters", CPCounter(name, decl, unit, size))
-    elif kind == "meter":
-        size = const_arg(args, 0, "meter size", pos)
-        mtype = enum_arg(args, 1, "meter type", pos)
-        ctx.meter_arrays.append({"name": name, "id": len(ctx.meter_arrays), "is_direct": False, "size": size,
-                                 "rate_count": 2, "type": mtype})
-        ctx.cp.add("meters", CPMeter(name, decl, METER_UNITS.get(mtype, "BYTES"), size))
-    elif kind == "register":
-        size = const_arg(args, 0, "register size", pos)
-        if not t.args or not isinstance(base_type(t.args[0]), T.BitT):
-            raise CompileError("only registers of bit<W> or int<W> cells are supported", pos, "unsupported")
-        if size == 0:
-            raise CompileError("direct registers are not supported in bmv2", pos, "unsupported")
-        ctx.register_arrays.append({"name": name, "id": len(ctx.register_arrays), "size": size,
-                                    "bitwidth": base_type(t.args[0]).width})
-        ctx.cp.add("registers", CPRegister(name, decl, t.args[0], size))
-    elif kind not in DEFERRED:
-        raise CompileError(f"extern '{kind}' is not supported by the BMv2 back end", pos, "unsupported")
-    return ev
 
 
 # ---------------------------------------------------------------------- methods
-def extern_method(lw: StmtLowerer, ev: ExternValue, method: str, c: ast.CallExpr) -> None:
+def extern_method(lw: PrimitiveLowerer, ev: ExternValue, method: str, c: ast.CallExpr) -> None:
     kind = ev.type.name
     args = [a.value for a in c.args]
     if kind == "counter" and method == "count":
@@ -124,7 +55,7 @@ def extern_method(lw: StmtLowerer, ev: ExternValue, method: str, c: ast.CallExpr
 
 
 # ---------------------------------------------------------------------- lists
-def flatten(lw: StmtLowerer, e: ast.Expr) -> list[Any]:
+def flatten(lw: PrimitiveLowerer, e: ast.Expr) -> list[Any]:
     """The leaves of a field list argument: Locs for storage, Exprs otherwise."""
     if isinstance(e, ast.ListExpr):
         return [x for el in e.elements for x in flatten(lw, el)]
@@ -141,7 +72,7 @@ def _flatten_loc(loc: Any) -> list[Any]:
     return [loc]
 
 
-def list_inputs(lw: StmtLowerer, e: ast.Expr, *, headers: bool, temps: bool, what: str) -> list[dict]:
+def list_inputs(lw: PrimitiveLowerer, e: ast.Expr, *, headers: bool, temps: bool, what: str) -> list[dict]:
     """Field-list JSON (``field``/``hexstr`` with ``bitwidth``/``header``) for ``e``;
     values that are not fields are first copied into temporaries when allowed."""
     out: list[dict] = []
@@ -168,7 +99,7 @@ def list_inputs(lw: StmtLowerer, e: ast.Expr, *, headers: bool, temps: bool, wha
     return out
 
 
-def create_calculation(lw: StmtLowerer, algo: str, data: ast.Expr, payload: bool = False,
+def create_calculation(lw: PrimitiveLowerer, algo: str, data: ast.Expr, payload: bool = False,
                        temps: bool = True) -> str:
     ctx = lw.ctx
     if algo not in HASH_ALGORITHMS:
@@ -181,7 +112,7 @@ def create_calculation(lw: StmtLowerer, algo: str, data: ast.Expr, payload: bool
     return name
 
 
-def preserved_field_list(lw: StmtLowerer, index: int) -> int:
+def preserved_field_list(lw: PrimitiveLowerer, index: int) -> int:
     """Id of field list ``field_list<index>``: user metadata fields tagged
     ``@field_list(index)`` (p4c's convention for *_preserving_field_list)."""
     ctx = lw.ctx
@@ -213,7 +144,7 @@ def list_id(fid: int) -> dict:
     return hex_node(fid, 32)
 
 
-def extern_function(lw: StmtLowerer, f: ast.ExternFunctionDecl, c: ast.CallExpr) -> None:
+def extern_function(lw: PrimitiveLowerer, f: ast.ExternFunctionDecl, c: ast.CallExpr) -> None:
     ctx = lw.ctx
     name = f.name
     args = ordered_args(f.proto.params, c.args, c.pos)

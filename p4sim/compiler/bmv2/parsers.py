@@ -16,15 +16,16 @@ from itertools import product
 from typing import Any, Optional
 
 from p4sim.compiler import ast
-from p4sim.compiler.bmv2.context import BlockValue, Context, PacketValue, Scope
+from p4sim.compiler.bmv2.context import (
+    BlockValue, Context, PacketValue, Scope, direct_instance, instantiate, ordered_args,
+)
 from p4sim.compiler.bmv2.controls import bind_ctor_params
 from p4sim.compiler.bmv2.expressions import lookahead_field
-from p4sim.compiler.bmv2.externs import direct_instance, instantiate
 from p4sim.compiler.bmv2.jsonutil import as_param, mask, nbytes
-from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
+from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StackLoc, scalar_width
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 from p4sim.compiler.midend.controlplane import CPValueSet
 from p4sim.compiler.midend.names import control_plane_name
 

@@ -13,18 +13,17 @@ from typing import Any
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
-from p4sim.compiler.bmv2.context import Context, PacketValue, Scope
+from p4sim.compiler.bmv2.context import Context, PacketValue, Scope, enum_member, ordered_args
 from p4sim.compiler.bmv2.controls import ControlLowerer, bind_ctor_params
 from p4sim.compiler.bmv2.externs import create_calculation
-from p4sim.compiler.bmv2.expressions import enum_member
 from p4sim.compiler.bmv2.ordering import put_in_reading_order, renumber_actions
 from p4sim.compiler.bmv2.parsers import ParserLowerer
-from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
+from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import FieldLoc, HeaderLoc, StackLoc, StructLoc, UnionLoc, base_type
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
 from p4sim.compiler.midend import Design
 from p4sim.compiler.midend.blocks import BlockInstance
-from p4sim.compiler.midend.constfold import const_value
 from p4sim.compiler.midend.controlplane import CPControllerHeader, ControlPlane
 from p4sim.compiler.midend.names import annotation_string, local_name
 

@@ -14,64 +14,26 @@ from typing import Any, Optional
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
-from p4sim.compiler.bmv2.context import ActionValue, BlockValue, ExternValue, FunctionValue, PacketValue, Scope, TableValue
-from p4sim.compiler.bmv2.expressions import ExprLowerer, const_node, to_data
-from p4sim.compiler.bmv2.jsonutil import as_param, expr_node, hex_node, mask, source_info
+from p4sim.compiler.bmv2.context import (
+    ActionValue, BlockValue, ExternValue, FunctionValue, PacketValue, Scope, TableValue, ordered_args,
+)
+from p4sim.compiler.bmv2.expressions import const_node, to_data
+from p4sim.compiler.bmv2.externs import extern_function, extern_method
+from p4sim.compiler.bmv2.jsonutil import as_param, expr_node, hex_node
+from p4sim.compiler.bmv2.primitives import PrimitiveLowerer
 from p4sim.compiler.bmv2.storage import (
     ConstLoc, DynFieldLoc, DynHeaderLoc, FieldLoc, HeaderLoc, ParamLoc, StackLoc, StructLoc, UnionLoc,
     ValueLoc, base_type, scalar_width,
 )
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 
 
-def ordered_args(params: list[ast.Param], args: list[ast.Argument], pos: Any) -> list[Optional[ast.Expr]]:
-    """Arguments in parameter order (named arguments placed; defaults left None)."""
-    out: list[Optional[ast.Expr]] = [None] * len(params)
-    names = [p.name for p in params]
-    for i, a in enumerate(args):
-        if a.name is not None:
-            if a.name not in names:
-                raise CompileError(f"no parameter named '{a.name}'", a.pos)
-            out[names.index(a.name)] = a.value
-        elif i < len(out):
-            out[i] = a.value
-        else:
-            raise CompileError("too many arguments", a.pos)
-    for i, p in enumerate(params):
-        if out[i] is None and p.default is not None:
-            out[i] = p.default
-    return out
-
-
-class StmtLowerer(ExprLowerer):
+class StmtLowerer(PrimitiveLowerer):
     def __init__(self, scope: Scope, parser: bool = False):
         super().__init__(scope, parser)
-        self.out: list[dict] = []
-        self.pos: Any = None  # of the statement being lowered, for source_info
         # one frame per inlined body: (jumps to patch at its end, result location)
         self.returns: list[tuple[list[dict], Any]] = []
-
-    # ------------------------------------------------------------------ output
-    def prim(self, op: str, params: list[dict]) -> dict:
-        p = {"op": op, "parameters": params}
-        info = source_info(self.pos)
-        if info is not None:
-            p["source_info"] = info
-        self.out.append({"op": "primitive", "parameters": [p]} if self.parser else p)
-        return p
-
-    def set_field(self, dst: Any, value: dict) -> None:
-        if isinstance(base_type(dst.type), T.VarbitT):
-            self.prim("assign_VL", [as_param(dst.node()), as_param(value)])
-            return
-        if self.parser and isinstance(dst, FieldLoc):
-            self.out.append({"op": "set", "parameters": [dst.node(), as_param(value)]})
-        else:
-            self.prim("assign", [as_param(dst.node()), as_param(value)])
-
-    def temp(self, t: T.Type, base: str = "tmp") -> FieldLoc:
-        return self.ctx.layout.scalar(base, t)
 
     # ------------------------------------------------------------------ statements
     def stmts(self, stmts: list[ast.Stmt]) -> None:
@@ -104,12 +66,6 @@ class StmtLowerer(ExprLowerer):
             self.switch_on_value(s)
         else:
             raise CompileError(f"statement not supported here ({type(s).__name__})", s.pos, "unsupported")
-
-    def require_const(self, e: ast.Expr) -> int:
-        v = const_value(e)
-        if v is None:
-            raise CompileError("expected a compile-time constant", e.pos)
-        return v
 
     def var_decl(self, s: ast.VarDecl) -> None:
         loc = self.scope.find(s)  # control-flow lowering pre-allocates its locals
@@ -218,22 +174,6 @@ class StmtLowerer(ExprLowerer):
 
     def assign_slice(self, lhs: ast.SliceExpr, rhs: ast.Expr) -> None:
         self.write_slice(lhs, self.data(rhs))
-
-    def write_slice(self, lhs: ast.SliceExpr, value: dict) -> None:
-        """``f[hi:lo] = v`` as ``f = (f & ~m) | ((v << lo) & m)`` (p4c's lowering);
-        a slice of a slice (``f[7:4][1:0]``) is the slice of ``f`` it denotes."""
-        hi, lo = self.require_const(lhs.hi), self.require_const(lhs.lo)
-        base = lhs.expr
-        while isinstance(base, ast.SliceExpr):
-            outer_lo = self.require_const(base.lo)
-            hi, lo = hi + outer_lo, lo + outer_lo
-            base = base.expr
-        dst = self.loc(base)
-        w = scalar_width(dst.type)
-        m = mask(hi - lo + 1) << lo
-        keep = expr_node("&", dst.node(), hex_node(mask(w) & ~m, w))
-        shifted = expr_node("<<", value, hex_node(lo)) if lo else value
-        self.set_field(dst, expr_node("|", keep, expr_node("&", shifted, hex_node(m, w))))
 
     def assign_to(self, dst: Any, rhs: ast.Expr) -> None:
         if isinstance(dst, (FieldLoc, DynFieldLoc)):
@@ -348,8 +288,6 @@ class StmtLowerer(ExprLowerer):
         if isinstance(t, ast.PathExpr):
             ref = t.ref
             if isinstance(ref, ast.ExternFunctionDecl):
-                from p4sim.compiler.bmv2.externs import extern_function
-
                 extern_function(self, ref, c)
                 return
             v = self.scope.lookup(ref, t)
@@ -379,8 +317,6 @@ class StmtLowerer(ExprLowerer):
                 self.prim("push" if m == "push_front" else "pop", [base.node(), hex_node(n)])
                 return
             if isinstance(base, ExternValue):
-                from p4sim.compiler.bmv2.externs import extern_method
-
                 extern_method(self, base, m, c)
                 return
             if isinstance(base, PacketValue):
@@ -459,11 +395,8 @@ class StmtLowerer(ExprLowerer):
                 self.invalidate(f)
 
     def copy_out(self, pending: list[tuple[Any, Any]]) -> None:
-        for target, tmp in pending:
-            if isinstance(target, ast.SliceExpr):
-                self.write_slice(target, tmp.node())
-            else:
-                self.set_field(target, tmp.node())
+        for p in pending:
+            self.finish_dest(p)
 
     def inline_body(self, scope: Scope, body: ast.BlockStmt, result: Any) -> None:
         saved = self.scope
@@ -518,29 +451,3 @@ class StmtLowerer(ExprLowerer):
             loc = self.call_result_loc(e)
             return self.loc_value(loc, e)
         return super().call_with_result(e)
-
-    # ------------------------------------------------------------------ helpers for externs
-    def field_dest(self, e: ast.Expr) -> tuple[dict, Any]:
-        """A field node for an ``out`` argument of a primitive; if ``e`` is not a plain
-        field, a temporary plus the location to copy it to afterwards."""
-        if isinstance(e, ast.DontCareExpr):
-            raise CompileError("'_' cannot receive a value here", e.pos, "unsupported")
-        if isinstance(e, ast.SliceExpr):
-            tmp = self.temp(e.type)
-            return tmp.node(), (e, tmp)
-        loc = self.loc(e)
-        if isinstance(loc, FieldLoc) and not isinstance(base_type(loc.type), T.BoolT):
-            return loc.node(), None
-        if isinstance(loc, (FieldLoc, DynFieldLoc)):
-            tmp = self.temp(e.type)
-            return tmp.node(), (loc, tmp)
-        raise CompileError("expected a field here", e.pos)
-
-    def finish_dest(self, pending: Any) -> None:
-        if pending is None:
-            return
-        target, tmp = pending
-        if isinstance(target, ast.SliceExpr):
-            self.write_slice(target, tmp.node())
-        else:
-            self.set_field(target, tmp.node())

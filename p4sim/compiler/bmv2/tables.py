@@ -10,27 +10,35 @@ table's ``match_type`` follows JSON_format.md: ``range`` if any key is range,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
-from p4sim.compiler.bmv2.context import ActionValue, ExternValue, TableValue
+from p4sim.compiler.bmv2.actions import action_id, bind_directional
+from p4sim.compiler.bmv2.context import (
+    COUNTER_UNITS, METER_UNITS, ActionValue, Context, ExternValue, TableValue, enum_arg, ordered_args,
+)
 from p4sim.compiler.bmv2.expressions import ExprLowerer
-from p4sim.compiler.bmv2.externs import COUNTER_UNITS, METER_UNITS, enum_arg
 from p4sim.compiler.bmv2.jsonutil import hexstr, mask, source_info
-from p4sim.compiler.bmv2.statements import StmtLowerer, ordered_args
+from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import FieldLoc, HeaderLoc, scalar_width
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 from p4sim.compiler.midend.controlplane import (
     CPActionProfile, CPActionRef, CPCounter, CPMatchField, CPMeter, CPTable,
 )
-
-if TYPE_CHECKING:
-    from p4sim.compiler.bmv2.controls import ControlLowerer
-
 DEFAULT_TABLE_SIZE = 1024  # p4c's default when a table has no size property
 MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional")
+
+
+class Pipeline(Protocol):
+    """What a table needs of the pipeline it is placed in (`controls.ControlLowerer`):
+    the program's context, the pipeline's action profiles, ids for new JSON objects."""
+
+    ctx: Context
+    action_profiles: list[dict]
+
+    def new_id(self, kind: str) -> int: ...
 
 
 def table_match_type(kinds: list[str]) -> str:
@@ -43,9 +51,7 @@ def table_match_type(kinds: list[str]) -> str:
     return "exact"
 
 
-def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dict]:
-    from p4sim.compiler.bmv2.controls import action_id, bind_directional, expr_text
-
+def convert_table(cl: Pipeline, tv: TableValue) -> tuple[list[dict], dict]:
     ctx, decl, scope, name = cl.ctx, tv.decl, tv.scope, tv.name
     lw = StmtLowerer(scope)
     keys: list[dict] = []
@@ -169,6 +175,23 @@ def convert_table(cl: "ControlLowerer", tv: TableValue) -> tuple[list[dict], dic
     return lw.out, table
 
 
+def expr_text(e: ast.Expr) -> str:
+    """Source-like text of a key expression (p4c names keys after their source)."""
+    if isinstance(e, ast.PathExpr):
+        return ("." if e.top_level else "") + e.name
+    if isinstance(e, ast.MemberExpr):
+        return f"{expr_text(e.expr)}.{e.member}"
+    if isinstance(e, ast.IndexExpr):
+        return f"{expr_text(e.expr)}[{expr_text(e.index)}]"
+    if isinstance(e, ast.CallExpr):
+        return f"{expr_text(e.target)}()"
+    if isinstance(e, ast.SliceExpr):
+        return f"{expr_text(e.expr)}[{expr_text(e.hi)}:{expr_text(e.lo)}]"
+    if isinstance(e, ast.IntLit):
+        return str(e.value)
+    return "key"
+
+
 def _key_name(k: ast.KeyElement) -> Optional[str]:
     for a in k.annotations:
         if a.name == "name" and a.args and isinstance(a.args[0], ast.StringLit):
@@ -227,7 +250,7 @@ def _instance(lw: StmtLowerer, e: ast.Expr, kinds: tuple[str, ...], prop: str) -
     return v
 
 
-def _action_profile(cl: "ControlLowerer", prof: ExternValue, table: str, selector_inputs: list[dict]) -> None:
+def _action_profile(cl: Pipeline, prof: ExternValue, table: str, selector_inputs: list[dict]) -> None:
     ctx = cl.ctx
     for ap in cl.action_profiles:
         if ap["name"] == prof.name:

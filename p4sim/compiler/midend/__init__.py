@@ -4,8 +4,10 @@ Passes, each one job:
 
 * `blocks`     -- find ``main`` and the six v1model blocks it is built from;
 * `typeref`    -- semantic types of declarations (parameters, locals, instances);
-* `constfold`  -- values of compile-time constant expressions;
 * `names`      -- control-plane names (``@name``, qualification by control).
+
+Values of constant expressions come from `p4sim.compiler.consteval`, the evaluator
+the front end uses too, so a constant has the same value in every stage.
 
 `analyse` runs them and returns a `Design`, the input of the BMv2 back end.
 `controlplane` holds the inventory the back end fills for the P4Info builder.

@@ -13,8 +13,8 @@ from typing import Optional
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
+from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
-from p4sim.compiler.midend.constfold import const_value
 
 _BASE = {
     "bool": T.BoolT(),

@@ -2,12 +2,13 @@
 
 The ring is the one a naive rank order gives when servers are listed alternating
 between blocks (b0h0, b1h0, b0h1, b1h1, ...; rails snaked inside each server, NVLink
-between a server's ranks): every hop between servers crosses blocks, so every leaf
-on the ring's rails sends ``servers_per_block`` concurrent flows up its uplinks -- as
-many as there are spines on the default fabric. Random ports then often share an
-uplink (each sharing flow gets half the rate, and the ring runs at its slowest hop);
-orthogonal ports never do. A flat ring's busbw is bounded by the link rate
-(nccl-tests' definition), so ``busbw / link rate`` (the slower of host links and
+between a server's ranks) -- `experiments.configs.interleaved_order`, the hostfile
+order of the experiments' stock configuration: every hop between servers crosses
+blocks, so every leaf on the ring's rails sends ``servers_per_block`` concurrent flows
+up its uplinks -- as many as there are spines on the default fabric. Random ports then
+often share an uplink (each sharing flow gets half the rate, and the ring runs at its
+slowest hop); orthogonal ports never do. A flat ring's busbw is bounded by the link
+rate (nccl-tests' definition), so ``busbw / link rate`` (the slower of host links and
 uplinks) is the fraction reported; header overhead caps it at 1024/1086 = 0.94.
 """
 
@@ -19,7 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tccl.job import Job, Transport, Workload, job_from_fabric, renumbered
+from experiments.configs import interleaved_order
+from tccl.job import Transport, Workload, job_from_fabric, renumbered
 from tccl.launch import run_on_fabric
 from topo.freeports import free_port_base
 
@@ -27,26 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FABRIC = ROOT / "topo" / "fabrics" / "default.yaml"
 SIZES = (64 * 1024, 256 * 1024, 1024 * 1024)
 SEEDS = (1, 2, 3)
-
-
-def interleaved_order(job: Job) -> list[int]:
-    """Old rank numbers: servers alternating between blocks, rails snaked per server."""
-    servers: dict[str, list] = {}
-    for r in job.ranks:
-        servers.setdefault(r.server, []).append(r)
-    by_block: dict[int, list[str]] = {}
-    for name, members in servers.items():
-        by_block.setdefault(members[0].block, []).append(name)
-    ordered = []
-    for i in range(max(len(v) for v in by_block.values())):
-        for block in sorted(by_block):
-            if i < len(by_block[block]):
-                ordered.append(by_block[block][i])
-    order = []
-    for k, name in enumerate(ordered):
-        members = sorted(servers[name], key=lambda r: r.rail, reverse=bool(k % 2))
-        order.extend(r.rank for r in members)
-    return order
 
 
 def allreduce_port_modes(spec_path: Path = DEFAULT_FABRIC, sizes: tuple[int, ...] = SIZES,
