@@ -9,7 +9,9 @@ up its uplinks -- as many as there are spines on the default fabric. Random port
 often share an uplink (each sharing flow gets half the rate, and the ring runs at its
 slowest hop); orthogonal ports never do. A flat ring's busbw is bounded by the link
 rate (nccl-tests' definition), so ``busbw / link rate`` (the slower of host links and
-uplinks) is the fraction reported; header overhead caps it at 1024/1086 = 0.94.
+uplinks) is the fraction reported; header overhead caps it at 4096/4154 = 0.986 (RoCE
+MTU 4096). The switches' fidelity over each mode's jobs is reported beside it
+(``allreduce_fidelity_p99_pkt_<mode>``, ``allreduce_faithful_<mode>``: 1 or 0).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from emulation.fidelity import switches_window
 from experiments.configs import interleaved_order
+from experiments.recorder import Recorder
 from tccl.job import Transport, Workload, job_from_fabric, renumbered
 from tccl.launch import run_on_fabric
 from topo.freeports import free_port_base
@@ -47,9 +51,11 @@ def allreduce_port_modes(spec_path: Path = DEFAULT_FABRIC, sizes: tuple[int, ...
         figures: dict[str, float] = {}
         bottleneck = min(spec.links.host_mbps, spec.links.uplink_mbps)
         fabric.start()
+        recorder = Recorder(fabric.plan, clock=fabric.clock)   # its fidelity snapshots only
         try:
             for mode in ("random", "orthogonal"):
                 per_size: dict[int, list[float]] = {s: [] for s in sizes}
+                before = recorder.fidelity()
                 for seed in seeds:
                     base = job_from_fabric(spec_file, Workload(op="allreduce", sizes=sizes, iters=2,
                                                                warmup=1, order="input", check=False),
@@ -59,10 +65,14 @@ def allreduce_port_modes(spec_path: Path = DEFAULT_FABRIC, sizes: tuple[int, ...
                     results = run_on_fabric(fabric, job, tmp_path / f"{mode}-{seed}", timeout=600)
                     for size in sizes:
                         per_size[size].append(_busbw(results, size) / bottleneck)
+                fidelity = switches_window(before, recorder.fidelity())
                 for size in sizes:
                     figures[f"allreduce_busbw_frac_{mode}_{size // 1024}K"] = statistics.mean(per_size[size])
                 figures[f"allreduce_busbw_frac_{mode}"] = statistics.mean(per_size[max(sizes)])
+                figures[f"allreduce_fidelity_p99_pkt_{mode}"] = fidelity.p99
+                figures[f"allreduce_faithful_{mode}"] = float(fidelity.faithful)
         finally:
+            recorder.close()
             fabric.stop()
     return figures
 
