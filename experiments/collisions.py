@@ -38,11 +38,11 @@ from typing import Any
 
 from experiments.metrics import StepCost, step_costs
 from tccl import collectives as C
-from tccl import roce
 from tccl import trace as T
 from tccl.agent import port_function
 from tccl.job import Job
 from topo.addressing import AddressPlan
+from topo.headers import ROCE_DATA_OVERHEAD
 from topo.hashmodel import FiveTuple, predict_path
 
 
@@ -99,15 +99,11 @@ def excess(plan: AddressPlan, loads: Counter, qps: int = 1) -> int:
     return total
 
 
-# Bytes a RoCE data frame carries besides its payload: Ethernet, IPv4, UDP, BTH, ICRC.
-FRAME_OVERHEAD = roce.HDR_LEN + roce.ICRC_LEN
-
-
 def step_seconds(cost: StepCost, share: float, hops: int, mtu: int) -> float:
     """A network step's time on a perfect emulation (module doc): its bytes at the
     share of the link its busiest link leaves each flow, through the frame headers,
     plus the pipeline fill of one slice and one frame per switch hop."""
-    frame = mtu + FRAME_OVERHEAD
+    frame = mtu + ROCE_DATA_OVERHEAD
     efficiency = mtu / frame
     part = cost.size / max(1, cost.ranks) if cost.group != "pp" else cost.size
     slice_s = min(C.SLICE_BYTES, part) * 8 / cost.rate_bps / efficiency

@@ -36,12 +36,11 @@ from scapy.layers.l2 import Ether
 from topo import headers
 # The wire's numbers, from the frame layout; the transport names them roce.<NAME>.
 from topo.headers import (ACKNOWLEDGE, CNP, ECN_CE, ECN_ECT0, ECN_NOT_ECT, ETHERTYPE_IPV4,  # noqa: F401
-                          PROTO_UDP, ROCE_UDP_PORT, SEND_FIRST, SEND_LAST, SEND_MIDDLE, SEND_ONLY,
+                          ICRC_LEN, PROTO_UDP, ROCE_UDP_PORT, SEND_FIRST, SEND_LAST, SEND_MIDDLE, SEND_ONLY,
                           WRITE_FIRST, WRITE_LAST, WRITE_MIDDLE, WRITE_ONLY)
 
 _IP, _UDP, _BTH, _AETH = headers.IPV4, headers.UDP, headers.BTH, headers.AETH
 ETH_LEN, IP_LEN, UDP_LEN, BTH_LEN = headers.ETHERNET.length, _IP.length, _UDP.length, _BTH.length
-ICRC_LEN = 4              # the invariant CRC trailing every RoCEv2 packet (IBA A17.4.2)
 HDR_LEN = ETH_LEN + IP_LEN + UDP_LEN + BTH_LEN       # 54: where the BTH payload starts
 IP_OFF, UDP_OFF, BTH_OFF = ETH_LEN, ETH_LEN + IP_LEN, ETH_LEN + IP_LEN + UDP_LEN
 RETH_LEN, AETH_LEN = headers.RETH.length, _AETH.length

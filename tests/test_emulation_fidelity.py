@@ -128,7 +128,7 @@ def test_monitor_flags_a_switch_kept_off_the_cpu(tmp_path, stopped):
 def test_dilation_grows_with_the_fabric_and_with_a_slower_machine():
     from dataclasses import replace as dc_replace
 
-    from emulation.calibrate import dilation_for, machine_slowdown
+    from topo.dilation import dilation_for, machine_slowdown
     from topo.spec import LinkRates, parse_spec
 
     default = parse_spec({"blocks": 2, "servers_per_block": 2, "rails": 4, "spines": 2})

@@ -134,5 +134,11 @@ AETH = Header("aeth", [("syndrome", 8), ("msn", 24)])
 # What astral.p4 prepends to a frame it samples to the CPU port (its
 # @controller_header("packet_in")); the controller gets the fields as PacketIn metadata
 # by these names, a CPU port's capture holds the header itself.
+# The invariant CRC trailing every RoCEv2 packet (IBA A17.4.2), and what a RoCE data
+# frame (SEND/WRITE middle) carries besides its payload: what a link's rate is shared
+# between, so the payload's share of a link is mtu / (mtu + ROCE_DATA_OVERHEAD).
+ICRC_LEN = 4
+ROCE_DATA_OVERHEAD = ETHERNET.length + IPV4.length + UDP.length + BTH.length + ICRC_LEN
+
 PACKET_IN = Header("packet_in", [("ingress_port", 16), ("egress_port", 16), ("qdepth", 32),
                                  ("switch_id", 32)])

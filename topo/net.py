@@ -25,7 +25,7 @@ from mininet.net import Mininet
 from mininet.node import Host
 
 from controller.routes import program_fabric
-from emulation.calibrate import dilation_for
+from topo.dilation import dilation_for
 from emulation.clock import EmulationClock
 from topo.addressing import AddressPlan, Server
 from topo.mininet_topo import FabricTopo
@@ -111,7 +111,7 @@ class Fabric:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.pcap_dir:
             self.pcap_dir.mkdir(parents=True, exist_ok=True)
-        # dilation 0 is the spec's "auto": calibrated on this machine (emulation/calibrate.py).
+        # dilation 0 is the spec's "auto": calibrated on this machine (topo/dilation.py).
         self.clock = EmulationClock.start(self.spec.dilation or dilation_for(self.spec))
         switch_cls = functools.partial(BACKENDS[self.backend], run_dir=self.run_dir,
                                        pcap_dir=str(self.pcap_dir) if self.pcap_dir else None,

@@ -110,7 +110,7 @@ class FabricSpec:
     # get `iface_mtu` (docs/fabric.md: why 4096 with 10 Mbit/s links).
     mtu: int = 4096
     # Wall seconds per emulated second (emulation/clock.py); "auto" = calibrated at
-    # fabric start (emulation/calibrate.py). Stored as a number, 0 meaning "auto".
+    # fabric start (topo/dilation.py). Stored as a number, 0 meaning "auto".
     dilation: float = 1.0
     # Switch and agent processes run SCHED_RR at this priority (0: normal scheduling),
     # so that other work on the machine cannot hold the emulated network off the CPU.

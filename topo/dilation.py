@@ -1,5 +1,8 @@
 """Choosing the dilation at fabric start (spec ``dilation: auto``).
 
+It lives with the fabric because it is a property of a fabric spec on a machine; the
+clock it parametrises is `emulation.clock`.
+
 The emulation is faithful while its processes get the CPU when their packets are due;
 the default fabric at line rate needs about REFERENCE_FABRIC_CPU of the reference
 machine's two cores (`make bench`: fabric_cpu_frac_at_line_rate), and should keep half
@@ -23,7 +26,7 @@ import os
 import struct
 import time
 
-from tccl import roce
+from topo.headers import ROCE_DATA_OVERHEAD
 from topo.spec import FabricSpec
 
 # Share of the machine the fabric may use at line rate (the rest absorbs bursts).
@@ -43,7 +46,7 @@ MAX_HOPS = 3
 def frame_hops(spec: FabricSpec) -> float:
     """Frames per second all switches forward when every NIC sends at line rate."""
     nics = spec.blocks * spec.servers_per_block * spec.rails
-    frames_per_nic = spec.links.host_mbps * 1e6 / 8 / (spec.mtu + roce.HDR_LEN + roce.ICRC_LEN)
+    frames_per_nic = spec.links.host_mbps * 1e6 / 8 / (spec.mtu + ROCE_DATA_OVERHEAD)
     return nics * frames_per_nic * MAX_HOPS
 
 
