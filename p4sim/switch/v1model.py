@@ -3,13 +3,13 @@
 The JSON is compiled once into Python functions (`codegen`); this module binds the
 run-time objects those functions refer to (tables, extern arrays, value sets, under the
 names `codegen.Symbols` makes) and strings the functions together exactly as
-simple_switch's ingress and egress threads do. `run_ingress`: parser (with `parser_error` set and the
-packet continuing to ingress on a parser exception), checksum verification, ingress,
-I2E clone, digest, resubmit, multicast replication / drop / unicast, giving one
-`EgressJob` per egress copy; the caller queues them. `run_egress`, per job: egress,
-E2E clone, drop, checksum update, deparser, recirculation. `run_to_completion` is the
-two with no queue in between. The runtime-state API is the contract in
-docs/engine-api.md.
+simple_switch's ingress and egress threads do. `run_ingress`: parser (with
+`parser_error` set and the packet continuing to ingress on a parser exception),
+checksum verification, ingress, I2E clone, digest, resubmit, multicast replication /
+drop / unicast, giving one `EgressJob` per egress copy for the caller to queue.
+`run_egress`, per dequeued job: egress, E2E clone, drop, checksum update, deparser,
+recirculation. `run_to_completion` is the two with no queue in between. The
+runtime-state API is the contract in docs/engine-api.md.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ class Symbols:
     meter = _prefixed("MTR_", "An (indirect) `MeterArray`.")
     value_set = _prefixed("VSET_", "A parser `ValueSet`.")
     table = _prefixed("T_", "The run-time `Table` of a table.")
-    exact_index = _prefixed("EX_", "The dict an exact-match table is looked up in (`Table._exact`).")
+    exact_index = _prefixed("EX_", "The dict of an exact-match table's entries (`Table._exact`).")
 
     # -- functions the module defines, by P4 name or JSON id ----------------------
     action = _prefixed("A_", "``A_<id>(F, S, d)``: one action, `d` its action data.")
