@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import yaml
 
 from tccl.dcqcn import DcqcnParams, Scale
-from tccl.ranks import OPS, JobError, RankInfo
+from tccl.ranks import OPS, JobError, RankInfo, read_yaml
 from tccl.trace import load_trace
 from topo.spec import DEFAULT_TIME_FACTOR, FabricSpec, NvlinkLink, SpecError, load_spec
 
@@ -263,14 +263,7 @@ def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> 
 
 
 def load_job(path: str | Path) -> Job:
-    source = str(path)
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise JobError(f"{source}: cannot read the job file: {e.strerror}") from e
-    except yaml.YAMLError as e:
-        raise JobError(f"{source}: not valid YAML: {e}") from e
-    return parse_job(data, source)
+    return parse_job(read_yaml(path, "the job file"), str(path))
 
 
 def job_from_fabric(fabric_path: str | Path, workload: Workload, transport: Transport | None = None,

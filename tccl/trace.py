@@ -25,9 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
-from tccl.ranks import OPS, JobError, RankInfo
+from tccl.ranks import OPS, JobError, RankInfo, read_yaml
 
 GROUPS = ("tp", "dp", "pp", "all")
 
@@ -91,13 +89,7 @@ def parse_trace(data: Any, source: str = "trace.yaml") -> Trace:
 
 
 def load_trace(path: str | Path) -> Trace:
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise JobError(f"{path}: cannot read the trace: {e.strerror}") from e
-    except yaml.YAMLError as e:
-        raise JobError(f"{path}: not valid YAML: {e}") from e
-    return parse_trace(data, str(path))
+    return parse_trace(read_yaml(path, "the trace"), str(path))
 
 
 def groups(kind: str, ranks: tuple[RankInfo, ...]) -> list[list[RankInfo]]:

@@ -17,7 +17,7 @@ are numbered in the order the program uses them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
@@ -229,21 +229,23 @@ def enum_member(e: ast.Expr) -> Optional[str]:
 
 
 def const_arg(args: list[ast.Argument], i: int, what: str, pos: Any) -> int:
-    if i >= len(args):
-        raise CompileError(f"missing {what}", pos)
-    v = const_value(args[i].value)
-    if v is None:
-        raise CompileError(f"{what} must be a compile-time constant", args[i].value.pos)
-    return v
+    return _arg(args, i, what, pos, const_value, "a compile-time constant")
 
 
 def enum_arg(args: list[ast.Argument], i: int, what: str, pos: Any) -> str:
+    return _arg(args, i, what, pos, enum_member, "a constant")
+
+
+def _arg(args: list[ast.Argument], i: int, what: str, pos: Any, value_of: Callable[[ast.Expr], Any],
+         must_be: str) -> Any:
+    """``value_of`` argument ``i``; an error naming ``what`` if it is missing or has no
+    such value."""
     if i >= len(args):
         raise CompileError(f"missing {what}", pos)
-    m = enum_member(args[i].value)
-    if m is None:
-        raise CompileError(f"{what} must be a constant", args[i].value.pos)
-    return m
+    v = value_of(args[i].value)
+    if v is None:
+        raise CompileError(f"{what} must be {must_be}", args[i].value.pos)
+    return v
 
 
 def direct_instance(scope: Scope, tn: ast.TypeNameExpr) -> BlockValue:
