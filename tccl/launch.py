@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from tccl.job import Job
 from topo.processes import stop_process
@@ -40,8 +40,11 @@ class LaunchError(RuntimeError):
 
 
 def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = None,
-                  timeout: float = 120.0) -> dict[str, dict[str, Any]]:
-    """Run ``job`` on every server of the fabric that has ranks; results by server."""
+                  timeout: float = 120.0,
+                  on_started: Callable[[dict[str, int]], None] | None = None) -> dict[str, dict[str, Any]]:
+    """Run ``job`` on every server of the fabric that has ranks; results by server.
+    ``on_started`` is given every agent's PID by server once all are started (e.g. to
+    measure their CPU while they run)."""
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(fabric)
     run_dir.mkdir(parents=True, exist_ok=True)
     job_path = run_dir / "job.yaml"
@@ -56,6 +59,8 @@ def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = 
             procs[server] = fabric.host(server).popen(
                 [sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
                  "--run-dir", str(run_dir)], cwd=str(ROOT), text=True)
+        if on_started is not None:
+            on_started({server: proc.pid for server, proc in procs.items()})
         end = time.monotonic() + timeout
         for server, proc in procs.items():
             try:

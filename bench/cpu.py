@@ -1,0 +1,140 @@
+"""CPU time the fabric's processes use while a job runs (for benchmarks).
+
+The figure that says whether the emulation has headroom is CPU seconds of the agents and
+switches per wall second of a job at line rate: a process off the CPU delays packets the
+modelled links would not. `job_cpu` runs a job on a running fabric and measures that
+over a window inside the workload -- after every agent has opened its NICs (their
+imports and start-up are not the job) and a settling time, before any agent has
+finished -- from ``/proc/<pid>/stat`` (utime + stime of every thread), so it needs no
+cooperation from the processes measured.
+
+    fabric.start()
+    use = job_cpu(fabric, line_rate_job(spec_file))
+    use.agents_per_s, use.switches_per_s, use.fabric_frac   # frac: of all the machine's cores
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from tccl.job import Job, Transport, Workload, job_from_fabric
+from tccl.launch import default_run_dir, run_on_fabric
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+# Agents need about a second after opening their NICs before every rank sends (the
+# start barrier, the first collective's set-up); the window starts after that.
+SETTLE_S = 2.0
+WINDOW_S = 5.0
+# /proc is read this often while waiting for the window's start and end.
+POLL_S = 0.05
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """utime + stime of processes ``pids`` (all their threads), in seconds. A process
+    that has ended counts 0, so read it while it runs."""
+    total = 0
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        fields = text.rsplit(")", 1)[1].split()   # the command name may hold spaces
+        total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
+
+
+def switch_pids(fabric: Any) -> list[int]:
+    """PIDs of a running `topo.net.Fabric`'s switch processes."""
+    return [sw.process.pid for sw in fabric.net.switches if getattr(sw, "process", None) is not None]
+
+
+@dataclass
+class JobCpu:
+    """CPU used over ``window_s`` wall seconds inside a job, and the job's results."""
+
+    window_s: float
+    agents_cpu_s: float
+    switches_cpu_s: float
+    results: dict[str, dict[str, Any]] = field(repr=False)
+
+    @property
+    def agents_per_s(self) -> float:
+        return self.agents_cpu_s / self.window_s
+
+    @property
+    def switches_per_s(self) -> float:
+        return self.switches_cpu_s / self.window_s
+
+    @property
+    def fabric_frac(self) -> float:
+        """Agents and switches together, as a fraction of all the machine's cores."""
+        return (self.agents_per_s + self.switches_per_s) / (os.cpu_count() or 1)
+
+
+class WindowError(RuntimeError):
+    """The job ended (or failed) before the measurement window closed."""
+
+
+def job_cpu(fabric: Any, job: Job, run_dir: str | Path | None = None, settle_s: float = SETTLE_S,
+            window_s: float = WINDOW_S, timeout: float = 600.0) -> JobCpu:
+    """Run ``job`` on the running ``fabric`` and measure its processes' CPU over
+    ``window_s`` seconds, ``settle_s`` after every agent opened its NICs. The job must
+    last longer than that (`WindowError` otherwise)."""
+    run_dir = Path(run_dir) if run_dir is not None else default_run_dir(fabric)
+    agents: dict[str, int] = {}
+    started = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def on_started(pids: dict[str, int]) -> None:
+        agents.update(pids)
+        started.set()
+
+    def run() -> None:
+        try:
+            outcome["results"] = run_on_fabric(fabric, job, run_dir, timeout=timeout, on_started=on_started)
+        except BaseException as e:      # re-raised in the measuring thread
+            outcome["error"] = e
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    servers = {r.server for r in job.ranks}
+
+    def wait_until(predicate: Any, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not predicate():
+            if not runner.is_alive():
+                raise WindowError("the job ended before the measurement window closed") \
+                    from outcome.get("error")
+            if time.monotonic() > end:
+                raise WindowError(f"timed out after {seconds:.0f}s waiting for the job")
+            time.sleep(POLL_S)
+
+    wait_until(started.is_set, timeout)
+    wait_until(lambda: all((run_dir / f"ready-{s}").exists() for s in servers), timeout)
+    time.sleep(settle_s)
+    switches = switch_pids(fabric)
+    t0, a0, s0 = time.monotonic(), cpu_seconds(agents.values()), cpu_seconds(switches)
+    time.sleep(window_s)
+    t1, a1, s1 = time.monotonic(), cpu_seconds(agents.values()), cpu_seconds(switches)
+    if any((run_dir / f"results-{s}.json").exists() for s in servers) or not runner.is_alive():
+        raise WindowError(f"an agent finished inside the window; give the job more work "
+                          f"than {settle_s + window_s:.0f}s")
+    runner.join(timeout)
+    if "error" in outcome:
+        raise outcome["error"]
+    return JobCpu(t1 - t0, a1 - a0, s1 - s0, outcome["results"])
+
+
+def line_rate_job(spec_file: str | Path, size: int = 1 << 20, iters: int = 6) -> Job:
+    """A ring AllReduce over every NIC of the fabric at line rate: rail order and
+    hash-orthogonal ports (no two flows share a link), no NVLink (every rank's
+    neighbours are reached through its NIC), results unchecked (checking is the
+    agents' CPU, not the network's)."""
+    return job_from_fabric(spec_file, Workload(op="allreduce", sizes=(size,), iters=iters, warmup=0,
+                                               order="rail", check=False),
+                           Transport(ports="orthogonal", nvlink_gbps=0.0), name="cpu-line-rate")
