@@ -6,6 +6,10 @@ pacers allow (round robin over QPs), runs due timers, executes commands queued b
 other threads (the control channel), then sleeps in ``select`` until the next packet
 is due or a frame arrives. Frames go out through one reused AF_PACKET socket per NIC.
 
+Time is the fabric's `EmulationClock`: every reading (pacers, DCQCN, RTOs, NVLink
+deliveries, the flows' timeline) is emulated seconds, and every sleep is converted to
+wall time by the clock's dilation, so the agent runs at the fabric's pace.
+
 Messages between ranks: `send(src, dst, data, on_done, via)` and a per-(dst, src,
 channel) mailbox of received messages, in order. Ranks of the same server exchange
 messages over an emulated NVLink channel (serialised at its bandwidth, delivered after
@@ -29,6 +33,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from emulation.clock import EmulationClock
 from tccl import roce
 from tccl.job import Job, RankInfo, qpn, qpn_index, qpn_ranks
 from tccl.qp import Requester, Responder
@@ -114,7 +119,10 @@ class QueuePair:
         self.local, self.peer, self.index = local, peer, index
         self.qpn = qpn(local.rank, peer.rank, index)
         # Wall clock at creation: QP numbers repeat from job to job, this tells a
-        # controller a new job's QP from the old one it saw.
+        # controller a new job's QP from the old one it saw. An identity stamp, not a
+        # time anything is measured with: it must differ between jobs on different
+        # fabrics (clocks with other origins) and after a restart, which emulated time
+        # does not guarantee.
         self.created_ns = time.time_ns()
         remote_qpn = qpn(peer.rank, local.rank, index)
         src = roce.Endpoint(local.mac, local.ip)
@@ -160,9 +168,12 @@ class Engine:
     """Everything one agent runs: its ranks' NICs and QPs and the NVLink channels."""
 
     def __init__(self, job: Job, server: str, ports: Callable[..., int] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: EmulationClock | None = None) -> None:
         self.job = job
-        self.clock = clock
+        # The fabric's clock (default: ASTRAL_CLOCK, else a fresh one); `clock()` reads
+        # emulated seconds.
+        self.emulation_clock = clock if clock is not None else EmulationClock.from_env()
+        self.clock = self.emulation_clock.now
         self.dcqcn = job.transport.dcqcn()
         self.ranks = {r.rank: r for r in job.ranks}
         self.local = {r.rank: r for r in job.server_ranks(server)}
@@ -188,7 +199,7 @@ class Engine:
         os.set_blocking(self._wake_r, False)
         self.rx_frames = 0
         self.rx_ignored = 0
-        self.started = clock()
+        self.started = self.clock()
         self._next_sample = self.started
         # QPN -> [(t, acked bytes, rate bit/s, retransmits, CNPs)], for sending QPs.
         self.timeline: dict[int, list[tuple[float, int, float, int, int]]] = {}
@@ -364,7 +375,8 @@ class Engine:
             wake.append(self._local_q[0].due)
         wait = max_wait if not wake else min(max_wait, max(0.0, min(wake) - self.clock()))
         if wait > 0:
-            ready, _, _ = select.select([n.sock for n in self.nics.values()] + [self._wake_r], [], [], wait)
+            ready, _, _ = select.select([n.sock for n in self.nics.values()] + [self._wake_r], [], [],
+                                        self.emulation_clock.wall_s(wait))
             if self._wake_r in ready:
                 try:
                     os.read(self._wake_r, 4096)
@@ -382,7 +394,8 @@ class Engine:
                      st.retransmits, st.cnps))
 
     def run_until(self, done: Callable[[], bool], timeout: float) -> bool:
-        """Turn the loop until ``done()`` or ``timeout`` seconds; returns ``done()``."""
+        """Turn the loop until ``done()`` or ``timeout`` (emulated) seconds; returns
+        ``done()``."""
         end = self.clock() + timeout
         while not done():
             if self.clock() > end:

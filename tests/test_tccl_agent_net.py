@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +28,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from emulation.clock import EmulationClock
+from netns import receive
 from tccl import roce
 from tccl.control import AgentClient, socket_path
 from tccl.job import Job, RankInfo, Transport, Workload, qpn
@@ -56,8 +59,9 @@ def configure(net: Netns, ns: str, iface: str, mac: str, ip: str) -> None:
 class Agents:
     """Start agent processes inside namespaces; always terminate them by PID."""
 
-    def __init__(self, net: Netns, job: Job, tmp: Path) -> None:
+    def __init__(self, net: Netns, job: Job, tmp: Path, clock: EmulationClock | None = None) -> None:
         self.net, self.tmp = net, tmp
+        self.clock = clock
         self.job_path = tmp / "job.yaml"
         job.save(self.job_path)
         self.procs: dict[str, subprocess.Popen] = {}
@@ -65,6 +69,8 @@ class Agents:
     def start(self, server: str, ns: str) -> None:
         cmd = [*self.net.exec_prefix(ns), sys.executable, "-m", "tccl.agent", "--job",
                str(self.job_path), "--server", server, "--run-dir", str(self.tmp)]
+        if self.clock is not None:
+            cmd += ["--clock", self.clock.encode()]
         self.procs[server] = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
                                               stderr=subprocess.PIPE, text=True)
 
@@ -123,6 +129,32 @@ def test_message_arrives_complete_and_in_order(tmp_path):
     assert rx["bytes"] >= 600_000
     # Paced at the 20 Mbit/s line rate (headers included): the sender's goodput is at
     # most that, and not far below (the margin is for a loaded machine).
+    assert 12 < res["a"]["rows"][0]["algbw_mbps"] <= 20.0
+
+
+def test_dilated_clock_slows_the_wire_not_the_results(tmp_path):
+    """With dilation 2 the agents pace at half the line rate in wall time (as read
+    from the receiver's kernel timestamps) while their results, in emulated time,
+    still show the line rate."""
+    dilation, size = 2.0, 300_000
+    with Netns() as net:
+        ia, ib = two_hosts(net)
+        agents = Agents(net, make_job(ia, ib, size, warmup=1), tmp_path, EmulationClock.start(dilation))
+        sniff = net.socket("b", ib)
+        try:
+            agents.start_ready("b", "b")
+            agents.start("a", "a")
+            frames = size // 1024 + 1
+            data = receive(sniff, 2 * frames, 30, lambda f: (p := roce.parse(f)) is not None
+                           and p.opcode != roce.ACKNOWLEDGE and p.dst_ip == socket.inet_aton(IP_B))
+            res = agents.wait(60)
+        finally:
+            sniff.close()
+            agents.stop()
+    assert len(data) == 2 * frames
+    timed = data[frames:]                        # the timed iteration's message
+    wall_mbps = sum(len(f) for _, f in timed[1:]) * 8 / (timed[-1][0] - timed[0][0]) / 1e6
+    assert wall_mbps <= 1.05 * 20.0 / dilation
     assert 12 < res["a"]["rows"][0]["algbw_mbps"] <= 20.0
 
 
