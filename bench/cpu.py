@@ -8,9 +8,16 @@ imports and start-up are not the job) and a settling time, before any agent has
 finished -- from ``/proc/<pid>/stat`` (utime + stime of every thread), so it needs no
 cooperation from the processes measured.
 
+On a busy machine the job runs below line rate and its processes get less CPU, so the
+window also counts the bytes the hosts put on their links (the switch side's kernel
+counters): ``load`` is that against every NIC at line rate, and the ``*_at_line_rate``
+figures scale the CPU by it -- CPU per second of line-rate traffic, which is what
+compares between runs on a machine that other work shares.
+
     fabric.start()
     use = job_cpu(fabric, line_rate_job(spec_file))
-    use.agents_per_s, use.switches_per_s, use.fabric_frac   # frac: of all the machine's cores
+    use.agents_per_s, use.switches_per_s, use.load
+    use.fabric_frac_at_line_rate     # agents + switches, of all the machine's cores
 """
 
 from __future__ import annotations
@@ -53,13 +60,27 @@ def switch_pids(fabric: Any) -> list[int]:
     return [sw.process.pid for sw in fabric.net.switches if getattr(sw, "process", None) is not None]
 
 
+def host_link_bytes(fabric: Any) -> int:
+    """Bytes every host has sent so far: the receive counters of the switch ends of
+    the host links (switches live in the root namespace, so /sys shows them)."""
+    hosts = set(fabric.net.hosts)
+    total = 0
+    for link in fabric.net.links:
+        for near, far in ((link.intf1, link.intf2), (link.intf2, link.intf1)):
+            if far.node in hosts and near.node not in hosts:
+                total += int(Path(f"/sys/class/net/{near.name}/statistics/rx_bytes").read_text())
+    return total
+
+
 @dataclass
 class JobCpu:
-    """CPU used over ``window_s`` wall seconds inside a job, and the job's results."""
+    """CPU used over ``window_s`` wall seconds inside a job, the share of the NICs'
+    line rate the hosts sent meanwhile (``load``), and the job's results."""
 
     window_s: float
     agents_cpu_s: float
     switches_cpu_s: float
+    load: float
     results: dict[str, dict[str, Any]] = field(repr=False)
 
     @property
@@ -74,6 +95,19 @@ class JobCpu:
     def fabric_frac(self) -> float:
         """Agents and switches together, as a fraction of all the machine's cores."""
         return (self.agents_per_s + self.switches_per_s) / (os.cpu_count() or 1)
+
+    @property
+    def agents_at_line_rate(self) -> float:
+        """Agents' CPU seconds per second of every NIC sending at line rate."""
+        return self.agents_per_s / self.load
+
+    @property
+    def switches_at_line_rate(self) -> float:
+        return self.switches_per_s / self.load
+
+    @property
+    def fabric_frac_at_line_rate(self) -> float:
+        return self.fabric_frac / self.load
 
 
 class WindowError(RuntimeError):
@@ -118,16 +152,17 @@ def job_cpu(fabric: Any, job: Job, run_dir: str | Path | None = None, settle_s: 
     wait_until(lambda: all((run_dir / f"ready-{s}").exists() for s in servers), timeout)
     time.sleep(settle_s)
     switches = switch_pids(fabric)
-    t0, a0, s0 = time.monotonic(), cpu_seconds(agents.values()), cpu_seconds(switches)
+    t0, a0, s0, b0 = time.monotonic(), cpu_seconds(agents.values()), cpu_seconds(switches), host_link_bytes(fabric)
     time.sleep(window_s)
-    t1, a1, s1 = time.monotonic(), cpu_seconds(agents.values()), cpu_seconds(switches)
+    t1, a1, s1, b1 = time.monotonic(), cpu_seconds(agents.values()), cpu_seconds(switches), host_link_bytes(fabric)
     if any((run_dir / f"results-{s}.json").exists() for s in servers) or not runner.is_alive():
         raise WindowError(f"an agent finished inside the window; give the job more work "
                           f"than {settle_s + window_s:.0f}s")
     runner.join(timeout)
     if "error" in outcome:
         raise outcome["error"]
-    return JobCpu(t1 - t0, a1 - a0, s1 - s0, outcome["results"])
+    line_bytes = len(job.ranks) * job.transport.line_rate_bps / 8 * (t1 - t0)
+    return JobCpu(t1 - t0, a1 - a0, s1 - s0, (b1 - b0) / line_bytes, outcome["results"])
 
 
 def line_rate_job(spec_file: str | Path, size: int = 1 << 20, iters: int = 6) -> Job:
