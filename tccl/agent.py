@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from emulation.clock import ENV as CLOCK_ENV
 from emulation.clock import ClockError, EmulationClock
+from p4sim.switch.ports import PortError
 from tccl import collectives as C
 from tccl import ports as P
 from tccl import trace as T
@@ -290,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         job = load_job(args.job)
         job.server_ranks(args.server)
         run(job, args.server, run_dir, clock=clock)
-    except (ClockError, JobError, OSError) as e:
+    except (ClockError, JobError, OSError, PortError) as e:
         print(f"tccl agent: {e}", file=sys.stderr)
         return 2
     except C.CollectiveError as e:

@@ -1,10 +1,12 @@
 """The agent's event loop: NIC sockets, queue pairs, local (NVLink) channels, mailboxes.
 
 One thread runs everything (one agent = one process per server): each turn drains the
-receive sockets, lets every NIC send what its line-rate pacer and its QPs' DCQCN
+NICs' receive rings, lets every NIC send what its line-rate pacer and its QPs' DCQCN
 pacers allow (round robin over QPs), runs due timers, executes commands queued by
 other threads (the control channel), then sleeps in ``select`` until the next packet
-is due or a frame arrives. Frames go out through one reused AF_PACKET socket per NIC.
+is due or a frame arrives. A NIC is the switch's `InterfacePort` bound to IPv4: frames
+are read from a PACKET_RX_RING shared with the kernel (a memory copy per frame, no
+system call) and sent on the same AF_PACKET socket.
 
 Time is the fabric's `EmulationClock`: every reading (pacers, DCQCN, RTOs, NVLink
 deliveries, the flows' timeline) is emulated seconds, and every sleep is converted to
@@ -19,7 +21,6 @@ its latency) when the job enables one; otherwise, or when asked, over their NICs
 
 from __future__ import annotations
 
-import errno
 import heapq
 import itertools
 import os
@@ -34,15 +35,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from emulation.clock import EmulationClock
+from p4sim.switch.ports import ETH_P_IPV4, InterfacePort
 from tccl import roce
 from tccl.job import Job, RankInfo, qpn, qpn_index, qpn_ranks
 from tccl.qp import Requester, Responder
 
-ETH_P_IP = 0x0800
-SOL_PACKET = 263
-PACKET_IGNORE_OUTGOING = 23
-RCVBUF = 8 << 20            # room for a burst of several windows while Python is busy
-MAX_RX_BATCH = 512          # frames read per socket per turn before sending again
+MAX_RX_BATCH = 512          # frames read per NIC per turn before sending again
 MAX_TX_BATCH = 64           # frames sent per NIC per turn before reading again
 MAX_SLEEP = 0.005           # the loop looks at timers at least this often (s)
 SAMPLE_INTERVAL = 0.1       # flows' timeline: one sample per active QP this often (s)
@@ -52,40 +50,30 @@ SAMPLE_INTERVAL = 0.1       # flows' timeline: one sample per active QP this oft
 CATCHUP_FRAMES = 2
 EPHEMERAL = (49152, 65535)  # IANA dynamic ports: where "random" source ports come from
 NET, NVLINK = "net", "nvlink"  # the two channels between ranks
-# Socket errors that mean "this frame is lost", not "the agent is broken".
-LINK_ERRORS = (errno.EAGAIN, errno.ENOBUFS, errno.ENETDOWN, errno.ENXIO)
 
 
 class NicPort:
-    """One rank's NIC: the raw socket and the line-rate pacer shared by its QPs."""
+    """One rank's NIC: its interface port and the line-rate pacer shared by its QPs."""
 
     def __init__(self, info: RankInfo, line_rate_bps: float) -> None:
         self.info = info
         self.line_rate = line_rate_bps
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
-            self.sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-            self.sock.bind((info.iface, ETH_P_IP))
-        except OSError as e:
-            self.sock.close()
-            raise OSError(e.errno, f"rank {info.rank}: cannot open {info.iface}: {e.strerror}") from e
-        self.sock.setblocking(False)
+        self.port = InterfacePort(info.rank, info.iface, protocol=ETH_P_IPV4, promisc=False,
+                                  name=f"rank {info.rank}")
         self.ip_bytes = socket.inet_aton(info.ip)
         self.requesters: list[Requester] = []
         self._rr = 0
         self.next_tx = 0.0
-        self.tx_dropped = 0
 
     def transmit(self, frame: bytes) -> None:
         """Put one frame on the wire. A full socket buffer or a link that is down (a
-        failed link in an experiment) drops it, as a NIC would; go-back-N recovers."""
-        try:
-            self.sock.send(frame)
-        except OSError as e:
-            if e.errno not in LINK_ERRORS:
-                raise
-            self.tx_dropped += 1
+        failed link in an experiment) drops it, as a NIC would (counted in the port's
+        ``tx_errors``); go-back-N recovers."""
+        self.port.send(frame)
+
+    @property
+    def tx_dropped(self) -> int:
+        return self.port.tx_errors
 
     def pump(self, now: float) -> int:
         """Send the frames the pacers allow at ``now``, round robin over the QPs."""
@@ -199,6 +187,7 @@ class Engine:
         os.set_blocking(self._wake_r, False)
         self.rx_frames = 0
         self.rx_ignored = 0
+        self._readable: set[int] = set()
         self.started = self.clock()
         self._next_sample = self.started
         # QPN -> [(t, acked bytes, rate bit/s, retransmits, CNPs)], for sending QPs.
@@ -207,7 +196,8 @@ class Engine:
     # --- lifetime -----------------------------------------------------------------------
 
     def open(self) -> "Engine":
-        """Open the NIC sockets (needs CAP_NET_RAW in the server's namespace)."""
+        """Open the NICs (needs CAP_NET_RAW in the server's namespace; `PortError` if
+        one cannot be opened)."""
         for rank, info in self.local.items():
             self.nics[rank] = NicPort(info, self.job.transport.line_rate_bps)
         # The kernel would answer every RoCE frame with ICMP port unreachable; a bound UDP
@@ -219,7 +209,7 @@ class Engine:
 
     def close(self) -> None:
         for nic in self.nics.values():
-            nic.sock.close()
+            nic.port.close()
         self.nics.clear()
         if self._sink is not None:
             self._sink.close()
@@ -310,16 +300,9 @@ class Engine:
     # --- the loop ---------------------------------------------------------------------
 
     def _receive(self, nic: NicPort, now: float) -> None:
-        for _ in range(MAX_RX_BATCH):
-            try:
-                frame = nic.sock.recv(65535)
-            except BlockingIOError:
-                return
-            except OSError as e:        # the link went down under us: nothing to read
-                if e.errno not in LINK_ERRORS:
-                    raise
-                return
-            self.rx_frames += 1
+        frames, _ = nic.port.recv_batch(MAX_RX_BATCH)
+        self.rx_frames += len(frames)
+        for frame in frames:
             pkt = roce.parse(frame)
             if pkt is None or pkt.dst_ip != nic.ip_bytes:
                 self.rx_ignored += 1
@@ -356,7 +339,8 @@ class Engine:
         """One iteration of the loop; sleeps at most ``max_wait``."""
         now = self.clock()
         for nic in self.nics.values():
-            self._receive(nic, now)
+            if nic.port.ready() or nic.port.fileno() in self._readable:
+                self._receive(nic, now)
         while self._local_q and self._local_q[0].due <= now:
             d = heapq.heappop(self._local_q)
             self.deliver(d.dst, d.src, d.data, NVLINK)
@@ -375,8 +359,11 @@ class Engine:
             wake.append(self._local_q[0].due)
         wait = max_wait if not wake else min(max_wait, max(0.0, min(wake) - self.clock()))
         if wait > 0:
-            ready, _, _ = select.select([n.sock for n in self.nics.values()] + [self._wake_r], [], [],
-                                        self.emulation_clock.wall_s(wait))
+            ready, _, _ = select.select([n.port.fileno() for n in self.nics.values()] + [self._wake_r],
+                                        [], [], self.emulation_clock.wall_s(wait))
+            # A NIC reported readable with an empty ring has an error to clear (a link
+            # that went down): the next turn reads it even so.
+            self._readable = set(ready)
             if self._wake_r in ready:
                 try:
                     os.read(self._wake_r, 4096)
