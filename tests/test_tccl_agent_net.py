@@ -98,6 +98,15 @@ class Agents:
         for proc in self.procs.values():
             stop_process(proc, 5)
 
+    def a_to_b(self, timeout: float) -> dict[str, dict]:
+        """Receiver b first, then sender a; their results (every agent stopped)."""
+        try:
+            self.start_ready("b", "b")
+            self.start("a", "a")
+            return self.wait(timeout)
+        finally:
+            self.stop()
+
 
 def two_hosts(net: Netns, mtu: int = 1500) -> tuple[str, str]:
     net.add_ns("a")
@@ -116,13 +125,7 @@ def test_message_arrives_complete_and_in_order(tmp_path):
     with Netns() as net:
         ia, ib = two_hosts(net)
         # A warm-up message first: the agents start at different times (as nccl-tests).
-        agents = Agents(net, make_job(ia, ib, 300_000, warmup=1), tmp_path)
-        try:
-            agents.start_ready("b", "b")
-            agents.start("a", "a")
-            res = agents.wait(60)
-        finally:
-            agents.stop()
+        res = Agents(net, make_job(ia, ib, 300_000, warmup=1), tmp_path).a_to_b(60)
     assert res["a"]["rows"][0]["wrong"] == 0 and res["b"]["rows"][0]["wrong"] == 0
     rx = flow(res["b"], 1, 0)["rx"]
     assert rx["messages"] == 2 and rx["bad_icrc"] == 0 and rx["out_of_order"] == 0
@@ -137,13 +140,7 @@ def test_path_mtu_4096_over_jumbo_veths(tmp_path):
     frame is read from the NICs' receive rings whole, the message arrives intact."""
     with Netns() as net:
         ia, ib = two_hosts(net, mtu=9000)
-        agents = Agents(net, make_job(ia, ib, 400_000, mtu=4096), tmp_path)
-        try:
-            agents.start_ready("b", "b")
-            agents.start("a", "a")
-            res = agents.wait(60)
-        finally:
-            agents.stop()
+        res = Agents(net, make_job(ia, ib, 400_000, mtu=4096), tmp_path).a_to_b(60)
     assert res["b"]["rows"][0]["wrong"] == 0
     rx = flow(res["b"], 1, 0)["rx"]
     assert rx["messages"] == 1 and rx["bad_icrc"] == 0 and rx["out_of_order"] == 0
@@ -183,13 +180,7 @@ def test_go_back_n_recovers_tail_drops(tmp_path):
         # The wire carries 10 Mbit/s with a 10 KB queue; the sender paces at 20.
         net.run("a", "tc", "qdisc", "add", "dev", ia, "root", "tbf", "rate", "10mbit",
                 "burst", "5kb", "limit", "10kb")
-        agents = Agents(net, make_job(ia, ib, 200_000, window=32), tmp_path)
-        try:
-            agents.start_ready("b", "b")
-            agents.start("a", "a")
-            res = agents.wait(90)
-        finally:
-            agents.stop()
+        res = Agents(net, make_job(ia, ib, 200_000, window=32), tmp_path).a_to_b(90)
     assert res["b"]["rows"][0]["wrong"] == 0
     sender = flow(res["a"], 0, 1)
     assert sender["retransmits"] > 0
