@@ -6,7 +6,9 @@ pacers allow (round robin over QPs), runs due timers, executes commands queued b
 other threads (the control channel), then sleeps in ``select`` until the next packet
 is due or a frame arrives. A NIC is the switch's `InterfacePort` bound to IPv4: frames
 are read from a PACKET_RX_RING shared with the kernel (a memory copy per frame, no
-system call) and sent on the same AF_PACKET socket.
+system call) and sent on the same AF_PACKET socket. Each received frame is handled at
+its arrival time (the kernel's timestamp), not at the time the loop got to it: ACKs
+start RTOs, CNPs cut DCQCN rates and CE marks space CNPs by when they arrived.
 
 Time is the fabric's `EmulationClock`: every reading (pacers, DCQCN, RTOs, NVLink
 deliveries, the flows' timeline) is emulated seconds, and every sleep is converted to
@@ -299,10 +301,11 @@ class Engine:
 
     # --- the loop ---------------------------------------------------------------------
 
-    def _receive(self, nic: NicPort, now: float) -> None:
-        frames, _ = nic.port.recv_batch(MAX_RX_BATCH)
+    def _receive(self, nic: NicPort) -> None:
+        frames, stamps, _ = nic.port.recv_batch(MAX_RX_BATCH)
         self.rx_frames += len(frames)
-        for frame in frames:
+        arrival = self.emulation_clock.from_monotonic_ns
+        for frame, stamp in zip(frames, stamps):
             pkt = roce.parse(frame)
             if pkt is None or pkt.dst_ip != nic.ip_bytes:
                 self.rx_ignored += 1
@@ -314,12 +317,13 @@ class Engine:
                 self.rx_ignored += 1
                 continue
             qp = self.qp(*ranks, index)
+            at = arrival(stamp)
             if pkt.opcode == roce.ACKNOWLEDGE:
-                qp.requester.on_ack(pkt.psn, pkt.syndrome & 0xE0 == roce.AETH_NAK_SEQ, now)
+                qp.requester.on_ack(pkt.psn, pkt.syndrome & 0xE0 == roce.AETH_NAK_SEQ, at)
             elif pkt.opcode == roce.CNP:
-                qp.requester.on_cnp(now)
+                qp.requester.on_cnp(at)
             else:
-                for out in qp.responder.on_frame(pkt, frame, now):
+                for out in qp.responder.on_frame(pkt, frame, at):
                     nic.transmit(out)
 
     def _run_commands(self) -> None:
@@ -340,7 +344,8 @@ class Engine:
         now = self.clock()
         for nic in self.nics.values():
             if nic.port.ready() or nic.port.fileno() in self._readable:
-                self._receive(nic, now)
+                self._receive(nic)
+        self._readable.clear()
         while self._local_q and self._local_q[0].due <= now:
             d = heapq.heappop(self._local_q)
             self.deliver(d.dst, d.src, d.data, NVLINK)

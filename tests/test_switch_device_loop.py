@@ -386,3 +386,40 @@ def test_segmentation_offload_is_reported(net, caplog):
             proc.kill()
             proc.wait()
     assert "turn it off there (ethtool -K <host-iface> tso off gso off)" in caplog.text
+
+
+def test_frames_carry_their_kernel_arrival_time():
+    """recv_batch gives each frame the time it arrived (CLOCK_MONOTONIC ns), not the
+    time it was read: frames read 50 ms after they were sent say when they were sent."""
+    with Netns() as n:
+        n.add_ns("a")
+        n.add_ns("b")
+        ia, ib = n.add_link("a", "b")
+        with n.entered("b"):
+            port = InterfacePort(1, ib)
+        tx = n.socket("a", ia)
+        try:
+            sent = []
+            for i in range(5):
+                sent.append(time.monotonic_ns())
+                tx.send(frame(b"T" + bytes([i])))
+                time.sleep(0.01)
+            time.sleep(0.05)   # the frames wait in the ring
+            read_at = time.monotonic_ns()
+            frames, stamps = [], []
+            end = time.monotonic() + 5
+            while len(frames) < 5 and time.monotonic() < end:
+                select.select([port], [], [], 0.05)
+                got, at, _ = port.recv_batch(16)
+                keep = [k for k, d in enumerate(got) if d[12:14] == ETHERTYPE]
+                frames += [got[k] for k in keep]
+                stamps += [at[k] for k in keep]
+        finally:
+            port.close()
+            tx.close()
+    assert [d[15] for d in frames] == list(range(5))
+    for before, stamp in zip(sent, stamps):
+        # Stamped when the kernel took the frame in: not before it was sent, and long
+        # before it was read (the last frame was sent 60 ms before the read).
+        assert before <= stamp < read_at - 40_000_000
+    assert stamps == sorted(stamps)

@@ -32,6 +32,7 @@ from emulation.clock import EmulationClock
 from netns import receive
 from tccl import roce
 from tccl.control import AgentClient, socket_path
+from tccl.engine import Engine
 from tccl.job import Job, RankInfo, Transport, Workload, qpn
 from topo.namespaces import Netns
 from topo.processes import stop_process
@@ -185,6 +186,35 @@ def test_go_back_n_recovers_tail_drops(tmp_path):
     sender = flow(res["a"], 0, 1)
     assert sender["retransmits"] > 0
     assert flow(res["b"], 1, 0)["rx"]["out_of_order"] > 0
+
+
+def test_frames_are_handled_at_their_arrival_time():
+    """Two CE-marked packets arrive three CNP intervals apart and the agent reads
+    them in one batch, later: it answers both with a CNP, because by their arrival
+    times they were that far apart (by the time it got to them, they were not)."""
+    with Netns() as net:
+        ia, ib = two_hosts(net)
+        job = make_job(ia, ib, 1000)
+        engine = Engine(job, "b")
+        with net.entered("b"):
+            engine.open()
+        tx, sniff = net.socket("a", ia), net.socket("b", ib)
+        try:
+            interval = job.transport.dcqcn().cnp_interval
+            marked = roce.FrameTemplate(roce.Endpoint(MAC_A, IP_A), roce.Endpoint(MAC_B, IP_B), 50000,
+                                        qpn(1, 0), ecn=roce.ECN_CE)
+            tx.send(marked.frame(roce.SEND_FIRST, 0, bytes(100)))
+            time.sleep(3 * interval)        # the gap between the arrivals
+            tx.send(marked.frame(roce.SEND_LAST, 1, bytes(100)))
+            assert len(receive(sniff, 2, 5, lambda f: roce.parse(f) is not None)) == 2
+            engine.turn(max_wait=0)
+            stats = engine.qps[qpn(1, 0)].responder.stats
+        finally:
+            engine.close()
+            tx.close()
+            sniff.close()
+    assert stats.ce_marked == 2 and stats.cnps_sent == 2
+    assert 2.5 * interval <= stats.min_cnp_gap
 
 
 class Marker:

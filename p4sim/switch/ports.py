@@ -31,6 +31,14 @@ machine).
 A slot holds a 9000-byte-MTU jumbo frame; a frame too big even for that (GRO/TSO
 aggregates) is marked TP_STATUS_COPY and read whole from the socket's ordinary queue
 (PACKET_COPY_THRESH).
+
+Each frame comes with its arrival time: the kernel's receive timestamp from the ring
+slot's header, so a frame that waited in the ring while the process was off the CPU
+still says when it arrived. The kernel stamps packet sockets in CLOCK_REALTIME only
+(``PACKET_TIMESTAMP`` chooses between software and hardware stamps, and veths have no
+hardware; ``SO_TIMESTAMPING`` has no monotonic clock either), while the emulation
+clock is CLOCK_MONOTONIC: each batch converts with the offset between the two read
+just before it, which follows any step of the wall clock within one batch.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import os
 import socket
 import struct
 import sys
+import time
 from array import array
 
 log = logging.getLogger(__name__)
@@ -175,18 +184,22 @@ class InterfacePort:
     def fileno(self) -> int:
         return self._sock.fileno()
 
-    def recv_batch(self, limit: int) -> tuple[list[bytes], bool]:
+    def recv_batch(self, limit: int) -> tuple[list[bytes], list[int], bool]:
         """Take up to ``limit`` frames from the receive ring without blocking.
 
-        Returns the frames and whether the limit was hit (more may be waiting), which
-        the device uses to notice a growing input backlog.
+        Returns the frames, their arrival times (a parallel list: CLOCK_MONOTONIC ns,
+        the kernel's receive timestamps; `EmulationClock.from_monotonic_ns` makes them
+        emulated time) and whether the limit was hit (more may be waiting), which the
+        device uses to notice a growing input backlog.
         """
         frames: list[bytes] = []
+        stamps: list[int] = []
         ring, slot, slots = self._ring, self._next, self._slots
         unpack = TPACKET2_HDR.unpack_from
+        realtime_ahead = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
         while len(frames) < limit:
             at = slots[slot]
-            status, length, snaplen, mac, _, _, _, tci, tpid = unpack(ring, at)
+            status, length, snaplen, mac, _, sec, nsec, tci, tpid = unpack(ring, at)
             if not status & TP_STATUS_USER:
                 if not frames:
                     self._check_error()
@@ -205,8 +218,9 @@ class InterfacePort:
             slot = (slot + 1) % RING_FRAMES
             if frame is not None:
                 frames.append(frame)
+                stamps.append(sec * 1_000_000_000 + nsec - realtime_ahead)
         self._next = slot
-        return frames, len(frames) == limit
+        return frames, stamps, len(frames) == limit
 
     def ready(self) -> bool:
         """A frame is waiting in the ring (a memory read, no system call)."""
