@@ -18,19 +18,28 @@ compares between runs on a machine that other work shares.
     use = job_cpu(fabric, line_rate_job(spec_file))
     use.agents_per_s, use.switches_per_s, use.load
     use.fabric_frac_at_line_rate     # agents + switches, of all the machine's cores
+
+`agent_pair_cpu` measures the agents alone: two of them joined by one veth pair, one
+streaming to the other at line rate, CPU microseconds per data frame of the two.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from tccl.job import Job, Transport, Workload, job_from_fabric
-from tccl.launch import default_run_dir, run_on_fabric
+from tccl.control import socket_path
+from tccl.job import Job, RankInfo, Transport, Workload, job_from_fabric
+from tccl.launch import ROOT, default_run_dir, run_on_fabric
+from topo.namespaces import Netns
+from topo.processes import stop_process
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Agents need about a second after opening their NICs before every rank sends (the
@@ -173,3 +182,58 @@ def line_rate_job(spec_file: str | Path, size: int = 1 << 20, iters: int = 6) ->
     return job_from_fabric(spec_file, Workload(op="allreduce", sizes=(size,), iters=iters, warmup=0,
                                                order="rail", check=False),
                            Transport(ports="orthogonal", nvlink_gbps=0.0), name="cpu-line-rate")
+
+
+def nic_counters(pid: int, iface: str) -> tuple[int, int]:
+    """(bytes, packets) interface ``iface`` has sent, in the namespace of process ``pid``."""
+    for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]:
+        name, _, numbers = line.partition(":")
+        if name.strip() == iface:
+            fields = numbers.split()
+            return int(fields[8]), int(fields[9])
+    raise KeyError(f"no interface {iface} in the namespace of process {pid}")
+
+
+def agent_pair_cpu(size: int = 8 << 20, line_mbps: float = 20.0, mtu: int = 1024,
+                   settle_s: float = 0.5, window_s: float = 2.0) -> dict[str, float]:
+    """Agent a sends ``size`` bytes to agent b over one veth pair (no switch, nothing
+    else in the way); over ``window_s`` seconds in the middle of the transfer, the two
+    agents' CPU per data frame a sent (``agent_pair_cpu_us_per_frame``) and the share
+    of the line rate a sent at (``agent_pair_load``)."""
+    macs, ips = ("02:00:0a:00:00:01", "02:00:0a:00:00:02"), ("10.9.0.1", "10.9.0.2")
+    with Netns() as net, tempfile.TemporaryDirectory(prefix="cpu-pair-") as tmp:
+        net.add_ns("a")
+        net.add_ns("b")
+        ifaces = net.add_link("a", "b", mtu=9000)
+        for ns, iface, mac, ip in zip("ab", ifaces, macs, ips):
+            net.run(ns, "ip", "link", "set", iface, "address", mac)
+            net.run(ns, "ip", "addr", "add", f"{ip}/24", "dev", iface)
+        ranks = tuple(RankInfo(k, ns, 0, 0, ifaces[k], ips[k], macs[k], macs[1 - k]) for k, ns in enumerate("ab"))
+        job = Job(ranks=ranks, transport=Transport(line_mbps=line_mbps, mtu=mtu),
+                  workload=Workload(op="sendrecv", sizes=(size,), iters=1, warmup=0, check=False), name="pair")
+        run_dir = Path(tmp)
+        job.save(run_dir / "job.yaml")
+        procs: dict[str, subprocess.Popen] = {}
+        try:
+            for ns in "ba":     # the receiver first: the sender starts at once
+                procs[ns] = subprocess.Popen(
+                    [*net.exec_prefix(ns), sys.executable, "-m", "tccl.agent", "--job", str(run_dir / "job.yaml"),
+                     "--server", ns, "--run-dir", str(run_dir)],
+                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                end = time.monotonic() + 60
+                while not socket_path(run_dir, ns).exists():
+                    if procs[ns].poll() is not None or time.monotonic() > end:
+                        raise WindowError(f"agent {ns} did not come up")
+                    time.sleep(POLL_S)
+            time.sleep(settle_s)
+            pids = [p.pid for p in procs.values()]
+            t0, c0, (b0, f0) = time.monotonic(), cpu_seconds(pids), nic_counters(procs["a"].pid, ifaces[0])
+            time.sleep(window_s)
+            t1, c1, (b1, f1) = time.monotonic(), cpu_seconds(pids), nic_counters(procs["a"].pid, ifaces[0])
+            if any(p.poll() is not None for p in procs.values()) or (run_dir / "results-a.json").exists():
+                raise WindowError(f"the transfer ended inside the window: send more than {size} bytes")
+        finally:
+            for p in procs.values():
+                stop_process(p, 5)
+    return {"agent_pair_cpu_us_per_frame": (c1 - c0) / (f1 - f0) * 1e6,
+            "agent_pair_load": (b1 - b0) * 8 / (t1 - t0) / (line_mbps * 1e6)}
