@@ -40,6 +40,9 @@ MAX_LINGER = 30.0           # emulated seconds
 # How long (emulated s) an agent waits for the other agents of the job to open their
 # NICs before it starts anyway (go-back-N then recovers what reached a NIC not yet open).
 START_BARRIER = 30.0
+# How often (emulated s) the barrier looks for the other agents' markers: a file
+# appearing wakes nothing, so it is polled.
+BARRIER_POLL = 0.01
 # What GOR publishes into the run directory (controller/publish.py).
 GOR_TOPOLOGY = "gor-topology.json"
 
@@ -53,7 +56,9 @@ def _barrier(engine: Engine, job: Job, run_dir: Path) -> None:
     """Wait (serving the control channel) until every server's agent has its NICs open.
     A run directory holds one job: markers are never removed during it."""
     servers = {r.server for r in job.ranks}
-    engine.run_until(lambda: all(ready_path(run_dir, s).exists() for s in servers), START_BARRIER)
+    end = engine.clock() + START_BARRIER
+    while not all(ready_path(run_dir, s).exists() for s in servers) and engine.clock() < end:
+        engine.run_for(BARRIER_POLL)
 
 
 def workload_flows(job: Job, ring: list[int], trace: Trace | None = None) -> list[tuple[int, int]]:
@@ -215,8 +220,7 @@ def _run_trace(engine: Engine, job: Job, trace: Trace, out: Any) -> dict[str, An
         start = engine.clock()
         for step in trace.steps:
             if step.op is None:
-                end = engine.clock() + step.compute_ms / 1000
-                engine.run_until(lambda: engine.clock() >= end, step.compute_ms / 1000 + 1)
+                engine.run_for(step.compute_ms / 1000)
                 continue
             rings, pairs = _step_layout(job, step)
             if split and step.group == "tp" and step.op == "allreduce":
@@ -260,20 +264,15 @@ def _split_step(engine: Engine, job: Job, rings: list[list[int]], size: int,
 
 
 def _linger(engine: Engine) -> None:
-    """Keep serving until every local QP is idle and peers have gone quiet."""
+    """Keep serving until every local QP is idle and no frame arrived for a quiet
+    period (or for MAX_LINGER)."""
     quiet = QUIET_RTOS * engine.job.transport.rto
     end = engine.clock() + MAX_LINGER
-    seen = engine.rx_frames
-    last_change = engine.clock()
-
-    def done() -> bool:
-        nonlocal seen, last_change
-        now = engine.clock()
-        if engine.rx_frames != seen:
-            seen, last_change = engine.rx_frames, now
-        return (engine.idle() and now - last_change > quiet) or now > end
-
-    engine.run_until(done, MAX_LINGER + 1)
+    while (left := end - engine.clock()) > 0:
+        seen = engine.rx_frames
+        arrived = engine.run_until(lambda: engine.rx_frames != seen, min(quiet, left))
+        if not arrived and engine.idle():
+            return
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,8 +3,9 @@
 One thread runs everything (one agent = one process per server): each turn drains the
 NICs' receive rings, lets every NIC send what its line-rate pacer and its QPs' DCQCN
 pacers allow (round robin over QPs), runs due timers, executes commands queued by
-other threads (the control channel), then sleeps in ``select`` until the next packet
-is due or a frame arrives. A NIC is the switch's `InterfacePort` bound to IPv4: frames
+other threads (the control channel), then sleeps in ``select`` until the next thing is
+due -- a departure, an NVLink delivery, a retransmission timeout, a timeline sample,
+the caller's deadline -- or a frame or a command arrives; never on a polling period. A NIC is the switch's `InterfacePort` bound to IPv4: frames
 are read from a PACKET_RX_RING shared with the kernel (a memory copy per frame, no
 system call) and sent on the same AF_PACKET socket. Each received frame is handled at
 its arrival time (the kernel's timestamp), not at the time the loop got to it: ACKs
@@ -44,7 +45,6 @@ from tccl.qp import Requester, Responder
 
 MAX_RX_BATCH = 512          # frames read per NIC per turn before sending again
 MAX_TX_BATCH = 64           # frames sent per NIC per turn before reading again
-MAX_SLEEP = 0.005           # the loop looks at timers at least this often (s)
 SAMPLE_INTERVAL = 0.1       # flows' timeline: one sample per active QP this often (s)
 # A NIC that woke up late may catch up by this many frame times at once: enough to keep
 # the line rate through the event loop's timing jitter, well below the switches' ECN
@@ -187,9 +187,18 @@ class Engine:
         self.commands: queue.Queue[tuple[Callable[[], Any], Future]] = queue.Queue()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
+        # What the loop sleeps on: the NICs and the command pipe. select, because its
+        # timeout has microsecond resolution (epoll's and poll's are milliseconds, more
+        # than a frame time at the fabric's line rates).
+        self._fds = [self._wake_r]
         self.rx_frames = 0
         self.rx_ignored = 0
+        self.turns = 0              # loop iterations: one wake-up each
         self._readable: set[int] = set()
+        # When the next thing is due (emulated; None: nothing), as the last turn left
+        # it, and whether a message was posted since (then the next turn sleeps not).
+        self._due: float | None = None
+        self._posted = True
         self.started = self.clock()
         self._next_sample = self.started
         # QPN -> [(t, acked bytes, rate bit/s, retransmits, CNPs)], for sending QPs.
@@ -202,6 +211,7 @@ class Engine:
         one cannot be opened)."""
         for rank, info in self.local.items():
             self.nics[rank] = NicPort(info, self.job.transport.line_rate_bps)
+            self._fds.append(self.nics[rank].port.fileno())
         # The kernel would answer every RoCE frame with ICMP port unreachable; a bound UDP
         # socket that is never read swallows them (its buffer fills, the rest are dropped).
         self._sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -210,6 +220,7 @@ class Engine:
         return self
 
     def close(self) -> None:
+        self._fds = [self._wake_r]
         for nic in self.nics.values():
             nic.port.close()
         self.nics.clear()
@@ -255,6 +266,7 @@ class Engine:
         (default: `path`). Ranks of one server may also talk over ``net`` -- their NICs
         and the fabric -- e.g. to add the NICs' bandwidth to NVLink's."""
         via = via or self.path(src, dst)
+        self._posted = True
         if via == NVLINK:
             t = self.job.transport
             if self.path(src, dst) != NVLINK:
@@ -327,7 +339,7 @@ class Engine:
                     nic.transmit(out)
 
     def _run_commands(self) -> None:
-        while True:
+        while not self.commands.empty():
             try:
                 fn, fut = self.commands.get_nowait()
             except queue.Empty:
@@ -339,8 +351,19 @@ class Engine:
             except Exception as e:      # handed to the calling thread
                 fut.set_exception(e)
 
-    def turn(self, max_wait: float = MAX_SLEEP) -> None:
-        """One iteration of the loop; sleeps at most ``max_wait``."""
+    def turn(self, until: float | None = None) -> None:
+        """One iteration of the loop: sleep until the next thing is due, a frame or a
+        command arrives, or (emulated) time ``until``, if given -- not at all if a
+        message was posted since the last turn -- then handle what is there.
+
+        The sleep comes first so that the caller looks at the results of a turn (a
+        message delivered, a send completed) before the loop sleeps again."""
+        if self._posted:
+            self._posted = False
+        else:
+            limits = [t for t in (self._due, until) if t is not None]
+            self._sleep(min(limits) if limits else None)
+        self.turns += 1
         now = self.clock()
         for nic in self.nics.values():
             if nic.port.ready() or nic.port.fileno() in self._readable:
@@ -353,27 +376,42 @@ class Engine:
                 d.on_done()
         self._run_commands()
         now = self.clock()
+        wake = []
         for nic in self.nics.values():
             nic.pump(now)
+            t = nic.ready_at()
+            if t is not None:
+                wake.append(t)
         for qp in self.qps.values():
-            qp.requester.check_timeout(now)
-        if now >= self._next_sample:
-            self._sample(now)
-        wake = [t for t in (nic.ready_at() for nic in self.nics.values()) if t is not None]
+            t = qp.requester.check_timeout(now)
+            if t is not None:
+                wake.append(t)
+        if self.qps:
+            if now >= self._next_sample:
+                self._sample(now)
+            wake.append(self._next_sample)
         if self._local_q:
             wake.append(self._local_q[0].due)
-        wait = max_wait if not wake else min(max_wait, max(0.0, min(wake) - self.clock()))
-        if wait > 0:
-            ready, _, _ = select.select([n.port.fileno() for n in self.nics.values()] + [self._wake_r],
-                                        [], [], self.emulation_clock.wall_s(wait))
-            # A NIC reported readable with an empty ring has an error to clear (a link
-            # that went down): the next turn reads it even so.
-            self._readable = set(ready)
-            if self._wake_r in ready:
+        self._due = min(wake) if wake else None
+
+    def _sleep(self, until: float | None) -> None:
+        """Wait until emulated time ``until`` (None: no limit), a frame or a command
+        arrives."""
+        timeout = None
+        if until is not None:
+            timeout = self.emulation_clock.wall_s(until - self.clock())
+            if timeout <= 0:
+                return
+        for fd in select.select(self._fds, [], [], timeout)[0]:
+            if fd == self._wake_r:
                 try:
                     os.read(self._wake_r, 4096)
                 except BlockingIOError:
                     pass
+            else:
+                # A NIC reported readable with an empty ring has an error to clear (a
+                # link that went down): the next turn reads it even so.
+                self._readable.add(fd)
 
     def _sample(self, now: float) -> None:
         self._next_sample = now + SAMPLE_INTERVAL
@@ -390,10 +428,14 @@ class Engine:
         ``done()``."""
         end = self.clock() + timeout
         while not done():
-            if self.clock() > end:
+            if self.clock() >= end:
                 return False
-            self.turn()
+            self.turn(until=end)
         return True
+
+    def run_for(self, seconds: float) -> None:
+        """Turn the loop for ``seconds`` of emulated time (e.g. a compute step)."""
+        self.run_until(lambda: False, seconds)
 
     def idle(self) -> bool:
         """No message waiting to be sent or acknowledged anywhere."""

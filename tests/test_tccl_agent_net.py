@@ -207,7 +207,7 @@ def test_frames_are_handled_at_their_arrival_time():
             time.sleep(3 * interval)        # the gap between the arrivals
             tx.send(marked.frame(roce.SEND_LAST, 1, bytes(100)))
             assert len(receive(sniff, 2, 5, lambda f: roce.parse(f) is not None)) == 2
-            engine.turn(max_wait=0)
+            engine.turn(until=engine.clock())
             stats = engine.qps[qpn(1, 0)].responder.stats
         finally:
             engine.close()

@@ -1,12 +1,13 @@
-"""The agents' time is the fabric's emulation clock: the engine reads and sleeps on
-it, the agent takes it from ``--clock`` (or ASTRAL_CLOCK), the launcher hands every
-agent the same one. No root needed."""
+"""The agent's event loop in time: it reads and sleeps on the fabric's emulation clock
+(the agent takes it from ``--clock`` or ASTRAL_CLOCK, the launcher hands every agent
+the same one) and wakes only when something is due or arrives. No root needed."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -37,6 +38,20 @@ def test_engine_reads_and_waits_in_emulated_time():
     wall = time.monotonic()
     assert not engine.run_until(lambda: False, 0.02)   # a timeout is emulated seconds too
     assert time.monotonic() - wall >= 0.02 * dilation
+    engine.close()
+
+
+def test_idle_loop_sleeps_until_something_arrives():
+    """Nothing due: the loop sleeps through to its deadline in one wake-up, and a
+    command from another thread wakes it at once."""
+    engine = Engine(nvlink_job(), "s")
+    engine.run_until(lambda: False, 0.3)
+    assert engine.turns <= 2        # the first turn, and the one at the deadline
+    answered: list[int] = []
+    threading.Timer(0.05, lambda: engine.call(lambda: answered.append(42))).start()
+    started = time.monotonic()
+    assert engine.run_until(lambda: bool(answered), 5)
+    assert time.monotonic() - started < 2.5      # woken by the command, not the deadline
     engine.close()
 
 
