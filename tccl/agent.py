@@ -7,6 +7,11 @@ message sizes, or a trace's training iterations -- prints the results and writes
 ``results-<server>.json``. It then keeps
 answering its peers until they have been quiet for a while, so that a peer whose last
 ACK was lost can still finish, and exits.
+
+Every time it measures or waits for (iterations, compute steps, the start barrier,
+lingering) is the fabric's emulated time (``--clock``, else ``ASTRAL_CLOCK``), so the
+results' time, algbw and busbw are those of the modelled network however much the
+clock is dilated.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
+from emulation.clock import ENV as CLOCK_ENV
+from emulation.clock import ClockError, EmulationClock
+from p4sim.switch.ports import PortError
 from tccl import collectives as C
 from tccl import ports as P
 from tccl import trace as T
@@ -29,10 +36,13 @@ from tccl.trace import Step, Trace
 
 # Stop lingering once no frame has arrived for this many retransmission timeouts.
 QUIET_RTOS = 4
-MAX_LINGER = 30.0
-# How long an agent waits for the other agents of the job to open their NICs before it
-# starts anyway (go-back-N then recovers what reached a NIC not yet open).
+MAX_LINGER = 30.0           # emulated seconds
+# How long (emulated s) an agent waits for the other agents of the job to open their
+# NICs before it starts anyway (go-back-N then recovers what reached a NIC not yet open).
 START_BARRIER = 30.0
+# How often (emulated s) the barrier looks for the other agents' markers: a file
+# appearing wakes nothing, so it is polled.
+BARRIER_POLL = 0.01
 # What GOR publishes into the run directory (controller/publish.py).
 GOR_TOPOLOGY = "gor-topology.json"
 
@@ -46,7 +56,9 @@ def _barrier(engine: Engine, job: Job, run_dir: Path) -> None:
     """Wait (serving the control channel) until every server's agent has its NICs open.
     A run directory holds one job: markers are never removed during it."""
     servers = {r.server for r in job.ranks}
-    engine.run_until(lambda: all(ready_path(run_dir, s).exists() for s in servers), START_BARRIER)
+    end = engine.clock() + START_BARRIER
+    while not all(ready_path(run_dir, s).exists() for s in servers) and engine.clock() < end:
+        engine.run_for(BARRIER_POLL)
 
 
 def workload_flows(job: Job, ring: list[int], trace: Trace | None = None) -> list[tuple[int, int]]:
@@ -126,8 +138,10 @@ def collective_timeout(job: Job, op: str, size: int) -> float:
     return 30.0 + 20 * factor * size * 8 / job.transport.line_rate_bps
 
 
-def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout) -> dict[str, Any]:
-    """Run the job's workload for ``server``'s ranks; returns what it saves as JSON."""
+def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
+        clock: EmulationClock | None = None) -> dict[str, Any]:
+    """Run the job's workload for ``server``'s ranks on the fabric's ``clock`` (default:
+    `EmulationClock.from_env`); returns what it saves as JSON."""
     w = job.workload
     trace = T.load_trace(w.trace) if w.trace else None
     ring = C.ring_order(job.ranks, w.order)
@@ -138,7 +152,7 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout) -> dict[str
     except ValueError as e:
         raise JobError(str(e)) from e
     port, planned = port_function(job, ring, trace, groups)
-    engine = Engine(job, server, ports=port)
+    engine = Engine(job, server, ports=port, clock=clock)
     rows: list[Row] = []
     extra: dict[str, Any] = {}
     ready_path(run_dir, server).unlink(missing_ok=True)
@@ -182,10 +196,10 @@ def _sweep(engine: Engine, job: Job, ring: list[int], out: Any, tree: C.Tree | N
         times, wrong = [], 0
         for it in range(w.warmup + w.iters):
             progs, _ = C.programs_for(w.op, engine, ring, size, seed, w.pairs, tree)
-            start = time.monotonic()
+            start = engine.clock()
             results = C.run_collective(engine, progs, collective_timeout(job, w.op, size))
             if it >= w.warmup:
-                times.append(time.monotonic() - start)
+                times.append(engine.clock() - start)
             if w.check and it == w.warmup + w.iters - 1:
                 wrong = sum(results[r] != C.expected(w.op, ring, r, size, seed, w.pairs) for r in results)
         row = Row.measure(w.op, size, len(ring), statistics.mean(times), wrong if w.check else -1)
@@ -203,11 +217,10 @@ def _run_trace(engine: Engine, job: Job, trace: Trace, out: Any) -> dict[str, An
     balancer = C.SplitBalancer(t.nvlink_gbps * 1e9, t.line_rate_bps)
     times, shares, wrong = [], [], 0
     for it in range(trace.iterations):
-        start = time.monotonic()
+        start = engine.clock()
         for step in trace.steps:
             if step.op is None:
-                end = time.monotonic() + step.compute_ms / 1000
-                engine.run_until(lambda: time.monotonic() >= end, step.compute_ms / 1000 + 1)
+                engine.run_for(step.compute_ms / 1000)
                 continue
             rings, pairs = _step_layout(job, step)
             if split and step.group == "tp" and step.op == "allreduce":
@@ -222,7 +235,7 @@ def _run_trace(engine: Engine, job: Job, trace: Trace, out: Any) -> dict[str, An
                 part, _ = C.programs_for(step.op, engine, ring, step.size, seed)
                 progs.update(part)
             C.run_collective(engine, progs, collective_timeout(job, step.op, step.size))
-        times.append(time.monotonic() - start)
+        times.append(engine.clock() - start)
         print(f"# iteration {it}: {times[-1] * 1e3:.1f} ms", file=out, flush=True)
     result: dict[str, Any] = {"iteration_s": times}
     if split:
@@ -251,20 +264,15 @@ def _split_step(engine: Engine, job: Job, rings: list[list[int]], size: int,
 
 
 def _linger(engine: Engine) -> None:
-    """Keep serving until every local QP is idle and peers have gone quiet."""
+    """Keep serving until every local QP is idle and no frame arrived for a quiet
+    period (or for MAX_LINGER)."""
     quiet = QUIET_RTOS * engine.job.transport.rto
-    end = time.monotonic() + MAX_LINGER
-    seen = engine.rx_frames
-    last_change = time.monotonic()
-
-    def done() -> bool:
-        nonlocal seen, last_change
-        now = time.monotonic()
-        if engine.rx_frames != seen:
-            seen, last_change = engine.rx_frames, now
-        return (engine.idle() and now - last_change > quiet) or now > end
-
-    engine.run_until(done, MAX_LINGER + 1)
+    end = engine.clock() + MAX_LINGER
+    while (left := end - engine.clock()) > 0:
+        seen = engine.rx_frames
+        arrived = engine.run_until(lambda: engine.rx_frames != seen, min(quiet, left))
+        if not arrived and engine.idle():
+            return
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,14 +280,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--job", required=True, help="job file (YAML/JSON), the same for every agent")
     ap.add_argument("--server", required=True, help="this agent's server name in the job")
     ap.add_argument("--run-dir", required=True, help="directory for the control socket and results")
+    ap.add_argument("--clock", help=f"the fabric's emulation clock, <origin_ns>:<dilation> "
+                                    f"(default: ${CLOCK_ENV}, else a fresh undilated clock)")
     args = ap.parse_args(argv)
     run_dir = Path(args.run_dir)
     try:
+        clock = EmulationClock.decode(args.clock, "--clock") if args.clock else EmulationClock.from_env()
         run_dir.mkdir(parents=True, exist_ok=True)
         job = load_job(args.job)
         job.server_ranks(args.server)
-        run(job, args.server, run_dir)
-    except (JobError, OSError) as e:
+        run(job, args.server, run_dir, clock=clock)
+    except (ClockError, JobError, OSError, PortError) as e:
         print(f"tccl agent: {e}", file=sys.stderr)
         return 2
     except C.CollectiveError as e:

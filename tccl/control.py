@@ -18,7 +18,6 @@ generic handlers. The wire format is exactly what protoc-generated stubs would s
 
 from __future__ import annotations
 
-import time
 from concurrent import futures
 from pathlib import Path
 from typing import Any, Callable
@@ -170,7 +169,7 @@ class ControlServer:
             qp = self._find(request.flow)
             return qp, qp.requester.request_port(port)
 
-        started = time.monotonic()
+        started = self.engine.clock()
         try:
             qp, change = self._on_engine(request_change, context)
         except LookupError as e:
@@ -178,13 +177,13 @@ class ControlServer:
         except ValueError as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         timeout = request.timeout_s or APPLY_TIMEOUT
-        if not change.done.wait(timeout):
+        if not self.engine.emulation_clock.wait(change.done, timeout):
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                           f"flow {qp.qpn:#x} did not reach a message boundary in {timeout:.1f}s; "
                           f"the change stays pending")
         flow = self._on_engine(lambda: _flow_msg(qp), context)
         return MESSAGES["SetSourcePortReply"](flow=flow, old_sport=change.old_port,
-                                              waited_s=time.monotonic() - started)
+                                              waited_s=self.engine.clock() - started)
 
 
 class AgentClient:

@@ -1,10 +1,19 @@
 """The agent's event loop: NIC sockets, queue pairs, local (NVLink) channels, mailboxes.
 
 One thread runs everything (one agent = one process per server): each turn drains the
-receive sockets, lets every NIC send what its line-rate pacer and its QPs' DCQCN
+NICs' receive rings, lets every NIC send what its line-rate pacer and its QPs' DCQCN
 pacers allow (round robin over QPs), runs due timers, executes commands queued by
-other threads (the control channel), then sleeps in ``select`` until the next packet
-is due or a frame arrives. Frames go out through one reused AF_PACKET socket per NIC.
+other threads (the control channel), then sleeps in ``select`` until the next thing is
+due -- a departure, an NVLink delivery, a retransmission timeout, a timeline sample,
+the caller's deadline -- or a frame or a command arrives; never on a polling period. A NIC is the switch's `InterfacePort` bound to IPv4: frames
+are read from a PACKET_RX_RING shared with the kernel (a memory copy per frame, no
+system call) and sent on the same AF_PACKET socket. Each received frame is handled at
+its arrival time (the kernel's timestamp), not at the time the loop got to it: ACKs
+start RTOs, CNPs cut DCQCN rates and CE marks space CNPs by when they arrived.
+
+Time is the fabric's `EmulationClock`: every reading (pacers, DCQCN, RTOs, NVLink
+deliveries, the flows' timeline) is emulated seconds, and every sleep is converted to
+wall time by the clock's dilation, so the agent runs at the fabric's pace.
 
 Messages between ranks: `send(src, dst, data, on_done, via)` and a per-(dst, src,
 channel) mailbox of received messages, in order. Ranks of the same server exchange
@@ -15,7 +24,6 @@ its latency) when the job enables one; otherwise, or when asked, over their NICs
 
 from __future__ import annotations
 
-import errno
 import heapq
 import itertools
 import os
@@ -29,58 +37,45 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from emulation.clock import EmulationClock
+from p4sim.switch.ports import ETH_P_IPV4, InterfacePort
 from tccl import roce
 from tccl.job import Job, RankInfo, qpn, qpn_index, qpn_ranks
 from tccl.qp import Requester, Responder
 from topo.hashmodel import PORT_RANGE
 
-ETH_P_IP = 0x0800
-SOL_PACKET = 263
-PACKET_IGNORE_OUTGOING = 23
-RCVBUF = 8 << 20            # room for a burst of several windows while Python is busy
-MAX_RX_BATCH = 512          # frames read per socket per turn before sending again
+MAX_RX_BATCH = 512          # frames read per NIC per turn before sending again
 MAX_TX_BATCH = 64           # frames sent per NIC per turn before reading again
-MAX_SLEEP = 0.005           # the loop looks at timers at least this often (s)
 SAMPLE_INTERVAL = 0.1       # flows' timeline: one sample per active QP this often (s)
 # A NIC that woke up late may catch up by this many frame times at once: enough to keep
 # the line rate through the event loop's timing jitter, well below the switches' ECN
 # Kmin (5 packets), so that the sender's own bursts do not look like congestion.
 CATCHUP_FRAMES = 2
 NET, NVLINK = "net", "nvlink"  # the two channels between ranks
-# Socket errors that mean "this frame is lost", not "the agent is broken".
-LINK_ERRORS = (errno.EAGAIN, errno.ENOBUFS, errno.ENETDOWN, errno.ENXIO)
 
 
 class NicPort:
-    """One rank's NIC: the raw socket and the line-rate pacer shared by its QPs."""
+    """One rank's NIC: its interface port and the line-rate pacer shared by its QPs."""
 
     def __init__(self, info: RankInfo, line_rate_bps: float) -> None:
         self.info = info
         self.line_rate = line_rate_bps
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
-            self.sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-            self.sock.bind((info.iface, ETH_P_IP))
-        except OSError as e:
-            self.sock.close()
-            raise OSError(e.errno, f"rank {info.rank}: cannot open {info.iface}: {e.strerror}") from e
-        self.sock.setblocking(False)
+        self.port = InterfacePort(info.rank, info.iface, protocol=ETH_P_IPV4, promisc=False,
+                                  name=f"rank {info.rank}")
         self.ip_bytes = socket.inet_aton(info.ip)
         self.requesters: list[Requester] = []
         self._rr = 0
         self.next_tx = 0.0
-        self.tx_dropped = 0
 
     def transmit(self, frame: bytes) -> None:
         """Put one frame on the wire. A full socket buffer or a link that is down (a
-        failed link in an experiment) drops it, as a NIC would; go-back-N recovers."""
-        try:
-            self.sock.send(frame)
-        except OSError as e:
-            if e.errno not in LINK_ERRORS:
-                raise
-            self.tx_dropped += 1
+        failed link in an experiment) drops it, as a NIC would (counted in the port's
+        ``tx_errors``); go-back-N recovers."""
+        self.port.send(frame)
+
+    @property
+    def tx_dropped(self) -> int:
+        return self.port.tx_errors
 
     def pump(self, now: float) -> int:
         """Send the frames the pacers allow at ``now``, round robin over the QPs."""
@@ -114,7 +109,10 @@ class QueuePair:
         self.local, self.peer, self.index = local, peer, index
         self.qpn = qpn(local.rank, peer.rank, index)
         # Wall clock at creation: QP numbers repeat from job to job, this tells a
-        # controller a new job's QP from the old one it saw.
+        # controller a new job's QP from the old one it saw. An identity stamp, not a
+        # time anything is measured with: it must differ between jobs on different
+        # fabrics (clocks with other origins) and after a restart, which emulated time
+        # does not guarantee.
         self.created_ns = time.time_ns()
         remote_qpn = qpn(peer.rank, local.rank, index)
         src = roce.Endpoint(local.mac, local.ip)
@@ -160,9 +158,12 @@ class Engine:
     """Everything one agent runs: its ranks' NICs and QPs and the NVLink channels."""
 
     def __init__(self, job: Job, server: str, ports: Callable[..., int] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: EmulationClock | None = None) -> None:
         self.job = job
-        self.clock = clock
+        # The fabric's clock (default: ASTRAL_CLOCK, else a fresh one); `clock()` reads
+        # emulated seconds.
+        self.emulation_clock = clock if clock is not None else EmulationClock.from_env()
+        self.clock = self.emulation_clock.now
         self.dcqcn = job.transport.dcqcn()
         self.ranks = {r.rank: r for r in job.ranks}
         self.local = {r.rank: r for r in job.server_ranks(server)}
@@ -186,9 +187,19 @@ class Engine:
         self.commands: queue.Queue[tuple[Callable[[], Any], Future]] = queue.Queue()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
+        # What the loop sleeps on: the NICs and the command pipe. select, because its
+        # timeout has microsecond resolution (epoll's and poll's are milliseconds, more
+        # than a frame time at the fabric's line rates).
+        self._fds = [self._wake_r]
         self.rx_frames = 0
         self.rx_ignored = 0
-        self.started = clock()
+        self.turns = 0              # loop iterations: one wake-up each
+        self._readable: set[int] = set()
+        # When the next thing is due (emulated; None: nothing), as the last turn left
+        # it, and whether a message was posted since (then the next turn sleeps not).
+        self._due: float | None = None
+        self._posted = True
+        self.started = self.clock()
         self._next_sample = self.started
         # QPN -> [(t, acked bytes, rate bit/s, retransmits, CNPs)], for sending QPs.
         self.timeline: dict[int, list[tuple[float, int, float, int, int]]] = {}
@@ -196,9 +207,11 @@ class Engine:
     # --- lifetime -----------------------------------------------------------------------
 
     def open(self) -> "Engine":
-        """Open the NIC sockets (needs CAP_NET_RAW in the server's namespace)."""
+        """Open the NICs (needs CAP_NET_RAW in the server's namespace; `PortError` if
+        one cannot be opened)."""
         for rank, info in self.local.items():
             self.nics[rank] = NicPort(info, self.job.transport.line_rate_bps)
+            self._fds.append(self.nics[rank].port.fileno())
         # The kernel would answer every RoCE frame with ICMP port unreachable; a bound UDP
         # socket that is never read swallows them (its buffer fills, the rest are dropped).
         self._sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -207,8 +220,9 @@ class Engine:
         return self
 
     def close(self) -> None:
+        self._fds = [self._wake_r]
         for nic in self.nics.values():
-            nic.sock.close()
+            nic.port.close()
         self.nics.clear()
         if self._sink is not None:
             self._sink.close()
@@ -252,6 +266,7 @@ class Engine:
         (default: `path`). Ranks of one server may also talk over ``net`` -- their NICs
         and the fabric -- e.g. to add the NICs' bandwidth to NVLink's."""
         via = via or self.path(src, dst)
+        self._posted = True
         if via == NVLINK:
             t = self.job.transport
             if self.path(src, dst) != NVLINK:
@@ -298,17 +313,11 @@ class Engine:
 
     # --- the loop ---------------------------------------------------------------------
 
-    def _receive(self, nic: NicPort, now: float) -> None:
-        for _ in range(MAX_RX_BATCH):
-            try:
-                frame = nic.sock.recv(65535)
-            except BlockingIOError:
-                return
-            except OSError as e:        # the link went down under us: nothing to read
-                if e.errno not in LINK_ERRORS:
-                    raise
-                return
-            self.rx_frames += 1
+    def _receive(self, nic: NicPort) -> None:
+        frames, stamps, _ = nic.port.recv_batch(MAX_RX_BATCH)
+        self.rx_frames += len(frames)
+        arrival = self.emulation_clock.from_monotonic_ns
+        for frame, stamp in zip(frames, stamps):
             pkt = roce.parse(frame)
             if pkt is None or pkt.dst_ip != nic.ip_bytes:
                 self.rx_ignored += 1
@@ -320,16 +329,17 @@ class Engine:
                 self.rx_ignored += 1
                 continue
             qp = self.qp(*ranks, index)
+            at = arrival(stamp)
             if pkt.opcode == roce.ACKNOWLEDGE:
-                qp.requester.on_ack(pkt.psn, pkt.syndrome & 0xE0 == roce.AETH_NAK_SEQ, now)
+                qp.requester.on_ack(pkt.psn, pkt.syndrome & 0xE0 == roce.AETH_NAK_SEQ, at)
             elif pkt.opcode == roce.CNP:
-                qp.requester.on_cnp(now)
+                qp.requester.on_cnp(at)
             else:
-                for out in qp.responder.on_frame(pkt, frame, now):
+                for out in qp.responder.on_frame(pkt, frame, at):
                     nic.transmit(out)
 
     def _run_commands(self) -> None:
-        while True:
+        while not self.commands.empty():
             try:
                 fn, fut = self.commands.get_nowait()
             except queue.Empty:
@@ -341,11 +351,24 @@ class Engine:
             except Exception as e:      # handed to the calling thread
                 fut.set_exception(e)
 
-    def turn(self, max_wait: float = MAX_SLEEP) -> None:
-        """One iteration of the loop; sleeps at most ``max_wait``."""
+    def turn(self, until: float | None = None) -> None:
+        """One iteration of the loop: sleep until the next thing is due, a frame or a
+        command arrives, or (emulated) time ``until``, if given -- not at all if a
+        message was posted since the last turn -- then handle what is there.
+
+        The sleep comes first so that the caller looks at the results of a turn (a
+        message delivered, a send completed) before the loop sleeps again."""
+        if self._posted:
+            self._posted = False
+        else:
+            limits = [t for t in (self._due, until) if t is not None]
+            self._sleep(min(limits) if limits else None)
+        self.turns += 1
         now = self.clock()
         for nic in self.nics.values():
-            self._receive(nic, now)
+            if nic.port.ready() or nic.port.fileno() in self._readable:
+                self._receive(nic)
+        self._readable.clear()
         while self._local_q and self._local_q[0].due <= now:
             d = heapq.heappop(self._local_q)
             self.deliver(d.dst, d.src, d.data, NVLINK)
@@ -353,23 +376,42 @@ class Engine:
                 d.on_done()
         self._run_commands()
         now = self.clock()
+        wake = []
         for nic in self.nics.values():
             nic.pump(now)
+            t = nic.ready_at()
+            if t is not None:
+                wake.append(t)
         for qp in self.qps.values():
-            qp.requester.check_timeout(now)
-        if now >= self._next_sample:
-            self._sample(now)
-        wake = [t for t in (nic.ready_at() for nic in self.nics.values()) if t is not None]
+            t = qp.requester.check_timeout(now)
+            if t is not None:
+                wake.append(t)
+        if self.qps:
+            if now >= self._next_sample:
+                self._sample(now)
+            wake.append(self._next_sample)
         if self._local_q:
             wake.append(self._local_q[0].due)
-        wait = max_wait if not wake else min(max_wait, max(0.0, min(wake) - self.clock()))
-        if wait > 0:
-            ready, _, _ = select.select([n.sock for n in self.nics.values()] + [self._wake_r], [], [], wait)
-            if self._wake_r in ready:
+        self._due = min(wake) if wake else None
+
+    def _sleep(self, until: float | None) -> None:
+        """Wait until emulated time ``until`` (None: no limit), a frame or a command
+        arrives."""
+        timeout = None
+        if until is not None:
+            timeout = self.emulation_clock.wall_s(until - self.clock())
+            if timeout <= 0:
+                return
+        for fd in select.select(self._fds, [], [], timeout)[0]:
+            if fd == self._wake_r:
                 try:
                     os.read(self._wake_r, 4096)
                 except BlockingIOError:
                     pass
+            else:
+                # A NIC reported readable with an empty ring has an error to clear (a
+                # link that went down): the next turn reads it even so.
+                self._readable.add(fd)
 
     def _sample(self, now: float) -> None:
         self._next_sample = now + SAMPLE_INTERVAL
@@ -382,13 +424,18 @@ class Engine:
                      st.retransmits, st.cnps))
 
     def run_until(self, done: Callable[[], bool], timeout: float) -> bool:
-        """Turn the loop until ``done()`` or ``timeout`` seconds; returns ``done()``."""
+        """Turn the loop until ``done()`` or ``timeout`` (emulated) seconds; returns
+        ``done()``."""
         end = self.clock() + timeout
         while not done():
-            if self.clock() > end:
+            if self.clock() >= end:
                 return False
-            self.turn()
+            self.turn(until=end)
         return True
+
+    def run_for(self, seconds: float) -> None:
+        """Turn the loop for ``seconds`` of emulated time (e.g. a compute step)."""
+        self.run_until(lambda: False, seconds)
 
     def idle(self) -> bool:
         """No message waiting to be sent or acknowledged anywhere."""

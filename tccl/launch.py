@@ -4,6 +4,8 @@
 share the filesystem), starts ``python -m tccl.agent`` inside every server's Mininet
 host, waits for all of them and returns their results; on a failure or timeout every
 agent still running is terminated by PID. Used by the tests and ``make bench``.
+Every agent gets the same emulation clock (``--clock``), so their times agree with
+each other and with the switches'.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
+from emulation.clock import EmulationClock
 from emulation.realtime import agent_priority, realtime_prefix
 from tccl.job import Job
 from topo.processes import stop_process
@@ -26,7 +29,8 @@ class HostsProvider(Protocol):
     """What the launcher needs from a fabric (topo.net.Fabric has it)."""
 
     run_dir: Path
-    spec: Any             # the fabric spec: its rt_priority applies to the agents too
+    spec: Any                       # the fabric spec: its rt_priority applies to the agents
+    clock: EmulationClock | None    # the fabric's emulation clock (None: not started)
 
     def host(self, name: str) -> Any: ...
 
@@ -42,8 +46,16 @@ class LaunchError(RuntimeError):
 
 
 def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = None,
-                  timeout: float = 120.0) -> dict[str, dict[str, Any]]:
-    """Run ``job`` on every server of the fabric that has ranks; results by server."""
+                  timeout: float = 120.0,
+                  on_started: Callable[[dict[str, int]], None] | None = None,
+                  clock: EmulationClock | None = None) -> dict[str, dict[str, Any]]:
+    """Run ``job`` on every server of the fabric that has ranks; results by server.
+
+    The agents run on ``clock`` (default: the fabric's, else `EmulationClock.from_env`);
+    ``timeout`` is emulated seconds. ``on_started`` is given every
+    agent's PID by server once all are started (e.g. to measure their CPU while they run).
+    """
+    clock = clock or fabric.clock or EmulationClock.from_env()
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(fabric)
     run_dir.mkdir(parents=True, exist_ok=True)
     job_path = run_dir / "job.yaml"
@@ -58,8 +70,10 @@ def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = 
             procs[server] = fabric.host(server).popen(
                 realtime_prefix(agent_priority(fabric.spec.rt_priority))
                 + [sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
-                   "--run-dir", str(run_dir)], cwd=str(ROOT), text=True)
-        end = time.monotonic() + timeout
+                   "--run-dir", str(run_dir), "--clock", clock.encode()], cwd=str(ROOT), text=True)
+        if on_started is not None:
+            on_started({server: proc.pid for server, proc in procs.items()})
+        end = time.monotonic() + clock.wall_s(timeout)
         for server, proc in procs.items():
             try:
                 out, err = proc.communicate(timeout=max(0.1, end - time.monotonic()))

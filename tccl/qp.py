@@ -219,12 +219,17 @@ class Requester:
         self.stats.cnps += 1
         self.rate.on_cnp(now)
 
-    def check_timeout(self, now: float) -> None:
-        """Go back to the oldest unacknowledged PSN if nothing was acknowledged for rto."""
-        if self._inflight and now - self._last_progress > self.rto:
+    def check_timeout(self, now: float) -> float | None:
+        """Go back to the oldest unacknowledged PSN if nothing was acknowledged for rto.
+        Returns when the timeout fires next if nothing changes (None: nothing in flight),
+        so an event loop can sleep until then."""
+        if not self._inflight:
+            return None
+        if now - self._last_progress > self.rto:
             self.stats.timeouts += 1
             self._resend = 0
             self._last_progress = now
+        return self._last_progress + self.rto
 
 
 @dataclass

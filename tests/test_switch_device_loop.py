@@ -8,6 +8,7 @@ pipeline: rates, queue depths, PacketIn/PacketOut, loop-back filtering, idle CPU
 from __future__ import annotations
 
 import os
+import select
 import struct
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 
 from netns import receive
 from p4sim.switch.device import Device
+from p4sim.switch.ports import InterfacePort
 from topo.namespaces import Netns
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
@@ -261,14 +263,48 @@ def test_replacing_the_pipeline_drops_packets_queued_by_the_old_one(net):
 
 def test_frames_larger_than_a_ring_slot_are_received_whole():
     with Netns() as n:
-        ifaces = n.add_switch_and_hosts(mtu=9000)
+        ifaces = n.add_switch_and_hosts(mtu=16000)
         tx, rx = n.socket("h1", ifaces["h1"]), n.socket("h2", ifaces["h2"])
-        sizes = [100, 3000, 9014, 200, 5000]  # interleaved: the ring keeps their order
+        # Interleaved: the ring keeps their order. A 9000-byte-MTU jumbo frame (9014
+        # bytes) fits a ring slot; only the 12000-byte one takes the socket's queue.
+        sizes = [100, 3000, 9014, 12000, 200, 5000]
         with Running(n, WireEngine()):
             for i, size in enumerate(sizes):
                 tx.send(frame(b"J" + bytes([i]), size))
             got = recv_until(rx, len(sizes), timeout=5)
         assert [(d[15], len(d)) for _, d in got] == list(enumerate(sizes))
+
+
+def port_batches(port: InterfacePort, count: int, timeout: float) -> list[bytes]:
+    """Frames from ``port``'s ring until ``count`` arrived or ``timeout``."""
+    got: list[bytes] = []
+    end = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < end:
+        select.select([port], [], [], 0.05)
+        got += port.recv_batch(count - len(got))[0]
+    return got
+
+
+def test_ring_slots_hold_jumbo_frames():
+    """A 9000-byte-MTU frame is read from a ring slot like a small one; only a larger
+    frame goes the slow way, through the socket's queue."""
+    with Netns() as n:
+        n.add_ns("a")
+        n.add_ns("b")
+        ia, ib = n.add_link("a", "b", mtu=16000)
+        with n.entered("b"):
+            port = InterfacePort(1, ib)
+        tx = n.socket("a", ia)
+        try:
+            sizes = [9014] * 50 + [12000, 60]
+            for i, size in enumerate(sizes):
+                tx.send(frame(b"J" + bytes([i]), size))
+            got = [d for d in port_batches(port, len(sizes), 5) if d[12:14] == ETHERTYPE]
+        finally:
+            port.close()
+            tx.close()
+    assert [(d[15], len(d)) for d in got] == list(enumerate(sizes))
+    assert port.rx_copied == 1
 
 
 class PassEngine:
@@ -350,3 +386,40 @@ def test_segmentation_offload_is_reported(net, caplog):
             proc.kill()
             proc.wait()
     assert "turn it off there (ethtool -K <host-iface> tso off gso off)" in caplog.text
+
+
+def test_frames_carry_their_kernel_arrival_time():
+    """recv_batch gives each frame the time it arrived (CLOCK_MONOTONIC ns), not the
+    time it was read: frames read 50 ms after they were sent say when they were sent."""
+    with Netns() as n:
+        n.add_ns("a")
+        n.add_ns("b")
+        ia, ib = n.add_link("a", "b")
+        with n.entered("b"):
+            port = InterfacePort(1, ib)
+        tx = n.socket("a", ia)
+        try:
+            sent = []
+            for i in range(5):
+                sent.append(time.monotonic_ns())
+                tx.send(frame(b"T" + bytes([i])))
+                time.sleep(0.01)
+            time.sleep(0.05)   # the frames wait in the ring
+            read_at = time.monotonic_ns()
+            frames, stamps = [], []
+            end = time.monotonic() + 5
+            while len(frames) < 5 and time.monotonic() < end:
+                select.select([port], [], [], 0.05)
+                got, at, _ = port.recv_batch(16)
+                keep = [k for k, d in enumerate(got) if d[12:14] == ETHERTYPE]
+                frames += [got[k] for k in keep]
+                stamps += [at[k] for k in keep]
+        finally:
+            port.close()
+            tx.close()
+    assert [d[15] for d in frames] == list(range(5))
+    for before, stamp in zip(sent, stamps):
+        # Stamped when the kernel took the frame in: not before it was sent, and long
+        # before it was read (the last frame was sent 60 ms before the read).
+        assert before <= stamp < read_at - 40_000_000
+    assert stamps == sorted(stamps)

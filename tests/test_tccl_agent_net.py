@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
 import threading
@@ -27,8 +28,11 @@ from pathlib import Path
 import grpc
 import pytest
 
+from emulation.clock import EmulationClock
+from netns import receive
 from tccl import roce
 from tccl.control import AgentClient, socket_path
+from tccl.engine import Engine
 from tccl.job import Job, RankInfo, Transport, Workload, qpn
 from topo.namespaces import Netns
 from topo.processes import stop_process
@@ -56,8 +60,9 @@ def configure(net: Netns, ns: str, iface: str, mac: str, ip: str) -> None:
 class Agents:
     """Start agent processes inside namespaces; always terminate them by PID."""
 
-    def __init__(self, net: Netns, job: Job, tmp: Path) -> None:
+    def __init__(self, net: Netns, job: Job, tmp: Path, clock: EmulationClock | None = None) -> None:
         self.net, self.tmp = net, tmp
+        self.clock = clock
         self.job_path = tmp / "job.yaml"
         job.save(self.job_path)
         self.procs: dict[str, subprocess.Popen] = {}
@@ -65,6 +70,8 @@ class Agents:
     def start(self, server: str, ns: str) -> None:
         cmd = [*self.net.exec_prefix(ns), sys.executable, "-m", "tccl.agent", "--job",
                str(self.job_path), "--server", server, "--run-dir", str(self.tmp)]
+        if self.clock is not None:
+            cmd += ["--clock", self.clock.encode()]
         self.procs[server] = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
                                               stderr=subprocess.PIPE, text=True)
 
@@ -92,11 +99,20 @@ class Agents:
         for proc in self.procs.values():
             stop_process(proc, 5)
 
+    def a_to_b(self, timeout: float) -> dict[str, dict]:
+        """Receiver b first, then sender a; their results (every agent stopped)."""
+        try:
+            self.start_ready("b", "b")
+            self.start("a", "a")
+            return self.wait(timeout)
+        finally:
+            self.stop()
 
-def two_hosts(net: Netns) -> tuple[str, str]:
+
+def two_hosts(net: Netns, mtu: int = 1500) -> tuple[str, str]:
     net.add_ns("a")
     net.add_ns("b")
-    ia, ib = net.add_link("a", "b")
+    ia, ib = net.add_link("a", "b", mtu=mtu)
     configure(net, "a", ia, MAC_A, IP_A)
     configure(net, "b", ib, MAC_B, IP_B)
     return ia, ib
@@ -110,13 +126,7 @@ def test_message_arrives_complete_and_in_order(tmp_path):
     with Netns() as net:
         ia, ib = two_hosts(net)
         # A warm-up message first: the agents start at different times (as nccl-tests).
-        agents = Agents(net, make_job(ia, ib, 300_000, warmup=1), tmp_path)
-        try:
-            agents.start_ready("b", "b")
-            agents.start("a", "a")
-            res = agents.wait(60)
-        finally:
-            agents.stop()
+        res = Agents(net, make_job(ia, ib, 300_000, warmup=1), tmp_path).a_to_b(60)
     assert res["a"]["rows"][0]["wrong"] == 0 and res["b"]["rows"][0]["wrong"] == 0
     rx = flow(res["b"], 1, 0)["rx"]
     assert rx["messages"] == 2 and rx["bad_icrc"] == 0 and rx["out_of_order"] == 0
@@ -126,23 +136,85 @@ def test_message_arrives_complete_and_in_order(tmp_path):
     assert 12 < res["a"]["rows"][0]["algbw_mbps"] <= 20.0
 
 
+def test_path_mtu_4096_over_jumbo_veths(tmp_path):
+    """RoCE's path MTU 4096 (frames of ~4150 bytes) on 9000-byte-MTU links: every
+    frame is read from the NICs' receive rings whole, the message arrives intact."""
+    with Netns() as net:
+        ia, ib = two_hosts(net, mtu=9000)
+        res = Agents(net, make_job(ia, ib, 400_000, mtu=4096), tmp_path).a_to_b(60)
+    assert res["b"]["rows"][0]["wrong"] == 0
+    rx = flow(res["b"], 1, 0)["rx"]
+    assert rx["messages"] == 1 and rx["bad_icrc"] == 0 and rx["out_of_order"] == 0
+    assert rx["packets"] == -(-400_000 // 4096)
+    assert flow(res["a"], 0, 1)["retransmits"] == 0
+
+
+def test_dilated_clock_slows_the_wire_not_the_results(tmp_path):
+    """With dilation 2 the agents pace at half the line rate in wall time (as read
+    from the receiver's kernel timestamps) while their results, in emulated time,
+    still show the line rate."""
+    dilation, size = 2.0, 300_000
+    with Netns() as net:
+        ia, ib = two_hosts(net)
+        agents = Agents(net, make_job(ia, ib, size, warmup=1), tmp_path, EmulationClock.start(dilation))
+        sniff = net.socket("b", ib)
+        try:
+            agents.start_ready("b", "b")
+            agents.start("a", "a")
+            frames = size // 1024 + 1
+            data = receive(sniff, 2 * frames, 30, lambda f: (p := roce.parse(f)) is not None
+                           and p.opcode != roce.ACKNOWLEDGE and p.dst_ip == socket.inet_aton(IP_B))
+            res = agents.wait(60)
+        finally:
+            sniff.close()
+            agents.stop()
+    assert len(data) == 2 * frames
+    timed = data[frames:]                        # the timed iteration's message
+    wall_mbps = sum(len(f) for _, f in timed[1:]) * 8 / (timed[-1][0] - timed[0][0]) / 1e6
+    assert wall_mbps <= 1.05 * 20.0 / dilation
+    assert 12 < res["a"]["rows"][0]["algbw_mbps"] <= 20.0
+
+
 def test_go_back_n_recovers_tail_drops(tmp_path):
     with Netns() as net:
         ia, ib = two_hosts(net)
         # The wire carries 10 Mbit/s with a 10 KB queue; the sender paces at 20.
         net.run("a", "tc", "qdisc", "add", "dev", ia, "root", "tbf", "rate", "10mbit",
                 "burst", "5kb", "limit", "10kb")
-        agents = Agents(net, make_job(ia, ib, 200_000, window=32), tmp_path)
-        try:
-            agents.start_ready("b", "b")
-            agents.start("a", "a")
-            res = agents.wait(90)
-        finally:
-            agents.stop()
+        res = Agents(net, make_job(ia, ib, 200_000, window=32), tmp_path).a_to_b(90)
     assert res["b"]["rows"][0]["wrong"] == 0
     sender = flow(res["a"], 0, 1)
     assert sender["retransmits"] > 0
     assert flow(res["b"], 1, 0)["rx"]["out_of_order"] > 0
+
+
+def test_frames_are_handled_at_their_arrival_time():
+    """Two CE-marked packets arrive three CNP intervals apart and the agent reads
+    them in one batch, later: it answers both with a CNP, because by their arrival
+    times they were that far apart (by the time it got to them, they were not)."""
+    with Netns() as net:
+        ia, ib = two_hosts(net)
+        job = make_job(ia, ib, 1000)
+        engine = Engine(job, "b")
+        with net.entered("b"):
+            engine.open()
+        tx, sniff = net.socket("a", ia), net.socket("b", ib)
+        try:
+            interval = job.transport.dcqcn().cnp_interval
+            marked = roce.FrameTemplate(roce.Endpoint(MAC_A, IP_A), roce.Endpoint(MAC_B, IP_B), 50000,
+                                        qpn(1, 0), ecn=roce.ECN_CE)
+            tx.send(marked.frame(roce.SEND_FIRST, 0, bytes(100)))
+            time.sleep(3 * interval)        # the gap between the arrivals
+            tx.send(marked.frame(roce.SEND_LAST, 1, bytes(100)))
+            assert len(receive(sniff, 2, 5, lambda f: roce.parse(f) is not None)) == 2
+            engine.turn(until=engine.clock())
+            stats = engine.qps[qpn(1, 0)].responder.stats
+        finally:
+            engine.close()
+            tx.close()
+            sniff.close()
+    assert stats.ce_marked == 2 and stats.cnps_sent == 2
+    assert 2.5 * interval <= stats.min_cnp_gap
 
 
 class Marker:

@@ -30,7 +30,7 @@ def agent(tmp_path):
         yield engine, qp, client
     finally:
         client.close()
-        stop.set()
+        engine.call(stop.set)           # the loop sleeps until something wakes it
         loop.join(5)
         server.stop()
         engine.close()

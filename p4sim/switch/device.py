@@ -229,7 +229,7 @@ class Device:
                     self._ingress(in_port, data)
                 continue
             port = self._by_fd[fd]
-            frames, more = port.recv_batch(RX_BATCH)
+            frames, _, more = port.recv_batch(RX_BATCH)
             saturated |= more
             for frame in frames:
                 self._ingress(port.number, frame)

@@ -1,4 +1,8 @@
-"""Switch ports on Linux interfaces: raw AF_PACKET sockets, non-blocking, batched.
+"""Ports on Linux interfaces: raw AF_PACKET sockets, non-blocking, batched.
+
+The switch's ports and the TCCL agents' NICs both use `InterfacePort` (the agents bind
+IPv4 only and leave the interface out of promiscuous mode), so there is one receive
+ring reader.
 
 A port must see every frame that arrives on its interface exactly as it was on the
 wire, and never the frames the switch itself transmits on that interface (a raw packet
@@ -24,8 +28,17 @@ Frames are received through a ``PACKET_RX_RING`` (TPACKET_V2) shared with the ke
 reading a frame is a memory copy instead of a system call, several times cheaper
 than ``recvmsg`` from Python (under 1 us against 3-4 us a frame on the project's
 machine).
-A frame too big for a ring slot (jumbo frames, GRO/TSO aggregates) is marked
-TP_STATUS_COPY and read whole from the socket's ordinary queue (PACKET_COPY_THRESH).
+A slot holds a 9000-byte-MTU jumbo frame; a frame too big even for that (GRO/TSO
+aggregates) is marked TP_STATUS_COPY and read whole from the socket's ordinary queue
+(PACKET_COPY_THRESH).
+
+Each frame comes with its arrival time: the kernel's receive timestamp from the ring
+slot's header, so a frame that waited in the ring while the process was off the CPU
+still says when it arrived. The kernel stamps packet sockets in CLOCK_REALTIME only
+(``PACKET_TIMESTAMP`` chooses between software and hardware stamps, and veths have no
+hardware; ``SO_TIMESTAMPING`` has no monotonic clock either), while the emulation
+clock is CLOCK_MONOTONIC: each batch converts with the offset between the two read
+just before it, which follows any step of the wall clock within one batch.
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ import os
 import socket
 import struct
 import sys
+import time
 from array import array
 
 log = logging.getLogger(__name__)
@@ -77,14 +91,21 @@ MSG_TRUNC = int(socket.MSG_TRUNC)
 # Largest frame a port accepts: 64 KiB covers jumbo frames and GRO aggregates; anything
 # larger is reported as truncated and dropped rather than forwarded cut short.
 MAX_FRAME = 65536
-# Receive ring: 2048 slots of 2 KiB (a 1500-byte-MTU frame plus the ring's headers),
-# 4 MiB of kernel memory per port: at 10 kpps it rides out 200 ms without the CPU (a
-# P4Runtime batch, a GC pause, other switches on a loaded machine) without kernel
-# drops. 64 KiB blocks keep the allocation easy.
-RING_FRAME = 2048
+# Receive ring. A slot is 9216 bytes: the kernel puts a frame 66 bytes into its slot
+# (tpacket2_hdr and sockaddr_ll, 16-byte aligned), and a 9000-byte-MTU frame with its
+# Ethernet header (a VLAN tag travels as metadata) is 9014 bytes, so 9080 bytes, rounded
+# up to a multiple of 1 KiB. RoCE frames of path MTU 4096 (~4150 bytes) fit with room to
+# spare. Slots do not cross blocks: a 64 KiB block (an easy allocation) holds 7 of them,
+# 1.6 % left unused. 64 blocks are 4 MiB of kernel memory per port (a fabric of 50
+# ports and 16 NICs pins ~260 MiB) and 448 slots: what a port receives is paced by the
+# link in front of it, so at 10 Mbit/s that rides out 0.4 s without the CPU with 1 KiB
+# frames and 1.5 s with 4 KiB frames (at 10 kpps from an unpaced sender, 45 ms) --
+# a P4Runtime batch, a GC pause, other processes on a loaded machine -- without drops.
+RING_FRAME = 9216
 RING_BLOCK = 1 << 16
 RING_BLOCKS = 64
-RING_FRAMES = RING_BLOCK * RING_BLOCKS // RING_FRAME
+RING_FRAMES_PER_BLOCK = RING_BLOCK // RING_FRAME
+RING_FRAMES = RING_FRAMES_PER_BLOCK * RING_BLOCKS
 # Socket receive buffer, used only by frames too large for a ring slot.
 RCVBUF_BYTES = 4 << 20
 # Errors on transmit that mean "this frame is lost", like a full NIC ring on a switch;
@@ -98,26 +119,34 @@ class PortError(Exception):
 
 
 class InterfacePort:
-    """Switch port ``number`` attached to Linux interface ``iface``."""
+    """Port ``number`` attached to Linux interface ``iface``.
 
-    def __init__(self, number: int, iface: str) -> None:
+    A switch port takes every frame (``protocol`` ETH_P_ALL, ``promisc``); a host's NIC
+    takes what is addressed to it, of one ethertype (e.g. ETH_P_IPV4, promisc off).
+    ``name`` is what messages call it (default ``port <number>``).
+    """
+
+    def __init__(self, number: int, iface: str, protocol: int = ETH_P_ALL, promisc: bool = True,
+                 name: str | None = None) -> None:
         self.number = number
         self.iface = iface
+        self.name = name or f"port {number}"
         self.tx_errors = 0
         self.rx_truncated = 0
+        self.rx_copied = 0  # frames too big for a slot, read from the socket's queue
         self.kernel_drops = 0
         self._gso_reported = False
         self._ring: mmap.mmap | None = None
         try:
             ifindex = socket.if_nametoindex(iface)
         except OSError as e:
-            raise PortError(f"port {number}: cannot open interface '{iface}': {e.strerror or e}") from e
+            raise PortError(f"{self.name}: cannot open interface '{iface}': {e.strerror or e}") from e
         try:
             # Protocol 0 receives nothing until bound: every frame the socket ever gets
             # arrives after the ring exists, and only from this interface.
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         except PermissionError as e:
-            raise PortError(f"port {number}: raw sockets need root (CAP_NET_RAW): {e}") from e
+            raise PortError(f"{self.name}: raw sockets need root (CAP_NET_RAW): {e}") from e
         try:
             try:
                 sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
@@ -131,19 +160,23 @@ class InterfacePort:
                             struct.pack("IIII", RING_BLOCK, RING_BLOCKS, RING_FRAME, RING_FRAMES))
             self._ring = mmap.mmap(sock.fileno(), RING_BLOCK * RING_BLOCKS, mmap.MAP_SHARED,
                                    mmap.PROT_READ | mmap.PROT_WRITE)
-            sock.bind((iface, ETH_P_ALL))
-            sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP,
-                            struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b""))
+            sock.bind((iface, protocol))
+            if promisc:
+                sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP,
+                                struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b""))
             sock.setblocking(False)
         except OSError as e:
             if self._ring is not None:
                 self._ring.close()
             sock.close()
-            raise PortError(f"port {number}: cannot open interface '{iface}': {e.strerror or e}") from e
+            raise PortError(f"{self.name}: cannot open interface '{iface}': {e.strerror or e}") from e
         self._sock = sock
         ifreq = fcntl.ioctl(sock, SIOCGIFMTU, struct.pack("16si12x", iface.encode(), 0))
         self._max_frame = struct.unpack_from("i", ifreq, 16)[0] + 18  # Ethernet + one tag
         self._next = 0  # ring slot the kernel fills next, in order
+        # Where each slot starts in the mapping (blocks may end in unused bytes).
+        self._slots = [b * RING_BLOCK + f * RING_FRAME
+                       for b in range(RING_BLOCKS) for f in range(RING_FRAMES_PER_BLOCK)]
         self._buf = bytearray(MAX_FRAME)
         self._view = memoryview(self._buf)
         self._anc_size = socket.CMSG_SPACE(AUXDATA.size)
@@ -151,23 +184,28 @@ class InterfacePort:
     def fileno(self) -> int:
         return self._sock.fileno()
 
-    def recv_batch(self, limit: int) -> tuple[list[bytes], bool]:
+    def recv_batch(self, limit: int) -> tuple[list[bytes], list[int], bool]:
         """Take up to ``limit`` frames from the receive ring without blocking.
 
-        Returns the frames and whether the limit was hit (more may be waiting), which
-        the device uses to notice a growing input backlog.
+        Returns the frames, their arrival times (a parallel list: CLOCK_MONOTONIC ns,
+        the kernel's receive timestamps; `EmulationClock.from_monotonic_ns` makes them
+        emulated time) and whether the limit was hit (more may be waiting), which the
+        device uses to notice a growing input backlog.
         """
         frames: list[bytes] = []
-        ring, slot = self._ring, self._next
+        stamps: list[int] = []
+        ring, slot, slots = self._ring, self._next, self._slots
         unpack = TPACKET2_HDR.unpack_from
+        realtime_ahead = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
         while len(frames) < limit:
-            at = slot * RING_FRAME
-            status, length, snaplen, mac, _, _, _, tci, tpid = unpack(ring, at)
+            at = slots[slot]
+            status, length, snaplen, mac, _, sec, nsec, tci, tpid = unpack(ring, at)
             if not status & TP_STATUS_USER:
                 if not frames:
                     self._check_error()
                 break
             if status & TP_STATUS_COPY:
+                self.rx_copied += 1
                 frame = self._recv_whole()
             elif ring[at + SLL_PKTTYPE_AT] == PACKET_OUTGOING:
                 frame = None
@@ -180,8 +218,13 @@ class InterfacePort:
             slot = (slot + 1) % RING_FRAMES
             if frame is not None:
                 frames.append(frame)
+                stamps.append(sec * 1_000_000_000 + nsec - realtime_ahead)
         self._next = slot
-        return frames, len(frames) == limit
+        return frames, stamps, len(frames) == limit
+
+    def ready(self) -> bool:
+        """A frame is waiting in the ring (a memory read, no system call)."""
+        return bool(self._ring[self._slots[self._next]] & TP_STATUS_USER)
 
     def _check_error(self) -> None:
         """Clear a pending socket error (epoll keeps reporting it until read)."""
@@ -189,14 +232,14 @@ class InterfacePort:
         if err == errno.ENETDOWN:
             # The kernel reports a link going down once, as an error on the socket; the
             # port keeps working when the link comes back up.
-            log.info("port %d (%s): link went down", self.number, self.iface)
+            log.info("%s (%s): link went down", self.name, self.iface)
         elif err:
-            log.warning("port %d (%s): socket error: %s", self.number, self.iface, os.strerror(err))
+            log.warning("%s (%s): socket error: %s", self.name, self.iface, os.strerror(err))
 
     def _drop_oversize(self, length: int) -> None:
         self.rx_truncated += 1
-        log.warning("port %d (%s): dropped a %d-byte frame that could not be received whole",
-                    self.number, self.iface, length)
+        log.warning("%s (%s): dropped a %d-byte frame that could not be received whole",
+                    self.name, self.iface, length)
 
     def _recv_whole(self) -> bytes | None:
         """Read a frame that did not fit a ring slot from the socket's own queue."""
@@ -222,10 +265,10 @@ class InterfacePort:
         if status & TP_STATUS_CSUMNOTREADY:
             if len(frame) > self._max_frame and not self._gso_reported:
                 self._gso_reported = True
-                log.warning("port %d (%s): received a %d-byte frame, larger than the MTU: the "
+                log.warning("%s (%s): received a %d-byte frame, larger than the MTU: the "
                             "sending host uses segmentation offload; turn it off there "
                             "(ethtool -K <host-iface> tso off gso off)",
-                            self.number, self.iface, len(frame))
+                            self.name, self.iface, len(frame))
             frame = complete_l4_checksum(frame)
         return frame
 
@@ -238,7 +281,7 @@ class InterfacePort:
             if e.errno not in TX_LOSS_ERRNOS:
                 raise
             self.tx_errors += 1
-            log.debug("port %d (%s): transmit failed: %s", self.number, self.iface, e.strerror)
+            log.debug("%s (%s): transmit failed: %s", self.name, self.iface, e.strerror)
             return False
 
     def poll_kernel_drops(self) -> int:
