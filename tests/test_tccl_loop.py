@@ -5,12 +5,12 @@ the same one) and wakes only when something is due or arrives. No root needed.""
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from emulation.clock import EmulationClock
 from tccl import agent
