@@ -45,7 +45,7 @@ def allreduce_port_modes(spec_path: Path = DEFAULT_FABRIC, sizes: tuple[int, ...
     with tempfile.TemporaryDirectory(prefix="tccl-bench-") as tmp:
         tmp_path = Path(tmp)
         spec_file = tmp_path / "fabric.yaml"
-        spec_file.write_text(_own_spec(spec_path))
+        spec_file.write_text(own_spec(spec_path))
         spec = load_spec(spec_file)
         fabric = Fabric(spec, run_dir=tmp_path / "run")
         figures: dict[str, float] = {}
@@ -77,7 +77,7 @@ def allreduce_port_modes(spec_path: Path = DEFAULT_FABRIC, sizes: tuple[int, ...
     return figures
 
 
-def _own_spec(spec_path: Path) -> str:
+def own_spec(spec_path: Path) -> str:
     """The spec text with a node prefix and switch ports of the benchmark's own."""
     lines = [ln for ln in Path(spec_path).read_text().splitlines()
              if not ln.startswith(("grpc_port_base:", "node_prefix:", "pcap:"))]
