@@ -32,7 +32,7 @@ test: setup
 # The fabric from a spec (FABRIC=path.yaml), switches of BACKEND (p4sim, or bmv2 when
 # simple_switch_grpc and p4c are installed); the prompt also reads a pipe or file.
 run: setup
-	$(PY) -m topo.run --fabric $(FABRIC) --backend $(BACKEND)
+	$(PY) -m testbed.run --fabric $(FABRIC) --backend $(BACKEND)
 
 bench: setup
 	$(PY) -m bench

@@ -1,5 +1,5 @@
 """Start-up time of the default fabric, as `make run` does it (``fabric_startup_s``):
-from launching ``python -m topo.run`` to its "ready" line -- imports, (cached)
+from launching ``python -m testbed.run`` to its "ready" line -- imports, (cached)
 compile, Mininet build, switch processes up, hosts configured, every switch programmed.
 
 Runs the default spec with its own node prefix and gRPC ports, so that a `make run`
@@ -26,7 +26,7 @@ READY_TIMEOUT_S = 120
 
 def _startup_once(spec_path: Path) -> float:
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "topo.run", "--fabric", str(spec_path)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.run", "--fabric", str(spec_path)], cwd=ROOT,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     ready = None

@@ -21,13 +21,14 @@ from bench.port_modes import DEFAULT_FABRIC, own_spec
 def run() -> dict[str, float]:
     if os.geteuid() != 0:
         raise RuntimeError("bench_headroom needs root (Mininet)")
+    from controller.routes import program_fabric
     from topo.net import Fabric
     from topo.spec import load_spec
 
     with tempfile.TemporaryDirectory(prefix="bench-headroom-") as tmp:
         spec_file = Path(tmp) / "fabric.yaml"
         spec_file.write_text(own_spec(DEFAULT_FABRIC))
-        with Fabric(load_spec(spec_file), run_dir=Path(tmp) / "run") as fabric:
+        with Fabric(load_spec(spec_file), run_dir=Path(tmp) / "run", program=program_fabric) as fabric:
             use = job_cpu(fabric, line_rate_job(spec_file), Path(tmp) / "job")
             dilation = fabric.clock.dilation
     return {"fabric_cpu_frac_at_line_rate": use.fabric_frac_at_line_rate,

@@ -39,6 +39,7 @@ def allreduce_port_modes(spec_path: Path = DEFAULT_FABRIC, sizes: tuple[int, ...
                          seeds: tuple[int, ...] = SEEDS) -> dict[str, float]:
     """Start the fabric, run the ring AllReduce per port mode and seed, return figures:
     ``allreduce_busbw_frac_<mode>`` (largest size, mean over seeds) and per size."""
+    from controller.routes import program_fabric
     from topo.net import Fabric
     from topo.spec import load_spec
 
@@ -47,7 +48,7 @@ def allreduce_port_modes(spec_path: Path = DEFAULT_FABRIC, sizes: tuple[int, ...
         spec_file = tmp_path / "fabric.yaml"
         spec_file.write_text(own_spec(spec_path))
         spec = load_spec(spec_file)
-        fabric = Fabric(spec, run_dir=tmp_path / "run")
+        fabric = Fabric(spec, run_dir=tmp_path / "run", program=program_fabric)
         figures: dict[str, float] = {}
         bottleneck = min(spec.links.host_mbps, spec.links.uplink_mbps)
         fabric.start()

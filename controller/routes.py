@@ -5,9 +5,9 @@ Two halves, so that GOR can reuse either:
 * `switch_program(plan, name)` -- pure: the entries one switch needs, as small typed
   records (`Route`, `NextHop`, `EcnStep`, `ArpAnswer`, the switch config and the CPU
   clone session), derived from the addressing plan alone;
-* `program_fabric(plan, pipeline)` -- connects to every switch with finsy, pushes the
-  compiled pipeline, and writes each switch's program; `program_switch` does one
-  switch on an already-open finsy connection.
+* `program_fabric(plan, pipeline)` (a `topo.net.Fabric` programming step) -- connects
+  to every switch with finsy, pushes the compiled pipeline, and writes each switch's
+  program; `program_switch` does one switch on an already-open finsy connection.
 
 Roles: a leaf routes its own NICs (/32) to their ports and everything else in
 10.0.0.0/8 to ECMP group 1 (one member per spine); a spine routes each (rail, block)

@@ -8,7 +8,8 @@ what GOR needs on top:
 
 * on every (re)connection as primary, the switch is *re-pushed*: its entries are
   wiped and its current program written again (`desired(name)`, which includes the
-  failure repairs in force), so a restarted switch gets back exactly what it had;
+  failure repairs in force), so a restarted switch gets back exactly what it had --
+  and a fabric brought up empty (`make run`) is programmed by this first push alone;
 * sampled packets (PacketIns) are handed to a callback, with the switch name;
 * an asyncio loop on a thread of its own, so the REPL and the telemetry loop call
   `run(coro)`/`write(...)` synchronously; writes to several switches go out as one
@@ -32,8 +33,8 @@ from topo.pipeline import Pipeline
 def fresh_election_id() -> int:
     """A fresh election id: milliseconds since the epoch. P4Runtime makes the highest
     id the primary, so a controller started later takes over from an earlier one whose
-    stream a switch still holds open (a crashed run), and any fixed small id (the
-    bring-up programming's 10, a test peeking at a switch) stays below it."""
+    stream a switch still holds open (a crashed run), and any fixed small id
+    (`controller.routes.program_fabric`'s 10, a test peeking at a switch) stays below it."""
     return int(time.time() * 1000)
 
 

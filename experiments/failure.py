@@ -155,6 +155,7 @@ def format_failure_table(configs: Mapping[str, Mapping[str, Any]]) -> str:
 def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: float = DOWN_S) -> dict[str, Any]:
     """The scenario without and with GOR (orthogonal ports in both), ``repeats`` times."""
     from controller.events import read_events
+    from controller.routes import program_fabric
     from topo.net import Fabric
 
     settings = dataclasses.replace(settings, configs=(CONFIGS["orthogonal"], CONFIGS["gor"]),
@@ -165,7 +166,7 @@ def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: 
             f"{fail_after_s:g} s after the agents are up, for {down_s:g} s")
     hosts = {exp.name(s.name) for s in AddressPlan(exp.spec).servers}
     per_run: dict[str, list[dict[str, Any]]] = {}
-    with Fabric(exp.spec, run_dir=exp.out / "fabric") as fabric:
+    with Fabric(exp.spec, run_dir=exp.out / "fabric", program=program_fabric) as fabric:
         recorder = Recorder(fabric.plan, settings.interval_s, fabric.clock).start()
         try:
             for rep in range(settings.repeats):

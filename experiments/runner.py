@@ -206,9 +206,11 @@ def _util_series(intervals: dict[str, list[Interval]], plan: AddressPlan) -> dic
 @contextmanager
 def running_fabric(exp: Experiment, spec: FabricSpec, run_dir: Path) -> Iterator[tuple[Any, Recorder]]:
     """A running fabric of ``spec`` and its telemetry recorder; both stop on leaving."""
+    from controller.routes import program_fabric
     from topo.net import Fabric
 
-    with Fabric(spec, run_dir=run_dir) as fabric:
+    # Programmed at bring-up: the configurations without GOR need the routes too.
+    with Fabric(spec, run_dir=run_dir, program=program_fabric) as fabric:
         exp.log(f"fabric {spec.name} up in {fabric.timings.get('total_s', 0):.1f} s "
                 f"(prefix {spec.node_prefix}{', captures on' if spec.pcap else ''})")
         recorder = Recorder(fabric.plan, exp.settings.interval_s, fabric.clock).start()

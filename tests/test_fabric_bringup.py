@@ -32,6 +32,7 @@ from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 from scapy.utils import rdpcap  # noqa: E402
 
+from controller.routes import program_fabric  # noqa: E402
 from topo.addressing import AddressPlan, Nic  # noqa: E402
 from topo.freeports import free_port_base  # noqa: E402
 from topo.hashmodel import FiveTuple, predict_path, source_port_for_spine  # noqa: E402
@@ -50,7 +51,7 @@ def fabric(tmp_path_factory) -> Iterator[Fabric]:
     spec = replace(spec, node_prefix=f"t{os.getpid() % 1000}", grpc_port_base=free_port_base(spec.switches),
                    pcap=True, sample_rate=4, links=LinkRates(host_mbps=20, uplink_mbps=UPLINK_MBPS),
                    ecn=EcnProfile(kmin=10, kmax=30, pmax=0.2))
-    with Fabric(spec, run_dir=tmp_path_factory.mktemp("run")) as fab:
+    with Fabric(spec, run_dir=tmp_path_factory.mktemp("run"), program=program_fabric) as fab:
         yield fab
 
 

@@ -1,4 +1,4 @@
-"""`python -m topo.run` (what `make run` starts) as a user scripts it: commands piped
+"""`python -m testbed.run` (what `make run` starts) as a user scripts it: commands piped
 to the prompt, and nothing left behind after the prompt ends (root, Mininet)."""
 
 from __future__ import annotations
@@ -39,20 +39,22 @@ def assert_nothing_left(prefix: str) -> None:
 def test_piped_pingall_then_clean_exit(tmp_path):
     prefix = f"r{os.getpid() % 1000}"
     spec = small_spec(tmp_path, prefix, 0)
-    done = subprocess.run([sys.executable, "-m", "topo.run", "--fabric", str(spec)], cwd=ROOT,
-                          input="pingall\nnics\n", capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "testbed.run", "--fabric", str(spec)], cwd=ROOT,
+                          input="pingall\nnics\nswitches\n", capture_output=True, text=True, timeout=120)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert "Fabric 'small' ready" in out
     assert "*** Results: 0% dropped (2/2 received)" in out, out
     assert re.search(rf"^{prefix}b1h0 +1 10\.1\.1\.1 ", out, re.M), out
+    # Each of the 5 switches programmed once: by GOR's session, not before it as well.
+    assert len(re.findall(rf"^{prefix}\w+ +(leaf|spine) .* up \(pushed 1x\)$", out, re.M)) == 5, out
     assert_nothing_left(prefix)
 
 
 def test_sigterm_at_the_prompt_tears_everything_down(tmp_path):
     prefix = f"s{os.getpid() % 1000}"
     spec = small_spec(tmp_path, prefix, 8)
-    proc = subprocess.Popen([sys.executable, "-m", "topo.run", "--fabric", str(spec)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.run", "--fabric", str(spec)], cwd=ROOT,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:

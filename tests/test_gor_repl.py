@@ -1,4 +1,4 @@
-"""GOR's prompt as a person uses it (root, Mininet): `python -m topo.run` (what `make
+"""GOR's prompt as a person uses it (root, Mininet): `python -m testbed.run` (what `make
 run` starts) in a pseudo-terminal -- show links, complete a command with Tab, start a
 job on the agents, find its flow, reroute it to the other spine and see it there,
 quit; nothing is left behind.
@@ -83,7 +83,7 @@ def assert_nothing_left(prefix: str) -> None:
 
 def test_links_job_reroute_and_quit_through_a_terminal(tmp_path):
     prefix = f"p{os.getpid() % 1000}"
-    term = Terminal([sys.executable, "-m", "topo.run", "--fabric", str(spec_file(tmp_path, prefix, 0))])
+    term = Terminal([sys.executable, "-m", "testbed.run", "--fabric", str(spec_file(tmp_path, prefix, 0))])
     try:
         term.expect(r"ready in .*GOR polling", 90)
         term.expect(PROMPT, 30)
@@ -133,7 +133,7 @@ def test_links_job_reroute_and_quit_through_a_terminal(tmp_path):
 
 def test_piped_commands_without_a_terminal(tmp_path):
     prefix = f"i{os.getpid() % 1000}"
-    done = subprocess.run([sys.executable, "-m", "topo.run", "--fabric", str(spec_file(tmp_path, prefix, 8))],
+    done = subprocess.run([sys.executable, "-m", "testbed.run", "--fabric", str(spec_file(tmp_path, prefix, 8))],
                           cwd=ROOT, input="sh sleep 1\nlinks\nalarms\nset interval 0.5\nset\nbogus\ntopology\n"
                           f"watch 0.6 {prefix}sp1\nlink x y sideways\n"
                           f"link {prefix}b0l0 {prefix}sp0 down\ntopology\nlink {prefix}b0l0 {prefix}sp0 up\n",

@@ -22,6 +22,7 @@ from scapy.layers.inet import IP, UDP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
+from controller.routes import program_fabric  # noqa: E402
 from insight.analyse import summarise  # noqa: E402
 from insight.cli import main  # noqa: E402
 from tccl.job import Transport, Workload, job_from_fabric  # noqa: E402
@@ -46,7 +47,7 @@ def fabric(tmp_path_factory) -> Iterator[Fabric]:
     spec = parse_spec({"name": "inspect", "blocks": 2, "servers_per_block": 2, "rails": 1, "spines": 2,
                        "sample_rate": 0, "pcap": True})
     spec = replace(spec, node_prefix=f"i{os.getpid() % 1000}", grpc_port_base=free_port_base(spec.switches))
-    with Fabric(spec, run_dir=tmp_path_factory.mktemp("run")) as fab:
+    with Fabric(spec, run_dir=tmp_path_factory.mktemp("run"), program=program_fabric) as fab:
         yield fab
 
 

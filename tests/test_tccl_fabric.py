@@ -28,6 +28,7 @@ from scapy.contrib.roce import BTH  # noqa: E402
 from scapy.layers.inet import IP, UDP  # noqa: E402
 from scapy.utils import rdpcap  # noqa: E402
 
+from controller.routes import program_fabric  # noqa: E402
 from tccl import roce  # noqa: E402
 from tccl.job import Transport, Workload, job_from_fabric  # noqa: E402
 from tccl.launch import run_on_fabric  # noqa: E402
@@ -46,7 +47,7 @@ def fabric(tmp_path_factory) -> Iterator[tuple[Fabric, Path]]:
     spec_path.write_text(text.replace("pcap: false", "pcap: true").replace(
         "grpc_port_base: 50051", f"grpc_port_base: {free_port_base(16)}")
         + f"node_prefix: c{os.getpid() % 1000}\n")
-    with Fabric(load_spec(spec_path), run_dir=tmp / "run") as fab:
+    with Fabric(load_spec(spec_path), run_dir=tmp / "run", program=program_fabric) as fab:
         yield fab, spec_path
 
 

@@ -1,10 +1,15 @@
-"""Bring a fabric up and down: Mininet network + switch processes + route programming.
+"""Bring a fabric up and down: Mininet network, switch processes, hosts.
 
-``Fabric(spec)`` is a context manager: entering compiles the program (or reuses the
-last build), builds the Mininet network from `FabricTopo`, starts the switch
+``Fabric(spec, program=...)`` is a context manager: entering compiles the program (or
+reuses the last build), builds the Mininet network from `FabricTopo`, starts the switch
 processes and waits for their gRPC ports, configures the hosts (addresses, routes,
-static neighbour entries) and programs every switch over P4Runtime; leaving -- also on
-an exception or Ctrl-C -- stops everything it started, processes by PID.
+static neighbour entries) and runs the programming step it was given; leaving -- also
+on an exception or Ctrl-C -- stops everything it started, processes by PID.
+
+What the switches hold is not the fabric's business: ``program(plan, pipeline)`` is
+whatever fills them (`controller.routes.program_fabric` writes the routes once and
+disconnects). Without one the switches start empty, for a controller that programs
+each switch as it connects (GOR, `testbed.run`): a switch is then programmed once.
 
 Host configuration: every NIC has its /32 and reaches the fabric through its rail
 gateway (the leaf, a static neighbour entry with the leaf's MAC). The main table sends
@@ -19,15 +24,14 @@ import functools
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mininet.net import Mininet
 from mininet.node import Host
 
-from controller.routes import program_fabric
-from topo.dilation import dilation_for
 from emulation.clock import EmulationClock
 from topo.addressing import AddressPlan, Server
+from topo.dilation import dilation_for
 from topo.mininet_topo import FabricTopo
 from topo.nodes import BACKENDS, RUN_DIR, BMv2Switch
 from topo.pipeline import Pipeline, build_pipeline
@@ -35,6 +39,9 @@ from topo.spec import FabricSpec
 
 # Policy-routing tables of the rails: table RAIL_TABLE_BASE + rail.
 RAIL_TABLE_BASE = 100
+
+# A programming step: fills the started switches of a plan with the compiled pipeline.
+ProgramStep = Callable[[AddressPlan, Pipeline], None]
 
 
 class FabricError(RuntimeError):
@@ -68,7 +75,8 @@ def host_commands(plan: AddressPlan, server: Server) -> list[str]:
 class Fabric:
     """One running fabric (see the module docstring)."""
 
-    def __init__(self, spec: FabricSpec, backend: str = "p4sim", run_dir: Path = RUN_DIR) -> None:
+    def __init__(self, spec: FabricSpec, backend: str = "p4sim", run_dir: Path = RUN_DIR,
+                 program: ProgramStep | None = None) -> None:
         if backend not in BACKENDS:
             raise FabricError(f"unknown backend {backend!r}; one of {', '.join(BACKENDS)}")
         if backend == "bmv2" and not (BMv2Switch.available() and shutil.which("p4c")):
@@ -77,6 +85,7 @@ class Fabric:
         self.plan = AddressPlan(spec)
         self.backend = backend
         self.run_dir = Path(run_dir)
+        self.program = program
         self.net: Mininet | None = None
         self.pipeline: Pipeline | None = None
         self.timings: dict[str, float] = {}
@@ -88,8 +97,8 @@ class Fabric:
         return self.run_dir / "pcap" if self.spec.pcap else None
 
     def start(self) -> None:
-        """Compile, build, start, configure and program; on any failure everything
-        started so far is stopped before the error propagates."""
+        """Compile, build, start, configure and program (when given a step); on any
+        failure everything started so far is stopped before the error propagates."""
         started = time.monotonic()
         try:
             self._start()
@@ -122,7 +131,8 @@ class Fabric:
         self._step("mtu", self._set_mtu)
         self._step("switches", self.net.start)
         self._step("hosts", self._configure_hosts)
-        self._step("program", program_fabric, self.plan, self.pipeline)
+        if self.program is not None:
+            self._step("program", self.program, self.plan, self.pipeline)
 
     def _set_mtu(self) -> None:
         """Every cable's two interfaces get the spec's interface MTU (jumbo frames for

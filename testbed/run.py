@@ -1,11 +1,20 @@
-"""``python -m topo.run``: launch the fabric and leave the user at a prompt (`make run`).
+"""``python -m testbed.run``: launch the fabric and leave the user at a prompt (`make run`).
 
-Compiles the P4 program (or reuses the last build), starts the fabric, programs it,
-configures the hosts, starts GOR (the controller: telemetry, alarms, rerouting), then
-runs GOR's prompt (`controller.repl`, Mininet's CLI plus GOR's commands) -- which reads
-its commands from a pipe or file as well (``echo links | make run``). Leaving the
-prompt, Ctrl-C, SIGTERM or an error tear everything down (GOR, agents, fabric). A bad
-spec gives one error and starts nothing.
+Compiles the P4 program (or reuses the last build), starts the fabric and configures
+its hosts, starts GOR (the controller: telemetry, alarms, rerouting), then runs GOR's
+prompt (`controller.repl`, Mininet's CLI plus GOR's commands) -- which reads its
+commands from a pipe or file as well (``echo links | make run``). Leaving the prompt,
+Ctrl-C, SIGTERM or an error tear everything down (GOR, agents, fabric). A bad spec
+gives one error and starts nothing.
+
+The fabric is brought up with no programming step: GOR's P4Runtime sessions push the
+pipeline and the routes to each switch as it connects (the same path that re-pushes a
+restarted switch), so every switch is programmed once, by its controller.
+
+Why here and not in `topo/` or `experiments/`: this is the one module that knows both
+the fabric and the controller, so it lives above both packages (topo imports nothing of
+the controller); `experiments/` is `make demo`'s unattended runs and their numbers,
+this is an interactive session.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m topo.run", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m testbed.run", description=__doc__.splitlines()[0])
     parser.add_argument("--fabric", default=DEFAULT_FABRIC, help=f"fabric spec (default {DEFAULT_FABRIC})")
     parser.add_argument("--backend", choices=sorted(BACKENDS), default="p4sim",
                         help="switch implementation (default p4sim)")
