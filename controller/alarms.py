@@ -34,7 +34,7 @@ class AlarmThresholds:
     emulated fabric, whose software switches forward in bursts when the CPU is
     shared). The queue depth is the interval's *maximum*, so it takes a depth a burst
     alone does not reach: Kmax (every ECT packet marked), twice and three times that
-    (defaults for the fabric's Kmax of 20 packets; `controller.gor.default_thresholds`
+    (defaults for the fabric's Kmax of 20 packets; `controller.config.default_thresholds`
     derives them from the spec). ``min_packets``: below this many packets an
     interval's marked fraction is noise and only the queue depth counts.
     """

@@ -116,7 +116,7 @@ class GorCLI(CLI):
                 spines.append(f"{mark}{spine.name}(port {plan.uplink_port(k)})")
             servers = sorted({n.server for n in plan.nics() if n.leaf == leaf.name})
             self.out(f"  {leaf.name:<8} servers {','.join(servers):<20} uplinks {' '.join(spines)}")
-        self.out(f"published: {self.gor.agent_dir / 'gor-topology.json'} (version {self.gor.version})")
+        self.out(f"published: {self.gor.agent_dir / 'gor-topology.json'} (version {self.gor.routes.version})")
 
     # --- views -----------------------------------------------------------------------
 
@@ -148,8 +148,7 @@ class GorCLI(CLI):
         """Links with an alarm (notice, warning, critical), since when, and the last
         interval's ECN-marked fraction and queue depth."""
         now = self.gor.clock()
-        with self.gor.lock:
-            active = {link: dataclasses.replace(a) for link, a in self.gor.alarms.active().items()}
+        active = self.gor.alarm_rows()
         if not active:
             self.out("no alarms")
         for link, alarm in sorted(active.items(), key=lambda kv: -kv[1].level):
@@ -160,9 +159,7 @@ class GorCLI(CLI):
     def do_flows(self, _line: str) -> None:
         """Flows GOR knows (from the agents and from samples): id, 5-tuple, agent,
         rate, current spine, pinned."""
-        with self.gor.lock:
-            flows = sorted(self.gor.flows.values(), key=lambda f: f.id)
-            rows = [(f, self.gor.path_of(f)) for f in flows]
+        rows = self.gor.flow_rows()
         if not rows:
             self.out("no flows (start a job, or wait for samples)")
             return
@@ -205,8 +202,7 @@ class GorCLI(CLI):
         try:
             while time.monotonic() < end:
                 view = self._links_table(words)
-                with self.gor.lock:
-                    active = dict(self.gor.alarms.active())
+                active = self.gor.alarm_rows()
                 head = f"GOR {time.strftime('%H:%M:%S')}  alarms: " + (", ".join(
                     f"{'->'.join(k)} {LEVELS[a.level]}" for k, a in sorted(active.items())) or "none")
                 self.stdout.write(("\x1b[H\x1b[2J" if tty else "") + head + "\n" + view + "\n\n")
@@ -304,8 +300,8 @@ class GorCLI(CLI):
         self.fabric.net.configLinkStatus(a, b, state)
         end = time.monotonic() + REPAIR_WAIT_S
         while True:
-            with self.gor.lock:      # a repair (routes, then the published file) is atomic
-                repaired, version = (key in self.gor.down) == (state == "down"), self.gor.version
+            down, version = self.gor.routes.state()     # a repair is seen whole
+            repaired = (key in down) == (state == "down")
             if repaired or time.monotonic() > end:
                 break
             time.sleep(0.05)
@@ -357,8 +353,7 @@ class GorCLI(CLI):
         return [o for o in options if o.startswith(text)]
 
     def _flow_ids(self) -> list[str]:
-        with self.gor.lock:
-            return [str(f.id) for f in self.gor.flows.values()]
+        return [str(f.id) for f, _ in self.gor.flow_rows()]
 
     def complete_paths(self, text: str, *_: Any) -> list[str]:
         return self._complete(text, self._flow_ids())

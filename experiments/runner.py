@@ -146,7 +146,8 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
     is called as the agents are launched (emulated time ``t``): the failure scenario
     starts its cable failure there. ``fidelity`` holds how faithful the emulation was
     over the job (switches' departures against the ideal links, kernel drops)."""
-    from controller.gor import Gor, GorConfig, default_thresholds
+    from controller.config import GorConfig, default_thresholds
+    from controller.gor import Gor
 
     run_dir.mkdir(parents=True, exist_ok=True)
     # The logical fabric beside the run's files: `python -m insight RUN_DIR` reads it.

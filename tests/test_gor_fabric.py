@@ -24,7 +24,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
 
 from bench.gor_scenario import endpoints, loop_steps, measure_loop, two_flow_job, wait_cleared  # noqa: E402
 from controller.events import loop_latencies, read_events  # noqa: E402
-from controller.gor import Gor, GorConfig, default_thresholds  # noqa: E402
+from controller.config import GorConfig, default_thresholds  # noqa: E402
+from controller.gor import Gor  # noqa: E402
 from controller.paths import predict  # noqa: E402
 from topo.freeports import free_port_base  # noqa: E402
 from topo.hashmodel import FiveTuple  # noqa: E402

@@ -1,26 +1,31 @@
 """GOR's pure logic (no root): alarm hysteresis, elephant ranking from samples, path
 planning with projected loads, routing around failed cables (checked on the engine),
 the source-port search against the hash model, telemetry arithmetic, the published
-topology document, the event log and its loop latencies, and a move's verification,
-next-path retry and rollback (fake agent and clock)."""
+topology document, the event log and its loop latencies, a move's verification,
+next-path retry and rollback (fake agent and clock), the cable watch, and a tick that
+does its switch and agent I/O without holding GOR's lock."""
 
 from __future__ import annotations
 
 import json
 import struct
+import threading
 from types import SimpleNamespace
 
 import pytest
 
 from controller.alarms import CRITICAL, NOTICE, OK, WARNING, AlarmBook, AlarmThresholds, LinkSample
+from controller.cables import CableWatch, after
 from controller.events import EventLog, loop_latencies, read_events
 from controller.agents import AgentFlow
-from controller.gor import Gor, GorConfig, Move, default_thresholds
+from controller.config import GorConfig, default_thresholds
+from controller.gor import Gor
 from controller.elephants import Sample, SampleWindow, parse_sample
+from controller.moves import Move
 from controller.paths import candidate_paths, find_port, links_of, predict
 from controller.planner import plan_move
 from controller.publish import publish, topology_document
-from controller.telemetry import LinkMap, Snapshot, link_stats
+from controller.telemetry import LinkMap, LinkStats, Snapshot, link_stats
 from controller.routes import cable, ecmp_members, fabric_programs, program_updates, switch_program
 from fabric_sim import FabricSim, compiled, install
 from p4sim.switch.v1model import V1Switch
@@ -281,9 +286,7 @@ class FakeAgents:
 def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp_path):
     plan = AddressPlan(SPEC)
     now = [100.0]
-    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=lambda: now[0])
-    gor.telemetry = SimpleNamespace(links=LinkMap(plan), latest={})
-    gor.agents = FakeAgents()
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=lambda: now[0], agents=FakeAgents())
     src, dst = plan.nic("10.0.0.1"), plan.nic("10.0.1.1")
     old = find_port(plan, FiveTuple(src.ip, dst.ip), candidate_paths(plan, FiveTuple(src.ip, dst.ip))[0])
     gor._refresh_agent_flows({"b0h0"}, [AgentFlow("b0h0", 7, src.ip, dst.ip, old, 4791, 1000, 5e6, "active")],
@@ -294,11 +297,11 @@ def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp
 
     def step(seconds: float) -> list[str]:
         before = len(gor.events.snapshot())
-        for m in gor.moves:
+        for m in gor.mover.moves:
             if m.future is not None:
                 m.future.result(5)
         now[0] += seconds
-        gor._advance_moves(now[0])
+        gor.mover.advance(now[0])
         return [e["event"] for e in gor.events.snapshot()[before:]]
 
     # By hand to sp2: the agent acks, a sample of the new 5-tuple leaving b0l0 towards
@@ -314,13 +317,13 @@ def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp
     # the flow on either: the second path is tried, then the old port comes back.
     start = flow.sport
     auto = Move(99, flow, start, ("b0l0", "sp2"), tuple(paths[2]), 5e6, [tuple(paths[0]), tuple(paths[1])], now[0])
-    gor._command(auto)
+    gor.mover.command(auto)
     assert step(0.1) == ["commanded"]
     assert step(gor.config.verify_s + 0.1) == ["not_moved", "command"]
     assert step(0.1) == ["commanded"]
     assert step(gor.config.verify_s + 0.1) == ["not_moved", "rolled_back"]
     assert auto.outcome == "failed" and flow.sport == start
-    gor._pool.shutdown(wait=True)         # the rollback call runs in a worker too
+    gor.mover._pool.shutdown(wait=True)         # the rollback call runs in a worker too
     assert gor.agents.calls[-1] == ("b0h0", 7, start)
     gor.events.close()
 
@@ -344,4 +347,88 @@ def test_a_new_jobs_qp_with_a_reused_number_is_a_new_flow(tmp_path):
     gor._refresh_agent_flows({"b0h0"}, listed(2, 2_000_000), 101.0)
     second = gor.flow("10.0.0.1:50000->10.0.1.1")
     assert second is not first and second.moved_at == float("-inf") and second.bytes == 2_000_000
+    gor.events.close()
+
+
+# --- cables, and what a tick does outside the lock -------------------------------------
+
+def test_cable_watch_reads_the_plans_interfaces_and_reports_changes():
+    plan = AddressPlan(SPEC)
+    asked: list[str] = []
+    state = {"b1l0-eth4": False, "sp2-eth1": None}     # b1l0's uplink to sp1; sp2's port to b0l0
+
+    def read(intf: str) -> bool | None:
+        asked.append(intf)
+        return state.get(intf, True)
+
+    watch = CableWatch(plan, read)
+    changes = watch.changes(frozenset())
+    # Every leaf-spine cable's leaf end, by the plan's names (Mininet's <node>-eth<port>).
+    assert {plan.intf(leaf.name, plan.uplink_port(k)) for leaf in plan.leaves
+            for k in range(len(plan.spines))} <= set(asked)
+    assert plan.intf("b1l0", plan.uplink_port(1)) == "b1l0-eth4"
+    # A cable with an end that is not there tells nothing (b0l0-sp2 is not reported).
+    assert [(c.name, c.up) for c in changes] == [("b1l0-sp1", False)]
+    down = after(frozenset(), changes)
+    assert down == {cable("b1l0", "sp1")} and watch.changes(down) == []
+    state["b1l0-eth4"] = True
+    back = watch.changes(down)
+    assert [(c.name, c.up) for c in back] == [("b1l0-sp1", True)] and after(down, back) == frozenset()
+
+
+def lock_free(lock: threading.RLock) -> bool:
+    """Whether a thread other than the caller could take ``lock`` now."""
+    free: list[bool] = []
+
+    def probe() -> None:
+        if lock.acquire(blocking=False):
+            lock.release()
+            free.append(True)
+
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join()
+    return bool(free)
+
+
+class LockCheckingAgents(FakeAgents):
+    """Notes, for every flow listing, whether GOR's lock was free during the call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock: threading.RLock | None = None
+        self.listings: list[bool] = []
+
+    def flows(self) -> tuple[set, list]:
+        assert self.lock is not None
+        self.listings.append(lock_free(self.lock))
+        return set(), []
+
+
+def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_path):
+    """Tick 1: a cable goes down (route repair: switch writes) and the periodic agent
+    listing; tick 2: an alarmed link's elephant no agent lists (a listing at once)."""
+    plan = AddressPlan(SPEC)
+    now = [100.0]
+    agents = LockCheckingAgents()
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=lambda: now[0], agents=agents)
+    agents.lock = gor.lock
+    writes: list[bool] = []
+    gor.fleet.write = lambda updates, timeout=10.0: writes.append(lock_free(gor.lock))  # type: ignore[method-assign]
+    gor.cables = CableWatch(plan, lambda intf: intf != plan.intf("b1l1", plan.uplink_port(2)))
+    links = LinkMap(plan)
+    hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
+    gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
+                                    poll=lambda clock, min_interval=0.0: {LINK: hot})
+    gor.tick()
+    assert gor.down == {cable("b1l1", "sp2")} and gor.routes.version == 1
+    assert writes == [True] and agents.listings == [True]
+    elephant = FiveTuple("10.0.0.1", "10.0.1.1", sport=50000)
+    for i in range(4):
+        gor._incoming.put(Sample(100.2 + 0.1 * i, "b0l0", 1, plan.uplink_port(0), 0, elephant, 1000))
+    now[0] = 100.6
+    gor.tick()
+    assert agents.listings == [True, True]
+    assert [e["event"] for e in gor.events.snapshot() if e["event"] in ("detect", "skip", "failed")] == \
+        ["detect", "skip", "failed"]
     gor.events.close()

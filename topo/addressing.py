@@ -12,7 +12,8 @@ programming, GOR and the TCCL agents all ask an `AddressPlan` instead of recompu
 * spines ``{prefix}sp{k}``: switch id ``leaves + 1 + k``; port ``1 + block*rails + rail``
   faces leaf (block, rail);
 * every switch: MAC ``02:ff:00:00:{id>>8}:{id&255}``, P4Runtime device id = switch id,
-  gRPC port ``grpc_port_base + id - 1``, ECMP salt `salt_of(id)`.
+  gRPC port ``grpc_port_base + id - 1``, ECMP salt `salt_of(id)`;
+* the interface of any node's port p is ``<node>-eth{p}`` (`AddressPlan.intf`).
 
 Pure data and pure functions: nothing here starts a process.
 """
@@ -139,10 +140,10 @@ class AddressPlan:
     def _nic(self, block: int, index: int, rail: int) -> Nic:
         host = index + 1
         leaf = self.leaf(block, rail)
-        return Nic(server=f"{self.spec.node_prefix}b{block}h{index}", block=block, index=index,
-                   rail=rail, ip=f"10.{rail}.{block}.{host}",
+        server = f"{self.spec.node_prefix}b{block}h{index}"
+        return Nic(server=server, block=block, index=index, rail=rail, ip=f"10.{rail}.{block}.{host}",
                    mac=mac_str(0x02000A000000 | rail << 16 | block << 8 | host),
-                   intf=f"{self.spec.node_prefix}b{block}h{index}-eth{rail}", port=rail, leaf=leaf.name, leaf_port=host,
+                   intf=self.intf(server, rail), port=rail, leaf=leaf.name, leaf_port=host,
                    gateway_ip=f"10.{rail}.{block}.{GATEWAY_HOST}")
 
     # --- lookups -----------------------------------------------------------------
@@ -188,6 +189,11 @@ class AddressPlan:
     def spine_port(self, block: int, rail: int) -> int:
         """Spine port facing the leaf of (``block``, ``rail``)."""
         return 1 + block * self.spec.rails + rail
+
+    def intf(self, node: str, port: int) -> str:
+        """The interface of ``node``'s port ``port`` (Mininet's naming, which the
+        topology asks for by name; a switch's interfaces are in the root namespace)."""
+        return f"{node}-eth{port}"
 
     def rail_block_subnet(self, rail: int, block: int) -> str:
         """The /24 of the NICs of one rail in one block (a spine's route to a leaf)."""

@@ -32,7 +32,8 @@ class FabricTopo(Topo):
                            cpu_port=CPU_PORT)
         for nic in plan.nics():
             self.addLink(nic.server, nic.leaf, port1=nic.port, port2=nic.leaf_port,
-                         intfName1=nic.intf, addr1=nic.mac)
+                         intfName1=nic.intf, intfName2=plan.intf(nic.leaf, nic.leaf_port), addr1=nic.mac)
         for link in plan.links:
             if self.isSwitch(link.a) and self.isSwitch(link.b):
-                self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port)
+                self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port,
+                             intfName1=plan.intf(link.a, link.a_port), intfName2=plan.intf(link.b, link.b_port))

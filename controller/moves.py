@@ -1,0 +1,220 @@
+"""Moving a flow: telling its agent a new source port, and checking from the data plane
+that the flow went where it was sent.
+
+A move walks through `MoveState`: ``COMMANDING`` (the agent was told the port for the
+next candidate path; its answer comes on a worker thread) -> ``VERIFYING`` (the new
+5-tuple must be sampled leaving the source leaf by the planned uplink within
+``verify_s``: ``moved``; otherwise the next candidate is commanded, and when none is
+left the old port is put back: ``rolled_back``) -> ``CLEARING`` (a move off an alarmed
+link waits up to ``clear_s`` for the alarm to drop below ``act_level``: ``cleared`` or
+``not_cleared``) -> ``DONE``. A finished move stays listed for two intervals, so that
+its links are not planned again before telemetry shows it. Every step is an event.
+
+The agent calls run on a worker pool: `Mover` never waits for an agent, so GOR's lock
+(held while moves advance) is never held across agent I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from controller.alarms import AlarmBook
+from controller.config import GorConfig
+from controller.elephants import SampleWindow
+from controller.events import EventLog
+from controller.flows import Flow, FlowTable
+from controller.paths import LinkId, find_port, links_of
+from controller.repair import RouteRepair
+from controller.telemetry import LinkMap
+from topo.addressing import AddressPlan
+
+# Outcomes of a move after which the flow is on its new path.
+MOVED = frozenset({"moved", "cleared", "not cleared"})
+# An agent applies a new port at the flow's next message boundary: it may wait this much
+# longer than `verify_s` for it before it refuses.
+AGENT_WAIT_S = 5.0
+# A move whose agent has not answered `verify_s` + this after the command is given up
+# (``command_timeout``): the agent's wait plus the control call's own 5 s margin.
+COMMAND_TIMEOUT_S = 10.0
+# Agent calls in flight at once: moves of different flows do not wait for each other.
+AGENT_WORKERS = 4
+
+
+class MoveState(enum.Enum):
+    """Where a move stands (see the module docstring)."""
+
+    COMMANDING = "commanding"
+    VERIFYING = "verifying"
+    CLEARING = "clearing"
+    DONE = "done"
+
+
+@dataclass(eq=False)
+class Move:
+    """One flow being moved: the candidates still to try, and where it stands."""
+
+    loop: int
+    flow: Flow
+    old_sport: int
+    link: LinkId | None                   # the alarmed link it relieves (None: by hand)
+    old_path: tuple[str, ...]
+    rate_bps: float
+    candidates: list[tuple[str, ...]]
+    detect_t: float
+    state: MoveState = MoveState.COMMANDING
+    path: tuple[str, ...] = ()
+    sport: int = 0
+    future: Future | None = None
+    since: float = 0.0
+    deadline: float = 0.0
+    outcome: str = ""
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class PortSetter(Protocol):
+    """What moves need of the agents (`controller.agents.AgentDirectory`)."""
+
+    def set_source_port(self, server: str, qpn: int, sport: int, timeout_s: float) -> Any: ...
+
+
+class Mover:
+    """The moves in flight: commands, verification, clearing, rollback."""
+
+    def __init__(self, plan: AddressPlan, agents: PortSetter, flows: FlowTable, samples: SampleWindow,
+                 alarms: AlarmBook, routes: RouteRepair, events: EventLog,
+                 settings: Callable[[], GorConfig], clock: Callable[[], float]) -> None:
+        self.plan = plan
+        self.agents = agents
+        self.flows = flows
+        self.samples = samples
+        self.alarms = alarms
+        self.routes = routes
+        self.events = events
+        self.settings = settings
+        self.clock = clock
+        self.links = LinkMap(plan)
+        self.moves: list[Move] = []
+        self._pool = ThreadPoolExecutor(max_workers=AGENT_WORKERS, thread_name_prefix="gor-agent")
+
+    def close(self) -> None:
+        """Drop the agent calls not started yet (one running ends by its own timeout)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # --- what the planner asks ------------------------------------------------------
+
+    def moving(self, flow: Flow) -> bool:
+        return any(m.flow is flow and m.state is not MoveState.DONE for m in self.moves)
+
+    def commanding(self, flow: Flow) -> bool:
+        """A new port for ``flow`` is being commanded: its agent may still list the old."""
+        return any(m.flow is flow and m.state is MoveState.COMMANDING for m in self.moves)
+
+    def busy_links(self) -> set[LinkId]:
+        """Links on the old path of a move in flight (or just finished), and the links
+        the moves relieve: telemetry does not show those moves yet."""
+        return {link for m in self.moves for link in links_of(list(m.old_path))} | \
+            {m.link for m in self.moves if m.link is not None}
+
+    def project(self, loads: dict[LinkId, float]) -> None:
+        """Apply to measured ``loads`` the moves telemetry does not show yet (in flight
+        or just finished): their rate taken off the old path, put on the new."""
+        for m in self.moves:
+            if m.state is MoveState.DONE and m.outcome not in MOVED:
+                continue
+            for link in links_of(list(m.old_path)):
+                loads[link] = max(0.0, loads.get(link, 0.0) - m.rate_bps)
+            for link in links_of(list(m.path or (m.candidates[0] if m.candidates else ()))):
+                loads[link] = loads.get(link, 0.0) + m.rate_bps
+
+    # --- the state machine -----------------------------------------------------------
+
+    def command(self, move: Move) -> None:
+        """Send the next candidate of ``move`` to the flow's agent (in a worker)."""
+        config = self.settings()
+        move.path = move.candidates.pop(0)
+        used = self.flows.ports(move.flow.src, move.flow.dst)
+        move.sport = find_port(self.plan, move.flow.five_tuple, list(move.path), self.routes.down, avoid=used)
+        self.events.emit("command", loop=move.loop, flow=move.flow.label, server=move.flow.server,
+                         path="-".join(move.path), sport=move.sport, old_sport=move.old_sport)
+        move.state, move.since = MoveState.COMMANDING, self.clock()
+        move.deadline = move.since + config.verify_s + COMMAND_TIMEOUT_S
+        if move not in self.moves:
+            self.moves.append(move)
+        assert move.flow.server is not None
+        move.future = self._pool.submit(self.agents.set_source_port, move.flow.server, move.flow.qpn,
+                                        move.sport, config.verify_s + AGENT_WAIT_S)
+
+    def advance(self, now: float) -> None:
+        """Move every move on as far as what happened since the last tick allows."""
+        config = self.settings()
+        for move in self.moves:
+            if move.state is MoveState.COMMANDING and move.future is not None and move.future.done():
+                self._answered(move, now, config)
+            elif move.state is MoveState.VERIFYING:
+                self._verify(move, now, config)
+            elif move.state is MoveState.CLEARING:
+                self._clearing(move, now, config)
+            elif move.state is MoveState.COMMANDING and now > move.deadline:
+                self.events.emit("command_timeout", loop=move.loop, flow=move.flow.label)
+                self._finish(move, "timeout")
+        self.moves = [m for m in self.moves if m.state is not MoveState.DONE or now < m.deadline]
+
+    def _answered(self, move: Move, now: float, config: GorConfig) -> None:
+        assert move.future is not None
+        error = move.future.exception()
+        if error is not None:
+            self.events.emit("command_failed", loop=move.loop, flow=move.flow.label, error=str(error))
+            self._next_or_rollback(move)
+            return
+        reply = move.future.result()
+        move.flow.sport = move.sport
+        self.events.emit("commanded", loop=move.loop, flow=move.flow.label, waited_s=round(reply.waited_s, 4))
+        move.state, move.deadline = MoveState.VERIFYING, now + config.verify_s
+
+    def _verify(self, move: Move, now: float, config: GorConfig) -> None:
+        # The uplink the source leaf sends the flow out of on its new path.
+        switch, port = self.links.port_of((move.path[1], move.path[2]))
+        if self.samples.seen(move.flow.five_tuple, switch, port, move.since):
+            move.flow.moved_at = now
+            self.events.emit("moved", loop=move.loop, flow=move.flow.label, path="-".join(move.path),
+                             sport=move.sport, latency_s=round(now - move.detect_t, 4))
+            if move.link is None:
+                self._finish(move, "moved")
+            else:
+                move.state, move.deadline = MoveState.CLEARING, now + config.clear_s
+        elif now > move.deadline:
+            self.events.emit("not_moved", loop=move.loop, flow=move.flow.label, path="-".join(move.path))
+            self._next_or_rollback(move)
+
+    def _clearing(self, move: Move, now: float, config: GorConfig) -> None:
+        assert move.link is not None
+        if self.alarms.level(move.link) < config.act_level:
+            self.events.emit("cleared", loop=move.loop, link="->".join(move.link),
+                             latency_s=round(now - move.detect_t, 4))
+            self._finish(move, "cleared")
+        elif now > move.deadline:
+            self.events.emit("not_cleared", loop=move.loop, link="->".join(move.link))
+            self._finish(move, "not cleared")
+
+    def _next_or_rollback(self, move: Move) -> None:
+        if move.candidates:
+            self.command(move)
+            return
+        if move.flow.sport != move.old_sport:
+            self.events.emit("rolled_back", loop=move.loop, flow=move.flow.label, sport=move.old_sport)
+            assert move.flow.server is not None
+            self._pool.submit(self.agents.set_source_port, move.flow.server, move.flow.qpn,
+                              move.old_sport, self.settings().verify_s + AGENT_WAIT_S)
+            move.flow.sport = move.old_sport
+        self._finish(move, "failed")
+
+    def _finish(self, move: Move, outcome: str) -> None:
+        move.state, move.outcome = MoveState.DONE, outcome
+        # A finished loop stays listed for a while so that its link is not re-planned
+        # before telemetry reflects the move.
+        move.deadline = self.clock() + self.settings().interval_s * 2
+        move.done.set()
