@@ -10,7 +10,6 @@ command), keeps their output in ``agent-<server>.log`` and ends them by PID.
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ import grpc
 
 from tccl.control import AgentClient, socket_path
 from tccl.job import Job
+from tccl.launch import agent_command
 from topo.addressing import AddressPlan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,8 +128,8 @@ class JobRunner:
         for server in sorted({r.server for r in job.ranks}):
             log = open(self.run_dir / f"agent-{server}.log", "w", encoding="utf-8")
             run.procs[server] = self.fabric.host(server).popen(
-                [sys.executable, "-m", "tccl.agent", "--job", str(path), "--server", server,
-                 "--run-dir", str(self.run_dir)], cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
+                agent_command(self.fabric, path, server, self.run_dir), cwd=str(ROOT),
+                stdout=log, stderr=subprocess.STDOUT)
             log.close()
         self.jobs.append(run)
         return run

@@ -1,5 +1,6 @@
 """GOR's structured event log: one JSON object per line, each with the wall-clock time
-(``ts``, seconds since the epoch) and a monotonic time (``t``, for differences).
+(``ts``, seconds since the epoch) and the fabric's emulated time (``t``, for
+differences: loop latencies are in emulated seconds, like every figure).
 
 Every step of a reroute loop is an event carrying the loop's number (``loop``):
 ``detect`` (an alarm reached the acting level) -> ``decide`` (flow, path, port chosen)
@@ -36,7 +37,7 @@ class EventLog:
         self._file = open(self.path, "w", encoding="utf-8") if self.path else None
 
     def emit(self, event: str, t: float | None = None, **fields: Any) -> dict[str, Any]:
-        """Record one event now (or at monotonic time ``t``); returns the record."""
+        """Record one event now (or at emulated time ``t``); returns the record."""
         now = self.clock()
         record = {"ts": round(time.time() - (now - t if t is not None else 0.0), 6),
                   "t": round(now if t is None else t, 6), "event": event, **fields}

@@ -31,7 +31,6 @@ import itertools
 import logging
 import queue
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -49,6 +48,7 @@ from controller.repair import RouteRepair
 from controller.routes import Down, cable
 from controller.switches import SwitchFleet
 from controller.telemetry import LinkStats, Telemetry
+from emulation.clock import EmulationClock
 from topo.addressing import AddressPlan
 from topo.hashmodel import FiveTuple
 from topo.pipeline import Pipeline
@@ -71,7 +71,7 @@ class Gor:
 
     def __init__(self, plan: AddressPlan, pipeline: Pipeline, run_dir: str | Path,
                  config: GorConfig | None = None, fabric: Any = None,
-                 clock: Callable[[], float] = time.monotonic, agent_dir: str | Path | None = None,
+                 clock: EmulationClock | None = None, agent_dir: str | Path | None = None,
                  agents: AgentDirectory | None = None) -> None:
         self.plan = plan
         self.run_dir = Path(run_dir)
@@ -82,9 +82,13 @@ class Gor:
         self.agent_dir.mkdir(parents=True, exist_ok=True)
         self.config = config or GorConfig(thresholds=default_thresholds(plan))
         self.fabric = fabric
-        self.clock = clock
+        # The fabric's emulation clock (a fresh one without a fabric): ticks, deadlines
+        # and event times are emulated seconds; `clock` is its reading, handed to the
+        # parts that only read the time.
+        self.time = clock or getattr(fabric, "clock", None) or EmulationClock.start()
+        self.clock = self.time.now
         self.lock = threading.RLock()
-        self.events = EventLog(self.run_dir / "gor-events.jsonl", clock)
+        self.events = EventLog(self.run_dir / "gor-events.jsonl", self.clock)
         self.alarms = AlarmBook(self.config.thresholds)
         self.samples = SampleWindow(self.config.window_s, max(1, plan.spec.sample_rate))
         self._incoming: queue.SimpleQueue[Sample] = queue.SimpleQueue()
@@ -97,7 +101,7 @@ class Gor:
         self.jobs = JobRunner(fabric, self.agent_dir) if fabric is not None else None
         self.flows = FlowTable()
         self.mover = Mover(plan, self.agents, self.flows, self.samples, self.alarms, self.routes,
-                           self.events, lambda: self.config, clock)
+                           self.events, lambda: self.config, self.clock)
         self._loops = itertools.count(1)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -172,7 +176,7 @@ class Gor:
                 self.tick()
             except Exception:  # noqa: BLE001 -- the loop must outlive one bad round
                 LOG.exception("GOR tick failed")
-            self._stop.wait(max(0.0, next_tick - self.clock()))
+            self.time.wait(self._stop, next_tick - self.clock())
             if self.clock() > next_tick + self.config.interval_s:
                 next_tick = self.clock()     # fell behind: do not try to catch up
 

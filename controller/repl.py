@@ -28,6 +28,7 @@ from controller.alarms import LEVELS
 from controller.gor import Gor
 from controller.paths import candidate_paths, find_port
 from controller.publish import write_spec
+from emulation.fidelity import switches_window
 from tccl.job import OPS, JobError, Transport, Workload, job_from_fabric, load_job
 from tccl.launch import job_from_command
 
@@ -70,6 +71,7 @@ class GorCLI(CLI):
     def __init__(self, fabric: Any, gor: Gor, **kwargs: Any) -> None:
         self.fabric = fabric
         self.gor = gor
+        self._fidelity_mark: tuple[float, dict[str, dict]] | None = None
         super().__init__(fabric.net, **kwargs)
 
     def out(self, text: str = "") -> None:
@@ -197,17 +199,18 @@ class GorCLI(CLI):
         seconds = float(words.pop(0)) if words and _is_number(words[0]) else None
         if seconds is None and not self.stdin.isatty():
             seconds = 5.0        # a script cannot press Enter
-        end = time.monotonic() + seconds if seconds is not None else float("inf")
+        clock = self.gor.time
+        end = clock.now() + seconds if seconds is not None else float("inf")
         tty = self.stdout.isatty()
         try:
-            while time.monotonic() < end:
+            while clock.now() < end:
                 view = self._links_table(words)
                 active = self.gor.alarm_rows()
                 head = f"GOR {time.strftime('%H:%M:%S')}  alarms: " + (", ".join(
                     f"{'->'.join(k)} {LEVELS[a.level]}" for k, a in sorted(active.items())) or "none")
                 self.stdout.write(("\x1b[H\x1b[2J" if tty else "") + head + "\n" + view + "\n\n")
                 self.stdout.flush()
-                wait = min(self.gor.config.interval_s, max(0.0, end - time.monotonic()))
+                wait = clock.wall_s(min(self.gor.config.interval_s, max(0.0, end - clock.now())))
                 if self.stdin.isatty():
                     ready, _, _ = select.select([self.stdin], [], [], wait)
                     if ready:
@@ -298,13 +301,14 @@ class GorCLI(CLI):
         a, b, state = words
         key = frozenset((a, b))
         self.fabric.net.configLinkStatus(a, b, state)
-        end = time.monotonic() + REPAIR_WAIT_S
+        clock = self.gor.time
+        end = clock.now() + REPAIR_WAIT_S
         while True:
             down, version = self.gor.routes.state()     # a repair is seen whole
             repaired = (key in down) == (state == "down")
-            if repaired or time.monotonic() > end:
+            if repaired or clock.now() > end:
                 break
-            time.sleep(0.05)
+            clock.sleep(0.05)
         if repaired:
             self.out(f"{a}-{b} {state}; routes repaired (topology version {version})")
         else:
@@ -339,6 +343,26 @@ class GorCLI(CLI):
 
     def _spec_file(self) -> Path:
         return write_spec(self.gor.agent_dir, self.fabric.plan.spec)
+
+    def do_fidelity(self, line: str) -> None:
+        """fidelity [mark]: how faithful the emulation has been -- the switches'
+        departures against the ideal links' schedule (on-time share, p99 lateness in
+        packet times), kernel drops, saturated input, dilation -- since the fabric
+        started, or since the last `fidelity mark`; `mark` starts a new window."""
+        assert self.gor.telemetry is not None
+        now = self.gor.telemetry.fidelity()
+        if line.strip() == "mark":
+            self._fidelity_mark = (self.gor.clock(), now)
+            self.out("fidelity: new window from now")
+            return
+        if line.strip():
+            raise ValueError("usage: fidelity [mark]")
+        since, before = self._fidelity_mark or (None, {})
+        window = "since the fabric started" if since is None else \
+            f"over the last {self.gor.clock() - since:.1f} s"
+        for name in sorted(now):
+            self.out(f"{name:<8} {switches_window({name: before.get(name, {})}, {name: now[name]}).line()}")
+        self.out(f"fabric   {switches_window(before, now).line()} ({window})")
 
     def do_jobs(self, _line: str) -> None:
         """Jobs started from this prompt and the state of their agents."""

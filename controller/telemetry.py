@@ -239,6 +239,17 @@ class Telemetry:
         except grpc.RpcError:
             return None
 
+    def fidelity(self) -> dict[str, dict]:
+        """Every switch's cumulative fidelity counters (QueueControl GetFidelity; a switch
+        that does not answer is left out): what the prompt's `fidelity` shows."""
+        out = {}
+        for name, client in self._queues.items():
+            try:
+                out[name] = client.fidelity()
+            except grpc.RpcError:
+                continue
+        return out
+
     def poll(self, clock: Callable[[], float], min_interval: float = 0.0) -> dict[LinkId, LinkStats]:
         """Read every switch now; returns per-link stats since the previous poll (empty
         on the first). A switch read less than ``min_interval`` after its previous

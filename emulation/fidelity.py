@@ -97,7 +97,8 @@ class LatenessHistogram:
     def from_json(cls, data: Mapping[str, Any] | None) -> "LatenessHistogram":
         if not data:
             return cls()
-        return cls(data["counts"], float(data.get("max", 0.0)))
+        # Counts that crossed protobuf's Struct arrive as doubles.
+        return cls([int(c) for c in data["counts"]], float(data.get("max", 0.0)))
 
 
 @dataclass

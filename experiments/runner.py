@@ -157,7 +157,7 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
         # The agents run in run_dir (run_on_fabric below): GOR must find their control
         # sockets there, and publish its topology where they read it.
         gor = Gor(fabric.plan, fabric.pipeline, run_dir, GorConfig(thresholds=default_thresholds(fabric.plan)),
-                  fabric=fabric, agent_dir=run_dir, clock=fabric.clock.now).start()
+                  fabric=fabric, agent_dir=run_dir).start()
     clock = fabric.clock
     try:
         before = recorder.fidelity()

@@ -45,6 +45,16 @@ class LaunchError(RuntimeError):
     """An agent failed or did not finish; the message carries its output."""
 
 
+def agent_command(fabric: HostsProvider, job_path: Path, server: str, run_dir: Path,
+                  clock: EmulationClock | None = None) -> list[str]:
+    """The command line of ``server``'s agent: at the agents' real-time priority beside
+    the fabric's switches, on the fabric's clock (or ``clock``)."""
+    clock = clock or fabric.clock or EmulationClock.from_env()
+    return realtime_prefix(agent_priority(fabric.spec.rt_priority)) + [
+        sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
+        "--run-dir", str(run_dir), "--clock", clock.encode()]
+
+
 def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = None,
                   timeout: float = 120.0,
                   on_started: Callable[[dict[str, int]], None] | None = None,
@@ -67,10 +77,8 @@ def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = 
         (run_dir / f"ready-{server}").unlink(missing_ok=True)
     try:
         for server in servers:
-            procs[server] = fabric.host(server).popen(
-                realtime_prefix(agent_priority(fabric.spec.rt_priority))
-                + [sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
-                   "--run-dir", str(run_dir), "--clock", clock.encode()], cwd=str(ROOT), text=True)
+            procs[server] = fabric.host(server).popen(agent_command(fabric, job_path, server, run_dir, clock),
+                                                      cwd=str(ROOT), text=True)
         if on_started is not None:
             on_started({server: proc.pid for server, proc in procs.items()})
         end = time.monotonic() + clock.wall_s(timeout)

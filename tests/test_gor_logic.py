@@ -266,6 +266,20 @@ def test_gor_config_rejects_bad_values_by_name():
 
 # --- the move state machine (fake agent, fake clock, no switches) ----------------------
 
+class StoppedClock:
+    """An emulation clock that a test moves by hand (``now[0]``): GOR reads it through
+    `now`, and its loop would wait on it through `wait` (the tests call `tick`)."""
+
+    def __init__(self, now: list[float]) -> None:
+        self._now = now
+
+    def now(self) -> float:
+        return self._now[0]
+
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        return event.is_set()
+
+
 class FakeAgents:
     """Records port changes; answers like the agent's control channel."""
 
@@ -286,7 +300,7 @@ class FakeAgents:
 def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp_path):
     plan = AddressPlan(SPEC)
     now = [100.0]
-    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=lambda: now[0], agents=FakeAgents())
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=FakeAgents())
     src, dst = plan.nic("10.0.0.1"), plan.nic("10.0.1.1")
     old = find_port(plan, FiveTuple(src.ip, dst.ip), candidate_paths(plan, FiveTuple(src.ip, dst.ip))[0])
     gor._refresh_agent_flows({"b0h0"}, [AgentFlow("b0h0", 7, src.ip, dst.ip, old, 4791, 1000, 5e6, "active")],
@@ -332,7 +346,7 @@ def test_a_new_jobs_qp_with_a_reused_number_is_a_new_flow(tmp_path):
     """QP numbers repeat from job to job; the QP's creation time tells them apart, so a
     flow GOR just moved (cooling down) does not make the next job's flow wait."""
     plan = AddressPlan(SPEC)
-    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=lambda: 100.0)
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock([100.0]))
     src, dst = plan.nic("10.0.0.1"), plan.nic("10.0.1.1")
 
     def listed(created_ns: int, nbytes: int) -> list[AgentFlow]:
@@ -411,7 +425,7 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     plan = AddressPlan(SPEC)
     now = [100.0]
     agents = LockCheckingAgents()
-    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=lambda: now[0], agents=agents)
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=agents)
     agents.lock = gor.lock
     writes: list[bool] = []
     gor.fleet.write = lambda updates, timeout=10.0: writes.append(lock_free(gor.lock))  # type: ignore[method-assign]

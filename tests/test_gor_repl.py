@@ -124,6 +124,14 @@ def test_links_job_reroute_and_quit_through_a_terminal(tmp_path):
         assert f"flow {flow_id} unpinned" in term.command(f"unpin {flow_id}")
         events = term.command("events 50 moved")
         assert f"{prefix}b0h0-{prefix}b0l0-{other}-" in events, events
+        # The job's frames left rate-limited ports: the fidelity monitor counted them.
+        fidelity = term.command("fidelity")
+        sent = re.search(r"^fabric +departures on time [\d.]+ % of (\d+), p99 lateness .* dilation",
+                         fidelity, re.M)
+        assert sent is not None and int(sent.group(1)) > 0, fidelity
+        assert re.search(rf"^{prefix}b0l0 +departures on time", fidelity, re.M), fidelity
+        assert "new window" in term.command("fidelity mark")
+        assert "over the last" in term.command("fidelity")
         os.write(term.master, b"quit\n")
         assert term.proc.wait(60) == 0
     finally:
