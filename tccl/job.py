@@ -8,7 +8,7 @@ file is YAML (JSON is YAML too)::
     ranks:                      # one per rail NIC; the rank is the list index
       - {server: b0h0, block: 0, rail: 0, iface: eth0, ip: 10.0.0.1,
          mac: "02:00:0a:00:00:01", gateway_mac: "02:ff:00:00:00:01"}
-    transport: {mtu: 4096, window: 64, line_mbps: 20, ports: orthogonal}
+    transport: {mtu: 4096, window: 16, line_mbps: 20, ports: orthogonal}
     workload: {kind: bench, op: allreduce, sizes: [65536, 1048576], iters: 3}
 
 `job_from_fabric` writes the ranks of a fabric from its addressing plan.
@@ -38,6 +38,17 @@ ALGOS = ("ring", "tree")
 PORT_MODES = ("random", "orthogonal")
 
 
+# Go-back-N window: 64 KiB in flight per QP (64 frames at MTU 1024, 16 at 4096), a few
+# bandwidth-delay products of the emulated fabric; the windows of the four QPs a
+# colliding uplink carries at most in the demo fit one egress queue (64 frames), so a
+# collision builds a queue and ECN marks, not tail drops.
+WINDOW_BYTES = 64 * 1024
+# Retransmission timeout per KiB of MTU: it scales with the frame time, so it stays the
+# same number of frame times (300 at 10 Mbit/s: a full queue on two hops and the ACK
+# back) at every MTU -- 0.25 s at MTU 1024, 1 s at 4096.
+RTO_S_PER_KIB = 0.25
+
+
 @dataclass(frozen=True)
 class Transport:
     """Transport settings shared by all agents of a job."""
@@ -45,8 +56,10 @@ class Transport:
     # RoCE path MTU (payload bytes per packet). None = the fabric spec's `mtu` (no
     # spec: its default); a `Job` always holds the resolved number.
     mtu: int | None = None
-    window: int = 64                      # max unacknowledged packets per QP
-    rto: float = 0.25                     # go-back-N retransmission timeout (s)
+    # Max unacknowledged packets per QP, and go-back-N's retransmission timeout (s).
+    # None = from the MTU (`WINDOW_BYTES`, `RTO_S_PER_KIB`); a `Job` holds the numbers.
+    window: int | None = None
+    rto: float | None = None
     line_mbps: float = 20.0               # NIC line rate of the emulated fabric
     # Emulated time per real time (DCQCN's timers). None = the fabric spec's
     # `time_factor` (no spec: its default); a `Job` always holds the resolved number.
@@ -129,7 +142,7 @@ def _resolve_from_fabric(t: Transport, fabric: str | None, source: str = "job") 
     """``t`` with the NVLink settings, time factor and MTU it leaves unset taken from the
     fabric spec's ``nvlink`` section, ``time_factor`` and ``mtu`` (the spec's defaults
     when the job names no fabric)."""
-    if None not in (t.nvlink_gbps, t.nvlink_latency_us, t.time_factor, t.mtu):
+    if None not in (t.nvlink_gbps, t.nvlink_latency_us, t.time_factor, t.mtu, t.window, t.rto):
         return t
     try:
         spec = load_spec(fabric) if fabric else None
@@ -143,12 +156,13 @@ def _filled_from(t: Transport, spec: FabricSpec | None) -> Transport:
     """`_resolve_from_fabric` with the spec already loaded (None: its defaults)."""
     link = spec.nvlink if spec else NvlinkLink()
     factor = spec.time_factor if spec else DEFAULT_TIME_FACTOR
-    mtu = spec.mtu if spec else FabricSpec.mtu
+    mtu = t.mtu if t.mtu is not None else (spec.mtu if spec else FabricSpec.mtu)
     return dataclasses.replace(
         t, nvlink_gbps=link.gbps if t.nvlink_gbps is None else t.nvlink_gbps,
         nvlink_latency_us=link.latency_us if t.nvlink_latency_us is None else t.nvlink_latency_us,
-        time_factor=factor if t.time_factor is None else t.time_factor,
-        mtu=mtu if t.mtu is None else t.mtu)
+        time_factor=factor if t.time_factor is None else t.time_factor, mtu=mtu,
+        window=max(1, WINDOW_BYTES // mtu) if t.window is None else t.window,
+        rto=RTO_S_PER_KIB * mtu / 1024 if t.rto is None else t.rto)
 
 
 def qpn(local: int, peer: int, index: int = 0) -> int:

@@ -48,7 +48,8 @@ def make_job(iface_a: str, iface_b: str, size: int, iters: int = 1, warmup: int 
              **transport) -> Job:
     ranks = (RankInfo(0, "a", 0, 0, iface_a, IP_A, MAC_A, MAC_B),
              RankInfo(1, "b", 0, 0, iface_b, IP_B, MAC_B, MAC_A))
-    return Job(ranks=ranks, transport=Transport(**{"line_mbps": 20.0, **transport}),
+    # MTU 1024 unless a test says otherwise: the veths here carry 1500-byte frames.
+    return Job(ranks=ranks, transport=Transport(**{"line_mbps": 20.0, "mtu": 1024, **transport}),
                workload=Workload(op="sendrecv", sizes=(size,), iters=iters, warmup=warmup), name="veth")
 
 
@@ -362,7 +363,7 @@ def test_tp_allreduce_split_over_nvlink_and_nics(tmp_path):
         ranks = (RankInfo(0, "s", 0, 0, i0, IP_A, MAC_A, MAC_B),
                  RankInfo(1, "s", 0, 1, i1, IP_B, MAC_B, MAC_A))
         # NVLink only 2x the NICs: the NICs carry a visible third of the data.
-        job = Job(ranks=ranks, transport=Transport(line_mbps=20.0, nvlink_gbps=0.04, tp_split=True),
+        job = Job(ranks=ranks, transport=Transport(line_mbps=20.0, mtu=1024, nvlink_gbps=0.04, tp_split=True),
                   workload=Workload(trace=str(trace)), name="split")
         agents = Agents(net, job, tmp_path)
         try:
@@ -419,7 +420,7 @@ def test_tree_allreduce_over_two_servers(tmp_path):
                       RankInfo(0, "b", 0, rail, ib, ip_b, mac_b, mac_a)]
         ranks.sort(key=lambda r: (r.server, r.rail))
         ranks = [dataclasses.replace(r, rank=k) for k, r in enumerate(ranks)]
-        job = Job(ranks=tuple(ranks), transport=Transport(line_mbps=20.0, nvlink_gbps=1.0),
+        job = Job(ranks=tuple(ranks), transport=Transport(line_mbps=20.0, mtu=1024, nvlink_gbps=1.0),
                   workload=Workload(op="allreduce", sizes=(50_000,), iters=1, warmup=0, algo="tree"),
                   name="tree")
         agents = Agents(net, job, tmp_path)
