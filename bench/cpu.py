@@ -195,7 +195,7 @@ def nic_counters(pid: int, iface: str) -> tuple[int, int]:
     raise KeyError(f"no interface {iface} in the namespace of process {pid}")
 
 
-def agent_pair_cpu(rails: int = 1, duplex: bool = False, size: int = 4 << 20, line_mbps: float = 10.0,
+def agent_pair_cpu(rails: int = 1, duplex: bool = False, size: int = 8 << 20, line_mbps: float = 10.0,
                    mtu: int = 1024, settle_s: float = 1.5, window_s: float = 2.0) -> dict[str, float]:
     """Agents a and b, ``rails`` NICs each, rail k of a joined to rail k of b by a veth
     pair (no switch, nothing else in the way): a's NICs send ``size`` bytes each to b's
@@ -203,6 +203,8 @@ def agent_pair_cpu(rails: int = 1, duplex: bool = False, size: int = 4 << 20, li
     seconds inside the transfer: the two agents' CPU microseconds per data frame sent
     (``agent_pair_cpu_us_per_frame``) and the share of the line rate the sending NICs
     sent at (``agent_pair_load``)."""
+    if size * 8 / (line_mbps * 1e6) < 1.5 * (settle_s + window_s):
+        raise ValueError(f"{size} bytes at {line_mbps} Mbit/s end before the window does; send more")
     with Netns() as net, tempfile.TemporaryDirectory(prefix="cpu-pair-") as tmp:
         net.add_ns("a")
         net.add_ns("b")
