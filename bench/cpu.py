@@ -19,12 +19,13 @@ compares between runs on a machine that other work shares.
     use.agents_per_s, use.switches_per_s, use.load
     use.fabric_frac_at_line_rate     # agents + switches, of all the machine's cores
 
-`agent_pair_cpu` measures the agents alone: two of them joined by one veth pair, one
-streaming to the other at line rate, CPU microseconds per data frame of the two.
+`agent_pair_cpu` measures the agents alone: two of them joined by veth pairs (one per
+rail), streaming to each other at line rate, CPU microseconds per frame sent.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -64,6 +65,20 @@ def cpu_seconds(pids: Iterable[int]) -> float:
     return total / CLK_TCK
 
 
+def wakeups(pids: Iterable[int]) -> int:
+    """Voluntary context switches of the processes' main threads (where the agents' and
+    switches' event loops run): how often they went to sleep and were woken. Unlike
+    CPU time it does not depend on what else the machine runs."""
+    total = 0
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/status").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += int(text.split("voluntary_ctxt_switches:", 1)[1].split()[0])
+    return total
+
+
 def switch_pids(fabric: Any) -> list[int]:
     """PIDs of a running `topo.net.Fabric`'s switch processes."""
     return [sw.process.pid for sw in fabric.net.switches if getattr(sw, "process", None) is not None]
@@ -90,6 +105,7 @@ class JobCpu:
     agents_cpu_s: float
     switches_cpu_s: float
     load: float
+    agents_wakeups: int
     results: dict[str, dict[str, Any]] = field(repr=False)
 
     @property
@@ -117,6 +133,11 @@ class JobCpu:
     @property
     def fabric_frac_at_line_rate(self) -> float:
         return self.fabric_frac / self.load
+
+    @property
+    def agents_wakeups_at_line_rate(self) -> float:
+        """The agents' wake-ups per second of every NIC sending at line rate."""
+        return self.agents_wakeups / self.window_s / self.load
 
 
 class WindowError(RuntimeError):
@@ -161,9 +182,11 @@ def job_cpu(fabric: Any, job: Job, run_dir: str | Path | None = None, settle_s: 
     wait_until(lambda: all((run_dir / f"ready-{s}").exists() for s in servers), timeout)
     time.sleep(settle_s)
     switches = switch_pids(fabric)
+    w0 = wakeups(agents.values())
     t0, a0, s0, b0 = time.monotonic(), cpu_seconds(agents.values()), cpu_seconds(switches), host_link_bytes(fabric)
     time.sleep(window_s)
     t1, a1, s1, b1 = time.monotonic(), cpu_seconds(agents.values()), cpu_seconds(switches), host_link_bytes(fabric)
+    w1 = wakeups(agents.values())
     if any((run_dir / f"results-{s}.json").exists() for s in servers) or not runner.is_alive():
         raise WindowError(f"an agent finished inside the window; give the job more work "
                           f"than {settle_s + window_s:.0f}s")
@@ -171,7 +194,7 @@ def job_cpu(fabric: Any, job: Job, run_dir: str | Path | None = None, settle_s: 
     if "error" in outcome:
         raise outcome["error"]
     line_bytes = len(job.ranks) * job.transport.line_rate_bps / 8 * (t1 - t0)
-    return JobCpu(t1 - t0, a1 - a0, s1 - s0, (b1 - b0) / line_bytes, outcome["results"])
+    return JobCpu(t1 - t0, a1 - a0, s1 - s0, (b1 - b0) / line_bytes, w1 - w0, outcome["results"])
 
 
 def line_rate_job(spec_file: str | Path, size: int = 1 << 20, iters: int = 6) -> Job:
@@ -194,26 +217,37 @@ def nic_counters(pid: int, iface: str) -> tuple[int, int]:
     raise KeyError(f"no interface {iface} in the namespace of process {pid}")
 
 
-def agent_pair_cpu(size: int = 8 << 20, line_mbps: float = 20.0, mtu: int = 1024,
-                   settle_s: float = 0.5, window_s: float = 2.0) -> dict[str, float]:
-    """Agent a sends ``size`` bytes to agent b over one veth pair (no switch, nothing
-    else in the way); over ``window_s`` seconds in the middle of the transfer, the two
-    agents' CPU per data frame a sent (``agent_pair_cpu_us_per_frame``) and the share
-    of the line rate a sent at (``agent_pair_load``)."""
-    macs, ips = ("02:00:0a:00:00:01", "02:00:0a:00:00:02"), ("10.9.0.1", "10.9.0.2")
+def agent_pair_cpu(rails: int = 1, duplex: bool = False, size: int = 8 << 20, line_mbps: float = 10.0,
+                   mtu: int = 1024, settle_s: float = 1.5, window_s: float = 2.0) -> dict[str, float]:
+    """Agents a and b, ``rails`` NICs each, rail k of a joined to rail k of b by a veth
+    pair (no switch, nothing else in the way): a's NICs send ``size`` bytes each to b's
+    (and b's to a's too if ``duplex``, as every NIC of a ring does). Over ``window_s``
+    seconds inside the transfer: the two agents' CPU microseconds per data frame sent
+    (``agent_pair_cpu_us_per_frame``) and the share of the line rate the sending NICs
+    sent at (``agent_pair_load``), and the agents' wake-ups per frame."""
+    if size * 8 / (line_mbps * 1e6) < 1.5 * (settle_s + window_s):
+        raise ValueError(f"{size} bytes at {line_mbps} Mbit/s end before the window does; send more")
     with Netns() as net, tempfile.TemporaryDirectory(prefix="cpu-pair-") as tmp:
         net.add_ns("a")
         net.add_ns("b")
-        ifaces = net.add_link("a", "b", mtu=9000)
-        for ns, iface, mac, ip in zip("ab", ifaces, macs, ips):
-            net.run(ns, "ip", "link", "set", iface, "address", mac)
-            net.run(ns, "ip", "addr", "add", f"{ip}/24", "dev", iface)
-        ranks = tuple(RankInfo(k, ns, 0, 0, ifaces[k], ips[k], macs[k], macs[1 - k]) for k, ns in enumerate("ab"))
-        job = Job(ranks=ranks, transport=Transport(line_mbps=line_mbps, mtu=mtu),
-                  workload=Workload(op="sendrecv", sizes=(size,), iters=1, warmup=0, check=False), name="pair")
+        ranks: list[RankInfo] = []
+        for rail in range(rails):
+            ifaces = net.add_link("a", "b", mtu=9000)
+            macs = [f"02:00:0a:{rail:02x}:00:0{k + 1}" for k in range(2)]
+            ips = [f"10.9.{rail}.{k + 1}" for k in range(2)]
+            for k, ns in enumerate("ab"):
+                net.run(ns, "ip", "link", "set", ifaces[k], "address", macs[k])
+                net.run(ns, "ip", "addr", "add", f"{ips[k]}/24", "dev", ifaces[k])
+                ranks.append(RankInfo(len(ranks), ns, 0, rail, ifaces[k], ips[k], macs[k], macs[1 - k]))
+        ranks = [dataclasses.replace(r, rank=k) for k, r in enumerate(sorted(ranks, key=lambda r: (r.server, r.rail)))]
+        pairs = [(r, r + rails) for r in range(rails)] + ([(r + rails, r) for r in range(rails)] if duplex else [])
+        job = Job(ranks=tuple(ranks), transport=Transport(line_mbps=line_mbps, mtu=mtu),
+                  workload=Workload(op="sendrecv", sizes=(size,), iters=1, warmup=0, check=False,
+                                    pairs=tuple(pairs)), name="pair")
         run_dir = Path(tmp)
         job.save(run_dir / "job.yaml")
         procs: dict[str, subprocess.Popen] = {}
+        senders = [(r.server, r.iface) for r in ranks if duplex or r.server == "a"]
         try:
             for ns in "ba":     # the receiver first: the sender starts at once
                 procs[ns] = subprocess.Popen(
@@ -227,13 +261,19 @@ def agent_pair_cpu(size: int = 8 << 20, line_mbps: float = 20.0, mtu: int = 1024
                     time.sleep(POLL_S)
             time.sleep(settle_s)
             pids = [p.pid for p in procs.values()]
-            t0, c0, (b0, f0) = time.monotonic(), cpu_seconds(pids), nic_counters(procs["a"].pid, ifaces[0])
+
+            def sent() -> tuple[int, int]:
+                counts = [nic_counters(procs[ns].pid, iface) for ns, iface in senders]
+                return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+            w0, t0, c0, (b0, f0) = wakeups(pids), time.monotonic(), cpu_seconds(pids), sent()
             time.sleep(window_s)
-            t1, c1, (b1, f1) = time.monotonic(), cpu_seconds(pids), nic_counters(procs["a"].pid, ifaces[0])
+            t1, c1, (b1, f1), w1 = time.monotonic(), cpu_seconds(pids), sent(), wakeups(pids)
             if any(p.poll() is not None for p in procs.values()) or (run_dir / "results-a.json").exists():
                 raise WindowError(f"the transfer ended inside the window: send more than {size} bytes")
         finally:
             for p in procs.values():
                 stop_process(p, 5)
     return {"agent_pair_cpu_us_per_frame": (c1 - c0) / (f1 - f0) * 1e6,
-            "agent_pair_load": (b1 - b0) * 8 / (t1 - t0) / (line_mbps * 1e6)}
+            "agent_pair_wakeups_per_frame": (w1 - w0) / (f1 - f0),
+            "agent_pair_load": (b1 - b0) * 8 / (t1 - t0) / (line_mbps * 1e6 * len(senders))}

@@ -47,6 +47,13 @@ from topo.hashmodel import PORT_RANGE
 MAX_RX_BATCH = 512          # frames read per NIC per turn before sending again
 MAX_TX_BATCH = 64           # frames sent per NIC per turn before reading again
 SAMPLE_INTERVAL = 0.1       # flows' timeline: one sample per active QP this often (s)
+# Wake-ups are at least this many frame times (an MTU frame at line rate) apart: what
+# is due sooner waits for the rest of the quantum and goes out with it, so an agent
+# whose NICs all send and receive wakes twice per frame time, not once per frame (a
+# NIC's interrupt moderation). Half a frame time keeps every departure and every
+# frame's handling within the fidelity bound of one frame time, and well inside what
+# CATCHUP_FRAMES lets a NIC make up.
+WAKE_QUANTUM_FRAMES = 0.5
 # A NIC that woke up late may catch up by this many frame times at once: enough to keep
 # the line rate through the event loop's timing jitter, well below the switches' ECN
 # Kmin (5 packets), so that the sender's own bursts do not look like congestion.
@@ -199,6 +206,9 @@ class Engine:
         # it, and whether a message was posted since (then the next turn sleeps not).
         self._due: float | None = None
         self._posted = True
+        frame_bytes = job.transport.mtu + roce.HDR_LEN + roce.ICRC_LEN
+        self._quantum = WAKE_QUANTUM_FRAMES * frame_bytes * 8 / job.transport.line_rate_bps
+        self._woke = float("-inf")
         self.started = self.clock()
         self._next_sample = self.started
         # QPN -> [(t, acked bytes, rate bit/s, retransmits, CNPs)], for sending QPs.
@@ -364,7 +374,7 @@ class Engine:
             limits = [t for t in (self._due, until) if t is not None]
             self._sleep(min(limits) if limits else None)
         self.turns += 1
-        now = self.clock()
+        now = self._woke = self.clock()
         for nic in self.nics.values():
             if nic.port.ready() or nic.port.fileno() in self._readable:
                 self._receive(nic)
@@ -396,13 +406,18 @@ class Engine:
 
     def _sleep(self, until: float | None) -> None:
         """Wait until emulated time ``until`` (None: no limit), a frame or a command
-        arrives."""
+        arrives -- but not less than a quantum after the last wake-up: within it only a
+        command wakes the loop (frames wait in the rings, with their arrival times)."""
+        quantum_end = self._woke + self._quantum
+        fds = self._fds
         timeout = None
         if until is not None:
+            if until <= quantum_end:
+                until, fds = quantum_end, self._fds[:1]
             timeout = self.emulation_clock.wall_s(until - self.clock())
             if timeout <= 0:
                 return
-        for fd in select.select(self._fds, [], [], timeout)[0]:
+        for fd in select.select(fds, [], [], timeout)[0]:
             if fd == self._wake_r:
                 try:
                     os.read(self._wake_r, 4096)
