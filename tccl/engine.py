@@ -5,9 +5,12 @@ NICs' receive rings, lets every NIC send what its line-rate pacer and its QPs' D
 pacers allow (round robin over QPs), runs due timers, executes commands queued by
 other threads (the control channel), then sleeps in ``select`` until the next thing is
 due -- a departure, an NVLink delivery, a retransmission timeout, a timeline sample,
-the caller's deadline -- or a frame or a command arrives; never on a polling period. A NIC is the switch's `InterfacePort` bound to IPv4: frames
-are read from a PACKET_RX_RING shared with the kernel (a memory copy per frame, no
-system call) and sent on the same AF_PACKET socket. Each received frame is handled at
+the caller's deadline -- or a frame or a command arrives; never on a polling period,
+and never sooner than half a frame time after the last wake-up (`WAKE_QUANTUM_FRAMES`).
+
+A NIC is the switch's `InterfacePort` bound to IPv4: frames are read from a
+PACKET_RX_RING shared with the kernel (a memory copy per frame, no system call) and
+sent on the same AF_PACKET socket. Each received frame is handled at
 its arrival time (the kernel's timestamp), not at the time the loop got to it: ACKs
 start RTOs, CNPs cut DCQCN rates and CE marks space CNPs by when they arrived.
 
@@ -39,8 +42,7 @@ from typing import Any, Callable
 
 from emulation.clock import EmulationClock
 from p4sim.switch.ports import ETH_P_IPV4, InterfacePort
-from tccl import roce
-from tccl import fidelity
+from tccl import fidelity, roce
 from tccl.fidelity import Lateness
 from tccl.job import Job, RankInfo, qpn, qpn_index, qpn_ranks
 from tccl.qp import Requester, Responder
@@ -212,7 +214,7 @@ class Engine:
         self.turns = 0              # loop iterations: one wake-up each
         self._readable: set[int] = set()
         # When the next thing is due (emulated; None: nothing), as the last turn left
-        # it, and whether a message was posted since (then the next turn sleeps not).
+        # it, and whether a message was posted since (then the next turn does not sleep).
         self._due: float | None = None
         self._posted = True
         # The time an MTU frame takes at line rate: the unit of pacing and lateness.
@@ -229,9 +231,8 @@ class Engine:
     def open(self) -> "Engine":
         """Open the NICs (needs CAP_NET_RAW in the server's namespace; `PortError` if
         one cannot be opened)."""
-        t = self.job.transport
         for rank, info in self.local.items():
-            self.nics[rank] = NicPort(info, t.line_rate_bps, self._frame_time)
+            self.nics[rank] = NicPort(info, self.job.transport.line_rate_bps, self._frame_time)
             self._fds.append(self.nics[rank].port.fileno())
         # The kernel would answer every RoCE frame with ICMP port unreachable; a bound UDP
         # socket that is never read swallows them (its buffer fills, the rest are dropped).
@@ -419,8 +420,9 @@ class Engine:
 
     def _sleep(self, until: float | None) -> None:
         """Wait until emulated time ``until`` (None: no limit), a frame or a command
-        arrives -- but not less than a quantum after the last wake-up: within it only a
-        command wakes the loop (frames wait in the rings, with their arrival times)."""
+        arrives. Something due within a quantum of the last wake-up waits for the end
+        of the quantum, and meanwhile only a command wakes the loop: frames wait in
+        the rings, with their arrival times."""
         quantum_end = self._woke + self._quantum
         fds = self._fds
         timeout = None
