@@ -31,7 +31,7 @@ from tccl import trace as T
 from tccl.control import ControlServer, socket_path
 from tccl.engine import Engine
 from tccl.job import Job, JobError, load_job
-from tccl.results import HEADER, Row, format_row, save
+from tccl.results import HEADER, Row, format_fidelity, format_row, save
 from tccl.trace import Step, Trace
 
 # Stop lingering once no frame has arrived for this many retransmission timeouts.
@@ -171,6 +171,8 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
             _linger(engine)
             flows = [{**qp.describe(), "rx": vars(qp.responder.stats), "rx_last_sport": qp.responder.last_sport}
                      for qp in engine.qps.values()]
+            fidelity = engine.fidelity()
+            print(format_fidelity(fidelity), file=out, flush=True)
         finally:
             control.stop()
     rank_info = {r.rank: r for r in job.ranks}
@@ -180,6 +182,7 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
             "ports": job.transport.ports, "ranks": len(ring), "local_ranks": sorted(engine.local),
             "ring": ring, "ring_hops": C.ring_hops(ring, rank_info),
             "planned_ports": planned, "gor_groups": groups is not None, "line_mbps": job.transport.line_mbps, "flows": flows,
+            "fidelity": fidelity,
             "timeline": {"columns": ["t_s", "acked_bytes", "rate_bps", "retransmits", "cnps"],
                          "flows": {str(q): rows for q, rows in engine.timeline.items()}}, **extra}
     save(run_dir / f"results-{server}.json", meta, rows)

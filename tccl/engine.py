@@ -5,9 +5,12 @@ NICs' receive rings, lets every NIC send what its line-rate pacer and its QPs' D
 pacers allow (round robin over QPs), runs due timers, executes commands queued by
 other threads (the control channel), then sleeps in ``select`` until the next thing is
 due -- a departure, an NVLink delivery, a retransmission timeout, a timeline sample,
-the caller's deadline -- or a frame or a command arrives; never on a polling period. A NIC is the switch's `InterfacePort` bound to IPv4: frames
-are read from a PACKET_RX_RING shared with the kernel (a memory copy per frame, no
-system call) and sent on the same AF_PACKET socket. Each received frame is handled at
+the caller's deadline -- or a frame or a command arrives; never on a polling period,
+and never sooner than half a frame time after the last wake-up (`WAKE_QUANTUM_FRAMES`).
+
+A NIC is the switch's `InterfacePort` bound to IPv4: frames are read from a
+PACKET_RX_RING shared with the kernel (a memory copy per frame, no system call) and
+sent on the same AF_PACKET socket. Each received frame is handled at
 its arrival time (the kernel's timestamp), not at the time the loop got to it: ACKs
 start RTOs, CNPs cut DCQCN rates and CE marks space CNPs by when they arrived.
 
@@ -39,7 +42,8 @@ from typing import Any, Callable
 
 from emulation.clock import EmulationClock
 from p4sim.switch.ports import ETH_P_IPV4, InterfacePort
-from tccl import roce
+from tccl import fidelity, roce
+from tccl.fidelity import Lateness
 from tccl.job import Job, RankInfo, qpn, qpn_index, qpn_ranks
 from tccl.qp import Requester, Responder
 from topo.hashmodel import PORT_RANGE
@@ -62,9 +66,10 @@ NET, NVLINK = "net", "nvlink"  # the two channels between ranks
 
 
 class NicPort:
-    """One rank's NIC: its interface port and the line-rate pacer shared by its QPs."""
+    """One rank's NIC: its interface port, the line-rate pacer shared by its QPs, and
+    how late its departures and its frames' handling were (`tccl.fidelity`)."""
 
-    def __init__(self, info: RankInfo, line_rate_bps: float) -> None:
+    def __init__(self, info: RankInfo, line_rate_bps: float, frame_time: float) -> None:
         self.info = info
         self.line_rate = line_rate_bps
         self.port = InterfacePort(info.rank, info.iface, protocol=ETH_P_IPV4, promisc=False,
@@ -73,6 +78,9 @@ class NicPort:
         self.requesters: list[Requester] = []
         self._rr = 0
         self.next_tx = 0.0
+        self._free_at = float("-inf")   # previous departure + its serialisation time
+        self.tx_lateness = Lateness(frame_time)
+        self.rx_lateness = Lateness(frame_time)
 
     def transmit(self, frame: bytes) -> None:
         """Put one frame on the wire. A full socket buffer or a link that is down (a
@@ -91,11 +99,14 @@ class NicPort:
         while sent < MAX_TX_BATCH and self.next_tx <= now and n:
             for k in range(n):
                 req = self.requesters[(self._rr + k) % n]
-                frame = req.next_frame(now)
+                sendable = req.sendable_at()
+                frame = req.next_frame(now) if sendable is not None else None
                 if frame is not None:
                     self._rr = (self._rr + k + 1) % n
                     self.transmit(frame)
+                    self.tx_lateness.add(now - max(self._free_at, sendable))
                     gap = len(frame) * 8 / self.line_rate
+                    self._free_at = now + gap
                     self.next_tx = max(self.next_tx, now - CATCHUP_FRAMES * gap) + gap
                     sent += 1
                     break
@@ -203,11 +214,12 @@ class Engine:
         self.turns = 0              # loop iterations: one wake-up each
         self._readable: set[int] = set()
         # When the next thing is due (emulated; None: nothing), as the last turn left
-        # it, and whether a message was posted since (then the next turn sleeps not).
+        # it, and whether a message was posted since (then the next turn does not sleep).
         self._due: float | None = None
         self._posted = True
-        frame_bytes = job.transport.mtu + roce.HDR_LEN + roce.ICRC_LEN
-        self._quantum = WAKE_QUANTUM_FRAMES * frame_bytes * 8 / job.transport.line_rate_bps
+        # The time an MTU frame takes at line rate: the unit of pacing and lateness.
+        self._frame_time = (job.transport.mtu + roce.HDR_LEN + roce.ICRC_LEN) * 8 / job.transport.line_rate_bps
+        self._quantum = WAKE_QUANTUM_FRAMES * self._frame_time
         self._woke = float("-inf")
         self.started = self.clock()
         self._next_sample = self.started
@@ -220,7 +232,7 @@ class Engine:
         """Open the NICs (needs CAP_NET_RAW in the server's namespace; `PortError` if
         one cannot be opened)."""
         for rank, info in self.local.items():
-            self.nics[rank] = NicPort(info, self.job.transport.line_rate_bps)
+            self.nics[rank] = NicPort(info, self.job.transport.line_rate_bps, self._frame_time)
             self._fds.append(self.nics[rank].port.fileno())
         # The kernel would answer every RoCE frame with ICMP port unreachable; a bound UDP
         # socket that is never read swallows them (its buffer fills, the rest are dropped).
@@ -290,7 +302,7 @@ class Engine:
         elif via == NET:
             count = self._sent_count.get((src, dst), 0)
             self._sent_count[(src, dst)] = count + 1
-            self.qp(src, dst, count % self.job.transport.qps).requester.post(data, on_done)
+            self.qp(src, dst, count % self.job.transport.qps).requester.post(data, on_done, self.clock())
         else:
             raise ValueError(f"unknown channel {via!r} ({NET}, {NVLINK})")
 
@@ -327,7 +339,10 @@ class Engine:
         frames, stamps, _ = nic.port.recv_batch(MAX_RX_BATCH)
         self.rx_frames += len(frames)
         arrival = self.emulation_clock.from_monotonic_ns
+        now, handled = self.clock(), nic.rx_lateness.add
         for frame, stamp in zip(frames, stamps):
+            at = arrival(stamp)
+            handled(now - at)
             pkt = roce.parse(frame)
             if pkt is None or pkt.dst_ip != nic.ip_bytes:
                 self.rx_ignored += 1
@@ -339,7 +354,6 @@ class Engine:
                 self.rx_ignored += 1
                 continue
             qp = self.qp(*ranks, index)
-            at = arrival(stamp)
             if pkt.opcode == roce.ACKNOWLEDGE:
                 qp.requester.on_ack(pkt.psn, pkt.syndrome & 0xE0 == roce.AETH_NAK_SEQ, at)
             elif pkt.opcode == roce.CNP:
@@ -406,8 +420,9 @@ class Engine:
 
     def _sleep(self, until: float | None) -> None:
         """Wait until emulated time ``until`` (None: no limit), a frame or a command
-        arrives -- but not less than a quantum after the last wake-up: within it only a
-        command wakes the loop (frames wait in the rings, with their arrival times)."""
+        arrives. Something due within a quantum of the last wake-up waits for the end
+        of the quantum, and meanwhile only a command wakes the loop: frames wait in
+        the rings, with their arrival times."""
         quantum_end = self._woke + self._quantum
         fds = self._fds
         timeout = None
@@ -451,6 +466,16 @@ class Engine:
     def run_for(self, seconds: float) -> None:
         """Turn the loop for ``seconds`` of emulated time (e.g. a compute step)."""
         self.run_until(lambda: False, seconds)
+
+    def fidelity(self) -> dict[str, Any]:
+        """How faithfully this agent kept emulated time (`tccl.fidelity.report`), per
+        rank's NIC and overall, with the clock's dilation and the loop's wake-ups."""
+        nics = {}
+        for rank, nic in self.nics.items():
+            nic.port.poll_kernel_drops()
+            nics[str(rank)] = (nic.tx_lateness, nic.rx_lateness, nic.port.kernel_drops)
+        return {**fidelity.report(nics, self._frame_time), "dilation": self.emulation_clock.dilation,
+                "wakeups": self.turns}
 
     def idle(self) -> bool:
         """No message waiting to be sent or acknowledged anywhere."""

@@ -89,15 +89,28 @@ class Requester:
         self._since_ack_req = 0
         self._next_tx = now
         self._last_progress = now
+        # When the requester last got work after having none (a post, an ACK opening
+        # the window, a NAK, a timeout): no frame could leave before that.
+        self._unblocked_at = now
         self.port_change: PortChange | None = None
 
     # --- posting and state --------------------------------------------------------
 
-    def post(self, data: bytes | bytearray | memoryview, on_done: Callable[[], None] | None = None) -> None:
-        """Queue one message; ``on_done`` runs when its last packet is acknowledged."""
+    def post(self, data: bytes | bytearray | memoryview, on_done: Callable[[], None] | None = None,
+             now: float | None = None) -> None:
+        """Queue one message; ``on_done`` runs when its last packet is acknowledged.
+        ``now``, if given, is when it was posted (see `sendable_at`)."""
         if len(data) == 0:
             raise ValueError("a message carries at least one byte")
+        had_work = self._has_work()
         self._queue.append(_Message(memoryview(data).cast("B"), on_done))
+        if now is not None:
+            self._unblocked(had_work, now)
+
+    def _unblocked(self, had_work: bool, at: float) -> None:
+        """Note ``at`` as the time sending became possible, if it just did."""
+        if not had_work and self._has_work():
+            self._unblocked_at = at
 
     @property
     def idle(self) -> bool:
@@ -139,6 +152,12 @@ class Requester:
     def ready_at(self) -> float | None:
         """When the next packet may leave (None: nothing can be sent now)."""
         return self._next_tx if self._has_work() else None
+
+    def sendable_at(self) -> float | None:
+        """When the next packet became sendable: its pacer's time, or the event that
+        gave the requester work (a post, an ACK, a timeout), whichever came later --
+        its schedule, as far as this QP is concerned (None: nothing to send)."""
+        return max(self._next_tx, self._unblocked_at) if self._has_work() else None
 
     def next_frame(self, now: float) -> bytes | None:
         """The next frame to put on the wire if the pacer allows it at ``now``."""
@@ -197,6 +216,11 @@ class Requester:
 
     def on_ack(self, psn: int, nak: bool, now: float) -> None:
         """An ACK covers every PSN up to ``psn``; a NAK says ``psn`` is expected next."""
+        had_work = self._has_work()
+        self._on_ack(psn, nak, now)
+        self._unblocked(had_work, now)
+
+    def _on_ack(self, psn: int, nak: bool, now: float) -> None:
         acked = roce.psn_diff(psn, self.una) + (0 if nak else 1)
         if 0 < acked <= len(self._inflight):
             for _ in range(acked):
@@ -226,8 +250,10 @@ class Requester:
         if not self._inflight:
             return None
         if now - self._last_progress > self.rto:
+            had_work = self._has_work()
             self.stats.timeouts += 1
             self._resend = 0
+            self._unblocked(had_work, self._last_progress + self.rto)   # when it fired
             self._last_progress = now
         return self._last_progress + self.rto
 

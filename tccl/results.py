@@ -68,6 +68,16 @@ def format_row(row: Row) -> str:
             f"  {row.algbw_mbps:8.3f}  {row.busbw_mbps:8.3f}  {wrong:>6s}")
 
 
+def format_fidelity(fid: dict[str, Any]) -> str:
+    """One comment line on an agent's fidelity (`tccl.engine.Engine.fidelity`)."""
+    tx, rx = fid["tx"], fid["rx"]
+    verdict = "faithful" if fid["faithful"] else "UNFAITHFUL"
+    return (f"# fidelity ({verdict}, dilation {fid['dilation']:g}): departures on time "
+            f"{tx['on_time_frac']:.1%}, p99 lateness {tx['p99_us'] / 1e3:.2f} ms ({tx['p99_frames']:.2f} "
+            f"frame times); frames handled p99 {rx['p99_us'] / 1e3:.2f} ms ({rx['p99_frames']:.2f} frame "
+            f"times) after arrival; kernel drops {fid['kernel_drops']}")
+
+
 def save(path: str | Path, meta: dict[str, Any], rows: Iterable[Row]) -> None:
     """Write one run: its description (``meta``) and the rows."""
     Path(path).write_text(json.dumps({**meta, "rows": [asdict(r) for r in rows]}, indent=2),

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -119,6 +120,29 @@ def two_hosts(net: Netns, mtu: int = 1500) -> tuple[str, str]:
     return ia, ib
 
 
+def wait_acked(client: AgentClient, nbytes: int, timeout: float = 20) -> None:
+    """Until one of the agent's flows has more than ``nbytes`` acknowledged."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not any(f.acked_bytes > nbytes for f in client.list_flows()):
+        time.sleep(0.02)
+
+
+def ten_messages(tmp_path: Path, disturb) -> dict[str, dict]:
+    """a sends b ten messages of 100 KB; ``disturb(net, a's iface, agents, a's control
+    client)`` runs once both are up. The agents' results."""
+    with Netns() as net:
+        ia, ib = two_hosts(net)
+        agents = Agents(net, make_job(ia, ib, 100_000, iters=10), tmp_path)
+        try:
+            agents.start_ready("b", "b")
+            agents.start_ready("a", "a")
+            with AgentClient(socket_path(tmp_path, "a")) as client:
+                disturb(net, ia, agents, client)
+            return agents.wait(60)
+        finally:
+            agents.stop()
+
+
 def flow(result: dict, local: int, peer: int) -> dict:
     return next(f for f in result["flows"] if f["qpn"] == qpn(local, peer))
 
@@ -135,6 +159,11 @@ def test_message_arrives_complete_and_in_order(tmp_path):
     # Paced at the 20 Mbit/s line rate (headers included): the sender's goodput is at
     # most that, and not far below (the margin is for a loaded machine).
     assert 12 < res["a"]["rows"][0]["algbw_mbps"] <= 20.0
+    # Every data frame's departure was timed, every frame the receiver got was too.
+    sent, got = res["a"]["fidelity"], res["b"]["fidelity"]
+    assert sent["tx"]["count"] == sent["nics"]["0"]["tx"]["count"] == flow(res["a"], 0, 1)["packets"]
+    assert got["rx"]["count"] >= rx["packets"] and got["tx"]["count"] == 0
+    assert sent["kernel_drops"] == got["kernel_drops"] == 0 and sent["dilation"] == 1.0
 
 
 def test_path_mtu_4096_over_jumbo_veths(tmp_path):
@@ -174,6 +203,31 @@ def test_dilated_clock_slows_the_wire_not_the_results(tmp_path):
     wall_mbps = sum(len(f) for _, f in timed[1:]) * 8 / (timed[-1][0] - timed[0][0]) / 1e6
     assert wall_mbps <= 1.05 * 20.0 / dilation
     assert 12 < res["a"]["rows"][0]["algbw_mbps"] <= 20.0
+
+
+def test_stopped_agents_show_in_their_fidelity(tmp_path):
+    """A receiver stopped for 0.3 s handles the frames that waited in its rings 0.3 s
+    after they arrived; a sender stopped as long sends its next frame 0.3 s late. Both
+    say so in their results."""
+    stall = 0.3
+
+    def stop_for(proc: subprocess.Popen) -> None:
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(stall)                   # the stall itself, not a wait for a condition
+        os.kill(proc.pid, signal.SIGCONT)
+
+    def disturb(net: Netns, ia: str, agents: Agents, client: AgentClient) -> None:
+        for victim, acked in (("b", 200_000), ("a", 500_000)):
+            wait_acked(client, acked)
+            stop_for(agents.procs[victim])
+
+    res = ten_messages(tmp_path, disturb)
+    assert res["b"]["rows"][0]["wrong"] == 0
+    sender, receiver = res["a"]["fidelity"], res["b"]["fidelity"]
+    assert receiver["rx"]["max_us"] >= 0.9 * stall * 1e6
+    assert sender["tx"]["max_us"] >= 0.9 * stall * 1e6
+    # A window of frames waited in the receiver's ring: more than 1 % of what it got.
+    assert not receiver["faithful"]
 
 
 def test_go_back_n_recovers_tail_drops(tmp_path):
@@ -380,23 +434,13 @@ def test_tp_allreduce_split_over_nvlink_and_nics(tmp_path):
 
 def test_link_down_and_up_loses_nothing(tmp_path):
     """A link failure mid-transfer (the sender's NIC down for 0.5 s) only delays it."""
-    with Netns() as net:
-        ia, ib = two_hosts(net)
-        agents = Agents(net, make_job(ia, ib, 100_000, iters=10), tmp_path)
-        try:
-            agents.start_ready("b", "b")
-            agents.start_ready("a", "a")
-            with AgentClient(socket_path(tmp_path, "a")) as client:
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline and not any(
-                        f.acked_bytes > 200_000 for f in client.list_flows()):
-                    time.sleep(0.02)
-            net.run("a", "ip", "link", "set", ia, "down")   # 2 of 10 messages are through
-            time.sleep(0.5)                                 # the outage
-            net.run("a", "ip", "link", "set", ia, "up")
-            res = agents.wait(60)
-        finally:
-            agents.stop()
+    def disturb(net: Netns, ia: str, agents: Agents, client: AgentClient) -> None:
+        wait_acked(client, 200_000)                     # 2 of 10 messages are through
+        net.run("a", "ip", "link", "set", ia, "down")
+        time.sleep(0.5)                                 # the outage
+        net.run("a", "ip", "link", "set", ia, "up")
+
+    res = ten_messages(tmp_path, disturb)
     assert res["b"]["rows"][0]["wrong"] == 0
     assert flow(res["b"], 1, 0)["rx"]["messages"] == 10
     assert flow(res["a"], 0, 1)["timeouts"] + flow(res["a"], 0, 1)["naks"] > 0

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from tccl.results import HEADER, Row, bus_factor, format_row, save
+from tccl import fidelity
+from tccl.fidelity import Lateness
+from tccl.results import HEADER, Row, bus_factor, format_fidelity, format_row, save
 
 
 @pytest.mark.parametrize("op,n,factor", [
@@ -37,3 +39,15 @@ def test_row_measures_and_prints_like_nccl_tests(tmp_path):
     save(tmp_path / "r.json", {"job": "j"}, [row])
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["job"] == "j" and data["rows"][0]["busbw_mbps"] == pytest.approx(row.busbw_mbps)
+
+
+def test_fidelity_line():
+    tx, rx = Lateness(0.001), Lateness(0.001)
+    for late in (0.0001, 0.0002):
+        tx.add(late)
+    rx.add(0.003)
+    fid = {**fidelity.report({"0": (tx, rx, 2)}, 0.001), "dilation": 2.0, "wakeups": 10}
+    line = format_fidelity(fid)
+    assert line.startswith("# fidelity (UNFAITHFUL, dilation 2): departures on time 100.0%")
+    assert "p99 lateness 0.20 ms (0.20 frame times)" in line   # capped at the maximum
+    assert "frames handled p99 3.00 ms (3.00 frame times) after arrival; kernel drops 2" in line
