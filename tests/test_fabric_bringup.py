@@ -195,22 +195,25 @@ def _marks(fabric: Fabric, leaf: str, port: int) -> int:
 
 
 def _paced(fabric: Fabric, senders: list[tuple[Nic, Nic, int]], mbps: float, seconds: float) -> None:
-    """Each (src, dst, sport) sends ECT 1000-byte UDP frames at ``mbps``, in 2 ms steps."""
+    """Each (src, dst, sport) sends ECT 1000-byte UDP frames at ``mbps``, in 2 ms steps,
+    of the fabric's emulated time (its links' rates are emulated Mbit/s: with a dilation
+    above 1, wall-clock pacing would send too fast)."""
     plan = fabric.plan
+    clock = fabric.clock
     per_step = mbps * 1e6 / 8 / 1000 * 0.002
     socks = [host_socket(fabric.host(src.server).pid, src.intf) for src, _, _ in senders]
     opened = [s.__enter__() for s in socks]
     try:
         data = [frame(plan, src, dst, sport, size=1000, tos=2) for src, dst, sport in senders]
-        start = time.monotonic()
+        start = clock.now()
         sent = 0.0
-        while (now := time.monotonic()) - start < seconds:
+        while (now := clock.now()) - start < seconds:
             due = (now - start) / 0.002 * per_step
             while sent < due:
                 for sock, d in zip(opened, data):
                     sock.send(d)
                 sent += 1
-            time.sleep(0.001)
+            clock.sleep(0.001)
     finally:
         for s in socks:
             s.__exit__(None, None, None)
