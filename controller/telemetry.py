@@ -30,7 +30,7 @@ import grpc
 
 from controller.paths import LinkId
 from controller.switches import SwitchFleet
-from p4sim.runtime.queues import QueueControlClient
+from p4sim.runtime.queues import QueueControlClient, fidelity_of
 from topo.addressing import AddressPlan
 
 LOG = logging.getLogger("controller.telemetry")
@@ -242,13 +242,7 @@ class Telemetry:
     def fidelity(self) -> dict[str, dict]:
         """Every switch's cumulative fidelity counters (QueueControl GetFidelity; a switch
         that does not answer is left out): what the prompt's `fidelity` shows."""
-        out = {}
-        for name, client in self._queues.items():
-            try:
-                out[name] = client.fidelity()
-            except grpc.RpcError:
-                continue
-        return out
+        return fidelity_of(self._queues)
 
     def poll(self, clock: Callable[[], float], min_interval: float = 0.0) -> dict[LinkId, LinkStats]:
         """Read every switch now; returns per-link stats since the previous poll (empty

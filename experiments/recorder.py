@@ -29,7 +29,7 @@ import grpc
 
 from controller.telemetry import LinkMap
 from emulation.clock import EmulationClock
-from p4sim.runtime.queues import QueueControlClient
+from p4sim.runtime.queues import QueueControlClient, fidelity_of
 from topo.addressing import AddressPlan
 
 
@@ -168,13 +168,9 @@ class Recorder:
     def fidelity(self) -> dict[str, dict[str, Any]]:
         """Every switch's cumulative fidelity counters (a switch that does not answer is
         left out, and counts from zero in `emulation.fidelity.switches_window`)."""
-        out = {}
-        for name, client in self._clients.items():
-            try:
-                out[name] = client.fidelity()
-            except grpc.RpcError:
-                self.errors += 1
-        return out
+        answers = fidelity_of(self._clients)
+        self.errors += len(self._clients) - len(answers)
+        return answers
 
     def start(self) -> "Recorder":
         first = self.poll()

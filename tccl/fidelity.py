@@ -24,15 +24,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from emulation.fidelity import MAX_KERNEL_DROPS, P99_LATENESS_PACKET_TIMES
+
 LINEAR_PER_FRAME = 20       # buckets per frame time below LINEAR_FRAMES
 LINEAR_FRAMES = 4
 PER_OCTAVE = 4              # above: buckets per doubling
 OCTAVES = 14                # up to 4 x 2^14 frame times (a minute at 1 ms frames)
 BUCKETS = LINEAR_PER_FRAME * LINEAR_FRAMES + PER_OCTAVE * OCTAVES + 1
-# Faithful, as the fabric's fidelity bound says (issue 10): 99 % of the frames no later
-# than one frame time -- then a queue the agent adds holds less than a frame most of the
-# time, below any ECN threshold -- and no frame lost in the kernel.
-P99_BOUND_FRAMES = 1.0
+# Faithful by the fabric's bounds (emulation/fidelity.py, their one owner): 99 % of the
+# frames no later than one frame time -- then a queue the agent adds holds less than a
+# frame most of the time, below any ECN threshold -- and no frame lost in the kernel.
 ON_TIME_FRAMES = 1.0        # a frame no later than this is on time
 # Earlier than its schedule by more than this (frame times) is ``early``: less is the
 # timer jitter of the departure before it (a frame's schedule starts from when that one
@@ -124,7 +125,7 @@ class Lateness:
         return lat
 
     def faithful(self) -> bool:
-        return self.percentile(0.99) <= P99_BOUND_FRAMES
+        return self.percentile(0.99) <= P99_LATENESS_PACKET_TIMES
 
 
 def report(nics: dict[str, tuple[Lateness, Lateness, int]], unit_s: float) -> dict[str, Any]:
@@ -138,4 +139,4 @@ def report(nics: dict[str, tuple[Lateness, Lateness, int]], unit_s: float) -> di
         per_nic[name] = {"tx": t.summary(), "rx": r.summary(), "kernel_drops": drops}
     drops = sum(d for _, _, d in nics.values())
     return {"tx": tx.summary(), "rx": rx.summary(), "kernel_drops": drops,
-            "faithful": tx.faithful() and rx.faithful() and drops == 0, "nics": per_nic}
+            "faithful": tx.faithful() and rx.faithful() and drops <= MAX_KERNEL_DROPS, "nics": per_nic}

@@ -153,3 +153,15 @@ class QueueControlClient:
     def fidelity(self) -> dict[str, Any]:
         """The switch's cumulative fidelity counters (`Device.fidelity`)."""
         return self._call("GetFidelity")
+
+
+def fidelity_of(clients: dict[str, QueueControlClient]) -> dict[str, dict[str, Any]]:
+    """Every named switch's cumulative fidelity counters; a switch that does not answer
+    is left out (and counts from zero in `emulation.fidelity.switches_window`)."""
+    out = {}
+    for name, client in clients.items():
+        try:
+            out[name] = client.fidelity()
+        except grpc.RpcError:
+            continue
+    return out
