@@ -40,8 +40,10 @@ ITERS = 40         # 100 KB messages: ~7 s per job (the elephant runs end earlie
 
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory) -> Iterator[Fabric]:
+    # 1-in-4 sampling: at RoCE MTU 4096 a flow sends a quarter of the frames it sent at
+    # MTU 1024, so this keeps the samples per second GOR verifies a move from (was 1-in-16).
     spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2, name="gor",
-                      links=LinkRates(host_mbps=10, uplink_mbps=UPLINK_MBPS), sample_rate=16,
+                      links=LinkRates(host_mbps=10, uplink_mbps=UPLINK_MBPS), sample_rate=4,
                       node_prefix=f"g{os.getpid() % 1000}", grpc_port_base=free_port_base(4))
     fab = Fabric(spec, run_dir=tmp_path_factory.mktemp("fabric"))
     try:
