@@ -334,13 +334,18 @@ control AstralIngress(inout headers_t hdr, inout metadata_t meta,
             standard_metadata.priority = 7;
         }
         /* sFlow-style 1-in-N sampling of the RoCE data packets leaving by a
-         * sampled_port to the CPU port. */
+         * sampled_port to the CPU port. As sFlow does (RFC 3176), the number of
+         * packets skipped until the next sample is random (uniform in 1..2N-1, mean
+         * N): a fixed countdown aliases with flows whose packets take turns -- two
+         * flows interleaved on a leaf at N = 4 would have only one of them sampled. */
         if (hdr.bth.isValid() && hdr.bth.opcode != BTH_OPCODE_CNP && meta.sample_rate != 0) {
             if (sampled_port.apply().hit) {
                 bit<32> left;
                 sample_countdown.read(left, 0);
                 if (left <= 1) {
-                    sample_countdown.write(0, meta.sample_rate);
+                    bit<32> skip;
+                    random(skip, 32w1, (meta.sample_rate << 1) - 1);
+                    sample_countdown.write(0, skip);
                     meta.sample = 1;
                 } else {
                     sample_countdown.write(0, left - 1);

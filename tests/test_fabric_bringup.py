@@ -243,10 +243,14 @@ def test_sampled_roce_packets_reach_the_controller_with_port_metadata(fabric: Fa
     plan = fabric.plan
     src, dst = plan.server_at(0, 1).nics[2], plan.server_at(1, 0).nics[2]
     leaf = plan.switch(src.leaf)
-    sports = range(50000, 50016)
+    sports = range(50000, 50064)
     frames = [frame(plan, src, dst, sport, roce=True) for sport in sports]
     expected_egress = {plan.uplink_port(int(predict_path(plan, FiveTuple(src.ip, dst.ip, 17, s, 4791))[2][-1]))
                        for s in sports}
+
+    # The skip between samples is random with mean sample_rate: 16 samples expected
+    # of 64 frames, at least 4 all but certain.
+    enough = len(frames) // plan.spec.sample_rate // 4
 
     async def collect() -> list:
         opts = fy.SwitchOptions(device_id=leaf.device_id, initial_election_id=50)
@@ -258,7 +262,7 @@ def test_sampled_roce_packets_reach_the_controller_with_port_metadata(fabric: Fa
             async def take() -> None:
                 async for pin in packets:
                     pins.append(pin)
-                    if len(pins) == len(frames) // plan.spec.sample_rate:
+                    if len(pins) == enough:
                         return
 
             waiting = asyncio.ensure_future(take())
@@ -268,7 +272,7 @@ def test_sampled_roce_packets_reach_the_controller_with_port_metadata(fabric: Fa
             return pins
 
     pins = asyncio.run(asyncio.wait_for(collect(), 30))
-    assert len(pins) == len(frames) // plan.spec.sample_rate
+    assert len(pins) >= enough
     for pin in pins:
         assert pin.metadata["ingress_port"] == src.leaf_port
         assert pin.metadata["switch_id"] == leaf.switch_id
