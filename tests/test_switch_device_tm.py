@@ -186,3 +186,37 @@ def test_a_port_without_rate_has_no_schedule_to_keep():
     drain(tm, clock)
     hist, bursts, packet_time = tm.fidelity()
     assert hist.total == 0 and bursts == 0 and packet_time is None
+
+
+def test_one_late_wakeup_does_not_shift_the_schedule_of_a_short_queue():
+    """Frames arriving at line rate keep at most one in the queue; when the loop once
+    gets the CPU 2.5 packet times late, the frames due meanwhile leave together and the
+    ones after are on the ideal link's schedule again (a bucket that forgets its credit
+    whenever the queue empties would keep every later frame late)."""
+    clock = FakeClock()
+    tm = TrafficManager(clock, depth=100)
+    tm.set_port_rate(1, 100_000.0)  # 1 ms per 100-byte packet
+    tm.set_frame_bytes(1, 100)
+    start = clock.now
+    departures: list[int] = []
+
+    def transmit(d: Dequeued) -> int:
+        departures.append(clock.now)
+        return 100
+
+    for k in range(50):
+        clock.now = start + k * 1000
+        tm.enqueue(1, 0, k)
+        if k == 10:
+            continue                 # the loop misses frames 10 and 11...
+        if k == 11:
+            continue
+        if k == 12:
+            clock.now += 500         # ...and wakes up half a packet time into frame 12's
+        tm.service(transmit)
+    hist, _, _ = tm.fidelity()
+    assert hist.total == 50
+    late = [t - (start + k * 1000) for k, t in enumerate(departures)]
+    assert late[10:12] == [2500, 1500] and late[12] == 500
+    assert all(x == 0 for x in late[13:]), late[13:]
+    assert hist.fraction_within(0.01) == pytest.approx(47 / 50)

@@ -16,23 +16,26 @@ Scheduling is strict priority, highest priority value first (simple_switch maps
 priority p to queue ``N-1-p`` and serves queue 0 first). A port without any rate
 drains as fast as the device can transmit.
 
-The buckets are "deficit" buckets: a packet may leave whenever the balance is not
-negative, and its transmitted size is charged afterwards (so egress-pipeline changes to
-the size count). That models a link serialising one frame after the other:
+A port's rate is kept by the *ideal link's schedule* (virtual time): the link is free
+at ``free_at``, when the serialisation of the last frame it sent would be over, and
+the frame at the head of a queue may leave once ``free_at`` has passed. A frame that
+leaves is put on the schedule at ``max(arrival, free_at)`` -- where the ideal link
+would have started it -- whatever time it really left, and ``free_at`` moves on by
+its serialisation at the port's rate (after the egress pipeline, so that its changes
+to the size count). That models a link serialising one frame after the other:
 
-* a port that was idle starts at balance 0 (or still negative if its last frame is
-  still "on the wire"), so the first packet of a burst leaves at once and the next
-  ones wait their serialisation time -- no burst beyond the link rate;
-* while a port has a backlog the balance may grow up to ``CATCHUP_SECONDS`` of line
-  rate, so when the process wakes up late (timer slack, or the CPU busy with other
-  switches on a loaded machine) the packets that were due leave together and the
-  average rate stays exact.
+* a port that was idle sends the first frame of a burst at once (``free_at`` is in
+  the past), and the next ones each a serialisation time later -- no burst beyond
+  the link rate;
+* when the process wakes up late (timer slack, the CPU busy with other switches on a
+  loaded machine), the frames that were due leave together and the schedule is kept:
+  the link loses no time to the lateness, however short the queue behind the late
+  frame. Lateness older than ``CATCHUP_SECONDS`` is not made up (a process stopped
+  for seconds does not release seconds of traffic at once).
 
 Fidelity (emulation/fidelity.py): every departure from a rate-limited port is held
-against the *ideal* link's schedule -- the frame leaves when it is at the head of its
-queue and the previous frame's serialisation is over, ``max(arrival, link free)`` --
-and its lateness, in packet times of the port (an MTU frame's serialisation), is
-counted in the port's histogram. A departure less than half a serialisation time after
+against that schedule -- ``max(arrival, free_at)`` -- and its lateness, in packet
+times of the port (an MTU frame's serialisation), is counted in the port's histogram. A departure less than half a serialisation time after
 the previous one on a backlogged port is a *burst*: what the catch-up above sends when
 the process was late, and what a real link never does.
 """
@@ -48,11 +51,12 @@ from emulation.fidelity import LatenessHistogram
 
 log = logging.getLogger(__name__)
 
-# Lateness the buckets make up for: the process can be kept off the CPU for tens, at
+# Lateness the schedule makes up for: the process can be kept off the CPU for tens, at
 # times a couple of hundred, milliseconds when a dozen switches and their hosts share
 # two cores. Making up for it keeps every port's average rate exact; the burst it
 # causes is bounded by what is queued (the queue depth).
 CATCHUP_SECONDS = 0.2
+CATCHUP_US = CATCHUP_SECONDS * 1e6
 DEFAULT_QUEUE_DEPTH = 64  # packets, BMv2's default per queue
 # Largest frame of a port whose MTU is not given: Ethernet's 1500 plus header and tag.
 DEFAULT_FRAME_BYTES = 1518
@@ -75,22 +79,18 @@ class Dequeued:
 
 
 class _Port:
-    """Queues, rate state and counters of one egress port."""
+    """Queues, schedule and counters of one egress port."""
 
-    __slots__ = ("queues", "queued", "depth", "byte_rate", "pkt_rate", "byte_tokens", "pkt_tokens",
-                 "refilled_at", "drops", "enqueued", "sent_packets", "sent_bytes", "max_qdepth",
-                 "frame_bytes", "packet_time", "free_at", "last_departure", "last_serialisation",
-                 "lateness", "bursts")
+    __slots__ = ("queues", "queued", "depth", "byte_rate", "pkt_rate", "drops", "enqueued",
+                 "sent_packets", "sent_bytes", "max_qdepth", "frame_bytes", "packet_time", "free_at",
+                 "last_departure", "last_serialisation", "lateness", "bursts")
 
-    def __init__(self, priorities: int, depth: int, now: int) -> None:
+    def __init__(self, priorities: int, depth: int) -> None:
         self.queues: list[deque] = [deque() for _ in range(priorities)]
         self.queued = 0  # packets in all of the port's queues
         self.depth = depth
         self.byte_rate: float | None = None  # bytes per second
         self.pkt_rate: float | None = None   # packets per second
-        self.byte_tokens = 0.0
-        self.pkt_tokens = 0.0
-        self.refilled_at = now
         self.drops = 0
         self.enqueued = 0
         self.sent_packets = 0
@@ -118,12 +118,13 @@ class _Port:
         self.packet_time = self.serialisation_us(self.frame_bytes)
 
     def depart(self, now: int, enq_ts: int, sent: int) -> None:
-        """Hold a departure at ``now`` against the ideal link's schedule (module docstring)."""
-        if not self.packet_time:
-            return
+        """Put a departure at ``now`` on the ideal link's schedule (module docstring)
+        and count how late it left."""
         serialisation = self.serialisation_us(sent)
         scheduled = max(enq_ts, self.free_at)
-        self.free_at = scheduled + serialisation
+        self.free_at = max(scheduled, now - CATCHUP_US) + serialisation
+        if not self.packet_time:
+            return
         self.lateness.add((now - scheduled) / self.packet_time)
         if enq_ts < self.last_departure and \
                 now - self.last_departure < BURST_GAP * self.last_serialisation:
@@ -131,36 +132,12 @@ class _Port:
         self.last_departure = now
         self.last_serialisation = serialisation
 
-    def refill(self, now: int) -> None:
-        """Credit the time since the last refill (see the module docstring for caps)."""
-        elapsed = (now - self.refilled_at) / 1e6
-        self.refilled_at = now
-        catchup = CATCHUP_SECONDS if self.queued else 0.0
-        if self.byte_rate is not None:
-            self.byte_tokens = min(self.byte_rate * catchup,
-                                   self.byte_tokens + self.byte_rate * elapsed)
-        if self.pkt_rate is not None:
-            self.pkt_tokens = min(self.pkt_rate * catchup, self.pkt_tokens + self.pkt_rate * elapsed)
-
     def head(self) -> tuple[int, deque] | None:
         """The highest-priority non-empty queue and its priority, or None."""
         for priority in range(len(self.queues) - 1, -1, -1):
             if self.queues[priority]:
                 return priority, self.queues[priority]
         return None
-
-    def may_send(self) -> bool:
-        return (self.byte_rate is None or self.byte_tokens >= 0) and \
-               (self.pkt_rate is None or self.pkt_tokens >= 0)
-
-    def wait_us(self) -> float:
-        """Microseconds until ``may_send`` becomes true at the current rates."""
-        wait = 0.0
-        if self.byte_rate is not None and self.byte_tokens < 0:
-            wait = max(wait, -self.byte_tokens / self.byte_rate * 1e6)
-        if self.pkt_rate is not None and self.pkt_tokens < 0:
-            wait = max(wait, -self.pkt_tokens / self.pkt_rate * 1e6)
-        return wait
 
 
 class TrafficManager:
@@ -187,7 +164,7 @@ class TrafficManager:
     def _port(self, port: int) -> _Port:
         state = self._ports.get(port)
         if state is None:
-            state = _Port(self.priorities, self.default_depth, self.clock())
+            state = _Port(self.priorities, self.default_depth)
             state.pkt_rate = self.default_pps
             state.retime()
             self._ports[port] = state
@@ -200,9 +177,7 @@ class TrafficManager:
     def set_port_rate(self, port: int, bytes_per_s: float | None) -> None:
         """Set the port's line rate in bytes/s (None: unlimited)."""
         state = self._port(port)
-        state.refill(self.clock())
         state.byte_rate = _check_rate(bytes_per_s, "port rate (bytes/s)")
-        state.byte_tokens = min(state.byte_tokens, 0.0) if state.byte_rate is not None else 0.0
         state.retime()
 
     def set_frame_bytes(self, port: int, frame_bytes: int) -> None:
@@ -219,9 +194,7 @@ class TrafficManager:
         if port is None:
             self.default_pps = pps
         for state in (self._ports.values() if port is None else [self._port(port)]):
-            state.refill(self.clock())
             state.pkt_rate = pps
-            state.pkt_tokens = min(state.pkt_tokens, 0.0) if pps is not None else 0.0
             state.retime()
 
     def set_queue_depth(self, port: int | None, packets: int) -> None:
@@ -251,9 +224,7 @@ class TrafficManager:
             state.drops += 1
             return False
         now = self.clock()
-        if port not in self._busy:
-            state.refill(now)  # idle until now: no credit beyond an idle link's
-            self._busy.add(port)
+        self._busy.add(port)
         queue.append((item, now, qdepth))
         state.queued += 1
         state.enqueued += 1
@@ -262,29 +233,23 @@ class TrafficManager:
         return True
 
     def service(self, transmit: Callable[[Dequeued], int]) -> None:
-        """Dequeue every packet whose port may send now and hand it to ``transmit``.
+        """Dequeue every packet whose port's link is free now and hand it to ``transmit``.
 
         ``transmit`` runs the egress pipeline and sends; it returns the number of bytes
-        put on the port's link, which are charged to the port's bucket.
+        put on the port's link, which move the port's schedule on by their
+        serialisation time.
         """
         for port in list(self._busy):
             state = self._ports[port]
-            state.refill(self.clock())
-            while state.may_send():
-                head = state.head()
-                if head is None:
+            while state.queued:
+                now = self.clock()
+                if now < state.free_at:
                     break
-                priority, queue = head
+                priority, queue = state.head()
                 item, enq_ts, enq_qdepth = queue.popleft()
                 state.queued -= 1
-                now = self.clock()
                 sent = transmit(Dequeued(port, priority, item, enq_ts, enq_qdepth,
                                          len(queue), now - enq_ts))
-                state.refill(self.clock())
-                if state.byte_rate is not None:
-                    state.byte_tokens -= sent
-                if state.pkt_rate is not None:
-                    state.pkt_tokens -= 1
                 if sent:
                     state.sent_packets += 1
                     state.sent_bytes += sent
@@ -296,15 +261,7 @@ class TrafficManager:
         """Clock time (us) when some queued packet may leave; None if all queues are empty."""
         if not self._busy:
             return None
-        now = self.clock()
-        deadline: float | None = None
-        for port in self._busy:
-            state = self._ports[port]
-            state.refill(now)
-            at = now + state.wait_us()
-            if deadline is None or at < deadline:
-                deadline = at
-        return None if deadline is None else int(deadline) + 1
+        return int(min(self._ports[p].free_at for p in self._busy)) + 1
 
     # ---- observation
 
