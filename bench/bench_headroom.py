@@ -4,8 +4,11 @@ rate, as a fraction of the machine's cores (``fabric_cpu_frac_at_line_rate``, go
 
 Measured by `bench.cpu.job_cpu` from /proc over a window inside a ring AllReduce over
 every NIC (rail order, orthogonal ports: every link busy, none shared), scaled by the
-share of line rate the hosts really sent (``fabric_load``), so that a run on a machine
-that other work shares still compares.
+share of line rate (in emulated time) the hosts really sent (``fabric_load``), so that
+a run on a machine that other work shares still compares: the fabric at its dilation
+(``fabric_dilation``, `topo.dilation`), every NIC at line rate. Wake-ups (voluntary
+context switches of the processes' loops) are beside it: unlike CPU time, other load
+on the machine does not move them.
 """
 
 from __future__ import annotations
@@ -35,4 +38,6 @@ def run() -> dict[str, float]:
             "fabric_cpu_frac": use.fabric_frac, "fabric_load": use.load,
             "agents_cpu_per_s_at_line_rate": use.agents_at_line_rate,
             "switches_cpu_per_s_at_line_rate": use.switches_at_line_rate,
+            "switches_wakeups_per_s_at_line_rate": use.switches_wakeups_at_line_rate,
+            "agents_wakeups_per_s_at_line_rate": use.agents_wakeups_at_line_rate,
             "fabric_dilation": dilation}

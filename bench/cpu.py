@@ -10,9 +10,11 @@ cooperation from the processes measured.
 
 On a busy machine the job runs below line rate and its processes get less CPU, so the
 window also counts the bytes the hosts put on their links (the switch side's kernel
-counters): ``load`` is that against every NIC at line rate, and the ``*_at_line_rate``
-figures scale the CPU by it -- CPU per second of line-rate traffic, which is what
-compares between runs on a machine that other work shares.
+counters): ``load`` is that against every NIC at line rate *in emulated time* (a fabric
+at dilation d sends line rate in 1/d of the bytes per wall second), and the
+``*_at_line_rate`` figures scale the CPU by it -- CPU per wall second while the fabric,
+at its dilation, runs every NIC at line rate: the headroom the fabric leaves, which is
+what compares between runs on a machine that other work shares.
 
     fabric.start()
     use = job_cpu(fabric, line_rate_job(spec_file))
@@ -99,13 +101,16 @@ def host_link_bytes(fabric: Any) -> int:
 @dataclass
 class JobCpu:
     """CPU used over ``window_s`` wall seconds inside a job, the share of the NICs'
-    line rate the hosts sent meanwhile (``load``), and the job's results."""
+    line rate (in emulated time) the hosts sent meanwhile (``load``), the fabric's
+    dilation, and the job's results."""
 
     window_s: float
     agents_cpu_s: float
     switches_cpu_s: float
     load: float
     agents_wakeups: int
+    switches_wakeups: int
+    dilation: float
     results: dict[str, dict[str, Any]] = field(repr=False)
 
     @property
@@ -138,6 +143,11 @@ class JobCpu:
     def agents_wakeups_at_line_rate(self) -> float:
         """The agents' wake-ups per second of every NIC sending at line rate."""
         return self.agents_wakeups / self.window_s / self.load
+
+    @property
+    def switches_wakeups_at_line_rate(self) -> float:
+        """The switches' wake-ups per second of every NIC sending at line rate."""
+        return self.switches_wakeups / self.window_s / self.load
 
 
 class WindowError(RuntimeError):
@@ -182,19 +192,21 @@ def job_cpu(fabric: Any, job: Job, run_dir: str | Path | None = None, settle_s: 
     wait_until(lambda: all((run_dir / f"ready-{s}").exists() for s in servers), timeout)
     time.sleep(settle_s)
     switches = switch_pids(fabric)
-    w0 = wakeups(agents.values())
+    w0, sw0 = wakeups(agents.values()), wakeups(switches)
     t0, a0, s0, b0 = time.monotonic(), cpu_seconds(agents.values()), cpu_seconds(switches), host_link_bytes(fabric)
     time.sleep(window_s)
     t1, a1, s1, b1 = time.monotonic(), cpu_seconds(agents.values()), cpu_seconds(switches), host_link_bytes(fabric)
-    w1 = wakeups(agents.values())
+    w1, sw1 = wakeups(agents.values()), wakeups(switches)
     if any((run_dir / f"results-{s}.json").exists() for s in servers) or not runner.is_alive():
         raise WindowError(f"an agent finished inside the window; give the job more work "
                           f"than {settle_s + window_s:.0f}s")
     runner.join(timeout)
     if "error" in outcome:
         raise outcome["error"]
-    line_bytes = len(job.ranks) * job.transport.line_rate_bps / 8 * (t1 - t0)
-    return JobCpu(t1 - t0, a1 - a0, s1 - s0, (b1 - b0) / line_bytes, w1 - w0, outcome["results"])
+    dilation = fabric.clock.dilation
+    line_bytes = len(job.ranks) * job.transport.line_rate_bps / 8 * (t1 - t0) / dilation
+    return JobCpu(t1 - t0, a1 - a0, s1 - s0, (b1 - b0) / line_bytes, w1 - w0, sw1 - sw0, dilation,
+                  outcome["results"])
 
 
 def line_rate_job(spec_file: str | Path, size: int = 1 << 20, iters: int = 6) -> Job:

@@ -10,7 +10,7 @@ often share an uplink (each sharing flow gets half the rate, and the ring runs a
 slowest hop); orthogonal ports never do. A flat ring's busbw is bounded by the link
 rate (nccl-tests' definition), so ``busbw / link rate`` (the slower of host links and
 uplinks) is the fraction reported; header overhead caps it at 4096/4154 = 0.986 (RoCE
-MTU 4096). The switches' fidelity over each mode's jobs is reported beside it
+MTU 4096). The fidelity of the switches and the agents over each mode's jobs is reported beside it
 (``allreduce_fidelity_p99_pkt_<mode>``, ``allreduce_faithful_<mode>``: 1 or 0).
 """
 
@@ -22,9 +22,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from emulation.fidelity import switches_window
+from emulation.fidelity import LatenessHistogram, switches_window
 from experiments.configs import interleaved_order
 from experiments.recorder import Recorder
+from tccl.fidelity import agents_window
 from tccl.job import Transport, Workload, job_from_fabric, renumbered
 from tccl.launch import run_on_fabric
 from topo.freeports import free_port_base
@@ -56,6 +57,8 @@ def allreduce_port_modes(spec_path: Path = DEFAULT_FABRIC, sizes: tuple[int, ...
         try:
             for mode in ("random", "orthogonal"):
                 per_size: dict[int, list[float]] = {s: [] for s in sizes}
+                agents: dict[str, LatenessHistogram] = {}
+                agent_drops = 0
                 before = recorder.fidelity()
                 for seed in seeds:
                     base = job_from_fabric(spec_file, Workload(op="allreduce", sizes=sizes, iters=2,
@@ -66,7 +69,11 @@ def allreduce_port_modes(spec_path: Path = DEFAULT_FABRIC, sizes: tuple[int, ...
                     results = run_on_fabric(fabric, job, tmp_path / f"{mode}-{seed}", timeout=600)
                     for size in sizes:
                         per_size[size].append(_busbw(results, size) / bottleneck)
-                fidelity = switches_window(before, recorder.fidelity())
+                    parts, drops = agents_window({s: r["fidelity"] for s, r in results.items()})
+                    agent_drops += drops
+                    for name, h in parts.items():
+                        agents[name] = agents.get(name, LatenessHistogram()).merged(h)
+                fidelity = switches_window(before, recorder.fidelity()).with_agents(agents, agent_drops)
                 for size in sizes:
                     figures[f"allreduce_busbw_frac_{mode}_{size // 1024}K"] = statistics.mean(per_size[size])
                 figures[f"allreduce_busbw_frac_{mode}"] = statistics.mean(per_size[max(sizes)])

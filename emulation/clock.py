@@ -67,6 +67,10 @@ class EmulationClock:
         """Emulated seconds at CLOCK_MONOTONIC time ``ns`` (e.g. a kernel timestamp)."""
         return (ns - self.origin_ns) / (self.dilation * 1e9)
 
+    def us_at_monotonic_ns(self, ns: int) -> int:
+        """Emulated microseconds at CLOCK_MONOTONIC time ``ns`` (`now_us`'s unit)."""
+        return int((ns - self.origin_ns) / (self.dilation * 1e3))
+
     # ---- waiting
 
     def wall_s(self, emulated_s: float) -> float:

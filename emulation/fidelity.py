@@ -18,6 +18,7 @@ window, merge the histograms of all ports, and judge the result with `judge`.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -103,7 +104,10 @@ class LatenessHistogram:
 
 @dataclass
 class Fidelity:
-    """One run's (or one window's) fidelity over every port and NIC it covers."""
+    """One run's (or one window's) fidelity over every port and NIC it covers: the
+    switches' departures (``lateness``) and, when the agents' reports are added
+    (`with_agents`), their NICs' departures and handling of received frames, each held
+    to the same bound."""
 
     lateness: LatenessHistogram = field(default_factory=LatenessHistogram)
     packet_time_us: float = 0.0    # shortest packet time among the ports (us), to show ms
@@ -111,21 +115,37 @@ class Fidelity:
     saturated_s: float = 0.0       # emulated time some switch had its input saturated
     dilation: float = 1.0
     where: str = ""                # what was measured ("switches", "switches+agents")
+    agents: dict[str, LatenessHistogram] = field(default_factory=dict)   # "agent departures", ...
+
+    def parts(self) -> dict[str, LatenessHistogram]:
+        """Every histogram the run is judged on, by what it timed."""
+        return {"switch departures": self.lateness, **self.agents}
 
     @property
     def p99(self) -> float:
-        """p99 lateness in packet times."""
-        return self.lateness.quantile(0.99)
+        """p99 lateness in packet times: the worst of the parts."""
+        return max(h.quantile(0.99) for h in self.parts().values())
 
     @property
     def on_time(self) -> float:
-        return self.lateness.fraction_within(ON_TIME_PACKET_TIMES)
+        merged = LatenessHistogram()
+        for h in self.parts().values():
+            merged = merged.merged(h)
+        return merged.fraction_within(ON_TIME_PACKET_TIMES)
+
+    def with_agents(self, agents: Mapping[str, LatenessHistogram], kernel_drops: int) -> "Fidelity":
+        """This window with the agents' histograms and kernel drops added."""
+        return dataclasses.replace(self, agents={**self.agents, **agents},
+                                   kernel_drops=self.kernel_drops + kernel_drops,
+                                   where="+".join(filter(None, (self.where, "agents"))))
 
     def problems(self) -> list[str]:
         """Why the run is unfaithful; empty when it meets every bound."""
         out = []
-        if self.p99 > P99_LATENESS_PACKET_TIMES:
-            out.append(f"p99 lateness {self.p99:.2f} packet times > {P99_LATENESS_PACKET_TIMES:g}")
+        for name, h in self.parts().items():
+            p99 = h.quantile(0.99)
+            if p99 > P99_LATENESS_PACKET_TIMES:
+                out.append(f"{name}: p99 lateness {p99:.2f} packet times > {P99_LATENESS_PACKET_TIMES:g}")
         if self.kernel_drops > MAX_KERNEL_DROPS:
             out.append(f"{self.kernel_drops} frames dropped in the kernel")
         return out
@@ -138,26 +158,33 @@ class Fidelity:
         """``departures on time 99.3 %, p99 lateness 0.4 ms (0.12 packet times), ...``"""
         ms = f"{self.p99 * self.packet_time_us / 1000:.2f} ms " if self.packet_time_us else ""
         verdict = "faithful" if self.faithful else "UNFAITHFUL: " + "; ".join(self.problems())
-        return (f"departures on time {100 * self.on_time:.1f} % of {self.lateness.total}, "
-                f"p99 lateness {ms}({self.p99:.2f} packet times), kernel drops {self.kernel_drops}, "
+        agents = "".join(f", {name} p99 {h.quantile(0.99):.2f}" for name, h in self.agents.items())
+        total = sum(h.total for h in self.parts().values())
+        return (f"departures on time {100 * self.on_time:.1f} % of {total}, "
+                f"p99 lateness {ms}({self.p99:.2f} packet times{agents}), kernel drops {self.kernel_drops}, "
                 f"input saturated {self.saturated_s:.2f} s, dilation {self.dilation:g} -- {verdict}")
 
     def to_json(self) -> dict[str, Any]:
         return {"faithful": self.faithful, "problems": self.problems(),
                 "on_time_frac": round(self.on_time, 5), "p99_lateness_pkt": round(self.p99, 4),
                 "p99_lateness_ms": round(self.p99 * self.packet_time_us / 1000, 3),
-                "max_lateness_pkt": round(self.lateness.max, 3), "departures": self.lateness.total,
+                "max_lateness_pkt": round(max(h.max for h in self.parts().values()), 3),
+                "departures": self.lateness.total,
                 "packet_time_us": round(self.packet_time_us, 1),
                 "kernel_drops": self.kernel_drops, "saturated_s": round(self.saturated_s, 3),
                 "dilation": self.dilation, "where": self.where,
-                "lateness": self.lateness.to_json()}
+                "lateness": self.lateness.to_json(),
+                "agents": {name: {"p99_lateness_pkt": round(h.quantile(0.99), 4), "events": h.total,
+                                  "lateness": h.to_json()} for name, h in self.agents.items()}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Fidelity":
         return cls(LatenessHistogram.from_json(data.get("lateness")),
                    float(data.get("packet_time_us", 0.0)), int(data.get("kernel_drops", 0)),
                    float(data.get("saturated_s", 0.0)), float(data.get("dilation", 1.0)),
-                   str(data.get("where", "")))
+                   str(data.get("where", "")),
+                   {name: LatenessHistogram.from_json(part.get("lateness"))
+                    for name, part in data.get("agents", {}).items()})
 
 
 def switches_window(before: Mapping[str, Mapping[str, Any]],

@@ -40,6 +40,7 @@ from experiments.metrics import compute_seconds, step_costs
 from experiments.recorder import Interval, Recorder
 from experiments.summary import config_row, link_numbers, repeat_numbers
 from experiments.table import format_table
+from tccl.fidelity import agents_window
 from tccl.job import Job
 from tccl.launch import run_on_fabric
 from tccl.trace import Trace, load_trace
@@ -145,7 +146,8 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
     ``series`` and ``intervals``, the recorded telemetry of the run). ``on_start(t)``
     is called as the agents are launched (emulated time ``t``): the failure scenario
     starts its cable failure there. ``fidelity`` holds how faithful the emulation was
-    over the job (switches' departures against the ideal links, kernel drops)."""
+    over the job (switches' departures against the ideal links, the agents' departures
+    against their pacers and their handling of frames after arrival, kernel drops)."""
     from controller.config import GorConfig, default_thresholds
     from controller.gor import Gor
 
@@ -166,7 +168,8 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
             on_start(start)
         results = run_on_fabric(fabric, exp.jobs[config.name], run_dir, exp.settings.timeout_s)
         end = clock.now()
-        fidelity = switches_window(before, recorder.fidelity())
+        fidelity = switches_window(before, recorder.fidelity()).with_agents(
+            *agents_window({s: r["fidelity"] for s, r in results.items() if "fidelity" in r}))
     finally:
         if gor is not None:
             gor.stop()

@@ -53,6 +53,26 @@ def test_fidelity_bounds():
     assert Fidelity.from_json(verdict.to_json()).to_json() == verdict.to_json()
 
 
+def test_agents_are_held_to_the_same_bound_as_the_switches():
+    """A run whose switches kept the schedule is still unfaithful when an agent's NICs
+    did not: each part is judged on its own, so the many switch departures cannot hide
+    the agents' tail."""
+    switches, agents_ok, agents_late = LatenessHistogram(), LatenessHistogram(), LatenessHistogram()
+    for _ in range(10_000):
+        switches.add(0.02)
+    for k in range(100):
+        agents_ok.add(0.3)
+        agents_late.add(3.0 if k < 5 else 0.3)     # 5 % three packet times late
+    run = Fidelity(switches, packet_time_us=3300.0, where="switches")
+    assert run.faithful
+    good = run.with_agents({"agent departures": agents_ok}, 0)
+    assert good.faithful and good.where == "switches+agents" and good.p99 == pytest.approx(0.3, rel=0.25)
+    bad = run.with_agents({"agent departures": agents_ok, "agent handling": agents_late}, 0)
+    assert not bad.faithful and bad.problems()[0].startswith("agent handling: p99 lateness")
+    assert not run.with_agents({"agent departures": agents_ok}, 2).faithful    # kernel drops
+    assert Fidelity.from_json(bad.to_json()).to_json() == bad.to_json()
+
+
 FIXTURE = Path(__file__).parent / "device_fixtures" / "two_port_qdepth.json"
 MBPS, SIZE = 2.0, 1000          # 4 ms per frame: room for a busy machine's timer slack
 OFFER = 1.5                     # x the port rate, so the port stays backlogged

@@ -210,8 +210,12 @@ class TrafficManager:
 
     # ---- data path
 
-    def enqueue(self, port: int, priority: int, item: Any) -> bool:
-        """Queue ``item`` for ``port``; False if it was dropped (queue full, bad priority)."""
+    def enqueue(self, port: int, priority: int, item: Any, arrival: int | None = None) -> bool:
+        """Queue ``item`` for ``port``; False if it was dropped (queue full, bad priority).
+
+        ``arrival`` is when the packet arrived at the switch (clock microseconds; the
+        kernel's receive time, so a frame that waited for the process is scheduled
+        from when it was on the wire); default now."""
         state = self._port(port)
         if not 0 <= priority < self.priorities:
             state.drops += 1
@@ -224,6 +228,8 @@ class TrafficManager:
             state.drops += 1
             return False
         now = self.clock()
+        if arrival is not None and arrival < now:
+            now = arrival
         self._busy.add(port)
         queue.append((item, now, qdepth))
         state.queued += 1
@@ -265,16 +271,20 @@ class TrafficManager:
 
     # ---- observation
 
+    def packet_time_us(self) -> float | None:
+        """The shortest packet time (us) among rate-limited ports; None if no port has a
+        rate. The device's wake-up quantum is a fraction of it."""
+        times = [s.packet_time for s in self._ports.values() if s.packet_time]
+        return min(times) if times else None
+
     def fidelity(self) -> tuple[LatenessHistogram, int, float | None]:
         """All ports' departures against the ideal links: merged lateness histogram,
         bursts, and the shortest packet time (us) among rate-limited ports (None: none)."""
-        merged, bursts, packet_time = LatenessHistogram(), 0, None
+        merged, bursts = LatenessHistogram(), 0
         for s in self._ports.values():
             merged = merged.merged(s.lateness)
             bursts += s.bursts
-            if s.packet_time and (packet_time is None or s.packet_time < packet_time):
-                packet_time = s.packet_time
-        return merged, bursts, packet_time
+        return merged, bursts, self.packet_time_us()
 
     def backlog(self) -> int:
         """Packets queued on all ports."""
