@@ -148,11 +148,12 @@ def test_monitor_flags_a_switch_kept_off_the_cpu(tmp_path, stopped):
 def test_dilation_grows_with_the_fabric_and_with_a_slower_machine():
     from dataclasses import replace as dc_replace
 
-    from topo.dilation import dilation_for, machine_slowdown
+    from topo.dilation import REFERENCE_DILATION, dilation_for, machine_slowdown
     from topo.spec import LinkRates, parse_spec
 
     default = parse_spec({"blocks": 2, "servers_per_block": 2, "rails": 4, "spines": 2})
-    assert dilation_for(default, slowdown=1.0) == 1.0       # the reference fits its budget
+    assert dilation_for(default, slowdown=1.0) == REFERENCE_DILATION   # the reference point
+    assert dilation_for(default, slowdown=0.01) == 1.0      # never faster than real time
     fast_links = dc_replace(default, links=LinkRates(host_mbps=80.0, uplink_mbps=80.0))
     eight_x = dilation_for(fast_links, slowdown=1.0)
     assert eight_x > 1.0                                    # 8x the frames: over budget
