@@ -28,7 +28,6 @@ import logging
 import os
 import select
 import threading
-import time
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -208,18 +207,16 @@ class Device:
         wall = self.emulation_clock.wall_s
         log.info("switch running: %d ports%s", len(self._ports),
                  "" if self.engine is not None else ", no pipeline loaded")
-        woke = 0.0
+        woke = 0   # emulated us
         while not self._stopping:
             with self.lock:
                 deadline = self.tm.next_deadline()
                 packet_time = self.tm.packet_time_us()
             if packet_time is not None:
-                rest = woke + wall(WAKE_QUANTUM_PACKET_TIMES * packet_time / 1e6) - time.monotonic()
-                if rest > 0:
-                    time.sleep(rest)
+                self.emulation_clock.sleep((woke + WAKE_QUANTUM_PACKET_TIMES * packet_time - self.clock()) / 1e6)
             timeout = None if deadline is None else max(0.0, wall((deadline - self.clock()) / 1e6))
             ready, _, _ = select.select(fds, [], [], timeout)
-            woke = time.monotonic()
+            woke = self.clock()
             with self.lock:
                 # What fell due while the loop slept leaves before the new arrivals
                 # are queued, so they see the queue their arrival time saw.
