@@ -216,7 +216,8 @@ def running_fabric(exp: Experiment, spec: FabricSpec, run_dir: Path) -> Iterator
     # Programmed at bring-up: the configurations without GOR need the routes too.
     with Fabric(spec, run_dir=run_dir, program=program_fabric) as fabric:
         exp.log(f"fabric {spec.name} up in {fabric.timings.get('total_s', 0):.1f} s "
-                f"(prefix {spec.node_prefix}{', captures on' if spec.pcap else ''})")
+                f"(prefix {spec.node_prefix}{', captures on' if spec.pcap else ''}); dilation "
+                f"{fabric.clock.dilation:g}: every figure below is in emulated time")
         recorder = Recorder(fabric.plan, exp.settings.interval_s, fabric.clock).start()
         try:
             yield fabric, recorder
