@@ -16,15 +16,17 @@ from concurrent import futures
 
 import grpc
 
-from p4sim.proto import p4r_grpc
 from p4sim.runtime import queues
 from p4sim.runtime.dataplane import Dataplane
-from p4sim.runtime.service import P4RuntimeService
+from p4sim.runtime.service import MAX_STREAMS, P4RuntimeService, rpc_handler
 
 DEFAULT_ADDRESS = "0.0.0.0:9559"
-# Every StreamChannel holds a worker for its lifetime; this leaves room for several
-# controllers (primary + backups per role) plus concurrent unary calls.
-MAX_WORKERS = 32
+# Every StreamChannel holds a worker for its lifetime and the service refuses streams
+# beyond MAX_STREAMS, so these workers always remain for Read, Write and the rest.
+UNARY_WORKERS = 16
+# RPCs waiting for a worker beyond this are refused (RESOURCE_EXHAUSTED) by gRPC itself
+# instead of queueing without bound.
+MAX_QUEUED_RPCS = 256
 # P4Info + BMv2 JSON of a large program exceed gRPC's default 4 MiB message limit.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
@@ -33,24 +35,26 @@ class RuntimeServer:
     """A gRPC server serving `P4RuntimeService` (and queue control) on ``address``."""
 
     def __init__(self, dataplane: Dataplane, address: str = DEFAULT_ADDRESS, *, device_id: int = 0,
-                 queue_control: queues.QueueControl | None = None):
+                 queue_control: queues.QueueControl | None = None, max_streams: int = MAX_STREAMS):
         self.address = address
-        self.service = P4RuntimeService(dataplane, device_id)
+        self.service = P4RuntimeService(dataplane, device_id, max_streams=max_streams)
         self._queue_control = queue_control
         self._server: grpc.Server | None = None
         self.port: int | None = None
 
     def start(self) -> None:
         """Bind and serve; raise RuntimeError naming the address if it cannot be bound."""
+        workers = self.service.max_streams + UNARY_WORKERS
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="p4rt"),
+            futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="p4rt"),
+            maximum_concurrent_rpcs=workers + MAX_QUEUED_RPCS,
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 0),
             ],
         )
-        p4r_grpc.add_P4RuntimeServicer_to_server(self.service, server)
+        server.add_generic_rpc_handlers((rpc_handler(self.service),))
         if self._queue_control is not None:
             server.add_generic_rpc_handlers((queues.handler(self._queue_control),))
         try:

@@ -85,6 +85,13 @@ class Stream:
             raise item
         return item
 
+    def poll(self) -> p4r.StreamMessageResponse | grpc.RpcError | None:
+        """The next response or ending error if one has arrived, else None (no waiting)."""
+        try:
+            return self._responses.get_nowait()
+        except queue.Empty:
+            return None
+
     def recv_error(self, timeout: float = 5.0) -> grpc.RpcError:
         item = self._responses.get(timeout=timeout)
         assert isinstance(item, grpc.RpcError), f"expected the stream to end with an error, got {item}"
