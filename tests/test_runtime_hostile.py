@@ -359,3 +359,30 @@ def test_batch_whose_report_fits_keeps_one_error_per_update(ready: Runtime) -> N
     assert len(errors) == 100
     assert [e.canonical_code for e in errors] == [rpc_code.INVALID_ARGUMENT] * 90 + [rpc_code.OK] * 10
     assert "unknown table id" in errors[0].message  # the first failures keep their messages
+
+
+def test_action_outside_its_scope_is_permission_denied(rt: Runtime) -> None:  # noqa: F811 - the harness fixture
+    """The spec: a table's action used against its P4Info scope (@defaultonly in an entry,
+    @tableonly as the default) is PERMISSION_DENIED, not INVALID_ARGUMENT."""
+    rt.become_primary()
+    lpm = rt.table_id("MyIngress.ipv4_lpm")
+
+    def scoped(p4info: p4i.P4Info) -> None:
+        table = next(t for t in p4info.tables if t.preamble.id == lpm)
+        for ref in table.action_refs:
+            if ref.id == rt.action_id("MyIngress.set_mcast"):
+                ref.scope = p4i.ActionRef.DEFAULT_ONLY
+            if ref.id == rt.action_id("MyIngress.drop"):
+                ref.scope = p4i.ActionRef.TABLE_ONLY
+
+    rt.set_pipeline(p4info=_p4info_with(rt, scoped))
+    entry = route(rt, 2)
+    entry.action.action.CopyFrom(p4r.Action(action_id=rt.action_id("MyIngress.set_mcast"),
+                                            params=[p4r.Action.Param(param_id=1, value=b"\x01")]))
+    default = p4r.TableEntry(table_id=lpm, is_default_action=True)
+    default.action.action.action_id = rt.action_id("MyIngress.drop")
+    errors = rejected(rt, upd(INSERT, table_entry=entry), upd(MODIFY, table_entry=default))
+    assert [e.canonical_code for e in errors] == [rpc_code.PERMISSION_DENIED] * 2
+    assert "'MyIngress.set_mcast' is @defaultonly" in errors[0].message
+    assert "'MyIngress.drop' is @tableonly" in errors[1].message
+    assert rt.read(p4r.Entity(table_entry=p4r.TableEntry())) == []

@@ -155,7 +155,7 @@ def test_reconcile_that_does_not_fit_keeps_the_old_pipeline(rt: Runtime) -> None
     del without_acl.tables[[t.preamble.name for t in without_acl.tables].index("MyIngress.acl")]
     with pytest.raises(grpc.RpcError) as exc:
         rt.set_pipeline(p4r.SetForwardingPipelineConfigRequest.RECONCILE_AND_COMMIT, p4info=without_acl, cookie=99)
-    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "unknown table id" in exc.value.details()
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "unknown table id" in exc.value.details()
     config = rt.stub.GetForwardingPipelineConfig(p4r.GetForwardingPipelineConfigRequest(device_id=DEVICE_ID)).config
     assert config.cookie.cookie == 7 and config.p4info == rt.p4info  # the old pipeline stays
     assert len(rt.read(p4r.Entity(table_entry=p4r.TableEntry()))) == 2

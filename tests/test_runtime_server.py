@@ -132,9 +132,14 @@ def test_verify_save_commit(rt: Runtime) -> None:
     assert "not BMv2 JSON" in exc.value.details()
     with pytest.raises(grpc.RpcError) as exc:
         rt.set_pipeline(Action.COMMIT)
-    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert exc.value.code() == grpc.StatusCode.NOT_FOUND  # the spec's code: no saved config
     rt.set_pipeline(Action.VERIFY)
     rt.set_pipeline(Action.VERIFY_AND_SAVE, cookie=3)
+    with pytest.raises(grpc.RpcError) as exc:  # COMMIT takes no config
+        rt.stub.SetForwardingPipelineConfig(p4r.SetForwardingPipelineConfigRequest(
+            device_id=DEVICE_ID, election_id=p4r.Uint128(low=rt.election_id), action=Action.COMMIT,
+            config=p4r.ForwardingPipelineConfig(p4info=rt.p4info)))
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "COMMIT takes no config" in exc.value.details()
     with pytest.raises(grpc.RpcError) as exc:  # saved, not yet committed
         rt.stub.GetForwardingPipelineConfig(p4r.GetForwardingPipelineConfigRequest(device_id=DEVICE_ID))
     assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION

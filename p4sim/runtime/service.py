@@ -37,6 +37,7 @@ from p4sim.runtime.errors import (
     NO_PIPELINE,
     FailedPrecondition,
     InvalidArgument,
+    NotFound,
     P4RuntimeError,
     PermissionDenied,
     ResourceExhausted,
@@ -302,8 +303,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def _set_config(self, request: p4r.SetForwardingPipelineConfigRequest) -> None:
         action = request.action
         if action == Action.COMMIT:
+            if request.HasField("config"):
+                raise InvalidArgument("COMMIT takes no config: it commits the one saved with VERIFY_AND_SAVE")
             if self._saved is None:
-                raise FailedPrecondition("COMMIT: no forwarding pipeline config was saved with VERIFY_AND_SAVE")
+                raise NotFound("COMMIT: no forwarding pipeline config was saved with VERIFY_AND_SAVE")
             config, engine = self._saved
             self._commit(config, engine, reconcile=False)
             return
@@ -366,7 +369,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             try:
                 new.write(update, RolePolicy())
             except P4RuntimeError as err:
-                raise FailedPrecondition(f"RECONCILE_AND_COMMIT: the current state does not fit the new pipeline: {err.message}") from None
+                raise InvalidArgument(f"RECONCILE_AND_COMMIT: the current state does not fit the new pipeline: {err.message}") from None
 
     def GetForwardingPipelineConfig(
         self, request: p4r.GetForwardingPipelineConfigRequest, context: grpc.ServicerContext

@@ -288,6 +288,11 @@ class Tables:
         if not table.implementation_id:
             if kind != "action":
                 raise InvalidArgument(f"{what}: a direct table takes an action, not {kind}")
+            if ta.action.action_id in (table.entry_action_ids | table.default_action_ids) - allowed:
+                # the table's action, outside its P4Info scope: the spec's PERMISSION_DENIED
+                scope = "@tableonly" if default else "@defaultonly"
+                name = self.schema.actions.get(ta.action.action_id).name
+                raise PermissionDenied(f"{what}: action '{name}' is {scope} in this table")
             return codec.decode_action(self.schema, ta.action, allowed, what), None
         profile = self.profiles.get(table.implementation_id)
         if kind == "action":
