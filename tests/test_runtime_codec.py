@@ -46,9 +46,10 @@ def test_bytes_to_int_accepts_leading_zeros_but_not_too_wide_values() -> None:
     assert codec.bytes_to_int(b"\x00\x00\x01\xff", 9, "x") == 0x1FF
     with pytest.raises(P4RuntimeError, match="too wide for bitwidth 9") as exc:
         codec.bytes_to_int(b"\x02\x00", 9, "x")
-    assert code_of(exc) == grpc.StatusCode.INVALID_ARGUMENT
-    with pytest.raises(P4RuntimeError, match="empty byte string"):
+    assert code_of(exc) == grpc.StatusCode.OUT_OF_RANGE  # the spec's code for a rejected binary string
+    with pytest.raises(P4RuntimeError, match="empty byte string") as exc:
         codec.bytes_to_int(b"", 9, "x")
+    assert code_of(exc) == grpc.StatusCode.OUT_OF_RANGE
 
 
 def test_pack_and_unpack_controller_header_fields() -> None:
@@ -91,21 +92,22 @@ def test_lpm_canonical_round_trip(schema: Schema) -> None:
 
 
 @pytest.mark.parametrize(
-    "fm,message",
+    "fm,message,code",
     [
-        (fm_lpm(b"\x0a\x01\x00\x01", 16), "bits set past prefix length 16"),
-        (fm_lpm(b"\x0a\x00\x00\x00", 33), "bad prefix length 33"),
-        (fm_lpm(b"\x00", 0), "must be omitted"),
-        (fm_lpm(b"\x01\x0a\x00\x00\x00", 8), "too wide for bitwidth 32"),
-        (p4r.FieldMatch(field_id=1, exact=p4r.FieldMatch.Exact(value=b"\x01")), "field is lpm but the request gives exact"),
-        (fm_lpm(b"\x0a\x00\x00\x00", 8, field_id=9), "has no match field id 9"),
+        (fm_lpm(b"\x0a\x01\x00\x01", 16), "bits set past prefix length 16", grpc.StatusCode.INVALID_ARGUMENT),
+        (fm_lpm(b"\x0a\x00\x00\x00", 33), "bad prefix length 33", grpc.StatusCode.INVALID_ARGUMENT),
+        (fm_lpm(b"\x00", 0), "must be omitted", grpc.StatusCode.INVALID_ARGUMENT),
+        (fm_lpm(b"\x01\x0a\x00\x00\x00", 8), "too wide for bitwidth 32", grpc.StatusCode.OUT_OF_RANGE),
+        (p4r.FieldMatch(field_id=1, exact=p4r.FieldMatch.Exact(value=b"\x01")), "field is lpm but the request gives exact",
+         grpc.StatusCode.INVALID_ARGUMENT),
+        (fm_lpm(b"\x0a\x00\x00\x00", 8, field_id=9), "has no match field id 9", grpc.StatusCode.INVALID_ARGUMENT),
     ],
 )
-def test_bad_lpm_matches_are_rejected(schema: Schema, fm: p4r.FieldMatch, message: str) -> None:
+def test_bad_lpm_matches_are_rejected(schema: Schema, fm: p4r.FieldMatch, message: str, code: grpc.StatusCode) -> None:
     table = schema.tables.by_name("MyIngress.ipv4_lpm")
     with pytest.raises(P4RuntimeError, match=message) as exc:
         codec.decode_match(table, [fm])
-    assert code_of(exc) == grpc.StatusCode.INVALID_ARGUMENT
+    assert code_of(exc) == code
 
 
 def test_ternary_optional_range_and_dont_care(schema: Schema) -> None:

@@ -1,5 +1,5 @@
 """P4Runtime rules beyond the basic entity round trips: roles over the wire, device ids,
-stream protocol errors, const entries of the program, indirect default entries."""
+stream protocol errors, const entries of the program, indirect tables' default entries."""
 
 from __future__ import annotations
 
@@ -103,7 +103,9 @@ def test_program_const_entries_are_readable_and_protected(rt: Runtime) -> None:
     assert len(rt.read(p4r.Entity(table_entry=p4r.TableEntry()))) == 1
 
 
-def test_indirect_default_entry_and_member_modify(rt: Runtime) -> None:
+def test_indirect_default_entry_is_refused_and_member_modify_reaches_entries(rt: Runtime) -> None:
+    """The spec pins an indirect table's default entry to a constant NoAction: writing it
+    is INVALID_ARGUMENT and changes nothing; modifying a member changes the entries using it."""
     rt.become_primary()
     rt.set_pipeline()
     profile = rt.object_id("action_profiles", "MyIngress.ecmp_sel")
@@ -115,19 +117,27 @@ def test_indirect_default_entry_and_member_modify(rt: Runtime) -> None:
     set_group = p4r.TableEntry(table_id=rt.table_id("MyIngress.ipv4_lpm"),
                                match=[p4r.FieldMatch(field_id=1, lpm=p4r.FieldMatch.LPM(value=b"\x0a\x00\x00\x00", prefix_len=8))])
     set_group.action.action.action_id = rt.action_id("MyIngress.set_group")
-    set_group.action.action.params.add(param_id=1, value=b"\x09")  # no ecmp entry for group 9: default runs
+    set_group.action.action.params.add(param_id=1, value=b"\x09")
     default = p4r.TableEntry(table_id=ecmp, is_default_action=True)
     default.action.action_profile_member_id = 1
-    rt.write(p4r.Update(type=INSERT, entity=p4r.Entity(action_profile_member=member)),
-             p4r.Update(type=INSERT, entity=p4r.Entity(table_entry=set_group)),
-             p4r.Update(type=MODIFY, entity=p4r.Entity(table_entry=default)))
+    with pytest.raises(grpc.RpcError) as exc:
+        rt.write(p4r.Update(type=INSERT, entity=p4r.Entity(action_profile_member=member)),
+                 p4r.Update(type=INSERT, entity=p4r.Entity(table_entry=set_group)),
+                 p4r.Update(type=MODIFY, entity=p4r.Entity(table_entry=default)))
+    errors = batch_errors(exc.value)
+    assert [e.canonical_code for e in errors] == [rpc_code.OK, rpc_code.OK, rpc_code.INVALID_ARGUMENT]
+    assert "'MyIngress.ecmp' is indirect: its default entry cannot be written" in errors[2].message
+    (read,) = rt.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=ecmp, is_default_action=True)))
+    assert not read.table_entry.HasField("action")  # still the program's NoAction
+    assert [p for p, _ in rt.dataplane.receive(1, packet())] == [0]  # no ecmp entry for group 9: NoAction, port 0
+    group_entry = p4r.TableEntry(table_id=ecmp, match=[p4r.FieldMatch(field_id=1, exact=p4r.FieldMatch.Exact(value=b"\x09"))])
+    group_entry.action.action_profile_member_id = 1
+    rt.write(p4r.Update(type=INSERT, entity=p4r.Entity(table_entry=group_entry)))
     assert [p for p, _ in rt.dataplane.receive(1, packet())] == [4]
     member.action.params[1].value = b"\x05"
     rt.write(p4r.Update(type=MODIFY, entity=p4r.Entity(action_profile_member=member)))
     assert [p for p, _ in rt.dataplane.receive(1, packet())] == [5]
-    (read,) = rt.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=ecmp, is_default_action=True)))
-    assert read.table_entry.action.action_profile_member_id == 1
-    with pytest.raises(grpc.RpcError) as exc:  # still the default's member
+    with pytest.raises(grpc.RpcError) as exc:  # still used by the entry
         rt.write(p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(action_profile_member=member)))
     assert batch_errors(exc.value)[0].canonical_code == rpc_code.FAILED_PRECONDITION
 
@@ -145,7 +155,7 @@ def test_reconcile_that_does_not_fit_keeps_the_old_pipeline(rt: Runtime) -> None
     del without_acl.tables[[t.preamble.name for t in without_acl.tables].index("MyIngress.acl")]
     with pytest.raises(grpc.RpcError) as exc:
         rt.set_pipeline(p4r.SetForwardingPipelineConfigRequest.RECONCILE_AND_COMMIT, p4info=without_acl, cookie=99)
-    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "unknown table id" in exc.value.details()
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "unknown table id" in exc.value.details()
     config = rt.stub.GetForwardingPipelineConfig(p4r.GetForwardingPipelineConfigRequest(device_id=DEVICE_ID)).config
     assert config.cookie.cookie == 7 and config.p4info == rt.p4info  # the old pipeline stays
     assert len(rt.read(p4r.Entity(table_entry=p4r.TableEntry()))) == 2

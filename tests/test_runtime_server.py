@@ -132,9 +132,14 @@ def test_verify_save_commit(rt: Runtime) -> None:
     assert "not BMv2 JSON" in exc.value.details()
     with pytest.raises(grpc.RpcError) as exc:
         rt.set_pipeline(Action.COMMIT)
-    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert exc.value.code() == grpc.StatusCode.NOT_FOUND  # the spec's code: no saved config
     rt.set_pipeline(Action.VERIFY)
     rt.set_pipeline(Action.VERIFY_AND_SAVE, cookie=3)
+    with pytest.raises(grpc.RpcError) as exc:  # COMMIT takes no config
+        rt.stub.SetForwardingPipelineConfig(p4r.SetForwardingPipelineConfigRequest(
+            device_id=DEVICE_ID, election_id=p4r.Uint128(low=rt.election_id), action=Action.COMMIT,
+            config=p4r.ForwardingPipelineConfig(p4info=rt.p4info)))
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "COMMIT takes no config" in exc.value.details()
     with pytest.raises(grpc.RpcError) as exc:  # saved, not yet committed
         rt.stub.GetForwardingPipelineConfig(p4r.GetForwardingPipelineConfigRequest(device_id=DEVICE_ID))
     assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -202,7 +207,7 @@ def test_failed_batch_reports_each_update_and_changes_nothing_it_rejected(ready:
     errors = batch_errors(exc.value)
     assert [e.canonical_code for e in errors] == [
         rpc_code.OK, rpc_code.ALREADY_EXISTS, rpc_code.INVALID_ARGUMENT, rpc_code.INVALID_ARGUMENT,
-        rpc_code.INVALID_ARGUMENT, rpc_code.NOT_FOUND, rpc_code.INVALID_ARGUMENT,
+        rpc_code.OUT_OF_RANGE, rpc_code.NOT_FOUND, rpc_code.INVALID_ARGUMENT,
     ]
     assert "already exists" in errors[1].message
     assert "bits set past prefix length 24" in errors[2].message
@@ -337,6 +342,7 @@ def test_counters_registers_and_meters(ready: Runtime) -> None:
     with pytest.raises(grpc.RpcError) as exc:
         rt.write(upd(MODIFY, register_entry=p4r.RegisterEntry(register_id=register, index=p4r.Index(index=64),
                                                                data={"bitstring": b"\x01"})))
+    assert batch_errors(exc.value)[0].canonical_code == rpc_code.OUT_OF_RANGE
     assert "index 64 out of range" in batch_errors(exc.value)[0].message
     config = p4r.MeterConfig(cir=1000, cburst=10, pir=2000, pburst=20)
     rt.write(upd(MODIFY, meter_entry=p4r.MeterEntry(meter_id=meter, index=p4r.Index(index=1), config=config)))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from p4sim.proto import p4d, p4r
-from p4sim.runtime.errors import InvalidArgument
+from p4sim.runtime.errors import InvalidArgument, OutOfRange
 from p4sim.runtime.schema import ActionInfo, MatchFieldInfo, MatchType, Schema, TableInfo, ValueSetInfo
 
 
@@ -29,12 +29,17 @@ def int_to_bytes(value: int) -> bytes:
 
 
 def bytes_to_int(data: bytes, bitwidth: int, what: str) -> int:
-    """Decode a binary string, rejecting empty strings and values that do not fit."""
+    """Decode a binary string, rejecting empty strings and values that do not fit.
+
+    Both are OUT_OF_RANGE: the spec's Bytestrings section says so for every string
+    the server rejects on these grounds.
+    """
     if not data:
-        raise InvalidArgument(f"{what}: empty byte string")
+        raise OutOfRange(f"{what}: empty byte string")
     value = int.from_bytes(data, "big")
     if value >> bitwidth:
-        raise InvalidArgument(f"{what}: value 0x{data.hex()} is too wide for bitwidth {bitwidth}")
+        shown = data.hex() if len(data) <= 32 else f"{data[:32].hex()}... ({len(data)} bytes)"
+        raise OutOfRange(f"{what}: value 0x{shown} is too wide for bitwidth {bitwidth}")
     return value
 
 
@@ -210,10 +215,34 @@ def encode_action(info: ActionInfo, args: Sequence[int]) -> p4r.Action:
 
 
 def check_index(index: int, size: int, what: str) -> int:
-    """An array index must lie in ``[0, size)``."""
-    if not 0 <= index < size:
-        raise InvalidArgument(f"{what}: index {index} out of range (size {size})")
+    """An array index must lie in ``[0, size)``: a negative one is INVALID_ARGUMENT, one
+    past the end OUT_OF_RANGE (the spec's rule for counter, meter and register indexes)."""
+    if index < 0:
+        raise InvalidArgument(f"{what}: index {index} is negative")
+    if index >= size:
+        raise OutOfRange(f"{what}: index {index} out of range (size {size})")
     return index
+
+
+def check_counter_data(data: p4r.CounterData, what: str) -> None:
+    """Counter values are int64 on the wire but counts: negative ones are INVALID_ARGUMENT."""
+    if data.packet_count < 0 or data.byte_count < 0:
+        raise InvalidArgument(
+            f"{what}: counter_data values must not be negative "
+            f"(packet_count {data.packet_count}, byte_count {data.byte_count})"
+        )
+
+
+def check_meter_counter_data(data: p4r.MeterCounterData, what: str) -> None:
+    """``meter_counter_data`` in a write may only reset the per-colour counters: the spec
+    makes any non-zero sub-field INVALID_ARGUMENT (p4sim keeps no per-colour counts, so a
+    zero one changes nothing)."""
+    for colour in ("green", "yellow", "red"):
+        counts = getattr(data, colour)
+        if counts.packet_count or counts.byte_count:
+            raise InvalidArgument(
+                f"{what}: meter_counter_data.{colour} must be zero in a write (it can only reset the counters)"
+            )
 
 
 def decode_bitstring_data(data: p4d.P4Data, bitwidth: int, what: str) -> int:

@@ -28,6 +28,13 @@ class InvalidArgument(P4RuntimeError):
     code = grpc.StatusCode.INVALID_ARGUMENT
 
 
+class OutOfRange(P4RuntimeError):
+    """A value outside its domain: a binary string wider than its P4Info bitwidth (or
+    empty), an index past the end of an array -- the spec's OUT_OF_RANGE cases."""
+
+    code = grpc.StatusCode.OUT_OF_RANGE
+
+
 class NotFound(P4RuntimeError):
     """The entity (entry, member, group, session, ...) does not exist."""
 
@@ -53,7 +60,7 @@ class FailedPrecondition(P4RuntimeError):
 
 
 class ResourceExhausted(P4RuntimeError):
-    """A table, group or profile is full."""
+    """A table, group or profile is full, or the server has no room for another stream."""
 
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 

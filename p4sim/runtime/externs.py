@@ -28,7 +28,8 @@ MGRP_MAX = (1 << 16) - 1  # v1model mcast_grp is bit<16>
 
 def _only_modify(kind: int, what: str) -> None:
     if kind != Update.MODIFY:
-        raise InvalidArgument(f"{what}: cells always exist, only MODIFY is allowed (got {Update.Type.Name(kind)})")
+        name = Update.Type.Name(kind) if kind in Update.Type.values() else str(kind)
+        raise InvalidArgument(f"{what}: cells always exist, only MODIFY is allowed (got {name})")
 
 
 def _cells(info: IndexedInfo, index: p4r.Index | None, what: str) -> range:
@@ -109,6 +110,7 @@ class Externs:
         info = self.schema.counters.get(e.counter_id)
         what = f"counter '{info.name}'"
         _only_modify(kind, what)
+        codec.check_counter_data(e.data, what)
         cells = _cells(info, e.index if e.HasField("index") else None, what)
         for i in cells:
             self.engine(self.switch.counter_write, info.name, i, e.data.packet_count, e.data.byte_count)
@@ -130,7 +132,7 @@ class Externs:
         what = f"meter '{info.name}'"
         _only_modify(kind, what)
         if e.HasField("counter_data"):
-            raise Unimplemented(f"{what}: meter counter data is not supported (as in BMv2)")
+            codec.check_meter_counter_data(e.counter_data, what)
         if not e.HasField("config"):
             raise Unimplemented(f"{what}: resetting a meter to unconfigured is not supported; write a config")
         codec.check_meter_config(e.config, what)
@@ -242,6 +244,8 @@ class Externs:
     def _write_clone_session(self, kind: int, s: p4r.CloneSessionEntry) -> None:
         sid = s.session_id
         what = f"clone session {sid}"
+        if sid == 0:
+            raise InvalidArgument(f"{what}: session_id 0 is the wildcard of a Read, never a session")
         existing = self.clone_sessions.get(sid)
         if kind == Update.DELETE:
             if existing is None:
@@ -310,7 +314,7 @@ class Externs:
         _only_modify(kind, what)
         keys = [codec.decode_match(info, m.match) for m in e.members]
         if len(set(keys)) != len(keys):
-            raise InvalidArgument(f"{what}: a member is listed twice")
+            raise AlreadyExists(f"{what}: a member is listed twice")
         if len(keys) > info.size:
             raise ResourceExhausted(f"{what}: {len(keys)} members exceed its size {info.size}")
         old = self.value_set_members.get(info.id, [])

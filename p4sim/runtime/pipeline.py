@@ -73,8 +73,10 @@ class Pipeline:
     def write(self, update: p4r.Update, policy: RolePolicy) -> None:
         """Apply one update, or raise leaving the state unchanged."""
         kind = update.type
-        if kind == p4r.Update.UNSPECIFIED:
-            raise InvalidArgument("update type is UNSPECIFIED")
+        if kind not in (p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE):
+            # proto3 enums are open: any int32 arrives, and the entity writers below
+            # may name the type, so it is checked once here, before any of them.
+            raise InvalidArgument(f"update type {kind} is not INSERT, MODIFY or DELETE")
 
         def allowed(p4_id: int) -> None:
             if policy.writable_ids is not None and p4_id not in policy.writable_ids:
@@ -85,7 +87,7 @@ class Pipeline:
         if which == "table_entry":
             self.tables.write_entry(kind, e.table_entry, allowed)
         elif which == "action_profile_member":
-            self.tables.write_member(kind, e.action_profile_member, allowed)
+            self.tables.profiles.write_member(kind, e.action_profile_member, allowed)
         elif which == "action_profile_group":
             self.tables.profiles.write_group(kind, e.action_profile_group, allowed)
         elif which == "counter_entry":
@@ -123,6 +125,7 @@ class Pipeline:
             raise InvalidArgument(f"direct counter of table '{table.name}': only MODIFY is allowed")
         if not table.direct_counter_id:
             raise InvalidArgument(f"table '{table.name}' has no direct counter")
+        codec.check_counter_data(e.data, f"direct counter of table '{table.name}'")
         self._engine(self.switch.table_counter_write, table.name, stored.handle, e.data.packet_count, e.data.byte_count)
 
     def _write_direct_meter(self, kind: int, e: p4r.DirectMeterEntry, allowed) -> None:
@@ -132,6 +135,8 @@ class Pipeline:
             raise InvalidArgument(f"direct meter of table '{table.name}': only MODIFY is allowed")
         if not table.direct_meter_id:
             raise InvalidArgument(f"table '{table.name}' has no direct meter")
+        if e.HasField("counter_data"):
+            codec.check_meter_counter_data(e.counter_data, f"direct meter of table '{table.name}'")
         if not e.HasField("config"):
             raise Unimplemented(f"direct meter of table '{table.name}': resetting a meter to unconfigured is not supported; write a config")
         codec.check_meter_config(e.config, f"direct meter of table '{table.name}'")

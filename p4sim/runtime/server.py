@@ -7,54 +7,85 @@
 
 9559 is the IANA port for P4Runtime (and simple_switch_grpc's default); an address
 ending in ``:0`` binds a free port (tests). The queue-control service (queues.py) is
-served on the same address when a `QueueControl` is given.
+served on the same address when a `QueueControl` is given. Real switches serve
+P4Runtime over TLS; ``tls=TlsConfig.from_files(cert, key)`` does the same (with
+``client_ca``, clients must present a certificate that CA signed).
 """
 
 from __future__ import annotations
 
 from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
-from p4sim.proto import p4r_grpc
 from p4sim.runtime import queues
 from p4sim.runtime.dataplane import Dataplane
-from p4sim.runtime.service import P4RuntimeService
+from p4sim.runtime.service import MAX_STREAMS, P4RuntimeService, rpc_handler
 
 DEFAULT_ADDRESS = "0.0.0.0:9559"
-# Every StreamChannel holds a worker for its lifetime; this leaves room for several
-# controllers (primary + backups per role) plus concurrent unary calls.
-MAX_WORKERS = 32
+# Every StreamChannel holds a worker for its lifetime and the service refuses streams
+# beyond MAX_STREAMS, so these workers always remain for Read, Write and the rest.
+UNARY_WORKERS = 16
+# RPCs waiting for a worker beyond this are refused (RESOURCE_EXHAUSTED) by gRPC itself
+# instead of queueing without bound.
+MAX_QUEUED_RPCS = 256
 # P4Info + BMv2 JSON of a large program exceed gRPC's default 4 MiB message limit.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    """PEM server certificate chain and key; ``client_ca`` turns on mutual TLS."""
+
+    cert_chain: bytes
+    private_key: bytes
+    client_ca: bytes | None = None
+
+    @classmethod
+    def from_files(cls, cert: str | Path, key: str | Path, client_ca: str | Path | None = None) -> "TlsConfig":
+        return cls(Path(cert).read_bytes(), Path(key).read_bytes(),
+                   Path(client_ca).read_bytes() if client_ca is not None else None)
+
+    def credentials(self) -> grpc.ServerCredentials:
+        return grpc.ssl_server_credentials([(self.private_key, self.cert_chain)], root_certificates=self.client_ca,
+                                           require_client_auth=self.client_ca is not None)
 
 
 class RuntimeServer:
     """A gRPC server serving `P4RuntimeService` (and queue control) on ``address``."""
 
     def __init__(self, dataplane: Dataplane, address: str = DEFAULT_ADDRESS, *, device_id: int = 0,
-                 queue_control: queues.QueueControl | None = None):
+                 queue_control: queues.QueueControl | None = None, max_streams: int = MAX_STREAMS,
+                 tls: TlsConfig | None = None):
         self.address = address
-        self.service = P4RuntimeService(dataplane, device_id)
+        self.tls = tls
+        self.service = P4RuntimeService(dataplane, device_id, max_streams=max_streams)
         self._queue_control = queue_control
         self._server: grpc.Server | None = None
         self.port: int | None = None
 
     def start(self) -> None:
         """Bind and serve; raise RuntimeError naming the address if it cannot be bound."""
+        workers = self.service.max_streams + UNARY_WORKERS
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="p4rt"),
+            futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="p4rt"),
+            maximum_concurrent_rpcs=workers + MAX_QUEUED_RPCS,
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 0),
             ],
         )
-        p4r_grpc.add_P4RuntimeServicer_to_server(self.service, server)
+        server.add_generic_rpc_handlers((rpc_handler(self.service),))
         if self._queue_control is not None:
             server.add_generic_rpc_handlers((queues.handler(self._queue_control),))
         try:
-            port = server.add_insecure_port(self.address)
+            if self.tls is None:
+                port = server.add_insecure_port(self.address)
+            else:
+                port = server.add_secure_port(self.address, self.tls.credentials())
         except RuntimeError as exc:
             raise RuntimeError(f"cannot listen for P4Runtime on {self.address}: {exc}") from None
         if port == 0:

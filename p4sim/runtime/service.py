@@ -4,18 +4,28 @@ Transport only: each RPC checks who is asking (arbitration.py), what pipeline is
 (config.py / pipeline.py), runs the request against the device's engine under the
 device lock, and maps errors to statuses as the spec says. A Write batch with failed
 updates ends with UNKNOWN and one ``p4.v1.Error`` per update in the
-``grpc-status-details-bin`` trailer (OK for the updates that were applied).
+``grpc-status-details-bin`` trailer (OK for the updates that were applied), kept within
+what a default gRPC client accepts (`error_status`).
+
+Hostile clients are expected: request bytes that do not parse are INVALID_ARGUMENT
+(`rpc_handler` decodes them itself; gRPC's own decoding would answer INTERNAL), and
+StreamChannels are capped (`MAX_STREAMS`) because each one holds a server worker for its
+lifetime -- uncapped, idle streams starve Read and Write of workers.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import queue
 import threading
+from collections import Counter
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import grpc
+from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
 
 from p4sim.proto import p4r, p4r_grpc, rpc_code, rpc_status
 from p4sim.runtime import codec
@@ -27,8 +37,10 @@ from p4sim.runtime.errors import (
     NO_PIPELINE,
     FailedPrecondition,
     InvalidArgument,
+    NotFound,
     P4RuntimeError,
     PermissionDenied,
+    ResourceExhausted,
     Unimplemented,
 )
 from p4sim.runtime.pipeline import Pipeline
@@ -38,6 +50,15 @@ log = logging.getLogger(__name__)
 
 P4RUNTIME_API_VERSION = "1.5.0"  # the version of the protos p4sim.proto provides
 READ_CHUNK = 1000  # entities per ReadResponse message
+MAX_STREAMS = 16
+"""Open StreamChannels the server serves at once; one more is refused with
+RESOURCE_EXHAUSTED. Each stream holds a worker thread for its lifetime, so the server's
+pool is sized MAX_STREAMS plus the workers kept for unary RPCs (server.py)."""
+TRAILER_LIMIT = 8 * 1024
+"""Bytes of trailing metadata a default gRPC client accepts (``grpc.max_metadata_size``;
+above it a client drops the trailer and sees RESOURCE_EXHAUSTED, losing every
+per-update result). `error_status` keeps a failed batch's status within it."""
+ERROR_MESSAGE_CHARS = 200  # longest per-update error message in a batch's status
 _END = object()  # end-of-stream marker in a stream's outgoing queue
 Action = p4r.SetForwardingPipelineConfigRequest
 
@@ -59,12 +80,135 @@ def _code_number(code: grpc.StatusCode) -> int:
     return code.value[0]
 
 
+def _enum_name(enum, value: int) -> str:
+    """The name of a proto enum value; proto3 enums are open, so unknown values arrive."""
+    return enum.Name(value) if value in enum.values() else str(value)
+
+
+def _packed_size(detail: p4r.Error) -> int:
+    """Bytes one packed ``p4.v1.Error`` adds to a google.rpc.Status's ``details``."""
+    any_msg = any_pb2.Any()
+    any_msg.Pack(detail)
+    n = any_msg.ByteSize()
+    return 1 + len(_varint(n)) + n
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _trailer_bytes(status: rpc_status.Status) -> int:
+    """On-the-wire size of a status trailer: gRPC base64-encodes ``-bin`` metadata, and
+    the status message travels in ``grpc-message`` beside it."""
+    return len(base64.b64encode(status.SerializeToString())) + len(status.message.encode()) + 64
+
+
+def error_status(errors: list[P4RuntimeError | None]) -> rpc_status.Status:
+    """The google.rpc.Status of a batch with failed updates, within `TRAILER_LIMIT`.
+
+    One ``p4.v1.Error`` per update (the spec's format) with messages cut to
+    `ERROR_MESSAGE_CHARS`; if that is too large, later failures lose their messages but
+    keep their codes; if even one code per update does not fit (a batch of more than a
+    couple of hundred updates), the details are left out and the status message says
+    how many updates failed with which code, which failed first, and the batch size whose
+    per-update report does fit.
+    """
+    failed = [(i, e) for i, e in enumerate(errors) if e is not None]
+    first_index, first = failed[0]
+    headline = f"{len(failed)} of {len(errors)} updates failed; first: update #{first_index}: {first.message[:ERROR_MESSAGE_CHARS]}"
+    bare = [p4r.Error(canonical_code=rpc_code.OK) if e is None else p4r.Error(canonical_code=_code_number(e.code)) for e in errors]
+    sizes = [_packed_size(d) for d in bare]
+    room = TRAILER_LIMIT - _trailer_bytes(rpc_status.Status(code=rpc_code.UNKNOWN, message=headline))
+    room = room * 3 // 4  # base64 turns 3 bytes into 4
+    if sum(sizes) > room:
+        fits = room // max(sizes)
+        counts = ", ".join(f"{name} x{n}" for name, n in Counter(e.code.name for _, e in failed).most_common())
+        return rpc_status.Status(
+            code=rpc_code.UNKNOWN,
+            message=f"{headline} ({counts}); per-update errors omitted: they do not fit the "
+            f"{TRAILER_LIMIT}-byte trailer a default gRPC client accepts; batches of at most {fits} updates get them",
+        )
+    used = sum(sizes)
+    for i, e in failed:
+        with_message = p4r.Error(canonical_code=bare[i].canonical_code, message=e.message[:ERROR_MESSAGE_CHARS])
+        extra = _packed_size(with_message) - sizes[i]
+        if used + extra > room:
+            break
+        bare[i], used = with_message, used + extra
+    status = rpc_status.Status(code=rpc_code.UNKNOWN, message=headline)
+    for detail in bare:
+        status.details.add().Pack(detail)
+    return status
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """Request bytes that are not the message the method takes (decoded leniently, see
+    `rpc_handler`)."""
+
+    type_name: str
+    error: str
+
+    def error_for_client(self) -> InvalidArgument:
+        return InvalidArgument(f"request is not a serialized {self.type_name}: {self.error}")
+
+
+def _lenient(cls) -> Callable[[bytes], object]:
+    def decode(data: bytes) -> object:
+        try:
+            return cls.FromString(data)
+        except (DecodeError, RecursionError) as exc:
+            return Undecodable(cls.DESCRIPTOR.full_name, str(exc) or type(exc).__name__)
+
+    return decode
+
+
+def _unary(method: Callable) -> Callable:
+    def run(request, context: grpc.ServicerContext):
+        if isinstance(request, Undecodable):
+            _abort(context, request.error_for_client())
+        return method(request, context)
+
+    return run
+
+
+def rpc_handler(service: "P4RuntimeService") -> grpc.GenericRpcHandler:
+    """The ``p4.v1.P4Runtime`` handlers of ``service``, with requests decoded leniently so
+    that garbage bytes are the client's INVALID_ARGUMENT, not the server's INTERNAL."""
+    methods = {
+        "Write": (grpc.unary_unary_rpc_method_handler, p4r.WriteRequest, p4r.WriteResponse),
+        "Read": (grpc.unary_stream_rpc_method_handler, p4r.ReadRequest, p4r.ReadResponse),
+        "SetForwardingPipelineConfig": (grpc.unary_unary_rpc_method_handler, p4r.SetForwardingPipelineConfigRequest,
+                                        p4r.SetForwardingPipelineConfigResponse),
+        "GetForwardingPipelineConfig": (grpc.unary_unary_rpc_method_handler, p4r.GetForwardingPipelineConfigRequest,
+                                        p4r.GetForwardingPipelineConfigResponse),
+        "StreamChannel": (grpc.stream_stream_rpc_method_handler, p4r.StreamMessageRequest, p4r.StreamMessageResponse),
+        "Capabilities": (grpc.unary_unary_rpc_method_handler, p4r.CapabilitiesRequest, p4r.CapabilitiesResponse),
+    }
+    handlers = {}
+    for name, (make, request, response) in methods.items():
+        behaviour = getattr(service, name)
+        if make is not grpc.stream_stream_rpc_method_handler:
+            behaviour = _unary(behaviour)
+        handlers[name] = make(behaviour, request_deserializer=_lenient(request),
+                              response_serializer=response.SerializeToString)
+    return grpc.method_handlers_generic_handler("p4.v1.P4Runtime", handlers)
+
+
 class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     """P4Runtime for one device (``dataplane``); see the module docstring."""
 
-    def __init__(self, dataplane: Dataplane, device_id: int = 0):
+    def __init__(self, dataplane: Dataplane, device_id: int = 0, max_streams: int = MAX_STREAMS):
         self.dataplane = dataplane
         self.device_id = device_id
+        self.max_streams = max_streams
+        self._streams = 0  # open StreamChannels
+        self._streams_lock = threading.Lock()
         self.arbitrator = Arbitrator(device_id)
         self.pipeline: Pipeline | None = None
         self._saved: tuple[PipelineConfig, object] | None = None  # VERIFY_AND_SAVE'd config, engine
@@ -95,8 +239,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             election = request.election_id if request.HasField("election_id") else None
             policy = self.arbitrator.check_primary(request.device_id, request.role, election)
             if request.atomicity != p4r.WriteRequest.CONTINUE_ON_ERROR:
-                names = dict(p4r.WriteRequest.Atomicity.items())
-                name = next((n for n, v in names.items() if v == request.atomicity), str(request.atomicity))
+                name = _enum_name(p4r.WriteRequest.Atomicity, request.atomicity)
+                if request.atomicity not in p4r.WriteRequest.Atomicity.values():
+                    raise InvalidArgument(f"atomicity {name} is not a WriteRequest.Atomicity value")
                 raise Unimplemented(f"atomicity {name} is not supported: p4sim applies batches with CONTINUE_ON_ERROR")
             errors = self.apply_updates(request.updates, policy)
         except P4RuntimeError as err:
@@ -123,20 +268,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
     @staticmethod
     def _abort_batch(context: grpc.ServicerContext, errors: list[P4RuntimeError | None]) -> None:
-        failed = sum(e is not None for e in errors)
-        status = rpc_status.Status(code=rpc_code.UNKNOWN, message=f"{failed} of {len(errors)} updates failed")
-        for err in errors:
-            detail = p4r.Error(canonical_code=rpc_code.OK)
-            if err is not None:
-                detail = p4r.Error(canonical_code=_code_number(err.code), message=err.message)
-            status.details.add().Pack(detail)
-        first = next(e for e in errors if e is not None)
+        status = error_status(errors)
         context.abort_with_status(
-            _Status(
-                grpc.StatusCode.UNKNOWN,
-                f"{status.message}; first: {first.message}",
-                (("grpc-status-details-bin", status.SerializeToString()),),
-            )
+            _Status(grpc.StatusCode.UNKNOWN, status.message, (("grpc-status-details-bin", status.SerializeToString()),))
         )
 
     def Read(self, request: p4r.ReadRequest, context: grpc.ServicerContext) -> Iterator[p4r.ReadResponse]:
@@ -169,13 +303,15 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def _set_config(self, request: p4r.SetForwardingPipelineConfigRequest) -> None:
         action = request.action
         if action == Action.COMMIT:
+            if request.HasField("config"):
+                raise InvalidArgument("COMMIT takes no config: it commits the one saved with VERIFY_AND_SAVE")
             if self._saved is None:
-                raise FailedPrecondition("COMMIT: no forwarding pipeline config was saved with VERIFY_AND_SAVE")
+                raise NotFound("COMMIT: no forwarding pipeline config was saved with VERIFY_AND_SAVE")
             config, engine = self._saved
             self._commit(config, engine, reconcile=False)
             return
         if action not in (Action.VERIFY, Action.VERIFY_AND_SAVE, Action.VERIFY_AND_COMMIT, Action.RECONCILE_AND_COMMIT):
-            raise InvalidArgument(f"SetForwardingPipelineConfig action {Action.Action.Name(action)} is not valid")
+            raise InvalidArgument(f"SetForwardingPipelineConfig action {_enum_name(Action.Action, action)} is not valid")
         config = verify(request.config)
         try:
             engine = self.dataplane.make_engine(config.bmv2)
@@ -233,7 +369,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             try:
                 new.write(update, RolePolicy())
             except P4RuntimeError as err:
-                raise FailedPrecondition(f"RECONCILE_AND_COMMIT: the current state does not fit the new pipeline: {err.message}") from None
+                raise InvalidArgument(f"RECONCILE_AND_COMMIT: the current state does not fit the new pipeline: {err.message}") from None
 
     def GetForwardingPipelineConfig(
         self, request: p4r.GetForwardingPipelineConfigRequest, context: grpc.ServicerContext
@@ -256,6 +392,19 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     # -- stream channel ------------------------------------------------------------------------
 
     def StreamChannel(self, request_iterator, context: grpc.ServicerContext) -> Iterator[p4r.StreamMessageResponse]:
+        with self._streams_lock:
+            refused = self._streams >= self.max_streams
+            if not refused:
+                self._streams += 1
+        if refused:
+            _abort(context, ResourceExhausted(f"too many open StreamChannels: this server serves {self.max_streams} at once"))
+        try:
+            yield from self._serve_stream(request_iterator, context)
+        finally:
+            with self._streams_lock:
+                self._streams -= 1
+
+    def _serve_stream(self, request_iterator, context: grpc.ServicerContext) -> Iterator[p4r.StreamMessageResponse]:
         outgoing: queue.SimpleQueue = queue.SimpleQueue()
         ctl = Controller(send=outgoing.put)
         context.add_callback(lambda: outgoing.put(_END))
@@ -263,6 +412,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         def read_requests() -> None:
             try:
                 for request in request_iterator:
+                    if isinstance(request, Undecodable):
+                        outgoing.put(request.error_for_client())
+                        return
                     failure = self._stream_request(ctl, request)
                     if failure is not None:
                         outgoing.put(failure)

@@ -83,7 +83,6 @@ class Tables:
         self._engine = engine
         self.entries: dict[int, dict[tuple, StoredEntry]] = {t.id: {} for t in schema.tables}
         self.defaults: dict[int, p4r.TableEntry] = {}  # defaults changed by a controller
-        self.default_targets: dict[int, Target] = {}
         self.profiles = Profiles(schema, switch, engine)
 
     def import_const_entries(self) -> None:
@@ -107,15 +106,17 @@ class Tables:
     def write_entry(self, kind: int, entry: p4r.TableEntry, policy_check: Callable[[int], None]) -> None:
         table = self.schema.tables.get(entry.table_id)
         policy_check(table.id)
+        if entry.is_const:
+            raise InvalidArgument(f"table '{table.name}': is_const is set by the server in Read responses, it must be false in a write")
         if entry.is_default_action:
             self._write_default(kind, table, entry)
             return
         if table.is_const:
             raise PermissionDenied(f"table '{table.name}' is const: its entries cannot be changed")
-        if entry.idle_timeout_ns and kind != Update.DELETE:
-            if not table.supports_timeout:
-                raise InvalidArgument(f"table '{table.name}' does not support idle timeouts (idle_timeout_ns set)")
-            raise Unimplemented(f"table '{table.name}': idle timeout notifications are not supported")
+        if kind != Update.DELETE:  # DELETE looks at the key only, whatever else is set
+            self._check_write_only_fields(table, entry)
+        if kind == Update.INSERT and not table.match_fields:
+            raise InvalidArgument(f"table '{table.name}' has no match key: only its default entry can be written")
         key = codec.decode_match(table, entry.match)
         codec.check_priority(table, entry.priority)
         ident = (key, entry.priority)
@@ -202,13 +203,30 @@ class Tables:
         grp = profile.groups[target.ident].handle if target.kind == "group" else target.oneshot[0]
         return self._engine(self.switch.table_indirect_add_with_group, table.name, match, grp, prio)
 
+    @staticmethod
+    def _check_write_only_fields(table: TableInfo, entry: p4r.TableEntry) -> None:
+        """Idle-timeout fields of an INSERT/MODIFY (spec, "Idle-timeout")."""
+        if entry.HasField("time_since_last_hit"):
+            raise InvalidArgument(f"table '{table.name}': time_since_last_hit is read-only, it must be unset in a write")
+        if entry.idle_timeout_ns:
+            if not table.supports_timeout:
+                raise InvalidArgument(f"table '{table.name}' does not support idle timeouts (idle_timeout_ns set)")
+            raise Unimplemented(f"table '{table.name}': idle timeout notifications are not supported")
+
     def _check_direct_resources(self, table: TableInfo, entry: p4r.TableEntry) -> None:
-        if entry.HasField("counter_data") and not table.direct_counter_id:
-            raise InvalidArgument(f"table '{table.name}' has no direct counter, but the entry sets counter_data")
-        if entry.HasField("meter_config") and not table.direct_meter_id:
-            raise InvalidArgument(f"table '{table.name}' has no direct meter, but the entry sets meter_config")
+        what = f"table '{table.name}' entry"
+        if entry.HasField("counter_data"):
+            if not table.direct_counter_id:
+                raise InvalidArgument(f"table '{table.name}' has no direct counter, but the entry sets counter_data")
+            codec.check_counter_data(entry.counter_data, what)
         if entry.HasField("meter_config"):
-            codec.check_meter_config(entry.meter_config, f"table '{table.name}' entry")
+            if not table.direct_meter_id:
+                raise InvalidArgument(f"table '{table.name}' has no direct meter, but the entry sets meter_config")
+            codec.check_meter_config(entry.meter_config, what)
+        if entry.HasField("meter_counter_data"):
+            if not table.direct_meter_id:
+                raise InvalidArgument(f"table '{table.name}' has no direct meter, but the entry sets meter_counter_data")
+            codec.check_meter_counter_data(entry.meter_counter_data, what)
 
     def _write_direct_resources(self, table: TableInfo, handle: int, entry: p4r.TableEntry) -> None:
         if entry.HasField("counter_data"):
@@ -224,34 +242,23 @@ class Tables:
             raise InvalidArgument(f"table '{table.name}': the default entry can only be MODIFYed, not inserted or deleted")
         if entry.match or entry.priority:
             raise InvalidArgument(f"table '{table.name}': a default entry has no match fields and no priority")
+        if entry.idle_timeout_ns or entry.HasField("time_since_last_hit"):
+            raise InvalidArgument(f"table '{table.name}': a default entry has no idle timeout (idle_timeout_ns / time_since_last_hit set)")
+        if table.implementation_id:
+            # The spec restricts an indirect table's default entry to a constant NoAction.
+            raise InvalidArgument(f"table '{table.name}' is indirect: its default entry cannot be written")
         if table.const_default_action_id:
             raise PermissionDenied(f"table '{table.name}' has a const default action")
         if not entry.HasField("action"):
             # P4Runtime: MODIFY without an action restores the program's default.
             self._engine(self.switch.table_reset_default, table.name)
-            self.profiles.release(table.implementation_id, self.default_targets.pop(table.id, None))
             self.defaults.pop(table.id, None)
             return
-        action, target = self._decode_table_action(table, entry.action, default=True)
-        if target is None:
-            info, args = action
-            self._engine(self.switch.table_set_default, table.name, info.name, args)
-        else:
-            self.profiles.acquire(table.implementation_id, target)
-            try:
-                profile = self.profiles.get(table.implementation_id)
-                if target.kind == "member":
-                    self._engine(self.switch.table_indirect_set_default, table.name, profile.members[target.ident].handle)
-                else:
-                    grp = profile.groups[target.ident].handle if target.kind == "group" else target.oneshot[0]
-                    self._engine(self.switch.table_indirect_set_default_with_group, table.name, grp)
-            except Exception:
-                self.profiles.release(table.implementation_id, target)
-                raise
-            self.profiles.release(table.implementation_id, self.default_targets.pop(table.id, None))
-            self.default_targets[table.id] = target
+        action, _ = self._decode_table_action(table, entry.action, default=True)
+        info, args = action
+        self._engine(self.switch.table_set_default, table.name, info.name, args)
         canon = p4r.TableEntry(table_id=table.id, is_default_action=True)
-        canon.action.CopyFrom(self._encode_table_action(entry.action, action, target))
+        canon.action.action.CopyFrom(codec.encode_action(info, args))
         self.defaults[table.id] = canon
 
     def read_default(self, table: TableInfo) -> p4r.TableEntry:
@@ -281,6 +288,11 @@ class Tables:
         if not table.implementation_id:
             if kind != "action":
                 raise InvalidArgument(f"{what}: a direct table takes an action, not {kind}")
+            if ta.action.action_id in (table.entry_action_ids | table.default_action_ids) - allowed:
+                # the table's action, outside its P4Info scope: the spec's PERMISSION_DENIED
+                scope = "@tableonly" if default else "@defaultonly"
+                name = self.schema.actions.get(ta.action.action_id).name
+                raise PermissionDenied(f"{what}: action '{name}' is {scope} in this table")
             return codec.decode_action(self.schema, ta.action, allowed, what), None
         profile = self.profiles.get(table.implementation_id)
         if kind == "action":
@@ -313,18 +325,6 @@ class Tables:
         return out
 
     # -- action profiles --------------------------------------------------------------------
-
-    def write_member(self, kind: int, m: p4r.ActionProfileMember, policy_check: Callable[[int], None]) -> None:
-        self.profiles.write_member(kind, m, policy_check)
-        if kind != Update.MODIFY:
-            return
-        # The engine's indirect default holds a copy of the member's action: point the
-        # defaults using this member at it again so that they follow the change.
-        handle = self.profiles.get(m.action_profile_id).members[m.member_id].handle
-        for table_id, target in self.default_targets.items():
-            table = self.schema.tables.get(table_id)
-            if target.kind == "member" and target.ident == m.member_id and table.implementation_id == m.action_profile_id:
-                self._engine(self.switch.table_indirect_set_default, table.name, handle)
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -85,6 +85,13 @@ class Stream:
             raise item
         return item
 
+    def poll(self) -> p4r.StreamMessageResponse | grpc.RpcError | None:
+        """The next response or ending error if one has arrived, else None (no waiting)."""
+        try:
+            return self._responses.get_nowait()
+        except queue.Empty:
+            return None
+
     def recv_error(self, timeout: float = 5.0) -> grpc.RpcError:
         item = self._responses.get(timeout=timeout)
         assert isinstance(item, grpc.RpcError), f"expected the stream to end with an error, got {item}"
@@ -131,15 +138,15 @@ class Runtime:
 
     def set_pipeline(self, action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT, cookie: int | None = 7,
                      p4info: p4i.P4Info | None = None, device_config: bytes | None = None):
-        config = p4r.ForwardingPipelineConfig(p4info=p4info or self.p4info,
-                                              p4_device_config=self.device_config if device_config is None else device_config)
-        if cookie is not None:
-            config.cookie.cookie = cookie
-        return self.stub.SetForwardingPipelineConfig(
-            p4r.SetForwardingPipelineConfigRequest(
-                device_id=DEVICE_ID, election_id=p4r.Uint128(low=self.election_id), action=action, config=config
-            )
-        )
+        """Push the fixture pipeline (or the given parts); COMMIT sends no config, as the spec asks."""
+        request = p4r.SetForwardingPipelineConfigRequest(device_id=DEVICE_ID, election_id=p4r.Uint128(low=self.election_id),
+                                                         action=action)
+        if action != p4r.SetForwardingPipelineConfigRequest.COMMIT:
+            request.config.p4info.CopyFrom(p4info or self.p4info)
+            request.config.p4_device_config = self.device_config if device_config is None else device_config
+            if cookie is not None:
+                request.config.cookie.cookie = cookie
+        return self.stub.SetForwardingPipelineConfig(request)
 
     def write(self, *updates: p4r.Update, election_id: int | None = None, atomicity: int = 0) -> p4r.WriteResponse:
         return self.stub.Write(
