@@ -116,6 +116,13 @@ class ControlLowerer:
             return False
         if isinstance(s, (ast.AssignStmt, ast.VarDecl, ast.ConstDecl, ast.EmptyStmt)):
             return True
+        if isinstance(s, ast.ForStmt):
+            # BMv2 has loops only inside actions (jumps): a loop runs in the synthesized
+            # action of its run, so it must not apply a table or a control
+            if _applies_anything(s):
+                raise CompileError("a for loop that applies a table or a control is not supported by the "
+                                   "BMv2 back end (loops exist only inside actions)", s.pos, "unsupported")
+            return True
         if isinstance(s, ast.CallStmt):
             t = s.call.target
             if isinstance(t, ast.MemberExpr) and t.member == "apply":
@@ -461,6 +468,19 @@ def _table_results(s: ast.Stmt) -> list[ast.MemberExpr]:
     for r in roots:
         walk(r)
     return found
+
+
+def _applies_anything(node: Any) -> bool:
+    """Whether ``.apply(...)`` is called anywhere inside ``node``."""
+    if isinstance(node, ast.CallExpr) and isinstance(node.target, ast.MemberExpr) \
+            and node.target.member == "apply":
+        return True
+    if isinstance(node, ast.Node):
+        return any(_applies_anything(getattr(node, f.name)) for f in dataclasses.fields(node)
+                   if f.name not in ("pos", "ref", "type"))
+    if isinstance(node, list):
+        return any(_applies_anything(x) for x in node)
+    return False
 
 
 def _applies_table(e: ast.Expr) -> bool:

@@ -34,6 +34,8 @@ class StmtLowerer(PrimitiveLowerer):
         super().__init__(scope, parser)
         # one frame per inlined body: (jumps to patch at its end, result location)
         self.returns: list[tuple[list[dict], Any]] = []
+        # one frame per enclosing for loop: (break jumps, continue jumps) to patch
+        self.loops: list[tuple[list[dict], list[dict]]] = []
 
     # ------------------------------------------------------------------ statements
     def stmts(self, stmts: list[ast.Stmt]) -> None:
@@ -64,6 +66,12 @@ class StmtLowerer(PrimitiveLowerer):
             pass
         elif isinstance(s, ast.SwitchStmt):
             self.switch_on_value(s)
+        elif isinstance(s, ast.ForStmt):
+            self.for_(s)
+        elif isinstance(s, ast.BreakStmt):
+            self.loops[-1][0].append(self.prim("_jump", [hex_node(0)]))
+        elif isinstance(s, ast.ContinueStmt):
+            self.loops[-1][1].append(self.prim("_jump", [hex_node(0)]))
         else:
             raise CompileError(f"statement not supported here ({type(s).__name__})", s.pos, "unsupported")
 
@@ -94,6 +102,35 @@ class StmtLowerer(PrimitiveLowerer):
             j["parameters"][0] = hex_node(len(self.out))
         else:
             jz["parameters"][1] = hex_node(len(self.out))
+
+    def for_(self, s: ast.ForStmt) -> None:
+        """A loop as p4c's BMv2 back end writes it in an action: the condition at
+        the top (``_jump_if_zero`` to the end), the body, the updates, a ``_jump``
+        back; ``continue`` jumps to the updates, ``break`` to the end."""
+        if self.parser:
+            raise CompileError("for loops in parser states are not supported by the BMv2 back end",
+                               s.pos, "unsupported")
+        self.stmts(s.init)
+        top = len(self.out)
+        exit_test = None
+        if s.cond is not None:
+            c = const_value(s.cond)
+            if c is not None and not c:
+                return
+            if c is None:
+                exit_test = self.prim("_jump_if_zero", [as_param(to_data(self.rv(s.cond), T.BoolT())),
+                                                        hex_node(0)])
+        breaks: list[dict] = []
+        continues: list[dict] = []
+        self.loops.append((breaks, continues))
+        self.stmt(s.body)
+        self.loops.pop()
+        for j in continues:
+            j["parameters"][0] = hex_node(len(self.out))
+        self.stmts(s.update)
+        self.prim("_jump", [hex_node(top)])
+        for j in breaks + ([exit_test] if exit_test is not None else []):
+            j["parameters"][-1] = hex_node(len(self.out))
 
     def switch_on_value(self, s: ast.SwitchStmt) -> None:
         """``switch (x) { 1: {...} 2: {...} default: {...} }`` as an if-chain."""
