@@ -91,8 +91,8 @@ class StmtLowerer(PrimitiveLowerer):
                 self.stmt(branch)
             return
         if self.parser:
-            raise CompileError("if statements in parser states are not supported by the BMv2 back end; "
-                               "use select transitions", s.pos, "unsupported")
+            raise CompileError("an if statement inside a function called from a parser state is not "
+                               "supported by the BMv2 back end", s.pos, "unsupported")
         jz = self.prim("_jump_if_zero", [as_param(to_data(self.rv(s.cond), T.BoolT())), hex_node(0)])
         self.stmt(s.then)
         if s.else_ is not None:
