@@ -708,10 +708,10 @@ def test_entry_priorities_follow_p4_rules(tmp_path):
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(parser="""state start { pkt.extract(hdr.ethernet);
-                    if (hdr.ethernet.etherType == 1) { hdr.ethernet.etherType = 2; } transition accept; }"""),
-     "if statements in parser states"),
+                    for (bit<8> i = 0; i < 2; i = i + 1) { hdr.ethernet.etherType = 2; } transition accept; }"""),
+     "for loops in parser states"),
     (dict(ingress="""table t { key = { hdr.ipv4.dstAddr: exact; } actions = { NoAction; }
-                     implementation = action_profile(32); }""", apply="t.apply();"),
+                     counters = direct_counter(CounterType.packets); }""", apply="t.apply();"),
      "must name an instance"),
     (dict(top="extern Widget { Widget(); void poke(); }", ingress="Widget() w;", apply="w.poke();"),
      "Widget"),

@@ -303,6 +303,28 @@ class EmptyStmt(Stmt):
     pass
 
 
+@dataclass(eq=False)
+class ForStmt(Stmt):
+    """``for (init; cond; update) body`` (P4-16 1.2.4). ``for (T x in a..b)`` is
+    built as this loop by the parser (`parse._Build.for_in_stmt`). ``init`` holds
+    declarations, assignments and calls; ``update`` assignments and calls."""
+
+    init: list[Stmt]
+    cond: Optional[Expr]
+    update: list[Stmt]
+    body: Stmt
+
+
+@dataclass(eq=False)
+class BreakStmt(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class ContinueStmt(Stmt):
+    pass
+
+
 # ---------------------------------------------------------------- declarations
 
 

@@ -17,6 +17,7 @@ Representation choices the later passes rely on:
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 from typing import Any, Optional
@@ -447,6 +448,70 @@ class _Build(Transformer):
     def statement(self, c: list) -> ast.Stmt:
         return c[0]
 
+    def assign_op(self, c: list) -> Token:
+        return c[0]
+
+    def compound_assign(self, c: list) -> ast.Stmt:
+        """``a op= b`` -> ``a = a op b``. The target is written twice in the tree, so
+        it must be free of calls: P4 evaluates it once (P4-16 1.2.5, 12.1)."""
+        lhs, op, rhs = c
+        if _has_call(lhs):
+            raise CompileError(f"compound assignment '{op}' to a target that contains a call is not "
+                               "supported", self.p(op), kind="unsupported")
+        value = ast.BinaryExpr(self.p(op), str(op)[:-1], copy.deepcopy(lhs), rhs)
+        return ast.AssignStmt(lhs.pos, lhs, value)
+
+    def for_stmt(self, c: list) -> ast.Stmt:
+        kw, inits, cond, updates, body = c
+        return ast.ForStmt(self.p(kw), inits or [], cond, updates or [], body)
+
+    def for_inits(self, c: list) -> list:
+        return list(c)
+
+    for_updates = for_inits
+
+    def for_var(self, c: list) -> ast.Stmt:
+        _annos, tref, name, init = c
+        return ast.VarDecl(self.p(name), str(name), tref, init)
+
+    def for_assign(self, c: list) -> ast.Stmt:
+        return ast.AssignStmt(c[0].pos, c[0], c[1])
+
+    def for_call(self, c: list) -> ast.Stmt:
+        return ast.CallStmt(c[0].pos, c[0])
+
+    def for_in_stmt(self, c: list) -> ast.Stmt:
+        """``for (T x in a..b) body`` as the loop it means (P4-16 1.2.5): ``a..b``
+        evaluated once, ``x`` taking each value from ``a`` to ``b`` inclusive. A
+        flag ends the loop, not ``x <= b``, which would never turn false when ``b``
+        is the largest value of ``T``."""
+        kw, _annos, tref, name, start, end, body = c
+        pos = self.p(kw)
+        if end is None:
+            raise CompileError("for loops over a list or header stack are not supported (only ranges a..b)",
+                               start.pos, kind="unsupported")
+        x, hi, more = str(name), f"__{name}_last", f"__{name}_more"
+
+        def path(n: str) -> ast.PathExpr:  # a fresh node per use: the type checker annotates it
+            return ast.PathExpr(pos, n)
+
+        inits: list[ast.Stmt] = [
+            ast.VarDecl(self.p(name), x, tref, start),
+            ast.VarDecl(pos, hi, copy.deepcopy(tref), end),
+            ast.VarDecl(pos, more, ast.BaseTypeRef(pos, "bool"), ast.BinaryExpr(pos, "<=", path(x), path(hi))),
+        ]
+        updates: list[ast.Stmt] = [
+            ast.AssignStmt(pos, path(more), ast.BinaryExpr(pos, "!=", path(x), path(hi))),
+            ast.AssignStmt(pos, path(x), ast.BinaryExpr(pos, "+", path(x), ast.IntLit(pos, 1, None, False))),
+        ]
+        return ast.ForStmt(pos, inits, path(more), updates, body)
+
+    def break_stmt(self, c: list) -> ast.Stmt:
+        return ast.BreakStmt(self.p(c[0]))
+
+    def continue_stmt(self, c: list) -> ast.Stmt:
+        return ast.ContinueStmt(self.p(c[0]))
+
     def switch_stmt(self, c: list) -> ast.Stmt:
         return ast.SwitchStmt(self.p(c[0]), c[1], list(c[2:]))
 
@@ -556,6 +621,17 @@ class _Build(Transformer):
 
 
 
+def _has_call(e: Any) -> bool:
+    """Whether expression ``e`` contains a call anywhere (its evaluation may have effects)."""
+    if isinstance(e, ast.CallExpr):
+        return True
+    if isinstance(e, ast.Node):
+        return any(_has_call(v) for k, v in vars(e).items() if k not in ("pos", "ref", "type"))
+    if isinstance(e, list):
+        return any(_has_call(v) for v in e)
+    return False
+
+
 def _binary(op: str):
     def build(self: _Build, c: list) -> ast.Expr:
         left, right = self.nodes(c)
@@ -605,10 +681,6 @@ def _parse_locked(pre: Preprocessed) -> ast.Program:
             pos = positions[-1] if positions else SrcPos("<input>", 1, 1)
             raise CompileError("syntax error, unexpected end of file", pos) from None
         pos = positions[tok.start_pos]
-        loop = _for_loop_before(toks, tok.start_pos)
-        if loop is not None:
-            raise CompileError("for loops (P4-16 1.2.4) are not supported", positions[loop],
-                               "unsupported") from None
         if tok.type == "IDENT" and "TYPE_IDENT" in e.expected and "IDENT" not in e.expected:
             raise CompileError(f"syntax error: '{tok}' is not a declared type", pos) from None
         hint = ""
@@ -618,19 +690,6 @@ def _parse_locked(pre: Preprocessed) -> ast.Program:
     except (UnexpectedEOF, UnexpectedCharacters, UnexpectedInput) as e:
         pos = positions[-1] if positions else SrcPos("<input>", 1, 1)
         raise CompileError(f"syntax error: {e}", pos) from None
-
-
-def _for_loop_before(toks: list, index: int) -> Optional[int]:
-    """Index of a ``for (`` that starts the statement holding token ``index``, if any:
-    P4-16 1.2.4's loops are not in the grammar, so they surface as a syntax error
-    somewhere inside their header, which should name the construct instead."""
-    i = index - 1
-    while i > 0 and toks[i].value not in (";", "{", "}"):
-        i -= 1
-    for j in range(i, index):
-        if toks[j].value == "for" and j + 1 < len(toks) and toks[j + 1].value == "(":
-            return j
-    return None
 
 
 def _first_line_of(pre: Preprocessed) -> int:

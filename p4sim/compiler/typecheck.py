@@ -54,6 +54,7 @@ class Checker(ExprChecker):
     def __init__(self) -> None:
         super().__init__()
         self.root = Scope()
+        self.loop_depth = 0  # for loops around the statement being checked
 
     # ================================================================ declarations
     def program(self, prog: ast.Program) -> None:
@@ -354,12 +355,32 @@ class Checker(ExprChecker):
             self.return_stmt(s, scope)
         elif isinstance(s, ast.EmptyStmt):
             pass
+        elif isinstance(s, ast.ForStmt):
+            self.for_stmt(s, scope)
+        elif isinstance(s, (ast.BreakStmt, ast.ContinueStmt)):
+            if self.loop_depth == 0:
+                raise CompileError(f"{'break' if isinstance(s, ast.BreakStmt) else 'continue'} "
+                                   "outside of a for loop", s.pos)
         elif isinstance(s, (ast.VarDecl, ast.ConstDecl, ast.InstantiationDecl)):
             if isinstance(s, ast.InstantiationDecl) and not self.in_parser:
                 raise CompileError("instantiations are not allowed inside a block", s.pos)
             self.local_decl(s, scope)
         else:
             raise CompileError(f"unexpected statement {type(s).__name__}", s.pos)
+
+    def for_stmt(self, s: ast.ForStmt, scope: Scope) -> None:
+        """The header's declarations are in scope in the condition, the updates and
+        the body; the body has a scope of its own (P4-16 1.2.4, 12.8)."""
+        inner = scope.child()
+        for i in s.init:
+            self.stmt(i, inner)
+        if s.cond is not None:
+            self.expect(s.cond, inner, T.BoolT(), "for-loop condition")
+        for u in s.update:
+            self.stmt(u, inner)
+        self.loop_depth += 1
+        self.stmt_in_child(s.body, inner)
+        self.loop_depth -= 1
 
     def stmt_in_child(self, s: ast.Stmt, scope: Scope) -> None:
         self.stmt(s, scope.child())

@@ -7,6 +7,7 @@ direct action call, a ``tbl_act``) emit actions, so this sits below both.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from p4sim.compiler import ast
@@ -18,6 +19,15 @@ from p4sim.compiler.bmv2.storage import ConstLoc, ParamLoc, ValueLoc, scalar_wid
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
 from p4sim.compiler.midend.controlplane import CPAction
+
+
+@dataclass(frozen=True)
+class CopiedArg:
+    """A location an action-list argument names that the action must work on a copy
+    of (`midend.copyinout`): copied in when the action starts, out when it ends."""
+
+    loc: Any
+    direction: str
 
 
 def action_id(ctx: Context, av: ActionValue, bound: Optional[list[Any]] = None) -> int:
@@ -40,8 +50,18 @@ def action_id(ctx: Context, av: ActionValue, bound: Optional[list[Any]] = None) 
     scope = av.scope.child()
     lw = StmtLowerer(scope)
     runtime_data, params = [], []
+    copy_out: list[tuple[Any, Any]] = []
     for p, loc in zip(directional, bound):
         pt = ctx.types.resolve(p.type_ref)
+        if isinstance(loc, CopiedArg):
+            tmp = ctx.layout.storage(p.name, pt, p.pos)
+            if loc.direction == "out":
+                lw.invalidate(tmp)
+            else:
+                lw.copy(tmp, loc.loc, p)
+            if loc.direction != "in":
+                copy_out.append((loc.loc, tmp))
+            loc = tmp
         if p.direction == "in" and isinstance(loc, ValueLoc):
             # copy-in when the action starts, as the call would
             tmp = ctx.layout.storage(p.name, pt, p.pos)
@@ -59,6 +79,7 @@ def action_id(ctx: Context, av: ActionValue, bound: Optional[list[Any]] = None) 
         runtime_data.append({"name": p.name, "bitwidth": w})
         params.append((p.name, w, pt if isinstance(pt, T.NewT) else None))
     lw.inline_body(scope, av.decl.body, None)
+    lw.copy_out(copy_out, av.decl)
     aid = len(ctx.actions)
     ctx.action_ids[key] = aid
     ctx.actions.append({"name": av.name, "id": aid, "runtime_data": runtime_data, "primitives": lw.out})
@@ -72,6 +93,7 @@ def bind_directional(lw: StmtLowerer, av: ActionValue, args: list[ast.Argument],
     parameters, evaluated where the table is: a location for ``out``/``inout`` and
     aggregates, a constant or an expression (`ValueLoc`) for scalar ``in``."""
     directional = [p for p in av.decl.params if p.direction is not None]
+    given = {id(x.value): x for x in args}
     out: list[Any] = []
     emitted = len(lw.out)
     for p, a in zip(directional, ordered_args(directional, args[:len(directional)], pos)):
@@ -81,6 +103,8 @@ def bind_directional(lw: StmtLowerer, av: ActionValue, args: list[ast.Argument],
         if p.direction in ("out", "inout") or scalar_width(pt) is None:
             if isinstance(a, ast.DontCareExpr):
                 out.append(lw.ctx.layout.storage(p.name, pt, a.pos))
+            elif id(given[id(a)]) in lw.ctx.design.copies.copied:
+                out.append(CopiedArg(lw.loc(a), p.direction))
             else:
                 out.append(lw.loc(a))
             continue

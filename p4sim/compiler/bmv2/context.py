@@ -129,8 +129,9 @@ class Context:
         self.names = NameGen()  # actions, tables, conditionals, calculations...
         self.synth_actions: set[str] = set()  # names the compiler made up
         self.synth_tables: set[str] = set()
-        # ``t.apply().hit``/``.miss`` inside a statement, applied before it: the
-        # expression's id -> the 1-bit temporary holding the result
+        # expressions computed before their statement into a temporary (a
+        # ``t.apply().hit``/``.miss``, or the ``&&``/``||``/``?:`` holding one):
+        # the expression's id -> the temporary, which the expression then denotes
         self.hoisted: dict[int, Any] = {}
         self.actions: list[dict] = []
         self.action_ids: dict[tuple[int, str], int] = {}

@@ -16,7 +16,7 @@ that follows it and returns the name of its own first node, so ``return`` and
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
@@ -112,9 +112,17 @@ class ControlLowerer:
         return nxt
 
     def is_plain(self, scope: Scope, s: ast.Stmt) -> bool:
-        if _table_results(s):
+        tests, conditional = _table_results(s, self.ctx.hoisted)
+        if tests or conditional is not None:
             return False
         if isinstance(s, (ast.AssignStmt, ast.VarDecl, ast.ConstDecl, ast.EmptyStmt)):
+            return True
+        if isinstance(s, ast.ForStmt):
+            # BMv2 has loops only inside actions (jumps): a loop runs in the synthesized
+            # action of its run, so it must not apply a table or a control
+            if _applies_anything(s):
+                raise CompileError("a for loop that applies a table or a control is not supported by the "
+                                   "BMv2 back end (loops exist only inside actions)", s.pos, "unsupported")
             return True
         if isinstance(s, ast.CallStmt):
             t = s.call.target
@@ -155,7 +163,9 @@ class ControlLowerer:
         return n
 
     def control_stmt(self, scope: Scope, s: ast.Stmt, next_: Optional[str]) -> Optional[str]:
-        tests = _table_results(s)
+        tests, conditional = _table_results(s, self.ctx.hoisted)
+        if conditional is not None:
+            return self.hoist_conditional(scope, s, conditional, next_)
         if tests:
             return self.hoist_table_results(scope, s, tests, next_)
         if isinstance(s, ast.BlockStmt):
@@ -176,6 +186,32 @@ class ControlLowerer:
         if isinstance(s, ast.CallStmt):
             return self.call(scope, s.call, next_)
         raise CompileError(f"statement not supported in an apply block ({type(s).__name__})", s.pos, "unsupported")
+
+    def hoist_conditional(self, scope: Scope, s: ast.Stmt, e: ast.Expr, next_: Optional[str]) -> Optional[str]:
+        """``a || t.apply().miss``, ``a && t.apply().hit``, ``c ? t.apply().hit : x``
+        inside a statement, as p4c's side-effect ordering writes them: the value goes
+        to a temporary computed by an ``if`` first (``if (a) tmp = true; else tmp =
+        t.apply().miss;``), so the table is applied only when evaluation reaches it;
+        the statement then reads the temporary."""
+        tmp = self.ctx.layout.scalar("tmp", e.type, e.pos)
+        self.ctx.hoisted[id(e)] = tmp
+        nxt = self.block(scope, [s], next_)
+
+        def set_tmp(value: ast.Expr) -> ast.Stmt:
+            return ast.AssignStmt(e.pos, e, value)  # `e` now denotes the temporary
+
+        def const(v: bool) -> ast.Expr:
+            lit = ast.BoolLit(e.pos, v)
+            lit.type = T.BoolT()
+            return lit
+
+        if isinstance(e, ast.TernaryExpr):
+            test = ast.IfStmt(e.pos, e.cond, set_tmp(e.then), set_tmp(e.else_))
+        else:
+            assert isinstance(e, ast.BinaryExpr)
+            then, else_ = (e.right, const(False)) if e.op == "&&" else (const(True), e.right)
+            test = ast.IfStmt(e.pos, e.left, set_tmp(then), set_tmp(else_))
+        return self.if_(scope, test, nxt)
 
     def hoist_table_results(self, scope: Scope, s: ast.Stmt, tests: list[ast.MemberExpr],
                             next_: Optional[str]) -> Optional[str]:
@@ -424,10 +460,12 @@ def _hit_test(cond: ast.Expr) -> Optional[tuple[ast.CallExpr, bool]]:
     return None
 
 
-def _table_results(s: ast.Stmt) -> list[ast.MemberExpr]:
+def _table_results(s: ast.Stmt, done: Mapping[int, Any]) -> tuple[list[ast.MemberExpr], Optional[ast.Expr]]:
     """The ``t.apply().hit``/``.miss`` values an assignment, declaration or call
-    statement always evaluates (not under ``&&``, ``||`` or ``?:`` branches, where
-    applying the table first would change the program), in evaluation order."""
+    statement always evaluates, in evaluation order, and the first ``&&``, ``||`` or
+    ``?:`` that may or may not evaluate one (applying that table first would change
+    the program). Expressions in ``done`` (already computed into a temporary) and
+    everything inside them are skipped."""
     if isinstance(s, ast.AssignStmt):
         roots: list[Any] = [s.lhs, s.rhs]
     elif isinstance(s, ast.VarDecl):
@@ -435,18 +473,24 @@ def _table_results(s: ast.Stmt) -> list[ast.MemberExpr]:
     elif isinstance(s, ast.CallStmt):
         roots = [s.call]
     else:
-        return []
+        return [], None
     found: list[ast.MemberExpr] = []
+    conditional: list[ast.Expr] = []
 
     def walk(e: Any) -> None:
-        if isinstance(e, ast.MemberExpr) and e.member in ("hit", "miss") and isinstance(e.expr, ast.CallExpr) \
-                and isinstance(e.expr.target, ast.MemberExpr) and e.expr.target.member == "apply":
+        if id(e) in done:
+            return
+        if _is_table_result(e):
             found.append(e)
             return
         if isinstance(e, ast.BinaryExpr) and e.op in ("&&", "||"):
+            if _has_table_result(e.right):
+                conditional.append(e)
             walk(e.left)  # the right operand may not run
             return
         if isinstance(e, ast.TernaryExpr):
+            if _has_table_result(e.then) or _has_table_result(e.else_):
+                conditional.append(e)
             walk(e.cond)
             return
         if isinstance(e, ast.Argument):
@@ -460,7 +504,40 @@ def _table_results(s: ast.Stmt) -> list[ast.MemberExpr]:
 
     for r in roots:
         walk(r)
-    return found
+    return found, conditional[0] if conditional else None
+
+
+def _is_table_result(e: Any) -> bool:
+    return isinstance(e, ast.MemberExpr) and e.member in ("hit", "miss") and isinstance(e.expr, ast.CallExpr) \
+        and isinstance(e.expr.target, ast.MemberExpr) and e.expr.target.member == "apply"
+
+
+def _has_table_result(e: Any) -> bool:
+    """Whether a ``t.apply().hit``/``.miss`` is anywhere inside expression ``e``."""
+    if _is_table_result(e):
+        return True
+    if isinstance(e, ast.Argument):
+        return _has_table_result(e.value)
+    if isinstance(e, ast.Expr):
+        for f in dataclasses.fields(e):
+            v = getattr(e, f.name)
+            if any(_has_table_result(x) for x in (v if isinstance(v, list) else [v])
+                   if isinstance(x, (ast.Expr, ast.Argument))):
+                return True
+    return False
+
+
+def _applies_anything(node: Any) -> bool:
+    """Whether ``.apply(...)`` is called anywhere inside ``node``."""
+    if isinstance(node, ast.CallExpr) and isinstance(node.target, ast.MemberExpr) \
+            and node.target.member == "apply":
+        return True
+    if isinstance(node, ast.Node):
+        return any(_applies_anything(getattr(node, f.name)) for f in dataclasses.fields(node)
+                   if f.name not in ("pos", "ref", "type"))
+    if isinstance(node, list):
+        return any(_applies_anything(x) for x in node)
+    return False
 
 
 def _applies_table(e: ast.Expr) -> bool:

@@ -130,6 +130,8 @@ class ExprLowerer:
 
     # ------------------------------------------------------------------ l-values
     def loc(self, e: ast.Expr) -> Any:
+        if id(e) in self.ctx.hoisted:
+            return self.ctx.hoisted[id(e)]
         if isinstance(e, ast.PathExpr):
             return self.scope.lookup(e.ref, e)
         if isinstance(e, ast.MemberExpr):
@@ -171,6 +173,8 @@ class ExprLowerer:
         return to_data(self.rv(e), e.type)
 
     def rv(self, e: ast.Expr) -> dict:
+        if id(e) in self.ctx.hoisted:  # computed before its statement (table results)
+            return self.loc_value(self.ctx.hoisted[id(e)], e)
         t = e.type
         bt = base_type(t) if t is not None else None
         if isinstance(e, ast.IntLit):
@@ -273,8 +277,6 @@ class ExprLowerer:
                 return hex_node(e.expr.type.size, 32)
             if e.member == "lastIndex":
                 return expr_node("last_stack_index", None, self.loc(e.expr).node())
-        if e.member in ("hit", "miss") and id(e) in self.ctx.hoisted:
-            return d2b(self.ctx.hoisted[id(e)].node())
         if e.member in ("hit", "miss", "action_run"):
             raise CompileError(f"'{e.member}' is only supported in an if or switch condition or "
                                "where a statement always evaluates it", e.pos, "unsupported")

@@ -131,7 +131,28 @@ class ParserLowerer:
         return names["start"]
 
     def lower_state(self, scope: Scope, name: str, stmts: list[ast.Stmt], transition: Any, target: Any) -> None:
+        """Emit state ``name``. BMv2 parser states are straight-line operations and
+        one select, so a state is split where that cannot hold: at a sub-parser
+        call (its states are inlined between the halves) and at an ``if`` (a select
+        on the condition into ``<name>_true``/``<name>_false``, both continuing at
+        ``<name>_join``, as p4c's parser control-flow pass does)."""
+        stmts = _flatten_blocks(stmts)
         for i, st in enumerate(stmts):
+            if isinstance(st, ast.IfStmt):
+                c = const_value(st.cond)
+                if c is not None:
+                    branch = st.then if c else st.else_
+                    self.lower_state(scope, name, stmts[:i] + ([branch] if branch else []) + stmts[i + 1:],
+                                     transition, target)
+                    return
+                yes = self.state_names.fresh(f"{name}_true")
+                no = self.state_names.fresh(f"{name}_false")
+                join = self.state_names.fresh(f"{name}_join")
+                self.emit_branch(scope, name, stmts[:i], st.cond, yes, no)
+                self.lower_state(scope, yes, [st.then], join, lambda n: n)
+                self.lower_state(scope, no, [st.else_] if st.else_ is not None else [], join, lambda n: n)
+                self.lower_state(scope, join, stmts[i + 1:], transition, target)
+                return
             bv = self.sub_parser_call(scope, st)
             if bv is None:
                 continue
@@ -188,6 +209,16 @@ class ParserLowerer:
         self.states.append({"name": name, "id": len(self.states), "parser_ops": lw.out,
                             "transitions": transitions, "transition_key": keys})
 
+    def emit_branch(self, scope: Scope, name: str, stmts: list[ast.Stmt], cond: ast.Expr,
+                    yes: str, no: str) -> None:
+        """State ``name``: ``stmts``, then ``select (cond) { true: yes; default: no; }``."""
+        lw = ParserStmtLowerer(scope)
+        lw.stmts(stmts)
+        node, _ = self.key(lw, cond)
+        transitions = [{"type": "hexstr", "value": "0x01", "mask": None, "next_state": yes}, _default(no)]
+        self.states.append({"name": name, "id": len(self.states), "parser_ops": lw.out,
+                            "transitions": transitions, "transition_key": [node]})
+
     def key(self, lw: ParserStmtLowerer, e: ast.Expr) -> tuple[dict, int]:
         w = scalar_width(e.type)
         if isinstance(e, ast.CallExpr) and isinstance(e.target, ast.MemberExpr) and e.target.member == "lookahead":
@@ -234,6 +265,15 @@ class ParserLowerer:
 class ValueSetValue:
     def __init__(self, name: str):
         self.name = name
+
+
+def _flatten_blocks(stmts: list[ast.Stmt]) -> list[ast.Stmt]:
+    """Block statements spliced into their state (one scope per parser: the
+    declarations in them are distinct variables already)."""
+    out: list[ast.Stmt] = []
+    for st in stmts:
+        out.extend(_flatten_blocks(st.stmts) if isinstance(st, ast.BlockStmt) else [st])
+    return out
 
 
 def _default(nxt: Optional[str]) -> dict:

@@ -34,6 +34,8 @@ class StmtLowerer(PrimitiveLowerer):
         super().__init__(scope, parser)
         # one frame per inlined body: (jumps to patch at its end, result location)
         self.returns: list[tuple[list[dict], Any]] = []
+        # one frame per enclosing for loop: (break jumps, continue jumps) to patch
+        self.loops: list[tuple[list[dict], list[dict]]] = []
 
     # ------------------------------------------------------------------ statements
     def stmts(self, stmts: list[ast.Stmt]) -> None:
@@ -64,6 +66,12 @@ class StmtLowerer(PrimitiveLowerer):
             pass
         elif isinstance(s, ast.SwitchStmt):
             self.switch_on_value(s)
+        elif isinstance(s, ast.ForStmt):
+            self.for_(s)
+        elif isinstance(s, ast.BreakStmt):
+            self.loops[-1][0].append(self.prim("_jump", [hex_node(0)]))
+        elif isinstance(s, ast.ContinueStmt):
+            self.loops[-1][1].append(self.prim("_jump", [hex_node(0)]))
         else:
             raise CompileError(f"statement not supported here ({type(s).__name__})", s.pos, "unsupported")
 
@@ -83,8 +91,8 @@ class StmtLowerer(PrimitiveLowerer):
                 self.stmt(branch)
             return
         if self.parser:
-            raise CompileError("if statements in parser states are not supported by the BMv2 back end; "
-                               "use select transitions", s.pos, "unsupported")
+            raise CompileError("an if statement inside a function called from a parser state is not "
+                               "supported by the BMv2 back end", s.pos, "unsupported")
         jz = self.prim("_jump_if_zero", [as_param(to_data(self.rv(s.cond), T.BoolT())), hex_node(0)])
         self.stmt(s.then)
         if s.else_ is not None:
@@ -94,6 +102,35 @@ class StmtLowerer(PrimitiveLowerer):
             j["parameters"][0] = hex_node(len(self.out))
         else:
             jz["parameters"][1] = hex_node(len(self.out))
+
+    def for_(self, s: ast.ForStmt) -> None:
+        """A loop as p4c's BMv2 back end writes it in an action: the condition at
+        the top (``_jump_if_zero`` to the end), the body, the updates, a ``_jump``
+        back; ``continue`` jumps to the updates, ``break`` to the end."""
+        if self.parser:
+            raise CompileError("for loops in parser states are not supported by the BMv2 back end",
+                               s.pos, "unsupported")
+        self.stmts(s.init)
+        top = len(self.out)
+        exit_test = None
+        if s.cond is not None:
+            c = const_value(s.cond)
+            if c is not None and not c:
+                return
+            if c is None:
+                exit_test = self.prim("_jump_if_zero", [as_param(to_data(self.rv(s.cond), T.BoolT())),
+                                                        hex_node(0)])
+        breaks: list[dict] = []
+        continues: list[dict] = []
+        self.loops.append((breaks, continues))
+        self.stmt(s.body)
+        self.loops.pop()
+        for j in continues:
+            j["parameters"][0] = hex_node(len(self.out))
+        self.stmts(s.update)
+        self.prim("_jump", [hex_node(top)])
+        for j in breaks + ([exit_test] if exit_test is not None else []):
+            j["parameters"][-1] = hex_node(len(self.out))
 
     def switch_on_value(self, s: ast.SwitchStmt) -> None:
         """``switch (x) { 1: {...} 2: {...} default: {...} }`` as an if-chain."""
@@ -340,10 +377,13 @@ class StmtLowerer(PrimitiveLowerer):
         Returns those copy-outs, to do after the body (in parameter order)."""
         copy_out: list[tuple[Any, Any]] = []
         fresh: list[Any] = []  # out arguments: invalidated once every argument is evaluated
+        plan = self.ctx.design.copies
+        given = {id(x.value): x for x in c.args}
         for p, a in zip(params, ordered_args(params, c.args, c.pos)):
             if a is None:
                 raise CompileError(f"missing argument for parameter '{p.name}'", c.pos)
             pt = self.ctx.types.resolve(p.type_ref)
+            arg_id = id(given[id(a)]) if id(a) in given else None
             if p.direction in ("out", "inout"):
                 if isinstance(a, ast.DontCareExpr):
                     scope.bind(p, self.ctx.layout.storage(p.name, pt))
@@ -354,11 +394,20 @@ class StmtLowerer(PrimitiveLowerer):
                     scope.bind(p, tmp)
                     copy_out.append((a, tmp))
                 else:
-                    loc = self.loc(a)
+                    loc = self.stable_loc(a) if arg_id in plan.snapshot else self.loc(a)
                     if isinstance(loc, (FieldLoc, DynFieldLoc)) and scalar_width(pt) is not None:
                         tmp = self.temp(pt)
                         if p.direction == "inout":
                             self.set_field(tmp, loc.node())
+                        scope.bind(p, tmp)
+                        copy_out.append((loc, tmp))
+                        continue
+                    if arg_id in plan.copied:  # the callee could tell an alias from a copy
+                        tmp = self.ctx.layout.storage(p.name, pt, a.pos)
+                        if p.direction == "inout":
+                            self.copy(tmp, loc, a)
+                        else:
+                            fresh.append(tmp)
                         scope.bind(p, tmp)
                         copy_out.append((loc, tmp))
                         continue
@@ -369,7 +418,8 @@ class StmtLowerer(PrimitiveLowerer):
             v = const_value(a) if isinstance(base_type(pt), (T.BitT, T.BoolT)) else None
             if v is not None:
                 scope.bind(p, ConstLoc(v, pt))
-            elif isinstance(a, (ast.PathExpr, ast.MemberExpr)) and not isinstance(base_type(pt), (T.BitT, T.BoolT)):
+            elif isinstance(a, (ast.PathExpr, ast.MemberExpr)) and not isinstance(base_type(pt), (T.BitT, T.BoolT)) \
+                    and arg_id not in plan.copied:
                 scope.bind(p, self.loc(a))  # aggregates/enums read-only: alias
             else:
                 tmp = self.ctx.layout.storage(p.name, pt, a.pos)
@@ -394,9 +444,29 @@ class StmtLowerer(PrimitiveLowerer):
             for f in loc.fields.values():
                 self.invalidate(f)
 
-    def copy_out(self, pending: list[tuple[Any, Any]]) -> None:
-        for p in pending:
-            self.finish_dest(p)
+    def copy_out(self, pending: list[tuple[Any, Any]], where: ast.Node) -> None:
+        for target, tmp in pending:
+            if isinstance(tmp, (FieldLoc, DynFieldLoc)):
+                self.finish_dest((target, tmp))
+            else:
+                self.copy(target, tmp, where)
+
+    def stable_loc(self, e: ast.Expr) -> Any:
+        """The location of l-value ``e`` with its run-time indexes evaluated now, into
+        temporaries: a call's copy-out goes to the element chosen when it started
+        (P4-16 6.8), even if the callee changes what the index reads."""
+        indexes: list[ast.Expr] = []
+        x: Any = e
+        while isinstance(x, (ast.MemberExpr, ast.IndexExpr)):
+            if isinstance(x, ast.IndexExpr) and const_value(x.index) is None:
+                indexes.append(x.index)
+            x = x.expr
+        for i in reversed(indexes):  # outermost stack first, as evaluation reaches them
+            self.ctx.hoisted.pop(id(i), None)  # an earlier lowering of this call
+            tmp = self.temp(i.type)
+            self.set_field(tmp, self.data(i))
+            self.ctx.hoisted[id(i)] = tmp
+        return self.loc(e)
 
     def inline_body(self, scope: Scope, body: ast.BlockStmt, result: Any) -> None:
         saved = self.scope
@@ -426,13 +496,13 @@ class StmtLowerer(PrimitiveLowerer):
         scope = av.scope.child()
         pending = self.bind_params(scope, av.decl.params, c)
         self.inline_body(scope, av.decl.body, None)
-        self.copy_out(pending)
+        self.copy_out(pending, c)
 
     def inline_function(self, f: ast.FunctionDecl, c: ast.CallExpr, result: Any) -> None:
         scope = Scope(self.ctx, "", self.ctx.globals)
         pending = self.bind_params(scope, f.params, c)
         self.inline_body(scope, f.body, result)
-        self.copy_out(pending)
+        self.copy_out(pending, c)
 
     def call_result_loc(self, c: ast.CallExpr) -> Any:
         t = c.target

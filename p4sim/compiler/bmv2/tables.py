@@ -16,7 +16,8 @@ from p4sim.compiler import ast
 from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.actions import action_id, bind_directional
 from p4sim.compiler.bmv2.context import (
-    COUNTER_UNITS, METER_UNITS, ActionValue, Context, ExternValue, TableValue, enum_arg, ordered_args,
+    COUNTER_UNITS, METER_UNITS, ActionValue, Context, ExternValue, TableValue, enum_arg, instantiate,
+    ordered_args,
 )
 from p4sim.compiler.bmv2.expressions import ExprLowerer
 from p4sim.compiler.bmv2.jsonutil import hexstr, mask, source_info
@@ -111,7 +112,7 @@ def convert_table(cl: Pipeline, tv: TableValue) -> tuple[list[dict], dict]:
 
     impl = decl.prop("implementation")
     if impl is not None:
-        prof = _instance(lw, impl.value, ("action_profile", "action_selector"), "implementation")
+        prof = _instance(lw, impl.value, ("action_profile", "action_selector"), "implementation", decl)
         with_selector = prof.type.name == "action_selector"
         table["type"] = "indirect_ws" if with_selector else "indirect"
         table["action_profile"] = prof.name
@@ -242,8 +243,17 @@ def _action_data(ctx: Any, av: ActionValue, ar: ast.ActionRef) -> list[str]:
     return out
 
 
-def _instance(lw: StmtLowerer, e: ast.Expr, kinds: tuple[str, ...], prop: str) -> ExternValue:
-    v = lw.loc(e) if isinstance(e, ast.PathExpr) else None
+def _instance(lw: StmtLowerer, e: ast.Expr, kinds: tuple[str, ...], prop: str,
+              table: Optional[ast.TableDecl] = None) -> ExternValue:
+    """The extern instance a table property names. ``implementation =
+    action_profile(N)`` (a constructor call in the property) is an instance of the
+    table's own, named after the table as p4c names it."""
+    if table is not None and isinstance(e, ast.CallExpr) and isinstance(e.target, ast.TypeNameExpr):
+        anon = ast.InstantiationDecl(e.pos, table.name, e.target.type_ref, e.args,
+                                     annotations=table.annotations)
+        v: Any = instantiate(lw.scope, anon)
+    else:
+        v = lw.loc(e) if isinstance(e, ast.PathExpr) else None
     if not isinstance(v, ExternValue) or v.type.name not in kinds:
         raise CompileError(f"table property '{prop}' must name an instance of {' or '.join(kinds)}", e.pos,
                            "unsupported")

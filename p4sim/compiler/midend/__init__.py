@@ -4,7 +4,9 @@ Passes, each one job:
 
 * `blocks`     -- find ``main`` and the six v1model blocks it is built from;
 * `typeref`    -- semantic types of declarations (parameters, locals, instances);
-* `names`      -- control-plane names (``@name``, qualification by control).
+* `names`      -- control-plane names (``@name``, qualification by control);
+* `copyinout`  -- which call arguments are copied in and out rather than bound to
+  the caller's storage (P4-16's calling convention, where the difference shows).
 
 Values of constant expressions come from `p4sim.compiler.consteval`, the evaluator
 the front end uses too, so a constant has the same value in every stage.
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 from p4sim.compiler import ast
 from p4sim.compiler.midend.blocks import V1Blocks, v1model_blocks
+from p4sim.compiler.midend.copyinout import CopyPlan, plan_copies
 from p4sim.compiler.midend.typeref import TypeResolver
 
 
@@ -28,6 +31,7 @@ class Design:
     types: TypeResolver
     blocks: V1Blocks
     errors: list[str]  # every error constant, program-wide declaration order
+    copies: CopyPlan  # arguments to copy in and out
 
 
 def collect_errors(program: ast.Program) -> list[str]:
@@ -40,4 +44,5 @@ def collect_errors(program: ast.Program) -> list[str]:
 
 def analyse(program: ast.Program) -> Design:
     types = TypeResolver(program)
-    return Design(program, types, v1model_blocks(program, types), collect_errors(program))
+    return Design(program, types, v1model_blocks(program, types), collect_errors(program),
+                  plan_copies(program))
