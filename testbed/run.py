@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"*** Fabric '{spec.name}' ready in {time.monotonic() - started:.1f} s: "
               f"{len(fabric.plan.servers)} servers x {spec.rails} rails, {spec.leaves} leaves, "
               f"{spec.spines} spines ({args.backend}, {PROGRAM.name}, ECMP {spec.ecmp_hash}); "
-              f"GOR polling every {gor.config.interval_s:g} s.\n"
+              f"GOR polling every {gor.config.interval_s:g} s; emulated time at dilation "
+              f"{fabric.clock.dilation:g} (wall s per emulated s, docs/fabric.md).\n"
               f"*** Try: help, links, alarms, flows, job allreduce, watch, nics, pingall, "
               f"{first.name} ping -c1 -I {first.nics[0].ip} {last.nics[-1].ip}", flush=True)
         GorCLI(fabric, gor)
