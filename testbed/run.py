@@ -31,6 +31,7 @@ from controller.gor import Gor
 from controller.repl import GorCLI
 from controller.switches import SwitchFleetError
 from p4sim.compiler import CompileError
+from testbed.clients import p4runtime_shell
 from topo.net import Fabric, FabricError
 from topo.nodes import BACKENDS
 from topo.pipeline import PROGRAM
@@ -73,9 +74,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(fabric.plan.servers)} servers x {spec.rails} rails, {spec.leaves} leaves, "
               f"{spec.spines} spines ({args.backend}, {PROGRAM.name}, ECMP {spec.ecmp_hash}); "
               f"GOR polling every {gor.config.interval_s:g} s.\n"
-              f"*** Try: help, links, alarms, flows, job allreduce, watch, nics, pingall, "
+              f"*** Try: help, links, alarms, flows, job allreduce 1M --wait, sleep 2, p4sh {fabric.plan.leaves[0].name}, watch, nics, pingall, "
               f"{first.name} ping -c1 -I {first.nics[0].ip} {last.nics[-1].ip}", flush=True)
-        GorCLI(fabric, gor)
+        GorCLI(fabric, gor, shell_python=p4runtime_shell)
     except (FabricError, CompileError, SwitchFleetError, RuntimeError) as e:
         # Bring-up failures (a switch that did not start, a rejected write, a compile
         # error) end with their message; the fabric is already torn down by then.
