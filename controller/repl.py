@@ -125,17 +125,21 @@ class GorCLI(CLI):
     # --- announcements -----------------------------------------------------------------
 
     def precmd(self, line: str) -> str:
+        """A command starts: announcements wait for its end (Mininet's comment
+        stripping still applies)."""
         with self._lock:
             self._idle = False
-        return line
+        return super().precmd(line)
 
     def postcmd(self, stop: Any, line: str) -> Any:
+        """A command ended: what was announced meanwhile prints now."""
         with self._lock:
             self._flush()
             self._idle = True
         return stop
 
     def postloop(self) -> None:
+        """The prompt is left: the job watcher stops."""
         self._stop.set()
 
     def _announce(self, text: str) -> None:

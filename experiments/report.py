@@ -87,7 +87,7 @@ def heatmap_summary(log: list[dict[str, Any]], links: set[str], name: str) -> di
     rounds = len(log)
     if rounds < 2:
         raise PlotError("fewer than two telemetry rounds")
-    bin_s = (log[-1]["ts"] - log[0]["ts"]) / (rounds - 1)
+    bin_s = round((log[-1]["ts"] - log[0]["ts"]) / (rounds - 1), 3)
     per_link = {}
     for link in sorted(links):
         utils = [r["links"].get(link, {}).get("util", 0.0) for r in log]
