@@ -262,7 +262,7 @@ def test_piped_script_sees_the_job(tmp_path):
     `links` and `flows`, `wait` prints its results."""
     prefix = f"w{os.getpid() % 1000}"
     script = ("links\njob allreduce 1M --iters 4 --ports random\nsleep 2\nlinks\nflows\nwait\n"
-              "jobs\nwait nosuch\nsleep x\nquit\n")
+              f"jobs\nwait nosuch\nsleep x\np4sh {prefix}b0l0\nquit\n")
     done = subprocess.run([sys.executable, "-m", "testbed.run", "--fabric", str(spec_file(tmp_path, prefix, 12))],
                           cwd=ROOT, input=script, capture_output=True, text=True, timeout=150)
     out = done.stdout + done.stderr
@@ -278,4 +278,5 @@ def test_piped_script_sees_the_job(tmp_path):
     assert re.search(r"^\s+1048576\s+1048576\s+uint8\s+bxor\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0$", out, re.M), out
     assert "error: no job nosuch; jobs: allreduce-random" in out
     assert "error: could not convert string to float: 'x'" in out
+    assert "error: p4sh needs a terminal" in out
     assert_nothing_left(prefix)
