@@ -89,11 +89,12 @@ class GorCLI(CLI):
 
     prompt = "astral> "
 
-    def __init__(self, fabric: Any, gor: Gor, shell_python: Callable[[Callable[[str], None]], Path] | None = None,
+    def __init__(self, fabric: Any, gor: Gor, shell_python: Callable[[Callable[[str], None]], Path],
                  **kwargs: Any) -> None:
         self.fabric = fabric
         self.gor = gor
-        # Gives the python of p4runtime-shell's venv (made on first use; `testbed.clients`).
+        # Gives the python of p4runtime-shell's venv, made on first use (`testbed.clients`:
+        # passed in, since controller/ sits below testbed/).
         self.shell_python = shell_python
         self._fidelity_mark: tuple[float, dict[str, dict]] | None = None
         # Announcements (finished jobs, GOR's notices) print at once while the prompt is
@@ -570,8 +571,6 @@ class GorCLI(CLI):
         if len(names) != 1:
             raise ValueError("usage: p4sh SWITCH [--primary]")
         sw = self.fabric.plan.switch(names[0])
-        if self.shell_python is None:
-            raise ValueError("p4sh: no p4runtime-shell venv known to this prompt")
         if not self.stdin.isatty():
             raise ValueError("p4sh needs a terminal (p4runtime-shell is an IPython prompt)")
         try:
