@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import readline
 import select
 import signal
 import statistics
@@ -157,13 +158,14 @@ class GorCLI(CLI):
         text = "\n".join(self._pending)
         self._pending.clear()
         if redraw and self.isatty():
-            import readline
             self.stdout.write(f"\r\x1b[K{text}\n{self.prompt}{readline.get_line_buffer()}")
             self.stdout.flush()
         else:
             self.out(text)
 
     def _await_first_rates(self) -> None:
+        """Until GOR's telemetry has its first rates (two polls), so that a script's
+        first `links` shows numbers, not dashes."""
         clock = self.gor.time
         end = clock.now() + FIRST_RATES_WAIT_S
         while clock.now() < end and not any(stats for _, stats, _ in self.gor.link_rows()):
