@@ -15,7 +15,8 @@ BACKEND  ?= p4sim
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The Makefile too: a package added to APT_PKGS is installed on machines set up before.
+$(STAMP): pyproject.toml Makefile
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "apt-get install$$missing"; \
