@@ -13,6 +13,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -280,4 +281,21 @@ def test_piped_script_sees_the_job(tmp_path):
     assert "error: no job nosuch; jobs: allreduce-random" in out
     assert "error: could not convert string to float: 'x'" in out
     assert "error: p4sh needs a terminal" in out
+    assert_nothing_left(prefix)
+
+
+def test_sigterm_at_an_idle_prompt_tears_everything_down(tmp_path):
+    """A `kill` (a closed terminal, a test's cleanup) while the prompt waits for a key:
+    the signal may reach any of the process's threads, yet the prompt ends at once and
+    stops everything (it used to sleep on until a key was pressed)."""
+    prefix = f"s{os.getpid() % 1000}"
+    term = Terminal([sys.executable, "-m", "testbed.run", "--fabric", str(spec_file(tmp_path, prefix, 14))])
+    try:
+        term.expect(r"ready in .*GOR polling", 90)
+        term.expect(PROMPT, 30)
+        term.command("sleep 0.3")        # GOR's, finsy's and gRPC's threads are all running
+        term.proc.send_signal(signal.SIGTERM)
+        assert term.proc.wait(20) == 128 + signal.SIGTERM
+    finally:
+        term.close()
     assert_nothing_left(prefix)
