@@ -464,6 +464,9 @@ class GorCLI(CLI):
         except JobError as e:
             raise ValueError(str(e)) from None
         assert self.gor.jobs is not None
+        # A new job's agents start by removing their servers' results files: the
+        # tables of jobs that just finished are made first.
+        self._collect_finished(announce=True)
         run = self.gor.jobs.start(job)
         self.out(f"job {run.name}: agents on {', '.join(run.procs)} (logs: {self.gor.agent_dir}/agent-*.log)")
         if wait:
