@@ -164,11 +164,13 @@ class GorCLI(CLI):
             self.out(text)
 
     def _await_first_rates(self) -> None:
-        """Until GOR's telemetry has its first rates (two polls), so that a script's
+        """Until GOR's telemetry has rates of every leaf-spine link (two polls of each
+        switch; a switch slow to answer is left out of a round), so that a script's
         first `links` shows numbers, not dashes."""
         clock = self.gor.time
         end = clock.now() + FIRST_RATES_WAIT_S
-        while clock.now() < end and not any(stats for _, stats, _ in self.gor.link_rows()):
+        while clock.now() < end and any(stats is None for link, stats, _ in self.gor.link_rows()
+                                        if link in self.gor.fabric_links):
             clock.sleep(0.05)
 
     def _role_changed(self, switch: str, primary: bool) -> None:
