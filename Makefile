@@ -5,8 +5,9 @@ VENV     := .venv
 PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.installed
 # Debian packages: Mininet needs its own `mnexec` (pip's mininet lacks it), ping for
-# reachability checks, cpp for the P4 preprocessor (as p4c uses it), tcpdump to read pcaps.
-APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump cpp python3-venv python3-dev
+# reachability checks, cpp for the P4 preprocessor (as p4c uses it), tcpdump to read pcaps,
+# tshark to decode them as Wireshark does, chromium to render the demo's report in tests.
+APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
 
@@ -14,10 +15,12 @@ BACKEND  ?= p4sim
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The Makefile too: a package added to APT_PKGS is installed on machines set up before.
+$(STAMP): pyproject.toml Makefile
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "apt-get install$$missing"; \
+	  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	# The venv comes from Debian's python so that --system-site-packages sees Debian's mininet.

@@ -9,21 +9,35 @@ pinned packages, Mininet's CLI already gives host commands and scripting, and `c
 reads a pipe or a file line by line like a terminal (``echo links | make run``).
 
 GOR commands: ``topology``, ``links``, ``alarms``, ``flows``, ``paths``, ``reroute``,
-``pin``/``unpin``, ``set``, ``link`` (down/up, then GOR's repair), ``job``/``jobs``,
-``watch``, ``events``, ``nics``, ``switches``; ``quit`` (or EOF) tears everything down.
+``pin``/``unpin``, ``set``, ``link`` (down/up, then GOR's repair), ``job``/``jobs``/``wait``,
+``sleep``, ``watch``, ``events``, ``nics``, ``switches``, ``p4sh``; ``quit`` (or EOF)
+tears everything down.
+
+Scripts (a pipe, ``source FILE``) run each command as soon as the last one is done, so
+the prompt gives them time: it waits for GOR's first link rates before the first
+command, ``sleep`` lets emulated time pass, ``wait`` (or ``job ... --wait``) waits for
+a job. A job's nccl-tests results table prints when it finishes -- at once at an idle
+prompt (the line being typed is redrawn), else after the running command.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import readline
 import select
+import signal
+import statistics
+import subprocess
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+import finsy as fy
 from mininet.cli import CLI
 
+from controller.agents import JobRun
 from controller.alarms import LEVELS
 from controller.gor import Gor
 from controller.paths import candidate_paths, find_port
@@ -31,6 +45,7 @@ from controller.publish import write_spec
 from emulation.fidelity import switches_window
 from tccl.job import OPS, JobError, Transport, Workload, job_from_fabric, load_job
 from tccl.launch import job_from_command
+from tccl.results import HEADER, Row, format_fidelity, format_row
 
 def _fraction(text: str) -> float:
     """``0.75`` or ``75%`` -> 0.75."""
@@ -61,6 +76,13 @@ _THRESHOLDS: dict[str, tuple[str, Any, str]] = {
 }
 # `link ... down|up` waits this long for GOR to see the port state and repair (s).
 REPAIR_WAIT_S = 5.0
+# Before the first command the prompt waits up to this long (emulated s) for GOR's first
+# link rates: a piped `links` would otherwise print a table of dashes.
+FIRST_RATES_WAIT_S = 5.0
+# How often finished jobs are looked for (wall s): their results print within this.
+JOB_POLL_S = 0.5
+# After `p4sh --primary` GOR has this long (emulated s) to take its switch back.
+TAKE_BACK_WAIT_S = 10.0
 
 
 class GorCLI(CLI):
@@ -68,10 +90,26 @@ class GorCLI(CLI):
 
     prompt = "astral> "
 
-    def __init__(self, fabric: Any, gor: Gor, **kwargs: Any) -> None:
+    def __init__(self, fabric: Any, gor: Gor, shell_python: Callable[[Callable[[str], None]], Path],
+                 **kwargs: Any) -> None:
         self.fabric = fabric
         self.gor = gor
+        # Gives the python of p4runtime-shell's venv, made on first use (`testbed.clients`:
+        # passed in, since controller/ sits below testbed/).
+        self.shell_python = shell_python
         self._fidelity_mark: tuple[float, dict[str, dict]] | None = None
+        # Announcements (finished jobs, GOR's notices) print at once while the prompt is
+        # idle, else after the running command: never into another command's output.
+        self._lock = threading.Lock()
+        self._idle = True
+        self._pending: list[str] = []
+        self._tables: dict[int, str] = {}    # index in gor.jobs.jobs -> its results, once finished
+        self._stop = threading.Event()
+        for name, sw in gor.fleet.switches.items():
+            sw.ee.on(fy.SwitchEvent.BECOME_BACKUP, lambda _sw, n=name: self._role_changed(n, False))
+            sw.ee.on(fy.SwitchEvent.BECOME_PRIMARY, lambda _sw, n=name: self._role_changed(n, True))
+        self._await_first_rates()
+        threading.Thread(target=self._watch_jobs, name="job-watch", daemon=True).start()
         super().__init__(fabric.net, **kwargs)
 
     def out(self, text: str = "") -> None:
@@ -86,6 +124,90 @@ class GorCLI(CLI):
             self.out(f"error: {e.args[0] if e.args else e}")
             return None
 
+    # --- announcements -----------------------------------------------------------------
+
+    def precmd(self, line: str) -> str:
+        """A command starts: announcements wait for its end (Mininet's comment
+        stripping still applies)."""
+        with self._lock:
+            self._idle = False
+        return super().precmd(line)
+
+    def postcmd(self, stop: Any, line: str) -> Any:
+        """A command ended: what was announced meanwhile prints now."""
+        with self._lock:
+            self._flush()
+            self._idle = True
+        return stop
+
+    def postloop(self) -> None:
+        """The prompt is left: the job watcher stops."""
+        self._stop.set()
+
+    def _announce(self, text: str) -> None:
+        with self._lock:
+            self._pending.append(text)
+            if self._idle:
+                self._flush(redraw=True)
+
+    def _flush(self, redraw: bool = False) -> None:
+        """Print what is pending (the lock held); ``redraw``: over an idle terminal
+        prompt, which is drawn again with what was typed so far."""
+        if not self._pending:
+            return
+        text = "\n".join(self._pending)
+        self._pending.clear()
+        if redraw and self.isatty():
+            self.stdout.write(f"\r\x1b[K{text}\n{self.prompt}{readline.get_line_buffer()}")
+            self.stdout.flush()
+        else:
+            self.out(text)
+
+    def _await_first_rates(self) -> None:
+        """Until GOR's telemetry has rates of every leaf-spine link (two polls of each
+        switch; a switch slow to answer is left out of a round), so that a script's
+        first `links` shows numbers, not dashes."""
+        clock = self.gor.time
+        end = clock.now() + FIRST_RATES_WAIT_S
+        while clock.now() < end and any(stats is None for link, stats, _ in self.gor.link_rows()
+                                        if link in self.gor.fabric_links):
+            clock.sleep(0.05)
+
+    def _role_changed(self, switch: str, primary: bool) -> None:
+        """(On the P4Runtime loop) GOR's session with ``switch`` lost or regained
+        primary: say so, in the event log and at the prompt."""
+        primary_id = self.gor.fleet.switches[switch].primary_id
+        self.gor.events.emit("switch_primary" if primary else "switch_backup", switch=switch,
+                             primary_election_id=primary_id)
+        if primary:
+            self._announce(f"GOR: primary again on {switch}: its program is pushed again "
+                           f"(entries written meanwhile are replaced)")
+        else:
+            self._announce(f"GOR: another controller is primary on {switch} (election id {primary_id}): "
+                           f"GOR only reads it -- no route repairs through it -- until it is back")
+
+    # --- jobs --------------------------------------------------------------------------
+
+    def _watch_jobs(self) -> None:
+        while not self._stop.wait(JOB_POLL_S):
+            self._collect_finished(announce=True)
+
+    def _collect_finished(self, announce: bool) -> None:
+        """Make the results table of every job that finished since the last look."""
+        jobs = self.gor.jobs
+        if jobs is None:
+            return
+        for index, run in enumerate(list(jobs.jobs)):
+            if index in self._tables or _running(run):
+                continue
+            table = job_table(run, self.gor.agent_dir)
+            with self._lock:
+                if index in self._tables:
+                    continue
+                self._tables[index] = table
+            if announce:
+                self._announce(table)
+
     # --- the fabric ------------------------------------------------------------------
 
     def do_nics(self, _line: str) -> None:
@@ -99,7 +221,8 @@ class GorCLI(CLI):
         GOR's session with it is up."""
         self.out(f"{'switch':<8} {'role':<6} {'id':>3} {'mac':<18} {'p4runtime':<16} {'salt':<10} session")
         for sw in self.fabric.plan.switches:
-            up = "up" if self.gor.fleet.is_up(sw.name) else "down"
+            session = self.gor.fleet.switches[sw.name]
+            up = ("up" if session.is_primary else "up, BACKUP") if self.gor.fleet.is_up(sw.name) else "down"
             self.out(f"{sw.name:<8} {sw.role:<6} {sw.switch_id:>3} {sw.mac:<18} {sw.grpc_address:<16} "
                      f"0x{sw.salt:08x} {up} (pushed {self.gor.fleet.pushes[sw.name]}x)")
 
@@ -163,7 +286,8 @@ class GorCLI(CLI):
         rate, current spine, pinned."""
         rows = self.gor.flow_rows()
         if not rows:
-            self.out("no flows (start a job, or wait for samples)")
+            self.out("no flows yet: GOR lists the agents' flows every few seconds and samples "
+                     "packets on the fabric links (start a job; in a script: `sleep 3`)")
             return
         self.out(f"{'id':>3} {'flow':<32} {'agent':<10} {'Mbit/s':>7} {'via':<8} {'state':<8} pin")
         for f, path in rows:
@@ -319,8 +443,12 @@ class GorCLI(CLI):
         [--nvlink GBPS] | job trace FILE [orthogonal|random] | job FILE: start a
         collective sweep over every NIC (OP: allreduce, allgather, reducescatter,
         alltoall, sendrecv; SIZES like 64K,1M), a training trace (traces/*.yaml), or a
-        job file, on the agents; `jobs` shows them, `flows` their flows."""
+        job file, on the agents; `jobs` shows them, `flows` their flows. With --wait
+        the prompt returns when the job is done, after its results table."""
         words = line.split()
+        wait = "--wait" in words
+        words = [w for w in words if w != "--wait"]
+        line = " ".join(words)
         if not words:
             raise ValueError("usage: job OP SIZES [--ports P] [--order O] [--iters N] | "
                              "job trace FILE [PORTS] | job FILE")
@@ -338,8 +466,13 @@ class GorCLI(CLI):
         except JobError as e:
             raise ValueError(str(e)) from None
         assert self.gor.jobs is not None
+        # A new job's agents start by removing their servers' results files: the
+        # tables of jobs that just finished are made first.
+        self._collect_finished(announce=True)
         run = self.gor.jobs.start(job)
         self.out(f"job {run.name}: agents on {', '.join(run.procs)} (logs: {self.gor.agent_dir}/agent-*.log)")
+        if wait:
+            self._wait_for([run])
 
     def _spec_file(self) -> Path:
         return write_spec(self.gor.agent_dir, self.fabric.plan.spec)
@@ -365,11 +498,118 @@ class GorCLI(CLI):
         self.out(f"fabric   {switches_window(before, now).line()} ({window})")
 
     def do_jobs(self, _line: str) -> None:
-        """Jobs started from this prompt and the state of their agents."""
+        """Jobs started from this prompt: the state of their agents and, for a finished
+        job, its results table again (nccl-tests' columns)."""
+        assert self.gor.jobs is not None
         if not self.gor.jobs.jobs:
             self.out("no jobs")
-        for run in self.gor.jobs.jobs:
-            self.out(f"{run.name}: " + ", ".join(f"{s} {st}" for s, st in run.status().items()))
+        self._collect_finished(announce=False)
+        for index, run in enumerate(self.gor.jobs.jobs):
+            table = self._tables.get(index)
+            self.out(table if table is not None else
+                     f"job {run.name} running: " + ", ".join(f"{s} {st}" for s, st in run.status().items()))
+
+    def do_wait(self, line: str) -> None:
+        """wait [JOB...]: wait until the named jobs (default: every job still running)
+        have finished, and print their results tables; Ctrl-C stops the waiting, not the
+        jobs. (Mininet's own `wait` waits for OpenFlow switches, which P4 switches are not.)"""
+        assert self.gor.jobs is not None
+        names = line.split()
+        runs = [r for r in self.gor.jobs.jobs if r.name in names] if names else \
+            [r for r in self.gor.jobs.jobs if _running(r)]
+        unknown = set(names) - {r.name for r in runs}
+        if unknown:
+            raise ValueError(f"no job {', '.join(sorted(unknown))}; jobs: "
+                             f"{', '.join(r.name for r in self.gor.jobs.jobs) or 'none'}")
+        if not runs:
+            self.out("no job running")
+            return
+        self._wait_for(runs)
+
+    def _wait_for(self, runs: list[JobRun]) -> None:
+        assert self.gor.jobs is not None
+        try:
+            while any(_running(r) for r in runs):
+                time.sleep(JOB_POLL_S)
+        except KeyboardInterrupt:
+            self.out("stopped waiting; the job runs on (`jobs`, `wait`)")
+            return
+        self._collect_finished(announce=True)
+        indices = [i for i, r in enumerate(self.gor.jobs.jobs) if any(r is w for w in runs)]
+        with self._lock:
+            for i in indices:
+                if self._tables[i] not in self._pending:
+                    self._pending.append(self._tables[i])
+            self._flush()
+
+    def do_sleep(self, line: str) -> None:
+        """sleep SECONDS: let SECONDS of *emulated* time pass -- the fabric's clock, the one
+        GOR's interval and `watch` count (with dilation D, D x SECONDS of wall time) --
+        so that a script sees what happened meanwhile (a piped script runs its next
+        command at once otherwise). Jobs finishing meanwhile print their results."""
+        seconds = float(_one(line, "sleep SECONDS"))
+        if seconds < 0:
+            raise ValueError("sleep: SECONDS must be >= 0")
+        with self._lock:
+            self._flush()
+            self._idle = True
+        try:
+            self.gor.time.sleep(seconds)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            with self._lock:
+                self._idle = False
+
+    # --- p4runtime-shell -----------------------------------------------------------------
+
+    def do_p4sh(self, line: str) -> None:
+        """p4sh SWITCH [--primary]: open p4runtime-shell (the P4 tutorials' P4Runtime
+        client) on SWITCH, with the P4Info the switch runs. By default a backup client:
+        it reads tables and counters and cannot write, so GOR is not disturbed. With
+        --primary it takes over as primary (an election id above GOR's) to write entries
+        by hand: GOR notices and says so, only reads the switch meanwhile, and when the
+        shell exits takes the switch back and pushes its program again (entries written
+        by hand are gone then). The shell's venv is made on first use (a minute).
+        Needs a terminal; `exit` or Ctrl-D leaves the shell."""
+        words = line.split()
+        primary = "--primary" in words
+        names = [w for w in words if w != "--primary"]
+        if len(names) != 1:
+            raise ValueError("usage: p4sh SWITCH [--primary]")
+        sw = self.fabric.plan.switch(names[0])
+        if not self.stdin.isatty():
+            raise ValueError("p4sh needs a terminal (p4runtime-shell is an IPython prompt)")
+        try:
+            python = self.shell_python(self.out)
+        except RuntimeError as e:
+            raise ValueError(str(e)) from None
+        session = self.gor.fleet.switches[sw.name]
+        # Backup: an id below GOR's, which P4Runtime never makes primary. Primary: above
+        # the highest the switch has seen (GOR's, or a previous shell's GOR took over).
+        election = session.primary_id + 1 if primary else 1
+        pushes = self.gor.fleet.pushes[sw.name]
+        self.out(f"p4runtime-shell on {sw.name} ({sw.grpc_address}, device {sw.device_id}) as "
+                 f"{'PRIMARY: GOR only reads it until you exit' if primary else 'backup: read-only'}; "
+                 f"P4Info from the switch; exit or Ctrl-D to come back")
+        cmd = [str(python), "-m", "p4runtime_sh", "--grpc-addr", sw.grpc_address,
+               "--device-id", str(sw.device_id), "--election-id", f"{election >> 64},{election & (2**64 - 1)}"]
+        # Ctrl-C belongs to the shell (IPython) while it runs, not to this prompt.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            done = subprocess.run(cmd, stdin=self.stdin, stdout=self.stdout, stderr=self.stdout)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if done.returncode != 0:
+            self.out(f"p4runtime-shell exited with status {done.returncode}")
+        if primary:
+            clock = self.gor.time
+            end = clock.now() + TAKE_BACK_WAIT_S
+            while self.gor.fleet.pushes[sw.name] == pushes and clock.now() < end:
+                clock.sleep(0.05)
+            taken = self.gor.fleet.pushes[sw.name] > pushes
+            self.out(f"GOR took {sw.name} back: program pushed again (push {self.gor.fleet.pushes[sw.name]})"
+                     if taken else f"GOR has not taken {sw.name} back yet; see `switches`, `events`")
 
     # --- completion --------------------------------------------------------------------
 
@@ -404,8 +644,62 @@ class GorCLI(CLI):
 
     complete_watch = complete_links
 
+    def complete_p4sh(self, text: str, *_: Any) -> list[str]:
+        return self._complete(text, [*(sw.name for sw in self.fabric.plan.switches), "--primary"])
+
+    def complete_wait(self, text: str, *_: Any) -> list[str]:
+        return self._complete(text, [r.name for r in self.gor.jobs.jobs] if self.gor.jobs else [])
+
     def complete_job(self, text: str, *_: Any) -> list[str]:
         return self._complete(text, [*OPS, "trace"])
+
+
+def _running(run: JobRun) -> bool:
+    return any(p.poll() is None for p in run.procs.values())
+
+
+def job_table(run: JobRun, agent_dir: Path) -> str:
+    """A finished job as nccl-tests prints it: per size the slowest rank's time (every
+    agent measured its own ranks), algbw and busbw (tccl.results), #wrong summed over
+    the agents; a trace job's iteration times; each agent's fidelity line; agents that
+    failed, with where their log is."""
+    lines = [f"job {run.name} finished: " + ", ".join(f"{s} {st}" for s, st in run.status().items())]
+    results: dict[str, dict[str, Any]] = {}
+    for server in run.procs:
+        path = agent_dir / f"results-{server}.json"
+        if path.is_file():
+            results[server] = json.loads(path.read_text(encoding="utf-8"))
+    missing = sorted(set(run.procs) - set(results))
+    if missing:
+        lines.append(f"# no results from {', '.join(missing)}: see {agent_dir}/agent-<server>.log")
+    if not results:
+        return "\n".join(lines)
+    first = next(iter(results.values()))
+    sizes: dict[int, list[dict[str, Any]]] = {}
+    for r in results.values():
+        for row in r.get("rows", []):
+            sizes.setdefault(row["size"], []).append(row)
+    if sizes:
+        lines.append(f"# {first['op']} ({first['algo']}), {first['ranks']} ranks, order {first['order']}, "
+                     f"ports {first['ports']}")
+        lines.append(HEADER)
+        busbw = []
+        for size, rows in sorted(sizes.items()):
+            checked = [r["wrong"] for r in rows if r["wrong"] >= 0]
+            row = Row.measure(first["op"], size, first["ranks"], max(r["time_us"] for r in rows) / 1e6,
+                              sum(checked) if checked else -1)
+            busbw.append(row.busbw_mbps)
+            lines.append(format_row(row))
+        lines.append(f"# Avg bus bandwidth    : {statistics.fmean(busbw):.3f} Mb/s")
+    iterations = [r["iteration_s"] for r in results.values() if r.get("iteration_s")]
+    if iterations:
+        slowest = [max(its) for its in zip(*iterations)]
+        lines.append(f"# trace {first.get('trace')}, {first['ranks']} ranks: iteration s (slowest server) "
+                     + " ".join(f"{t:.3f}" for t in slowest))
+    for server, r in sorted(results.items()):
+        if r.get("fidelity"):
+            lines.append(f"# {server} " + format_fidelity(r["fidelity"]).removeprefix("# "))
+    return "\n".join(lines)
 
 
 def _one(line: str, usage: str) -> str:

@@ -1,5 +1,5 @@
 """``python -m experiments`` (``make demo``): run the configurations, print the table,
-write results/<run>/summary.json and plots; ``--scenario failure`` runs the cable
+write results/<run>/summary.json, plots and report.html; ``--scenario failure`` runs the cable
 failure instead (docs/experiments.md)."""
 
 from __future__ import annotations
@@ -7,11 +7,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 from experiments.configs import CONFIGS, parse_configs
 from experiments.recorder import RecorderError
-from experiments.runner import DEFAULT_FABRIC, DEFAULT_TRACE, Settings, prepare, run
+from experiments.report import write_report
+from experiments.runner import DEFAULT_FABRIC, DEFAULT_TRACE, RESULTS, Settings, prepare, run
 from tccl.job import JobError
 from tccl.launch import LaunchError
 from topo.net import FabricError
@@ -43,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         settings = Settings(fabric=args.fabric, trace=args.trace, seed=args.seed, repeats=args.repeats,
-                            configs=tuple(parse_configs(args.configs)), out=args.out,
+                            configs=tuple(parse_configs(args.configs)),
+                            out=args.out or RESULTS / time.strftime("%Y%m%d-%H%M%S"),
                             iterations=args.iterations, size_scale=args.size_scale, pcap=args.pcap)
         if args.scenario == "failure":
             if args.pcap:
@@ -53,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             run_failure(settings)
         else:
             run(prepare(settings))
+        print(f"wrote {write_report(settings.out)}")
     except (ValueError, SpecError, JobError) as e:
         print(f"experiments: {e}", file=sys.stderr)
         return 2

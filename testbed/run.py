@@ -20,8 +20,10 @@ this is an interactive session.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
+import threading
 import time
 from types import FrameType
 
@@ -31,6 +33,7 @@ from controller.gor import Gor
 from controller.repl import GorCLI
 from controller.switches import SwitchFleetError
 from p4sim.compiler import CompileError
+from testbed.clients import p4runtime_shell
 from topo.net import Fabric, FabricError
 from topo.nodes import BACKENDS
 from topo.pipeline import PROGRAM
@@ -41,6 +44,31 @@ DEFAULT_FABRIC = "topo/fabrics/default.yaml"
 
 def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
+
+
+def _wake_main_thread_on_signals() -> None:
+    """Make SIGTERM and SIGHUP end an idle prompt at once.
+
+    Python runs signal handlers in the main thread, but the kernel hands a signal to
+    any thread: when GOR's, finsy's or gRPC's thread gets it, the main thread sleeps on
+    in readline's select() until a key is pressed, and a `kill` (a test's cleanup, a
+    closed terminal) tore nothing down -- until SIGKILL left the fabric behind. The
+    handler's wakeup byte (`signal.set_wakeup_fd`) goes to a thread that interrupts
+    the main thread's wait with SIGUSR1 (no-op handler), which then runs the handler.
+    """
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.signal(signal.SIGUSR1, lambda _signum, _frame: None)
+    signal.set_wakeup_fd(write_end)
+    main_thread = threading.main_thread().ident
+    assert main_thread is not None
+
+    def forward() -> None:
+        while True:
+            if any(b != signal.SIGUSR1 for b in os.read(read_end, 64)):
+                signal.pthread_kill(main_thread, signal.SIGUSR1)
+
+    threading.Thread(target=forward, name="signal-wake", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     signal.signal(signal.SIGTERM, _exit_on_signal)
     signal.signal(signal.SIGHUP, _exit_on_signal)
+    _wake_main_thread_on_signals()
     setLogLevel("info")
     started = time.monotonic()
     gor: Gor | None = None
@@ -74,9 +103,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{spec.spines} spines ({args.backend}, {PROGRAM.name}, ECMP {spec.ecmp_hash}); "
               f"GOR polling every {gor.config.interval_s:g} s; emulated time at dilation "
               f"{fabric.clock.dilation:g} (wall s per emulated s, docs/fabric.md).\n"
-              f"*** Try: help, links, alarms, flows, job allreduce, watch, nics, pingall, "
+              f"*** Try: help, links, alarms, flows, job allreduce 1M --wait, sleep 2, p4sh {fabric.plan.leaves[0].name}, watch, nics, pingall, "
               f"{first.name} ping -c1 -I {first.nics[0].ip} {last.nics[-1].ip}", flush=True)
-        GorCLI(fabric, gor)
+        GorCLI(fabric, gor, shell_python=p4runtime_shell)
     except (FabricError, CompileError, SwitchFleetError, RuntimeError) as e:
         # Bring-up failures (a switch that did not start, a rejected write, a compile
         # error) end with their message; the fabric is already torn down by then.

@@ -2,7 +2,7 @@
 
 p4runtime-shell pins protobuf < 3.21 and the PyPI ``p4runtime`` 1.4.1 bindings, while
 the project (and p4sim's server) live in protobuf 6, so the shell gets its own venv
-(``.venv-clients/p4runtime-shell``, created once and reused) and runs
+(``.venv-clients/p4runtime-shell``, `testbed.clients`: created once and reused) and runs
 tests/clients/p4runtime_shell_ops.py there; this test talks to it in JSON over
 stdin/stdout. The switch is a real ``p4sim switch`` process (stopped by PID), its
 program p4src/astral.p4 compiled by ``p4sim compile`` to the two files the shell's
@@ -18,10 +18,8 @@ program p4src/astral.p4 compiled by ``p4sim compile`` to the two files the shell
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -35,25 +33,11 @@ from scapy.packet import Raw
 
 from p4sim.proto import p4i
 from switchproc import SwitchProcess
+from testbed.clients import p4runtime_shell
 from topo.namespaces import Netns
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT_SCRIPT = Path(__file__).parent / "clients" / "p4runtime_shell_ops.py"
-VENV = ROOT / ".venv-clients" / "p4runtime-shell"
-# The one place the client's versions are chosen, pinned exactly so that the client
-# never drifts. p4runtime-shell 0.0.6 (the newest) requires p4runtime==1.4.1 and
-# protobuf >=3.15,<3.21; protobuf 3.20.3 is the last release below 3.21 (its
-# pure-Python wheel runs on Python 3.11); googleapis-common-protos 1.63.0 accepts
-# protobuf >=3.19.5,<5 (3.20.0/3.20.1 excluded); grpcio 1.62.2 has Python 3.11 wheels
-# and no protobuf requirement of its own. The rest (IPython 7.31 etc.) follows from
-# p4runtime-shell's own exact pins.
-CLIENT_PINS = (
-    "p4runtime-shell==0.0.6",
-    "p4runtime==1.4.1",
-    "protobuf==3.20.3",
-    "grpcio==1.62.2",
-    "googleapis-common-protos==1.63.0",
-)
 DEVICE_ID = 1
 CPU_PORT = 255
 PRIMARY = [0, 10]  # p4runtime-shell's election id is (high, low)
@@ -72,40 +56,10 @@ NHOP_MACS = ("02:00:00:00:02:0a", "02:00:00:00:02:0b")
 # ---- the client venv and the switch ---------------------------------------------------
 
 
-def ensure_client_venv() -> Path:
-    """The p4runtime-shell venv's python, created with CLIENT_PINS if not already there.
-
-    Idempotent and safe for concurrent test processes: a lock file serialises creation,
-    and a stamp holding the pins marks a finished install (a changed pin list rebuilds).
-    A failed install raises with pip's output -- the test must fail, never skip.
-    """
-    python = VENV / "bin" / "python"
-    stamp = VENV / ".pins"
-    wanted = "\n".join(CLIENT_PINS) + "\n"
-    VENV.parent.mkdir(parents=True, exist_ok=True)
-    with open(VENV.parent / ".p4runtime-shell.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists() and stamp.read_text() == wanted and python.exists():
-            return python
-        shutil.rmtree(VENV, ignore_errors=True)
-        steps = [
-            ["/usr/bin/python3", "-m", "venv", str(VENV)],
-            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *CLIENT_PINS],
-            [str(python), "-c", "import p4runtime_sh.shell"],
-        ]
-        for cmd in steps:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            if done.returncode != 0:
-                raise RuntimeError(f"creating the p4runtime-shell venv failed: {' '.join(cmd)}\n"
-                                   f"{done.stdout}{done.stderr}")
-        stamp.write_text(wanted)
-    return python
-
-
 @pytest.fixture(scope="session")
 def shell_python() -> Path:
     try:
-        return ensure_client_venv()
+        return p4runtime_shell()
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         pytest.fail(str(e))
 

@@ -56,6 +56,7 @@ def test_short_demo_writes_a_consistent_summary(tmp_path: Path, capsys: pytest.C
     assert configs["stock"]["model_busbw_frac"] < configs["gor"]["model_busbw_frac"]
     # Every run carries the switches' fidelity, and the table shows it.
     assert all("faithful" in r["fidelity"] for c in configs.values() for r in c["repeats"])
+    assert (out / "report.html").stat().st_size > 10000       # the page the run ends with
     for plot in ("busbw.png", "link_util_stock.png", "link_util_gor.png"):
         assert (out / "plots" / plot).stat().st_size > 1000, plot
     assert "stock" in configs_table(read_experiment_summary(out / "summary.json"))

@@ -1,8 +1,11 @@
 """GOR's prompt as a person uses it (root, Mininet): `python -m testbed.run` (what `make
 run` starts) in a pseudo-terminal -- show links, complete a command with Tab, start a
 job on the agents, find its flow, reroute it to the other spine and see it there,
-quit; nothing is left behind.
-The same commands piped in (`echo links | make run`) work without a terminal."""
+quit; nothing is left behind. A job's results table arriving at the idle prompt,
+`jobs`, `sleep`, and p4runtime-shell through `p4sh` (backup, then --primary with GOR
+giving the switch up and taking it back).
+The same commands piped in (`echo links | make run`) work without a terminal, and a
+script that gives a job time (`sleep`, `wait`) sees its traffic, flows and results."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +29,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "astral> "
+# Terminal escape sequences (colours, cursor moves, titles), which `expect` drops.
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[=>]")
 
 
 def spec_file(tmp_path: Path, prefix: str, port_offset: int) -> Path:
@@ -60,9 +66,12 @@ class Terminal:
             ready, _, _ = select.select([self.master], [], [], min(left, 0.2))
             if ready:
                 try:
-                    self.text += os.read(self.master, 65536).decode(errors="replace").replace("\r", "")
+                    chunk = os.read(self.master, 65536).decode(errors="replace")
                 except OSError:
-                    pass
+                    continue
+                if "\x1b[6n" in chunk:          # a cursor position request (IPython's prompt)
+                    os.write(self.master, b"\x1b[1;1R")
+                self.text += ANSI.sub("", chunk).replace("\r", "")
 
     def command(self, line: str, timeout: float = 30.0) -> str:
         """Type a command; returns its output (up to the next prompt)."""
@@ -162,4 +171,131 @@ def test_piped_commands_without_a_terminal(tmp_path):
     assert f"{prefix}b0l0-{prefix}sp0 down; routes repaired (topology version 2)" in out, out
     assert re.search(rf"{prefix}b0l0 +servers .* uplinks x{prefix}sp0\(port 2\) -{prefix}sp1", out), out
     assert f"{prefix}b0l0-{prefix}sp0 up; routes repaired (topology version 3)" in out, out
+    assert_nothing_left(prefix)
+
+
+RESULTS_HEADER = r"#\s+size\s+count\s+type\s+redop\s+time\s+algbw\s+busbw\s+#wrong"
+RESULTS_ROW = r"^\s+65536\s+65536\s+uint8\s+bxor\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+0$"
+LPM = "AstralIngress.ipv4_lpm"
+SHELL_PROMPT = r"P4Runtime sh >>> ?"
+
+
+def shell_line(term: Terminal, line: str, pattern: str, timeout: float = 30.0) -> re.Match:
+    """Type one line at p4runtime-shell's prompt; the match of ``pattern`` in its output."""
+    term.text = ""
+    os.write(term.master, (line + "\r").encode())
+    return term.expect(pattern, timeout)
+
+
+def test_job_results_sleep_and_p4sh_through_a_terminal(tmp_path):
+    """A finished job prints its results table at the idle prompt by itself; p4sh
+    opens p4runtime-shell: as a backup it reads GOR's entries and may not write; with
+    --primary it writes, GOR says it lost the switch, and takes it back (the hand-made
+    entry gone) when the shell exits."""
+    prefix = f"q{os.getpid() % 1000}"
+    term = Terminal([sys.executable, "-m", "testbed.run", "--fabric", str(spec_file(tmp_path, prefix, 4))])
+    try:
+        term.expect(r"ready in .*GOR polling", 90)
+        term.expect(PROMPT, 30)
+        # The first command already has GOR's rates (the prompt waited for them).
+        assert re.search(rf"^{prefix}b0l0->{prefix}sp0 +\d+% ", term.command("links"), re.M)
+        term.command("set auto off")
+        started = term.command("job allreduce 64K --iters 2 --warmup 0 --ports random --nvlink 0")
+        assert "job allreduce-random: agents on" in started
+        # Nothing typed: the table arrives at the idle prompt, which is drawn again.
+        term.text = ""
+        term.expect(r"job allreduce-random finished: .*exit 0.*exit 0", 90)
+        table = term.expect(rf"(?s){RESULTS_HEADER}.*?Avg bus bandwidth +: [\d.]+ Mb/s", 10).group(0)
+        assert re.search(RESULTS_ROW, table, re.M), table
+        term.expect(PROMPT, 10)
+        again = term.command("jobs")
+        assert re.search(RESULTS_ROW, again, re.M) and "finished" in again, again
+        assert term.command("sleep 0.5").strip() == ""
+
+        # A backup client: reads GOR's routes, may not write.
+        term.text = ""
+        os.write(term.master, f"p4sh {prefix}b0l0\n".encode())
+        term.expect(r"backup: read-only", 300)        # the first use makes the client venv
+        term.expect(SHELL_PROMPT, 60)
+        count = 'print("count=%d" % len(list(table_entry["' + LPM + '"].read())))'
+        routes = int(shell_line(term, count, r"count=(\d+)").group(1))
+        assert routes > 0
+        insert = (f'te = table_entry["{LPM}"](action="AstralIngress.drop"); '
+                  f'te.match["hdr.ipv4.dstAddr"] = "10.9.9.0/24"; te.insert(); print("ins" + "erted")')
+        shell_line(term, insert, r"PERMISSION_DENIED|not the primary|[Pp]ermission")
+        term.expect(SHELL_PROMPT, 10)
+        term.text = ""
+        os.write(term.master, b"exit\r")
+        term.expect(PROMPT, 30)
+
+        # Primary: the write goes through; GOR notices, and takes the switch back on exit.
+        term.text = ""
+        os.write(term.master, f"p4sh {prefix}b0l0 --primary\n".encode())
+        term.expect(SHELL_PROMPT, 60)
+        shell_line(term, insert, r"inserted")
+        assert int(shell_line(term, count, r"count=(\d+)").group(1)) == routes + 1
+        term.text = ""
+        os.write(term.master, b"exit\r")
+        term.expect(rf"GOR took {prefix}b0l0 back: program pushed again \(push 2\)", 30)
+        # GOR's notices, held while the shell had the terminal, follow in order.
+        term.expect(rf"GOR: another controller is primary on {prefix}b0l0 \(election id \d+\)", 10)
+        term.expect(rf"GOR: primary again on {prefix}b0l0", 10)
+        term.expect(PROMPT, 10)
+        events = term.command("events 50 switch_backup switch_primary")
+        assert "switch_backup" in events and "switch_primary" in events, events
+        assert re.search(rf"^{prefix}b0l0 +leaf .* up \(pushed 2x\)$", term.command("switches"), re.M)
+        # GOR's program is back, the hand-made entry gone.
+        term.text = ""
+        os.write(term.master, f"p4sh {prefix}b0l0\n".encode())
+        term.expect(SHELL_PROMPT, 60)
+        assert int(shell_line(term, count, r"count=(\d+)").group(1)) == routes
+        os.write(term.master, b"exit\r")
+        term.expect(PROMPT, 30)
+        os.write(term.master, b"quit\n")
+        assert term.proc.wait(60) == 0
+    finally:
+        term.close()
+    assert_nothing_left(prefix)
+
+
+def test_piped_script_sees_the_job(tmp_path):
+    """The issue's script, with the time it needs: `sleep` lets the job run before
+    `links` and `flows`, `wait` prints its results."""
+    prefix = f"w{os.getpid() % 1000}"
+    script = ("links\njob allreduce 1M --iters 4 --ports random\nsleep 2\nlinks\nflows\nwait\n"
+              f"jobs\nwait nosuch\nsleep x\np4sh {prefix}b0l0\nquit\n")
+    done = subprocess.run([sys.executable, "-m", "testbed.run", "--fabric", str(spec_file(tmp_path, prefix, 12))],
+                          cwd=ROOT, input=script, capture_output=True, text=True, timeout=150)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    tables = re.findall(r"link +util .*?(?=astral> )", out, re.S)
+    assert len(tables) == 2, out
+    # Before the job: rates already (not dashes); during it, some fabric link busy.
+    assert re.search(rf"^{prefix}b0l0->{prefix}sp\d +\d+% +\d+\.\d\d ", tables[0], re.M), tables[0]
+    busy = [float(m) for m in re.findall(r"^\S+ +\d+% +(\d+\.\d\d) ", tables[1], re.M)]
+    assert max(busy) > 1.0, tables[1]
+    # The job's flows: from its agents' listing (every 2 s) or from sampled packets.
+    assert re.search(r"^ +\d+ 10\.\d\.\d\.1:\d+->10\.\d\.\d\.1 +(" + prefix + r"b\dh0|\(sampled\)) ", out, re.M), out
+    assert len(re.findall(r"job allreduce-random finished: ", out)) == 2, out    # wait, then jobs
+    assert re.search(r"^\s+1048576\s+1048576\s+uint8\s+bxor\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0$", out, re.M), out
+    assert "error: no job nosuch; jobs: allreduce-random" in out
+    assert "error: could not convert string to float: 'x'" in out
+    assert "error: p4sh needs a terminal" in out
+    assert_nothing_left(prefix)
+
+
+def test_sigterm_at_an_idle_prompt_tears_everything_down(tmp_path):
+    """A `kill` (a closed terminal, a test's cleanup) while the prompt waits for a key:
+    the signal may reach any of the process's threads, yet the prompt ends at once and
+    stops everything (it used to sleep on until a key was pressed)."""
+    prefix = f"s{os.getpid() % 1000}"
+    term = Terminal([sys.executable, "-m", "testbed.run", "--fabric", str(spec_file(tmp_path, prefix, 14))])
+    try:
+        term.expect(r"ready in .*GOR polling", 90)
+        term.expect(PROMPT, 30)
+        term.command("sleep 0.3")        # GOR's, finsy's and gRPC's threads are all running
+        term.proc.send_signal(signal.SIGTERM)
+        assert term.proc.wait(20) == 128 + signal.SIGTERM
+    finally:
+        term.close()
     assert_nothing_left(prefix)

@@ -3,14 +3,19 @@ root needed)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import pytest
+
 from emulation.realtime import agent_priority, realtime_prefix
-from topo.nodes import BMv2Switch, P4ProcessSwitch, P4SimSwitch
+from topo.nodes import BMv2Switch, P4ProcessSwitch, P4SimSwitch, SwitchStartError
 
 
 def _node(cls: type[P4ProcessSwitch], **attrs) -> P4ProcessSwitch:
     """A switch node object without Mininet's shell (only its command line is used)."""
     node = cls.__new__(cls)
-    node.__dict__.update({"device_id": 3, "grpc_port": 50053, "port_rates": {1: 10.0, 2: 2.5},
+    node.__dict__.update({"name": "b0l2", "device_id": 3, "grpc_port": 50053, "port_rates": {1: 10.0, 2: 2.5},
                           "queue_depth": 64, "priority_queues": 8, "cpu_port": 255, "pcap_dir": None,
                           "clock": "123:2.0", "rt_priority": 10, **attrs})
     node.data_ports = lambda: {1: "b0l2-eth1", 2: "b0l2-eth2"}
@@ -32,3 +37,47 @@ def test_switch_command_lines():
     target = bmv2[bmv2.index("--") + 1:]   # simple_switch_grpc's target options follow "--"
     assert target == ["--grpc-server-addr", "127.0.0.1:50053", "--priority-queues", "8", "--cpu-port", "255"]
     assert "--pcap" in bmv2[:bmv2.index("--")]
+
+
+def test_bmv2_switches_get_thrift_ports_of_their_own():
+    """simple_switch serves Thrift on 9090 unless told: every switch of a fabric gets
+    its own port, and two fabrics with distinct gRPC ports get distinct Thrift ports."""
+    from topo.addressing import AddressPlan
+    from topo.nodes import THRIFT_OFFSET, thrift_port_of
+    from topo.spec import load_spec
+
+    plan = AddressPlan(load_spec("topo/fabrics/default.yaml"))
+    grpc = [sw.grpc_port for sw in plan.switches]
+    thrift = [thrift_port_of(p) for p in grpc]
+    assert len(set(thrift)) == len(thrift) and not set(thrift) & set(grpc)
+    assert thrift[0] == 50051 + THRIFT_OFFSET
+    assert thrift_port_of(65530) == 65530 - THRIFT_OFFSET     # never above 65535
+    cmd = _node(BMv2Switch).command()
+    assert cmd[cmd.index("--thrift-port") + 1] == str(50053 + THRIFT_OFFSET)
+    assert cmd.index("--thrift-port") < cmd.index("--")      # a simple_switch option, not a target one
+
+
+def test_bmv2_queues_from_the_spec_through_simple_switch_cli(tmp_path, monkeypatch):
+    """Queue depth and line rate of every data port, as simple_switch_CLI commands
+    (BMv2 limits queues in packets per second: a 10 Mbit/s port with 4210-byte frames
+    is 297 pps), sent to the switch's own Thrift port."""
+    node = _node(BMv2Switch)
+    assert node.queue_commands(4210) == [
+        "set_queue_depth 64 1", "set_queue_rate 297 1",       # 10e6 / (8 * 4210)
+        "set_queue_depth 64 2", "set_queue_rate 74 2",        # 2.5e6 / (8 * 4210)
+    ]
+    # The CLI as BMv2 installs it, replaced by a script that records what it was given.
+    log = tmp_path / "cli.log"
+    fake = tmp_path / "simple_switch_CLI"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {log}\ncat >> {log}\necho 'RuntimeCmd: '\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    node.data_ports = lambda: {1: "lo", 2: "lo"}       # an interface whose MTU /sys knows
+    node.configure_queues()
+    mtu = int(Path("/sys/class/net/lo/mtu").read_text())
+    args, *commands = log.read_text().splitlines()
+    assert args == f"--thrift-port {50053 + 10000}"
+    assert commands == node.queue_commands(mtu + 14)
+    fake.write_text("#!/bin/sh\necho 'Error: could not connect to thrift client on port 60053'\nexit 1\n")
+    with pytest.raises(SwitchStartError, match="could not connect"):
+        node.configure_queues()

@@ -32,6 +32,10 @@ RUN_DIR = ROOT / "build" / "run"
 # two cores at start-up, so allow a generous margin before declaring one dead.
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 5.0
+# A BMv2 switch's Thrift port is this far from its gRPC port (`thrift_port_of`).
+THRIFT_OFFSET = 10000
+# Bytes of an Ethernet header, which an interface's MTU does not count.
+ETHERNET_HEADER = 14
 
 
 class SwitchStartError(RuntimeError):
@@ -183,21 +187,33 @@ class P4SimSwitch(P4ProcessSwitch):
 
 
 class BMv2Switch(P4ProcessSwitch):
-    """Runs BMv2's ``simple_switch_grpc`` (when installed). BMv2 has no flag for line
-    rates or queue depth (its Thrift CLI sets them), so those are not applied: its
-    queues drain as fast as the CPU allows and ``enq_qdepth`` stays near 0."""
+    """Runs BMv2's ``simple_switch_grpc`` (when installed), with the spec's queues.
+
+    BMv2 has no start-up flag for line rates or queue depths; its Thrift CLI
+    (``simple_switch_CLI``) sets them, so once the switch answers, every data port gets
+    ``set_queue_depth`` and ``set_queue_rate`` -- queues then build up as on p4sim and
+    astral.p4's ECN marking (from ``enq_qdepth``) can happen. Each switch serves Thrift
+    on a port of its own (`thrift_port_of`): simple_switch's default, 9090, would
+    make every switch of a fabric but the first fail to start.
+    """
 
     executable = "simple_switch_grpc"
+    cli = "simple_switch_CLI"
 
     @classmethod
     def available(cls) -> bool:
         return shutil.which(cls.executable) is not None
 
+    @property
+    def thrift_port(self) -> int:
+        return thrift_port_of(self.grpc_port)
+
     def command(self) -> list[str]:
         cmd = [self.executable]
         for port, iface in self.data_ports().items():
             cmd += ["-i", f"{port}@{iface}"]
-        cmd += ["--device-id", str(self.device_id), "--log-level", "warn"]
+        cmd += ["--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port),
+                "--log-level", "warn"]
         if self.pcap_dir:
             cmd += ["--pcap", self.pcap_dir]
         cmd.append("--no-p4")
@@ -206,6 +222,55 @@ class BMv2Switch(P4ProcessSwitch):
         if self.cpu_port is not None:
             cmd += ["--cpu-port", str(self.cpu_port)]
         return cmd
+
+    def queue_commands(self, frame_bytes: int) -> list[str]:
+        """The Thrift CLI commands that give every data port the spec's queue depth and
+        line rate. BMv2 limits a queue in packets per second, so the rate is the one at
+        which frames of ``frame_bytes`` (a full frame at the interface MTU) fill the line."""
+        cmds = []
+        for port in sorted(self.data_ports()):
+            cmds.append(f"set_queue_depth {self.queue_depth} {port}")
+            if port in self.port_rates:
+                pps = max(1, round(self.port_rates[port] * 1e6 / (8 * frame_bytes)))
+                cmds.append(f"set_queue_rate {pps} {port}")
+        return cmds
+
+    def configure_queues(self) -> None:
+        """Send `queue_commands` through ``simple_switch_CLI``; `SwitchStartError` with
+        the CLI's output when it fails (a fabric without its queues would measure nothing
+        of what the spec says)."""
+        intf = next(iter(self.data_ports().values()), None)
+        mtu = int(Path(f"/sys/class/net/{intf}/mtu").read_text()) if intf else 1500
+        script = "\n".join(self.queue_commands(mtu + ETHERNET_HEADER)) + "\n"
+        done = subprocess.run([self.cli, "--thrift-port", str(self.thrift_port)], input=script,
+                              capture_output=True, text=True, timeout=30)
+        if done.returncode != 0 or "Error" in done.stdout:
+            raise SwitchStartError(f"{self.name}: {self.cli} on Thrift port {self.thrift_port} failed:\n"
+                                   f"{done.stdout}{done.stderr}")
+
+    def start(self, controllers: Sequence = ()) -> None:
+        """Refuse a Thrift port something else already serves (another fabric's
+        switch), then launch as every node does."""
+        if port_answers(self.thrift_port):
+            raise SwitchStartError(f"{self.name}: Thrift port {self.thrift_port} is already in use")
+        super().start(controllers)
+
+    @classmethod
+    def batchStartup(cls, switches: Sequence["P4ProcessSwitch"]) -> Sequence["P4ProcessSwitch"]:
+        """Wait for every switch's gRPC port, then set each one's queues."""
+        super().batchStartup(switches)
+        for switch in switches:
+            assert isinstance(switch, BMv2Switch)
+            switch.configure_queues()
+        return switches
+
+
+def thrift_port_of(grpc_port: int) -> int:
+    """A BMv2 switch's Thrift port: its gRPC port + THRIFT_OFFSET, or - THRIFT_OFFSET
+    when that would pass 65535. Distinct gRPC ports give distinct Thrift ports, and a
+    fabric's two ranges stay apart (a fabric has far fewer than THRIFT_OFFSET switches)."""
+    up = grpc_port + THRIFT_OFFSET
+    return up if up <= 65535 else grpc_port - THRIFT_OFFSET
 
 
 BACKENDS: dict[str, type[P4ProcessSwitch]] = {"p4sim": P4SimSwitch, "bmv2": BMv2Switch}
