@@ -139,7 +139,9 @@ class ControlLowerer:
 
     def run(self, scope: Scope, stmts: list[ast.Stmt], next_: Optional[str]) -> Optional[str]:
         lw = StmtLowerer(scope)
+        lw.tail = True
         lw.stmts(stmts)
+        lw.finish_exits()
         if not lw.out:
             return next_
         name, aid = synthesized_action(self.ctx, "act", lw.out)
@@ -180,6 +182,7 @@ class ControlLowerer:
             return self.returns[-1]
         if isinstance(s, ast.ExitStmt):
             lw = StmtLowerer(scope)
+            lw.tail = True
             lw.stmt(s)
             name, aid = synthesized_action(self.ctx, "act", lw.out)
             return self.synth_table(f"tbl_{name}", name, aid, [], None)

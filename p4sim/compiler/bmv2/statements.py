@@ -36,11 +36,25 @@ class StmtLowerer(PrimitiveLowerer):
         self.returns: list[tuple[list[dict], Any]] = []
         # one frame per enclosing for loop: (break jumps, continue jumps) to patch
         self.loops: list[tuple[list[dict], list[dict]]] = []
+        # BMv2's exit primitive only marks the packet; the action's later primitives
+        # would still run. An exit with code after it jumps to the action's end
+        # (`finish_exits`); ``tail`` says the statement being lowered ends the action.
+        self.tail = False
+        self.exit_jumps: list[dict] = []
 
     # ------------------------------------------------------------------ statements
     def stmts(self, stmts: list[ast.Stmt]) -> None:
-        for s in stmts:
+        tail = self.tail
+        for i, s in enumerate(stmts):
+            self.tail = tail and i == len(stmts) - 1
             self.stmt(s)
+        self.tail = tail
+
+    def finish_exits(self) -> None:
+        """Point the jumps after non-final exits at the current end of the code."""
+        for j in self.exit_jumps:
+            j["parameters"][0] = hex_node(len(self.out))
+        self.exit_jumps = []
 
     def stmt(self, s: ast.Stmt) -> None:
         self.pos = s.pos
@@ -60,6 +74,8 @@ class StmtLowerer(PrimitiveLowerer):
             if self.parser:
                 raise CompileError("exit is not allowed in a parser", s.pos)
             self.prim("exit", [])
+            if not self.tail:
+                self.exit_jumps.append(self.prim("_jump", [hex_node(0)]))
         elif isinstance(s, ast.ReturnStmt):
             self.return_(s)
         elif isinstance(s, ast.EmptyStmt):
@@ -123,11 +139,13 @@ class StmtLowerer(PrimitiveLowerer):
         breaks: list[dict] = []
         continues: list[dict] = []
         self.loops.append((breaks, continues))
+        tail, self.tail = self.tail, False  # the loop may run again after its body
         self.stmt(s.body)
         self.loops.pop()
         for j in continues:
             j["parameters"][0] = hex_node(len(self.out))
         self.stmts(s.update)
+        self.tail = tail
         self.prim("_jump", [hex_node(top)])
         for j in breaks + ([exit_test] if exit_test is not None else []):
             j["parameters"][-1] = hex_node(len(self.out))
@@ -472,6 +490,8 @@ class StmtLowerer(PrimitiveLowerer):
         saved = self.scope
         self.scope = scope
         jumps: list[dict] = []
+        tail = self.tail
+        body_tail = tail and not self.returns  # an inlined callee's end is not the action's
         self.returns.append((jumps, result))
         try:
             stmts = body.stmts
@@ -479,10 +499,12 @@ class StmtLowerer(PrimitiveLowerer):
                 if self.parser and isinstance(s, ast.ReturnStmt) and i != len(stmts) - 1:
                     raise CompileError("return before the end of a function is not supported in a parser",
                                        s.pos, "unsupported")
+                self.tail = body_tail and i == len(stmts) - 1
                 self.stmt(s)
         finally:
             self.returns.pop()
             self.scope = saved
+            self.tail = tail
         # a return that ends the body would jump to where it already is: drop it
         if body.stmts and isinstance(body.stmts[-1], ast.ReturnStmt) and jumps \
                 and self.out and self.out[-1] is jumps[-1]:
