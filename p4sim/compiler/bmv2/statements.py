@@ -23,7 +23,7 @@ from p4sim.compiler.bmv2.jsonutil import as_param, expr_node, hex_node
 from p4sim.compiler.bmv2.primitives import PrimitiveLowerer
 from p4sim.compiler.bmv2.storage import (
     ConstLoc, DynFieldLoc, DynHeaderLoc, FieldLoc, HeaderLoc, ParamLoc, StackLoc, StructLoc, UnionLoc,
-    ValueLoc, base_type, scalar_width,
+    UnionStackLoc, ValueLoc, base_type, scalar_width,
 )
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
@@ -261,6 +261,9 @@ class StmtLowerer(PrimitiveLowerer):
             self.prim("assign_header_stack", [dst.node(), src.node()])
         elif isinstance(dst, UnionLoc) and isinstance(src, UnionLoc):
             self.prim("assign_union", [dst.node(), src.node()])
+        elif isinstance(dst, UnionStackLoc) and isinstance(src, UnionStackLoc):
+            for d, s in zip(dst.elements, src.elements):
+                self.prim("assign_union", [d.node(), s.node()])
         elif isinstance(dst, StructLoc) and isinstance(src, StructLoc):
             for name, d in dst.fields.items():
                 self.copy(d, src.fields[name], where)
@@ -458,6 +461,9 @@ class StmtLowerer(PrimitiveLowerer):
         elif isinstance(loc, UnionLoc):
             for h in loc.members.values():
                 self.prim("remove_header", [as_param(h.node())])
+        elif isinstance(loc, UnionStackLoc):
+            for u in loc.elements:
+                self.invalidate(u)
         elif isinstance(loc, StructLoc):
             for f in loc.fields.values():
                 self.invalidate(f)
