@@ -18,7 +18,7 @@ from p4sim.compiler.bmv2.context import (
     ActionValue, BlockValue, ExternValue, FunctionValue, PacketValue, Scope, TableValue, ordered_args,
 )
 from p4sim.compiler.bmv2.expressions import const_node, to_data
-from p4sim.compiler.bmv2.externs import extern_function, extern_method
+from p4sim.compiler.bmv2.externs import extern_function, extern_method, extern_method_value
 from p4sim.compiler.bmv2.jsonutil import as_param, expr_node, hex_node
 from p4sim.compiler.bmv2.primitives import PrimitiveLowerer
 from p4sim.compiler.bmv2.storage import (
@@ -548,4 +548,8 @@ class StmtLowerer(PrimitiveLowerer):
         if isinstance(t, ast.PathExpr) and isinstance(self.scope.lookup(t.ref, t), FunctionValue):
             loc = self.call_result_loc(e)
             return self.loc_value(loc, e)
+        if isinstance(t, ast.MemberExpr):
+            base = self.loc(t.expr) if isinstance(t.expr, (ast.PathExpr, ast.MemberExpr)) else None
+            if isinstance(base, ExternValue):
+                return extern_method_value(self, base, t.member, e)
         return super().call_with_result(e)
