@@ -393,6 +393,8 @@ class ControlLowerer:
                 bindings[id(p)] = ConstLoc(v, pt)
             elif isinstance(a, (ast.PathExpr, ast.MemberExpr, ast.IndexExpr)):
                 bindings[id(p)] = lw.loc(a)
+                if p.direction == "out":  # its headers start invalid (P4-16 6.8)
+                    lw.invalidate(bindings[id(p)])
             else:
                 tmp = self.ctx.layout.storage(p.name, pt, a.pos)
                 lw.assign_to(tmp, a)
