@@ -41,6 +41,11 @@ class StmtLowerer(PrimitiveLowerer):
         # (`finish_exits`); ``tail`` says the statement being lowered ends the action.
         self.tail = False
         self.exit_jumps: list[dict] = []
+        # Inside an action called from here (``call_depth`` > 0), an exit first
+        # leaves that action so that its copy-outs run (P4-16 12.5), recording it in
+        # ``exited``; after the call, a set flag keeps leaving.
+        self.call_depth = 0
+        self.exited: Optional[FieldLoc] = None
         # Parser states have no jumps: an if (or an early return) inside a function
         # called from a parser state is predicated instead, as p4c's Predication
         # pass does in actions: ``pred`` is the 1-bit "this code runs" every
@@ -81,7 +86,10 @@ class StmtLowerer(PrimitiveLowerer):
             if self.parser:
                 raise CompileError("exit is not allowed in a parser", s.pos)
             self.prim("exit", [])
-            if not self.tail:
+            if self.call_depth:
+                self.set_field(self.exit_flag(), hex_node(1, 1))
+                self.returns[-1][0].append(self.prim("_jump", [hex_node(0)]))
+            elif not self.tail:
                 self.exit_jumps.append(self.prim("_jump", [hex_node(0)]))
         elif isinstance(s, ast.ReturnStmt):
             self.return_(s)
@@ -585,11 +593,28 @@ class StmtLowerer(PrimitiveLowerer):
             if "parameters" in j:
                 j["parameters"][0] = hex_node(len(self.out))
 
+    def exit_flag(self) -> FieldLoc:
+        if self.exited is None:
+            self.exited = self.temp(T.BoolT(), "exited")
+        return self.exited
+
     def inline_action(self, av: ActionValue, c: ast.CallExpr) -> None:
         scope = av.scope.child()
+        may_exit = _may_exit(av.decl)
+        if may_exit:
+            self.set_field(self.exit_flag(), hex_node(0, 1))
         pending = self.bind_params(scope, av.decl.params, c)
-        self.inline_body(scope, av.decl.body, None)
+        self.call_depth += 1
+        try:
+            self.inline_body(scope, av.decl.body, None)
+        finally:
+            self.call_depth -= 1
         self.copy_out(pending, c)
+        if may_exit:  # the callee exited: keep leaving, past the caller's own copy-outs
+            stay = self.prim("_jump_if_zero", [as_param(self.exit_flag().node()), hex_node(0)])
+            leave = self.prim("_jump", [hex_node(0)])
+            (self.returns[-1][0] if self.call_depth else self.exit_jumps).append(leave)
+            stay["parameters"][1] = hex_node(len(self.out))
 
     def inline_function(self, f: ast.FunctionDecl, c: ast.CallExpr, result: Any) -> None:
         scope = Scope(self.ctx, "", self.ctx.globals)
@@ -631,3 +656,19 @@ def _returns_early(body: ast.BlockStmt) -> bool:
             return walk(st.then, False) or (st.else_ is not None and walk(st.else_, False))
         return False
     return walk(body, True)
+
+
+def _may_exit(decl: ast.ActionDecl) -> bool:
+    """Whether an action may execute ``exit``, itself or in an action it calls."""
+    def walk(n: Any) -> bool:
+        if isinstance(n, ast.ExitStmt):
+            return True
+        if isinstance(n, ast.CallExpr) and isinstance(n.target, ast.PathExpr) \
+                and isinstance(n.target.ref, ast.ActionDecl) and walk(n.target.ref.body):
+            return True
+        if isinstance(n, ast.Node) and not isinstance(n, ast.Decl):
+            return any(walk(getattr(n, f)) for f in vars(n) if f not in ("pos", "ref", "type"))
+        if isinstance(n, list):
+            return any(walk(x) for x in n)
+        return False
+    return walk(decl.body)
