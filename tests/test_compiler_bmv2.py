@@ -716,11 +716,38 @@ def test_entry_priorities_follow_p4_rules(tmp_path):
     (dict(top="extern Widget { Widget(); void poke(); }", ingress="Widget() w;", apply="w.poke();"),
      "Widget"),
     (dict(top="header a_t { bit<8> x; } header b_t { bit<8> y; } header_union ab_t { a_t a; b_t b; }",
-          headers="ethernet_t ethernet; ipv4_t ipv4; ab_t[2] us;"),
-     "only stacks of headers"),
+          headers="ethernet_t ethernet; ipv4_t ipv4; ab_t[2] us;", apply="hdr.us[hdr.ipv4.ttl].a.setValid();"),
+     "only be indexed by a compile-time constant"),
 ])
 def test_unsupported_constructs_are_named_with_a_position(tmp_path, kwargs, message):
     with pytest.raises(CompileError, match=message) as info:
         build(tmp_path, program(**kwargs))
     assert info.value.kind == "unsupported"
     assert info.value.pos.line > 0 and info.value.pos.file.endswith("prog.p4")
+
+
+# ------------------------------------------------------------------ copy-in/copy-out plan
+
+@pytest.mark.parametrize("ingress, apply, copied", [
+    # the callee reaches the argument only through its parameter: bound, no copy
+    ("action a(inout ipv4_t x) { x.ttl = 1; }", "a(hdr.ipv4);", False),
+    # the callee also reads the argument through the control's hdr: copied
+    ("action a(inout ipv4_t x) { x.ttl = 1; hdr.ethernet.etherType = (bit<16>)hdr.ipv4.ttl; }",
+     "a(hdr.ipv4);", True),
+    # the callee touches another header of hdr only: paths do not overlap, no copy
+    ("action a(inout ipv4_t x) { x.ttl = 1; hdr.ethernet.etherType = 1; }", "a(hdr.ipv4);", False),
+])
+def test_header_arguments_are_copied_only_where_aliasing_shows(tmp_path, ingress, apply, copied):
+    j = build(tmp_path, program(ingress=ingress, apply=apply))
+    ops = [p["op"] for a in j["actions"] for p in a["primitives"]]
+    assert ("assign_header" in ops) == copied, ops
+
+
+def test_overlap_of_access_paths():
+    from p4sim.compiler.midend.copyinout import ANY, Path as AccessPath
+    root, other = object(), object()
+    assert AccessPath(root, ("h",)).overlaps(AccessPath(root, ("h", "a")))
+    assert not AccessPath(root, ("h",)).overlaps(AccessPath(root, ("g",)))
+    assert AccessPath(root, ("s", ANY)).overlaps(AccessPath(root, ("s", 1, "x")))
+    assert not AccessPath(root, ("s", 0)).overlaps(AccessPath(root, ("s", 1)))
+    assert not AccessPath(root, ()).overlaps(AccessPath(other, ()))

@@ -76,6 +76,19 @@ def _is_int_like(t: T.Type) -> bool:
     return isinstance(t, (T.BitT, T.InfIntT))
 
 
+def _substitute(t: T.Type, sub: dict[str, T.Type]) -> T.Type:
+    """``t`` with its type variables replaced (a generic struct's use ``pair_t<bit<8>>``)."""
+    if isinstance(t, T.TypeVarT):
+        return sub.get(t.name, t)
+    if isinstance(t, T.StructLikeT):
+        return type(t)(t.name, tuple(T.FieldT(f.name, _substitute(f.type, sub)) for f in t.fields))
+    if isinstance(t, T.StackT):
+        return T.StackT(_substitute(t.element, sub), t.size)
+    if isinstance(t, T.TupleT):
+        return T.TupleT(tuple(_substitute(e, sub) for e in t.elements))
+    return t
+
+
 class ExprChecker:
     """Types expressions in a scope; holds the context that changes their meaning
     (inside a parser, inside an action, the return type of the enclosing body)."""
@@ -134,6 +147,11 @@ class ExprChecker:
                 raise CompileError(f"extern '{d.name}' takes {len(d.type_params)} type arguments, "
                                    f"got {len(args)}", tr.pos)
             return T.ExternT(d.name, args or tuple(T.TypeVarT(n) for n in d.type_params), d)
+        if isinstance(d, ast.StructDecl) and d.type_params:
+            if len(args) != len(d.type_params):
+                raise CompileError(f"struct '{d.name}' takes {len(d.type_params)} type arguments, "
+                                   f"got {len(args)}", tr.pos)
+            return _substitute(self.decl_type(d, scope), dict(zip(d.type_params, args)))
         if args and not isinstance(d, (ast.ParserTypeDecl, ast.ControlTypeDecl, ast.PackageTypeDecl)):
             raise CompileError(f"{describe(d)} does not take type arguments", tr.pos)
         if isinstance(d, (ast.HeaderDecl, ast.HeaderUnionDecl, ast.StructDecl, ast.EnumDecl,
@@ -151,6 +169,11 @@ class ExprChecker:
         if isinstance(d, (ast.HeaderDecl, ast.HeaderUnionDecl, ast.StructDecl)):
             fields = []
             seen: set[str] = set()
+            if isinstance(d, ast.StructDecl) and d.type_params:
+                # a generic struct: fields over type variables, substituted per use
+                scope = scope.child()
+                for n in d.type_params:
+                    scope.declare(n, TypeParam(n, d.pos), d.pos)
             for f in d.fields:
                 if f.name in seen:
                     raise CompileError(f"duplicate field '{f.name}' in '{d.name}'", f.pos)
@@ -187,11 +210,15 @@ class ExprChecker:
             ok = (T.HeaderT,)
         else:
             ok = (T.BitT, T.VarbitT, T.BoolT, T.NewT, T.EnumT, T.ErrorT, T.StructT, T.HeaderT,
-                  T.HeaderUnionT, T.StackT, T.TupleT, T.MatchKindT)
+                  T.HeaderUnionT, T.StackT, T.TupleT, T.MatchKindT, T.TypeVarT)
         if not isinstance(ft, ok):
             kind = "header" if isinstance(d, ast.HeaderDecl) else (
                 "header union" if isinstance(d, ast.HeaderUnionDecl) else "struct")
             raise CompileError(f"field '{f.name}' of {kind} '{d.name}' cannot have type {fmt(ft)}", f.pos)
+        if isinstance(d, ast.StructDecl) and isinstance(ft, T.VarbitT):
+            raise CompileError(f"varbit field '{f.name}' in struct '{d.name}' is not supported (BMv2 keeps "
+                               "struct fields in fixed-width metadata; put it in a header)", f.pos,
+                               kind="unsupported")
         if isinstance(d, ast.HeaderDecl) and isinstance(ft, T.VarbitT):
             others = [x for x in d.fields if x is not f and isinstance(x.type_ref.type, T.VarbitT)]
             if others:

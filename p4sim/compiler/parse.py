@@ -188,8 +188,7 @@ class _Build(Transformer):
         return ast.HeaderUnionDecl(self.p(c[0]), str(c[0]), self._fields(c[2:]))
 
     def struct_decl(self, c: list) -> ast.Decl:
-        self._no_type_params(c, "generic structs")
-        return ast.StructDecl(self.p(c[0]), str(c[0]), self._fields(c[2:]))
+        return ast.StructDecl(self.p(c[0]), str(c[0]), self._fields(c[2:]), c[1] or [])
 
     def _no_type_params(self, c: list, what: str) -> None:
         if c[1]:

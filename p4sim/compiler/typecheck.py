@@ -238,7 +238,10 @@ class Checker(ExprChecker):
                 k.type = T.DontCareT()
             elif isinstance(k, ast.BinaryExpr) and k.op in ("&&&", ".."):
                 self.expect(k.left, scope, kt, "keyset value")
-                self.expect(k.right, scope, kt, "keyset mask" if k.op == "&&&" else "keyset bound")
+                mt = kt
+                if k.op == "&&&" and isinstance(kt, T.EnumT) and kt.underlying is not None:
+                    mt = kt.underlying  # a mask is a bit pattern, not an enum member (p4c agrees)
+                self.expect(k.right, scope, mt, "keyset mask" if k.op == "&&&" else "keyset bound")
                 k.type = kt
             else:
                 t = self.expr(k, scope, kt)

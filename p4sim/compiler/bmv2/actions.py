@@ -78,7 +78,9 @@ def action_id(ctx: Context, av: ActionValue, bound: Optional[list[Any]] = None) 
         scope.bind(p, ParamLoc(len(runtime_data), pt))
         runtime_data.append({"name": p.name, "bitwidth": w})
         params.append((p.name, w, pt if isinstance(pt, T.NewT) else None))
+    lw.tail = True
     lw.inline_body(scope, av.decl.body, None)
+    lw.finish_exits()  # copy-out still happens after an exit (P4-16 12.5)
     lw.copy_out(copy_out, av.decl)
     aid = len(ctx.actions)
     ctx.action_ids[key] = aid

@@ -290,6 +290,8 @@ def instantiate(scope: Scope, decl: ast.InstantiationDecl) -> Any:
         ctx.register_arrays.append({"name": name, "id": len(ctx.register_arrays), "size": size,
                                     "bitwidth": base_type(t.args[0]).width})
         ctx.cp.add("registers", CPRegister(name, decl, t.args[0], size))
+    elif kind == "Checksum16":
+        pass  # no state: each get() is a csum16 calculation (`externs.extern_method_value`)
     elif kind not in DEFERRED:
         raise CompileError(f"extern '{kind}' is not supported by the BMv2 back end", pos, "unsupported")
     return ev

@@ -139,7 +139,9 @@ class ControlLowerer:
 
     def run(self, scope: Scope, stmts: list[ast.Stmt], next_: Optional[str]) -> Optional[str]:
         lw = StmtLowerer(scope)
+        lw.tail = True
         lw.stmts(stmts)
+        lw.finish_exits()
         if not lw.out:
             return next_
         name, aid = synthesized_action(self.ctx, "act", lw.out)
@@ -180,6 +182,7 @@ class ControlLowerer:
             return self.returns[-1]
         if isinstance(s, ast.ExitStmt):
             lw = StmtLowerer(scope)
+            lw.tail = True
             lw.stmt(s)
             name, aid = synthesized_action(self.ctx, "act", lw.out)
             return self.synth_table(f"tbl_{name}", name, aid, [], None)
@@ -390,6 +393,8 @@ class ControlLowerer:
                 bindings[id(p)] = ConstLoc(v, pt)
             elif isinstance(a, (ast.PathExpr, ast.MemberExpr, ast.IndexExpr)):
                 bindings[id(p)] = lw.loc(a)
+                if p.direction == "out":  # its headers start invalid (P4-16 6.8)
+                    lw.invalidate(bindings[id(p)])
             else:
                 tmp = self.ctx.layout.storage(p.name, pt, a.pos)
                 lw.assign_to(tmp, a)

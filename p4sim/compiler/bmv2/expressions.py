@@ -23,7 +23,7 @@ from p4sim.compiler.bmv2.context import PacketValue, Scope
 from p4sim.compiler.bmv2.jsonutil import bool_node, expr_node, hex_node, mask
 from p4sim.compiler.bmv2.storage import (
     ConstLoc, DynFieldLoc, DynHeaderLoc, FieldLoc, HeaderLoc, ParamLoc, StackLoc, StructLoc,
-    UnionLoc, ValueLoc, base_type, scalar_width,
+    UnionLoc, UnionStackLoc, ValueLoc, base_type, scalar_width,
 )
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
@@ -147,6 +147,9 @@ class ExprLowerer:
                 if m not in base.members:
                     raise CompileError(f"header union has no member '{m}'", e.pos)
                 return base.members[m]
+            if isinstance(base, UnionStackLoc):
+                raise CompileError(f"'{m}' on a stack of header unions is not supported (only elements at "
+                                   "constant indexes)", e.pos, "unsupported")
             if isinstance(base, StackLoc):
                 if m == "last":
                     idx = expr_node("last_stack_index", None, base.node())
@@ -157,6 +160,15 @@ class ExprLowerer:
             raise CompileError(f"'{m}' is not a storage location", e.pos)
         if isinstance(e, ast.IndexExpr):
             base = self.loc(e.expr)
+            if isinstance(base, UnionStackLoc):
+                i = const_value(e.index)
+                if i is None:
+                    raise CompileError("a stack of header unions can only be indexed by a compile-time "
+                                       "constant", e.index.pos, "unsupported")
+                if not 0 <= i < base.type.size:
+                    raise CompileError(f"index {i} is out of bounds for a stack of size {base.type.size}",
+                                       e.index.pos)
+                return base.elements[i]
             if not isinstance(base, StackLoc):
                 raise CompileError("only header stacks can be indexed", e.pos)
             i = const_value(e.index)

@@ -54,6 +54,20 @@ def extern_method(lw: PrimitiveLowerer, ev: ExternValue, method: str, c: ast.Cal
         raise CompileError(f"{kind}.{method} is not supported by the BMv2 back end", c.pos, "unsupported")
 
 
+def extern_method_value(lw: PrimitiveLowerer, ev: ExternValue, method: str, c: ast.CallExpr) -> dict:
+    """An extern method whose result is used as a value. ``Checksum16.get(data)``
+    (v1model's deprecated checksum unit) is the ones'-complement sum BMv2 computes as
+    the ``csum16`` calculation: ``modify_field_with_hash_based_offset`` into a
+    temporary, base 0, size 2^16 (so the sum itself)."""
+    if ev.type.name == "Checksum16" and method == "get":
+        calc = create_calculation(lw, "csum16", c.args[0].value)
+        tmp = lw.temp(c.type)
+        lw.prim("modify_field_with_hash_based_offset",
+                [tmp.node(), hex_node(0, 16), {"type": "calculation", "value": calc}, hex_node(1 << 16, 32)])
+        return tmp.node()
+    raise CompileError(f"{ev.type.name}.{method} cannot be used as a value here", c.pos, "unsupported")
+
+
 # ---------------------------------------------------------------------- lists
 def flatten(lw: PrimitiveLowerer, e: ast.Expr) -> list[Any]:
     """The leaves of a field list argument: Locs for storage, Exprs otherwise."""

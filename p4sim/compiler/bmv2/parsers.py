@@ -157,8 +157,8 @@ class ParserLowerer:
             if bv is None:
                 continue
             cont = self.state_names.fresh(f"{name}_cont")
-            sub_start = self.inline_parser(scope, bv, st.call, cont)  # type: ignore[attr-defined]
-            self.emit_state(scope, name, stmts[:i], None, lambda _: sub_start, goto=sub_start)
+            sub_start, entry_ops = self.inline_parser(scope, bv, st.call, cont)  # type: ignore[attr-defined]
+            self.emit_state(scope, name, stmts[:i], None, lambda _: sub_start, goto=sub_start, then=entry_ops)
             self.lower_state(scope, cont, stmts[i + 1:], transition, target)
             return
         self.emit_state(scope, name, stmts, transition, target)
@@ -173,7 +173,11 @@ class ParserLowerer:
                 return v
         return None
 
-    def inline_parser(self, scope: Scope, bv: BlockValue, c: ast.CallExpr, accept: str) -> Optional[str]:
+    def inline_parser(self, scope: Scope, bv: BlockValue, c: ast.CallExpr,
+                      accept: str) -> tuple[Optional[str], list[dict]]:
+        """Inline sub-parser ``bv``'s states, continuing at ``accept``. Returns its
+        start state and the operations the calling state ends with: the headers of
+        ``out`` arguments start invalid (P4-16 6.8)."""
         decl = bv.decl
         if not isinstance(decl, ast.ParserDecl):
             raise CompileError("only parsers can be applied in a parser", c.pos)
@@ -182,17 +186,23 @@ class ParserLowerer:
         for p, a in zip(decl.params, ordered_args(decl.params, c.args, c.pos)):
             if a is None:
                 raise CompileError(f"missing argument for '{p.name}'", c.pos)
-            sub.bind(p, lw.loc(a) if isinstance(a, (ast.PathExpr, ast.MemberExpr, ast.IndexExpr)) else
-                     ConstLoc(lw.require_const(a), self.ctx.types.resolve(p.type_ref)))
+            if isinstance(a, (ast.PathExpr, ast.MemberExpr, ast.IndexExpr)):
+                loc = lw.loc(a)
+                if p.direction == "out":
+                    lw.invalidate(loc)
+                sub.bind(p, loc)
+            else:
+                sub.bind(p, ConstLoc(lw.require_const(a), self.ctx.types.resolve(p.type_ref)))
         bind_ctor_params(bv.scope, sub, decl.ctor_params, bv.args)
         self.declare_locals(decl, sub)
         local = bv.name.rsplit(".", 1)[-1]
-        return self.lower_states(decl, sub, f"{local}_", accept)
+        return self.lower_states(decl, sub, f"{local}_", accept), lw.out
 
     def emit_state(self, scope: Scope, name: str, stmts: list[ast.Stmt], transition: Any, target: Any,
-                   goto: Optional[str] = None) -> None:
+                   goto: Optional[str] = None, then: Optional[list[dict]] = None) -> None:
         lw = ParserStmtLowerer(scope)
         lw.stmts(stmts)
+        lw.out.extend(then or [])
         keys: list[dict] = []
         transitions: list[dict] = []
         if goto is not None or isinstance(transition, str):

@@ -19,7 +19,9 @@ from p4sim.compiler.bmv2.externs import create_calculation
 from p4sim.compiler.bmv2.ordering import put_in_reading_order, renumber_actions
 from p4sim.compiler.bmv2.parsers import ParserLowerer
 from p4sim.compiler.bmv2.statements import StmtLowerer
-from p4sim.compiler.bmv2.storage import FieldLoc, HeaderLoc, StackLoc, StructLoc, UnionLoc, base_type
+from p4sim.compiler.bmv2.storage import (
+    FieldLoc, HeaderLoc, StackLoc, StructLoc, UnionLoc, UnionStackLoc, base_type,
+)
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
 from p4sim.compiler.midend import Design
@@ -199,6 +201,9 @@ def deparser_order(scope: Scope, stmts: list[ast.Stmt]) -> list[str]:
             order.extend(e.name for e in loc.elements)
         elif isinstance(loc, UnionLoc):
             order.extend(m.name for m in loc.members.values())
+        elif isinstance(loc, UnionStackLoc):
+            for u in loc.elements:
+                walk(u)
         elif isinstance(loc, StructLoc):
             for f in loc.fields.values():
                 if not isinstance(f, FieldLoc):

@@ -17,13 +17,13 @@ from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import (
     ActionValue, BlockValue, ExternValue, FunctionValue, PacketValue, Scope, TableValue, ordered_args,
 )
-from p4sim.compiler.bmv2.expressions import const_node, to_data
-from p4sim.compiler.bmv2.externs import extern_function, extern_method
-from p4sim.compiler.bmv2.jsonutil import as_param, expr_node, hex_node
+from p4sim.compiler.bmv2.expressions import const_node, d2b, to_data
+from p4sim.compiler.bmv2.externs import extern_function, extern_method, extern_method_value
+from p4sim.compiler.bmv2.jsonutil import as_param, bool_node, expr_node, hex_node
 from p4sim.compiler.bmv2.primitives import PrimitiveLowerer
 from p4sim.compiler.bmv2.storage import (
     ConstLoc, DynFieldLoc, DynHeaderLoc, FieldLoc, HeaderLoc, ParamLoc, StackLoc, StructLoc, UnionLoc,
-    ValueLoc, base_type, scalar_width,
+    UnionStackLoc, ValueLoc, base_type, scalar_width,
 )
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
@@ -36,11 +36,37 @@ class StmtLowerer(PrimitiveLowerer):
         self.returns: list[tuple[list[dict], Any]] = []
         # one frame per enclosing for loop: (break jumps, continue jumps) to patch
         self.loops: list[tuple[list[dict], list[dict]]] = []
+        # BMv2's exit primitive only marks the packet; the action's later primitives
+        # would still run. An exit with code after it jumps to the action's end
+        # (`finish_exits`); ``tail`` says the statement being lowered ends the action.
+        self.tail = False
+        self.exit_jumps: list[dict] = []
+        # Inside an action called from here (``call_depth`` > 0), an exit first
+        # leaves that action so that its copy-outs run (P4-16 12.5), recording it in
+        # ``exited``; after the call, a set flag keeps leaving.
+        self.call_depth = 0
+        self.exited: Optional[FieldLoc] = None
+        # Parser states have no jumps: an if (or an early return) inside a function
+        # called from a parser state is predicated instead, as p4c's Predication
+        # pass does in actions: ``pred`` is the 1-bit "this code runs" every
+        # assignment is guarded by (``x = pred ? v : x``); one "has returned" flag
+        # per inlined function body (None outside a function).
+        self.pred: Optional[FieldLoc] = None
+        self.ret_flags: list[Optional[FieldLoc]] = []
 
     # ------------------------------------------------------------------ statements
     def stmts(self, stmts: list[ast.Stmt]) -> None:
-        for s in stmts:
+        tail = self.tail
+        for i, s in enumerate(stmts):
+            self.tail = tail and i == len(stmts) - 1
             self.stmt(s)
+        self.tail = tail
+
+    def finish_exits(self) -> None:
+        """Point the jumps after non-final exits at the current end of the code."""
+        for j in self.exit_jumps:
+            j["parameters"][0] = hex_node(len(self.out))
+        self.exit_jumps = []
 
     def stmt(self, s: ast.Stmt) -> None:
         self.pos = s.pos
@@ -60,6 +86,11 @@ class StmtLowerer(PrimitiveLowerer):
             if self.parser:
                 raise CompileError("exit is not allowed in a parser", s.pos)
             self.prim("exit", [])
+            if self.call_depth:
+                self.set_field(self.exit_flag(), hex_node(1, 1))
+                self.returns[-1][0].append(self.prim("_jump", [hex_node(0)]))
+            elif not self.tail:
+                self.exit_jumps.append(self.prim("_jump", [hex_node(0)]))
         elif isinstance(s, ast.ReturnStmt):
             self.return_(s)
         elif isinstance(s, ast.EmptyStmt):
@@ -91,8 +122,8 @@ class StmtLowerer(PrimitiveLowerer):
                 self.stmt(branch)
             return
         if self.parser:
-            raise CompileError("an if statement inside a function called from a parser state is not "
-                               "supported by the BMv2 back end", s.pos, "unsupported")
+            self.predicated_if(s)
+            return
         jz = self.prim("_jump_if_zero", [as_param(to_data(self.rv(s.cond), T.BoolT())), hex_node(0)])
         self.stmt(s.then)
         if s.else_ is not None:
@@ -123,14 +154,61 @@ class StmtLowerer(PrimitiveLowerer):
         breaks: list[dict] = []
         continues: list[dict] = []
         self.loops.append((breaks, continues))
+        tail, self.tail = self.tail, False  # the loop may run again after its body
         self.stmt(s.body)
         self.loops.pop()
         for j in continues:
             j["parameters"][0] = hex_node(len(self.out))
         self.stmts(s.update)
+        self.tail = tail
         self.prim("_jump", [hex_node(top)])
         for j in breaks + ([exit_test] if exit_test is not None else []):
             j["parameters"][-1] = hex_node(len(self.out))
+
+    # ------------------------------------------------------------------ predication (parser states)
+    def guard(self, cond: dict) -> FieldLoc:
+        """A fresh predicate: ``cond`` (a bool expression) and the current one."""
+        if self.pred is not None:
+            cond = expr_node("and", d2b(self.pred.node()), cond)
+        flag = self.temp(T.BoolT(), "pred")
+        PrimitiveLowerer.set_field(self, flag, expr_node("b2d", None, cond))  # unguarded
+        return flag
+
+    def predicated_if(self, s: ast.IfStmt) -> None:
+        if not self.ret_flags:
+            raise CompileError("if statements in parser states are lowered by splitting the state; this "
+                               "one could not be", s.pos, "unsupported")
+        cond = self.temp(T.BoolT(), "cond")
+        PrimitiveLowerer.set_field(self, cond, to_data(self.rv(s.cond), T.BoolT()))
+        outer = self.pred
+        self.pred = self.guard(d2b(cond.node()))
+        self.stmt(s.then)
+        if s.else_ is not None:
+            self.pred = outer
+            self.pred = self.guard(expr_node("not", None, d2b(cond.node())))
+            self.stmt(s.else_)
+        self.pred = outer
+        self.after_returns()
+
+    def after_returns(self) -> None:
+        """Code after a statement that may have returned runs only if it did not."""
+        flag = self.ret_flags[-1] if self.ret_flags else None
+        if flag is not None:
+            self.pred = self.guard(expr_node("not", None, d2b(flag.node())))
+
+    def set_field(self, dst: Any, value: dict) -> None:
+        if self.pred is not None:
+            if not isinstance(dst, FieldLoc) or isinstance(base_type(dst.type), T.VarbitT):
+                raise CompileError("only assignments to fields may depend on a condition in a function "
+                                   "called from a parser state", self.pos, "unsupported")
+            value = expr_node("?", value, dst.node(), cond=d2b(self.pred.node()))
+        super().set_field(dst, value)
+
+    def prim(self, op: str, params: list[dict]) -> dict:
+        if self.pred is not None:
+            raise CompileError("only assignments may depend on a condition in a function called from a "
+                               "parser state", self.pos, "unsupported")
+        return super().prim(op, params)
 
     def switch_on_value(self, s: ast.SwitchStmt) -> None:
         """``switch (x) { 1: {...} 2: {...} default: {...} }`` as an if-chain."""
@@ -167,6 +245,12 @@ class StmtLowerer(PrimitiveLowerer):
                 raise CompileError("this return must not have a value", s.pos)
             self.assign_to(result, s.value)
         if self.parser:
+            flag = self.ret_flags[-1] if self.ret_flags else None
+            if flag is not None:  # an early return: the rest of the body runs only without it
+                taken = d2b(self.pred.node()) if self.pred is not None else bool_node(True)
+                PrimitiveLowerer.set_field(self, flag, expr_node(
+                    "b2d", None, expr_node("or", d2b(flag.node()), taken)))
+                self.pred = self.guard(expr_node("not", None, d2b(flag.node())))
             jumps.append({"parser_return": True})
             return
         jumps.append(self.prim("_jump", [hex_node(0)]))
@@ -243,6 +327,9 @@ class StmtLowerer(PrimitiveLowerer):
             self.prim("assign_header_stack", [dst.node(), src.node()])
         elif isinstance(dst, UnionLoc) and isinstance(src, UnionLoc):
             self.prim("assign_union", [dst.node(), src.node()])
+        elif isinstance(dst, UnionStackLoc) and isinstance(src, UnionStackLoc):
+            for d, s in zip(dst.elements, src.elements):
+                self.prim("assign_union", [d.node(), s.node()])
         elif isinstance(dst, StructLoc) and isinstance(src, StructLoc):
             for name, d in dst.fields.items():
                 self.copy(d, src.fields[name], where)
@@ -440,6 +527,9 @@ class StmtLowerer(PrimitiveLowerer):
         elif isinstance(loc, UnionLoc):
             for h in loc.members.values():
                 self.prim("remove_header", [as_param(h.node())])
+        elif isinstance(loc, UnionStackLoc):
+            for u in loc.elements:
+                self.invalidate(u)
         elif isinstance(loc, StructLoc):
             for f in loc.fields.values():
                 self.invalidate(f)
@@ -472,17 +562,28 @@ class StmtLowerer(PrimitiveLowerer):
         saved = self.scope
         self.scope = scope
         jumps: list[dict] = []
+        tail = self.tail
+        body_tail = tail and not self.returns  # an inlined callee's end is not the action's
         self.returns.append((jumps, result))
+        outer_pred = self.pred
+        if self.parser:  # a function in a parser state: returns are predicated (see `pred`)
+            flag = None
+            if _returns_early(body):
+                flag = self.temp(T.BoolT(), "returned")
+                PrimitiveLowerer.set_field(self, flag, hex_node(0, 1))
+            self.ret_flags.append(flag)
         try:
             stmts = body.stmts
             for i, s in enumerate(stmts):
-                if self.parser and isinstance(s, ast.ReturnStmt) and i != len(stmts) - 1:
-                    raise CompileError("return before the end of a function is not supported in a parser",
-                                       s.pos, "unsupported")
+                self.tail = body_tail and i == len(stmts) - 1
                 self.stmt(s)
         finally:
             self.returns.pop()
             self.scope = saved
+            self.tail = tail
+            self.pred = outer_pred
+            if self.parser:
+                self.ret_flags.pop()
         # a return that ends the body would jump to where it already is: drop it
         if body.stmts and isinstance(body.stmts[-1], ast.ReturnStmt) and jumps \
                 and self.out and self.out[-1] is jumps[-1]:
@@ -492,11 +593,28 @@ class StmtLowerer(PrimitiveLowerer):
             if "parameters" in j:
                 j["parameters"][0] = hex_node(len(self.out))
 
+    def exit_flag(self) -> FieldLoc:
+        if self.exited is None:
+            self.exited = self.temp(T.BoolT(), "exited")
+        return self.exited
+
     def inline_action(self, av: ActionValue, c: ast.CallExpr) -> None:
         scope = av.scope.child()
+        may_exit = _may_exit(av.decl)
+        if may_exit:
+            self.set_field(self.exit_flag(), hex_node(0, 1))
         pending = self.bind_params(scope, av.decl.params, c)
-        self.inline_body(scope, av.decl.body, None)
+        self.call_depth += 1
+        try:
+            self.inline_body(scope, av.decl.body, None)
+        finally:
+            self.call_depth -= 1
         self.copy_out(pending, c)
+        if may_exit:  # the callee exited: keep leaving, past the caller's own copy-outs
+            stay = self.prim("_jump_if_zero", [as_param(self.exit_flag().node()), hex_node(0)])
+            leave = self.prim("_jump", [hex_node(0)])
+            (self.returns[-1][0] if self.call_depth else self.exit_jumps).append(leave)
+            stay["parameters"][1] = hex_node(len(self.out))
 
     def inline_function(self, f: ast.FunctionDecl, c: ast.CallExpr, result: Any) -> None:
         scope = Scope(self.ctx, "", self.ctx.globals)
@@ -520,4 +638,37 @@ class StmtLowerer(PrimitiveLowerer):
         if isinstance(t, ast.PathExpr) and isinstance(self.scope.lookup(t.ref, t), FunctionValue):
             loc = self.call_result_loc(e)
             return self.loc_value(loc, e)
+        if isinstance(t, ast.MemberExpr):
+            base = self.loc(t.expr) if isinstance(t.expr, (ast.PathExpr, ast.MemberExpr)) else None
+            if isinstance(base, ExternValue):
+                return extern_method_value(self, base, t.member, e)
         return super().call_with_result(e)
+
+
+def _returns_early(body: ast.BlockStmt) -> bool:
+    """Whether a function body has a return anywhere but as its last statement."""
+    def walk(st: Any, last: bool) -> bool:
+        if isinstance(st, ast.ReturnStmt):
+            return not last
+        if isinstance(st, ast.BlockStmt):
+            return any(walk(x, last and i == len(st.stmts) - 1) for i, x in enumerate(st.stmts))
+        if isinstance(st, ast.IfStmt):
+            return walk(st.then, False) or (st.else_ is not None and walk(st.else_, False))
+        return False
+    return walk(body, True)
+
+
+def _may_exit(decl: ast.ActionDecl) -> bool:
+    """Whether an action may execute ``exit``, itself or in an action it calls."""
+    def walk(n: Any) -> bool:
+        if isinstance(n, ast.ExitStmt):
+            return True
+        if isinstance(n, ast.CallExpr) and isinstance(n.target, ast.PathExpr) \
+                and isinstance(n.target.ref, ast.ActionDecl) and walk(n.target.ref.body):
+            return True
+        if isinstance(n, ast.Node) and not isinstance(n, ast.Decl):
+            return any(walk(getattr(n, f)) for f in vars(n) if f not in ("pos", "ref", "type"))
+        if isinstance(n, list):
+            return any(walk(x) for x in n)
+        return False
+    return walk(decl.body)

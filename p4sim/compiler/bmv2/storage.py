@@ -119,6 +119,16 @@ class UnionLoc:
 
 
 @dataclass
+class UnionStackLoc:
+    """A stack of header unions, kept as one union per element (p4c's mid end
+    flattens them the same way): only constant indexes reach an element."""
+
+    name: str
+    type: T.StackT
+    elements: list[UnionLoc]
+
+
+@dataclass
 class StructLoc:
     type: T.Type
     fields: dict[str, "Loc"]
@@ -152,7 +162,8 @@ class ValueLoc:
         return self.node_
 
 
-Loc = Union[FieldLoc, DynFieldLoc, HeaderLoc, DynHeaderLoc, StackLoc, UnionLoc, StructLoc, ParamLoc, ConstLoc, ValueLoc]
+Loc = Union[FieldLoc, DynFieldLoc, HeaderLoc, DynHeaderLoc, StackLoc, UnionLoc, UnionStackLoc, StructLoc,
+            ParamLoc, ConstLoc, ValueLoc]
 
 SCALARS = "scalars"
 
@@ -222,7 +233,10 @@ class Layout:
                 return h["id"]
         raise KeyError(name)
 
-    def stack(self, name: str, st: T.StackT, pos: Optional[SrcPos] = None) -> StackLoc:
+    def stack(self, name: str, st: T.StackT, pos: Optional[SrcPos] = None) -> Union[StackLoc, UnionStackLoc]:
+        if isinstance(st.element, T.HeaderUnionT):
+            uname = self.instance_names.fresh(name)
+            return UnionStackLoc(uname, st, [self.union(f"{uname}[{i}]", st.element) for i in range(st.size)])
         if not isinstance(st.element, T.HeaderT):
             raise CompileError(f"stack '{name}': only stacks of headers are supported", pos, "unsupported")
         sname = self.instance_names.fresh(name)
