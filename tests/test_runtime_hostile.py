@@ -177,6 +177,7 @@ def test_deeply_nested_json_is_invalid_argument(ready: Runtime) -> None:
     ({"pipelines": [{"tables": [{"name": "t", "key": [7]}]}]}, "'key' must be a list of objects"),
     ({"pipelines": [], "actions": [{"name": "a", "runtime_data": [{"bitwidth": "x"}]}]}, "bitwidth 'x'"),
     ({"pipelines": [], "counter_arrays": [{"name": "c", "size": 10**12}]}, "size 1000000000000 must be an integer"),
+    ({"pipelines": [], "headers": [{"name": "h", "header_type": [1]}]}, "header 'h' has no header_type"),
     ([1, 2], "no 'pipelines'"),
 ])
 def test_json_of_the_wrong_shape_is_invalid_argument(ready: Runtime, doc, message: str) -> None:

@@ -102,6 +102,9 @@ def _check_shape(bmv2: dict) -> None:
     for action in bmv2.get("actions", []):
         for param in _objects(action, "runtime_data", f"action '{action['name']}' "):
             _sized(param, "bitwidth", f"action '{action['name']}' parameter")
+    for header in bmv2.get("headers", []):
+        if not isinstance(header.get("header_type"), str):
+            raise InvalidArgument(f"p4_device_config is not BMv2 JSON: header '{header['name']}' has no header_type")
     for ht in bmv2.get("header_types", []):
         fields = ht.get("fields", [])
         if not isinstance(fields, list) or not all(isinstance(f, list) and f and isinstance(f[0], str) for f in fields):
@@ -109,11 +112,13 @@ def _check_shape(bmv2: dict) -> None:
 
 
 def _named(obj: dict, kind: str) -> None:
+    """Every BMv2 object the server looks up by name has a string name."""
     if not isinstance(obj.get("name"), str):
         raise InvalidArgument(f"p4_device_config is not BMv2 JSON: a {kind} has no name")
 
 
 def _sized(obj: dict, key: str, what: str) -> None:
+    """A size or width is an integer the engine can allocate (0..MAX_ARRAY_SIZE)."""
     value = obj.get(key, 0)
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_ARRAY_SIZE:
         raise InvalidArgument(f"p4_device_config: {what} {key} {value!r} must be an integer in 0..{MAX_ARRAY_SIZE}")

@@ -103,8 +103,9 @@ def _varint(n: int) -> bytes:
 
 
 def _trailer_bytes(status: rpc_status.Status) -> int:
-    """On-the-wire size of a status trailer: gRPC base64-encodes ``-bin`` metadata, and
-    the status message travels in ``grpc-message`` beside it."""
+    """On-the-wire size of a status trailer: gRPC base64-encodes ``-bin`` metadata, the
+    status message travels in ``grpc-message`` beside it, and header names and
+    ``grpc-status`` take a few dozen bytes more (rounded up to 64)."""
     return len(base64.b64encode(status.SerializeToString())) + len(status.message.encode()) + 64
 
 
@@ -113,8 +114,8 @@ def error_status(errors: list[P4RuntimeError | None]) -> rpc_status.Status:
 
     One ``p4.v1.Error`` per update (the spec's format) with messages cut to
     `ERROR_MESSAGE_CHARS`; if that is too large, later failures lose their messages but
-    keep their codes; if even one code per update does not fit (a batch of more than a
-    couple of hundred updates), the details are left out and the status message says
+    keep their codes; if even one code per update does not fit (a batch of more than
+    about 150 updates), the details are left out and the status message says
     how many updates failed with which code, which failed first, and the batch size whose
     per-update report does fit.
     """
@@ -158,7 +159,8 @@ class Undecodable:
         return InvalidArgument(f"request is not a serialized {self.type_name}: {self.error}")
 
 
-def _lenient(cls) -> Callable[[bytes], object]:
+def _lenient(cls: type) -> Callable[[bytes], object]:
+    """A request deserializer that returns `Undecodable` instead of raising."""
     def decode(data: bytes) -> object:
         try:
             return cls.FromString(data)
