@@ -293,19 +293,46 @@ def _mutate(data: bytes, flips: list[tuple[int, int]]) -> bytes:
     return bytes(out)
 
 
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-2, 2**40) | st.text(max_size=4),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+                           max_leaves=6)
+
+
+def _slots(node, out: list) -> list:
+    """Every (container, key) of a JSON tree, depth first: the places a mutation can hit."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    for key, child in items:
+        out.append((node, key))
+        _slots(child, out)
+    return out
+
+
+@st.composite
+def mutated_bmv2(draw) -> bytes:
+    """The fixture's BMv2 JSON with a few values replaced by random JSON."""
+    doc = json.loads(DEVICE_CONFIG)
+    for _ in range(draw(st.integers(1, 3))):
+        slots = _slots(doc, [])
+        container, key = slots[draw(st.integers(0, len(slots) - 1))]
+        container[key] = draw(json_values)
+    return json.dumps(doc).encode()
+
+
 @st.composite
 def pipeline_configs(draw) -> p4r.SetForwardingPipelineConfigRequest:
     """Mostly broken configs; some valid ones (those must then be replayed on the oracle)."""
     p4info = p4i.P4Info()
     p4info.CopyFrom(P4INFO)
     device_config = DEVICE_CONFIG
-    how = draw(st.sampled_from(["json", "garbage", "sizes", "widths", "names", "valid"]))
+    how = draw(st.sampled_from(["json", "structure", "structure", "garbage", "sizes", "widths", "names", "valid"]))
     if how == "json":
         device_config = json.dumps(draw(st.recursive(
             st.none() | st.integers() | st.text(max_size=4),
             lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
                 st.sampled_from(["pipelines", "tables", "actions", "name", "key", "size", "counter_arrays"]), inner, max_size=3),
             max_leaves=12))).encode()
+    elif how == "structure":
+        device_config = draw(mutated_bmv2())
     elif how == "garbage":
         device_config = _mutate(DEVICE_CONFIG, draw(st.lists(st.tuples(u32, st.integers(0, 255)), min_size=1, max_size=8)))
     elif how == "sizes":

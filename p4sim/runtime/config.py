@@ -45,6 +45,9 @@ MAX_BITWIDTH = 1 << 16
 """Widest value a P4Info may declare (p4c's own limit is far below): requests are
 checked against ``1 << bitwidth``, which a hostile width would make enormous."""
 
+_SIZE_KEYS = frozenset({"size", "max_size", "bitwidth", "compressed_bitwidth", "max_length", "rate_count"})
+"""BMv2 JSON keys whose integer the engine allocates or shifts by, wherever they occur."""
+
 _MATCH_KINDS = {"exact": MatchType.EXACT, "lpm": MatchType.LPM, "ternary": MatchType.TERNARY,
                 "range": MatchType.RANGE, "optional": MatchType.OPTIONAL}
 
@@ -64,7 +67,32 @@ def _parse_json(data: bytes) -> dict:
     if not isinstance(bmv2, dict) or "pipelines" not in bmv2:
         raise InvalidArgument("p4_device_config is not BMv2 JSON: no 'pipelines'")
     _check_shape(bmv2)
+    _check_limits(bmv2)
     return bmv2
+
+
+def _check_limits(bmv2: dict) -> None:
+    """Every size and width anywhere in the JSON (header stacks, header fields, parser
+    value sets, ... as well as the arrays) is one the engine can allocate: a hostile
+    header field of 2^40 bits made it try to build a 128 GiB mask."""
+    stack: list = [bmv2]
+    while stack:  # iterative: the JSON may nest as deep as the parser allowed
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _SIZE_KEYS and isinstance(value, int) and not 0 <= value <= MAX_ARRAY_SIZE:
+                    raise InvalidArgument(f"p4_device_config: '{key}' {value} is outside 0..{MAX_ARRAY_SIZE}")
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    for ht in bmv2.get("header_types", []):
+        for field in ht.get("fields", []):
+            width = field[1] if len(field) > 1 else None
+            if isinstance(width, bool) or not (isinstance(width, int) and 0 <= width <= MAX_BITWIDTH or width == "*"):
+                raise InvalidArgument(
+                    f"p4_device_config: header type '{ht['name']}' field '{field[0]}' has width {width!r}, "
+                    f"not an integer in 0..{MAX_BITWIDTH} (or '*')"
+                )
 
 
 def _objects(parent: dict, key: str, where: str) -> list[dict]:
