@@ -9,6 +9,7 @@ that a rejected request left the switch as it was.
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import grpc
@@ -390,3 +391,31 @@ def test_action_outside_its_scope_is_permission_denied(rt: Runtime) -> None:  # 
     assert "'MyIngress.set_mcast' is @defaultonly" in errors[0].message
     assert "'MyIngress.drop' is @tableonly" in errors[1].message
     assert rt.read(p4r.Entity(table_entry=p4r.TableEntry())) == []
+
+
+class _CountingLock:
+    """An RLock that counts how often it was taken: how often the packet loop could run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.taken = 0
+
+    def __enter__(self) -> "_CountingLock":
+        self._lock.acquire()
+        self.taken += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._lock.release()
+
+
+def test_a_large_batch_lets_packets_through_between_updates(ready: Runtime) -> None:
+    """A batch used to hold the device lock from its first update to its last, stopping
+    the packet loop for the whole batch (seconds for ten thousand updates); the lock is
+    now taken per update, so the loop gets it between any two of them."""
+    rt = ready
+    rt.dataplane.lock = counting = _CountingLock()
+    with pytest.raises(grpc.RpcError):
+        rt.write(*_lpm_batch(rt, 300, 100))
+    assert counting.taken >= 300
+    assert forwards_to(rt) == [2]

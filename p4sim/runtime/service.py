@@ -214,7 +214,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self.arbitrator = Arbitrator(device_id)
         self.pipeline: Pipeline | None = None
         self._saved: tuple[PipelineConfig, object] | None = None  # VERIFY_AND_SAVE'd config, engine
-        self._config_lock = threading.Lock()  # one SetForwardingPipelineConfig at a time
+        self._config_lock = threading.Lock()  # one SetForwardingPipelineConfig or Write batch at a time
         self._digest_lock = threading.Lock()
         self._batcher = DigestBatcher(self._deliver_digest)
         self._pump = DigestPump(self._collect_digests)
@@ -253,19 +253,25 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         return p4r.WriteResponse()
 
     def apply_updates(self, updates, policy: RolePolicy) -> list[P4RuntimeError | None]:
-        """Apply updates in order (CONTINUE_ON_ERROR); one error or None per update."""
+        """Apply updates in order (CONTINUE_ON_ERROR); one error or None per update.
+
+        The device lock is taken per update, not per batch, so the packet loop runs
+        between updates: a batch of ten thousand updates would otherwise stop forwarding
+        for its whole duration. The config lock keeps the pipeline the same throughout.
+        """
         errors: list[P4RuntimeError | None] = []
-        with self.dataplane.lock:
+        with self._config_lock:
             pipeline = self._require_pipeline()
             for update in updates:
-                try:
-                    pipeline.write(update, policy)
-                    errors.append(None)
-                except P4RuntimeError as err:
-                    errors.append(err)
-                except Exception as exc:  # noqa: BLE001 - a server bug: report it, keep serving
-                    log.exception("update failed unexpectedly: %s", update)
-                    errors.append(P4RuntimeError(f"internal error: {exc!r}", grpc.StatusCode.INTERNAL))
+                with self.dataplane.lock:
+                    try:
+                        pipeline.write(update, policy)
+                        errors.append(None)
+                    except P4RuntimeError as err:
+                        errors.append(err)
+                    except Exception as exc:  # noqa: BLE001 - a server bug: report it, keep serving
+                        log.exception("update failed unexpectedly: %s", update)
+                        errors.append(P4RuntimeError(f"internal error: {exc!r}", grpc.StatusCode.INTERNAL))
         return errors
 
     @staticmethod
