@@ -419,3 +419,22 @@ def test_a_large_batch_lets_packets_through_between_updates(ready: Runtime) -> N
         rt.write(*_lpm_batch(rt, 300, 100))
     assert counting.taken >= 300
     assert forwards_to(rt) == [2]
+
+
+def test_packet_out_with_garbage_metadata_is_dropped_with_a_stream_error(ready: Runtime) -> None:
+    rt = ready
+    frame = packet()
+    cases = [
+        ([p4r.PacketMetadata(metadata_id=1, value=b"\x05"), p4r.PacketMetadata(metadata_id=1, value=b"\x06")],
+         rpc_code.INVALID_ARGUMENT, "'egress_port' given twice"),
+        ([p4r.PacketMetadata(metadata_id=1, value=b"\x02\x00")], rpc_code.OUT_OF_RANGE, "too wide for bitwidth 9"),
+        ([p4r.PacketMetadata(metadata_id=1, value=b"")], rpc_code.OUT_OF_RANGE, "empty byte string"),
+        ([p4r.PacketMetadata(metadata_id=77, value=b"\x01")], rpc_code.INVALID_ARGUMENT, "no metadata id 77"),
+    ]
+    for metadata, code, message in cases:
+        rt.primary.send(p4r.StreamMessageRequest(packet=p4r.PacketOut(payload=frame, metadata=metadata)))
+        error = rt.primary.recv().error
+        assert (error.canonical_code, error.packet_out.packet_out.payload) == (code, frame)
+        assert message in error.message
+    assert rt.dataplane.sent == []  # every one was dropped
+    assert forwards_to(rt) == [2]

@@ -484,10 +484,14 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         data = bytes(packet.payload)
         if header is not None:
             values = {f.id: 0 for f in header.fields}
+            given: set[int] = set()
             for md in packet.metadata:
                 info = header.fields_by_id.get(md.metadata_id)
                 if info is None:
                     raise InvalidArgument(f"packet_out has no metadata id {md.metadata_id}")
+                if md.metadata_id in given:
+                    raise InvalidArgument(f"packet_out metadata '{info.name}' given twice")
+                given.add(md.metadata_id)
                 values[md.metadata_id] = codec.bytes_to_int(md.value, info.bitwidth, f"packet_out metadata '{info.name}'")
             data = codec.pack_fields([values[f.id] for f in header.fields], [f.bitwidth for f in header.fields]) + data
         self.dataplane.inject(data)
