@@ -26,6 +26,7 @@ import time
 
 import grpc
 import pytest
+from google.protobuf import any_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -486,6 +487,11 @@ stream_messages = st.one_of(
     st.builds(lambda dev, eid, role: p4r.StreamMessageRequest(arbitration=p4r.MasterArbitrationUpdate(
         device_id=dev, election_id=p4r.Uint128(low=eid), role=p4r.Role(name=role))),
         st.sampled_from([DEVICE_ID, DEVICE_ID, 0, 9]), st.integers(0, PRIMARY_ID), st.sampled_from(["", "", "x"])),
+    st.builds(lambda eid, url, value: p4r.StreamMessageRequest(arbitration=p4r.MasterArbitrationUpdate(
+        device_id=DEVICE_ID, election_id=p4r.Uint128(low=eid),
+        role=p4r.Role(name="fuzz", config=any_pb2.Any(type_url=url, value=value)))),
+        st.integers(0, PRIMARY_ID - 1), st.sampled_from(["type.googleapis.com/stratum.P4RoleConfig", "x/y", ""]),
+        st.binary(max_size=12)),
     st.builds(lambda payload, md: p4r.StreamMessageRequest(packet=p4r.PacketOut(
         payload=payload, metadata=[p4r.PacketMetadata(metadata_id=i, value=v) for i, v in md])),
         st.binary(max_size=80), st.lists(st.tuples(st.integers(0, 3), values), max_size=3)),

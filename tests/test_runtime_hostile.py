@@ -438,3 +438,19 @@ def test_packet_out_with_garbage_metadata_is_dropped_with_a_stream_error(ready: 
         assert message in error.message
     assert rt.dataplane.sent == []  # every one was dropped
     assert forwards_to(rt) == [2]
+
+
+def test_garbage_role_config_ends_the_stream_with_invalid_argument(ready: Runtime) -> None:
+    """A role config whose bytes are not a P4RoleConfig used to kill the stream's reader
+    silently: the stream closed with OK and no answer."""
+    rt = ready
+    msg = p4r.MasterArbitrationUpdate(device_id=DEVICE_ID, election_id=p4r.Uint128(low=3))
+    msg.role.name = "r"
+    msg.role.config.type_url = "type.googleapis.com/stratum.P4RoleConfig"
+    msg.role.config.value = b"\xff\xff\xff\xff\x0f"
+    stream = rt.stream()
+    stream.send(p4r.StreamMessageRequest(arbitration=msg))
+    err = stream.recv_error()
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "not a serialized stratum.P4RoleConfig" in err.details()
+    rt.write(upd(MODIFY, table_entry=route(rt, 4)))  # the primary is untouched
+    assert forwards_to(rt) == [4]

@@ -423,7 +423,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     if isinstance(request, Undecodable):
                         outgoing.put(request.error_for_client())
                         return
-                    failure = self._stream_request(ctl, request)
+                    try:
+                        failure = self._stream_request(ctl, request)
+                    except Exception as exc:  # noqa: BLE001 - a server bug: say so instead of a silent close
+                        log.exception("stream message failed unexpectedly: %s", request)
+                        failure = P4RuntimeError(f"internal error: {exc!r}", grpc.StatusCode.INTERNAL)
                     if failure is not None:
                         outgoing.put(failure)
                         return
