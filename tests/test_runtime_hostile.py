@@ -203,6 +203,8 @@ def _p4info_with(rt: Runtime, change) -> p4i.P4Info:
     (lambda p: setattr(p.tables[0].match_fields[0], "bitwidth", 48), "match field 'hdr.ipv4.dstAddr' is 48 bits"),
     (lambda p: setattr(p.tables[0].match_fields[0], "match_type", p4i.MatchField.EXACT), "is exact in the P4Info and lpm in the JSON"),
     (lambda p: setattr(p.tables[0], "size", 4096), "has size 4096 in the P4Info and 1024 in the JSON"),
+    (lambda p: setattr(p.type_info.structs["learn_t"].members[1].type_spec.bitstring.bit, "bitwidth", 16),
+     "digest 'learn_t' member 1 is 16 bits in the P4Info and 9 in the JSON"),
     (lambda p: setattr(p.counters[0], "size", 1 << 40), "exceeds this switch's limit"),
     (lambda p: setattr(p.actions[2].params[0], "bitwidth", 1 << 30), "bitwidth 1073741824 exceeds this switch's limit"),
 ])

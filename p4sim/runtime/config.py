@@ -177,6 +177,11 @@ def _field_widths(bmv2: dict) -> dict[tuple[str, str], int]:
     return out
 
 
+def _is_field_ref(target: object) -> bool:
+    """A BMv2 ``[header, field]`` reference (keys and learn lists name fields this way)."""
+    return isinstance(target, list) and len(target) == 2 and all(isinstance(t, str) for t in target)
+
+
 def _check_tables(schema: Schema, bmv2: dict) -> None:
     by_name = {t["name"]: t for p in bmv2["pipelines"] for t in p.get("tables", [])}
     widths = _field_widths(bmv2)
@@ -192,7 +197,7 @@ def _check_tables(schema: Schema, bmv2: dict) -> None:
             if kind is not None and kind != f.match_type:
                 raise _mismatch(f"table '{table.name}' match field '{f.name}' is {f.kind} in the P4Info and {k['match_type']} in the JSON")
             target = k.get("target")
-            width = widths.get(tuple(target)) if isinstance(target, list) and len(target) == 2 and all(isinstance(t, str) for t in target) else None
+            width = widths.get(tuple(target)) if _is_field_ref(target) else None
             if width is not None and k.get("mask") is None and width != f.bitwidth:
                 raise _mismatch(f"table '{table.name}' match field '{f.name}' is {f.bitwidth} bits in the P4Info and {width} in the JSON")
         if table.size and "max_size" in js and js["max_size"] != table.size:
@@ -224,6 +229,18 @@ def _check_sizes(schema: Schema, bmv2: dict) -> None:
                 raise _mismatch(f"{kind} '{info.name}' has size {info.size} in the P4Info and {js.get('size')} in the JSON")
             if kind == "register" and js.get("bitwidth") != info.bitwidth:
                 raise _mismatch(f"register '{info.name}' is {info.bitwidth} bits in the P4Info and {js.get('bitwidth')} in the JSON")
+    widths = _field_widths(bmv2)
+    learn_lists = {ll["name"]: ll for ll in bmv2.get("learn_lists", [])}
+    for digest in schema.digests:
+        elements = learn_lists[digest.name].get("elements", [])
+        if not isinstance(elements, list) or len(elements) != len(digest.member_widths):
+            raise _mismatch(f"digest '{digest.name}' has {len(digest.member_widths)} members in the P4Info and "
+                            f"{len(elements) if isinstance(elements, list) else 'no'} elements in the JSON")
+        for i, (element, width) in enumerate(zip(elements, digest.member_widths)):
+            target = element.get("value") if isinstance(element, dict) and element.get("type") == "field" else None
+            js_width = widths.get(tuple(target)) if _is_field_ref(target) else None
+            if js_width is not None and js_width != width:
+                raise _mismatch(f"digest '{digest.name}' member {i} is {width} bits in the P4Info and {js_width} in the JSON")
     profiles = {ap["name"]: ap for p in bmv2["pipelines"] for ap in p.get("action_profiles", [])}
     for profile in schema.action_profiles:
         js_size = profiles[profile.name].get("max_size")
