@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 
 from p4sim.proto import p4i, p4r, rpc_code
 
-from runtime_fixtures.harness import CPU_PORT, DEVICE_ID, Runtime, Stream, batch_errors, load_artefacts, packet
+from runtime_fixtures.harness import (CPU_PORT, DEVICE_ID, ClosedByServer, Runtime, Stream, batch_errors, load_artefacts,
+                                      packet)
 
 P4INFO, DEVICE_CONFIG = load_artefacts("hand-written")
 INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
@@ -522,6 +523,8 @@ def test_fuzzed_stream_messages_never_break_arbitration(servers, messages, from_
         item = stream.poll()
         if item is None:
             time.sleep(0.005)
+        elif isinstance(item, ClosedByServer):
+            raise item
         elif isinstance(item, grpc.RpcError):
             assert not from_primary, f"the primary's stream ended: {item.code()} {item.details()}"
             assert item.code() not in BAD_CODES, f"stream ended with {item.code()} {item.details()}"
