@@ -264,6 +264,14 @@ def test_idle_timeout_fields_are_refused_where_the_table_has_none(ready: Runtime
     assert snapshot(rt) == before and forwards_to(rt) == [2]
 
 
+def test_reading_time_since_last_hit_of_a_table_without_idle_timeout_is_invalid_argument(ready: Runtime) -> None:
+    query = p4r.TableEntry(table_id=ready.table_id("MyIngress.ipv4_lpm"))
+    query.time_since_last_hit.SetInParent()
+    with pytest.raises(grpc.RpcError) as exc:
+        ready.read(p4r.Entity(table_entry=query))
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "time_since_last_hit" in exc.value.details()
+
+
 def test_non_zero_meter_counter_data_is_invalid_argument(ready: Runtime) -> None:
     rt = ready
     meter = rt.object_id("meters", "MyIngress.port_meter")
