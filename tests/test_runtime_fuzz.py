@@ -26,12 +26,14 @@ import time
 
 import grpc
 import pytest
+from google.protobuf import any_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from p4sim.proto import p4i, p4r, rpc_code
 
-from runtime_fixtures.harness import CPU_PORT, DEVICE_ID, Runtime, Stream, batch_errors, load_artefacts, packet
+from runtime_fixtures.harness import (CPU_PORT, DEVICE_ID, ClosedByServer, Runtime, Stream, batch_errors, load_artefacts,
+                                      packet)
 
 P4INFO, DEVICE_CONFIG = load_artefacts("hand-written")
 INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
@@ -293,19 +295,46 @@ def _mutate(data: bytes, flips: list[tuple[int, int]]) -> bytes:
     return bytes(out)
 
 
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-2, 2**40) | st.text(max_size=4),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+                           max_leaves=6)
+
+
+def _slots(node, out: list) -> list:
+    """Every (container, key) of a JSON tree, depth first: the places a mutation can hit."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    for key, child in items:
+        out.append((node, key))
+        _slots(child, out)
+    return out
+
+
+@st.composite
+def mutated_bmv2(draw) -> bytes:
+    """The fixture's BMv2 JSON with a few values replaced by random JSON."""
+    doc = json.loads(DEVICE_CONFIG)
+    for _ in range(draw(st.integers(1, 3))):
+        slots = _slots(doc, [])
+        container, key = slots[draw(st.integers(0, len(slots) - 1))]
+        container[key] = draw(json_values)
+    return json.dumps(doc).encode()
+
+
 @st.composite
 def pipeline_configs(draw) -> p4r.SetForwardingPipelineConfigRequest:
     """Mostly broken configs; some valid ones (those must then be replayed on the oracle)."""
     p4info = p4i.P4Info()
     p4info.CopyFrom(P4INFO)
     device_config = DEVICE_CONFIG
-    how = draw(st.sampled_from(["json", "garbage", "sizes", "widths", "names", "valid"]))
+    how = draw(st.sampled_from(["json", "structure", "structure", "garbage", "sizes", "widths", "names", "valid"]))
     if how == "json":
         device_config = json.dumps(draw(st.recursive(
             st.none() | st.integers() | st.text(max_size=4),
             lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
                 st.sampled_from(["pipelines", "tables", "actions", "name", "key", "size", "counter_arrays"]), inner, max_size=3),
             max_leaves=12))).encode()
+    elif how == "structure":
+        device_config = draw(mutated_bmv2())
     elif how == "garbage":
         device_config = _mutate(DEVICE_CONFIG, draw(st.lists(st.tuples(u32, st.integers(0, 255)), min_size=1, max_size=8)))
     elif how == "sizes":
@@ -459,6 +488,11 @@ stream_messages = st.one_of(
     st.builds(lambda dev, eid, role: p4r.StreamMessageRequest(arbitration=p4r.MasterArbitrationUpdate(
         device_id=dev, election_id=p4r.Uint128(low=eid), role=p4r.Role(name=role))),
         st.sampled_from([DEVICE_ID, DEVICE_ID, 0, 9]), st.integers(0, PRIMARY_ID), st.sampled_from(["", "", "x"])),
+    st.builds(lambda eid, url, value: p4r.StreamMessageRequest(arbitration=p4r.MasterArbitrationUpdate(
+        device_id=DEVICE_ID, election_id=p4r.Uint128(low=eid),
+        role=p4r.Role(name="fuzz", config=any_pb2.Any(type_url=url, value=value)))),
+        st.integers(0, PRIMARY_ID - 1), st.sampled_from(["type.googleapis.com/stratum.P4RoleConfig", "x/y", ""]),
+        st.binary(max_size=12)),
     st.builds(lambda payload, md: p4r.StreamMessageRequest(packet=p4r.PacketOut(
         payload=payload, metadata=[p4r.PacketMetadata(metadata_id=i, value=v) for i, v in md])),
         st.binary(max_size=80), st.lists(st.tuples(st.integers(0, 3), values), max_size=3)),
@@ -489,6 +523,8 @@ def test_fuzzed_stream_messages_never_break_arbitration(servers, messages, from_
         item = stream.poll()
         if item is None:
             time.sleep(0.005)
+        elif isinstance(item, ClosedByServer):
+            raise item
         elif isinstance(item, grpc.RpcError):
             assert not from_primary, f"the primary's stream ended: {item.code()} {item.details()}"
             assert item.code() not in BAD_CODES, f"stream ended with {item.code()} {item.details()}"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
 
 from finsy.proto import stratum
 from p4sim.proto import p4r, rpc_code, rpc_status
@@ -61,7 +62,10 @@ class RolePolicy:
         if not config.Is(stratum.P4RoleConfig.DESCRIPTOR):
             raise InvalidArgument(f"role '{role}': unsupported role config type '{config.type_url}'")
         rc = stratum.P4RoleConfig()
-        config.Unpack(rc)
+        try:
+            config.Unpack(rc)
+        except DecodeError:
+            raise InvalidArgument(f"role '{role}': role config is not a serialized stratum.P4RoleConfig") from None
         flt = None
         if rc.HasField("packet_in_filter"):
             flt = (rc.packet_in_filter.metadata_id, rc.packet_in_filter.value)

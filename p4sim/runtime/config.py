@@ -45,6 +45,9 @@ MAX_BITWIDTH = 1 << 16
 """Widest value a P4Info may declare (p4c's own limit is far below): requests are
 checked against ``1 << bitwidth``, which a hostile width would make enormous."""
 
+_SIZE_KEYS = frozenset({"size", "max_size", "bitwidth", "compressed_bitwidth", "max_length", "rate_count"})
+"""BMv2 JSON keys whose integer the engine allocates or shifts by, wherever they occur."""
+
 _MATCH_KINDS = {"exact": MatchType.EXACT, "lpm": MatchType.LPM, "ternary": MatchType.TERNARY,
                 "range": MatchType.RANGE, "optional": MatchType.OPTIONAL}
 
@@ -64,7 +67,32 @@ def _parse_json(data: bytes) -> dict:
     if not isinstance(bmv2, dict) or "pipelines" not in bmv2:
         raise InvalidArgument("p4_device_config is not BMv2 JSON: no 'pipelines'")
     _check_shape(bmv2)
+    _check_limits(bmv2)
     return bmv2
+
+
+def _check_limits(bmv2: dict) -> None:
+    """Every size and width anywhere in the JSON (header stacks, header fields, parser
+    value sets, ... as well as the arrays) is one the engine can allocate: a hostile
+    header field of 2^40 bits made it try to build a 128 GiB mask."""
+    stack: list = [bmv2]
+    while stack:  # iterative: the JSON may nest as deep as the parser allowed
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _SIZE_KEYS and isinstance(value, int) and not 0 <= value <= MAX_ARRAY_SIZE:
+                    raise InvalidArgument(f"p4_device_config: '{key}' {value} is outside 0..{MAX_ARRAY_SIZE}")
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    for ht in bmv2.get("header_types", []):
+        for field in ht.get("fields", []):
+            width = field[1] if len(field) > 1 else None
+            if isinstance(width, bool) or not (isinstance(width, int) and 0 <= width <= MAX_BITWIDTH or width == "*"):
+                raise InvalidArgument(
+                    f"p4_device_config: header type '{ht['name']}' field '{field[0]}' has width {width!r}, "
+                    f"not an integer in 0..{MAX_BITWIDTH} (or '*')"
+                )
 
 
 def _objects(parent: dict, key: str, where: str) -> list[dict]:
@@ -102,6 +130,9 @@ def _check_shape(bmv2: dict) -> None:
     for action in bmv2.get("actions", []):
         for param in _objects(action, "runtime_data", f"action '{action['name']}' "):
             _sized(param, "bitwidth", f"action '{action['name']}' parameter")
+    for header in bmv2.get("headers", []):
+        if not isinstance(header.get("header_type"), str):
+            raise InvalidArgument(f"p4_device_config is not BMv2 JSON: header '{header['name']}' has no header_type")
     for ht in bmv2.get("header_types", []):
         fields = ht.get("fields", [])
         if not isinstance(fields, list) or not all(isinstance(f, list) and f and isinstance(f[0], str) for f in fields):
@@ -109,11 +140,13 @@ def _check_shape(bmv2: dict) -> None:
 
 
 def _named(obj: dict, kind: str) -> None:
+    """Every BMv2 object the server looks up by name has a string name."""
     if not isinstance(obj.get("name"), str):
         raise InvalidArgument(f"p4_device_config is not BMv2 JSON: a {kind} has no name")
 
 
 def _sized(obj: dict, key: str, what: str) -> None:
+    """A size or width is an integer the engine can allocate (0..MAX_ARRAY_SIZE)."""
     value = obj.get(key, 0)
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_ARRAY_SIZE:
         raise InvalidArgument(f"p4_device_config: {what} {key} {value!r} must be an integer in 0..{MAX_ARRAY_SIZE}")
@@ -144,6 +177,11 @@ def _field_widths(bmv2: dict) -> dict[tuple[str, str], int]:
     return out
 
 
+def _is_field_ref(target: object) -> bool:
+    """A BMv2 ``[header, field]`` reference (keys and learn lists name fields this way)."""
+    return isinstance(target, list) and len(target) == 2 and all(isinstance(t, str) for t in target)
+
+
 def _check_tables(schema: Schema, bmv2: dict) -> None:
     by_name = {t["name"]: t for p in bmv2["pipelines"] for t in p.get("tables", [])}
     widths = _field_widths(bmv2)
@@ -159,7 +197,7 @@ def _check_tables(schema: Schema, bmv2: dict) -> None:
             if kind is not None and kind != f.match_type:
                 raise _mismatch(f"table '{table.name}' match field '{f.name}' is {f.kind} in the P4Info and {k['match_type']} in the JSON")
             target = k.get("target")
-            width = widths.get(tuple(target)) if isinstance(target, list) and len(target) == 2 and all(isinstance(t, str) for t in target) else None
+            width = widths.get(tuple(target)) if _is_field_ref(target) else None
             if width is not None and k.get("mask") is None and width != f.bitwidth:
                 raise _mismatch(f"table '{table.name}' match field '{f.name}' is {f.bitwidth} bits in the P4Info and {width} in the JSON")
         if table.size and "max_size" in js and js["max_size"] != table.size:
@@ -191,6 +229,18 @@ def _check_sizes(schema: Schema, bmv2: dict) -> None:
                 raise _mismatch(f"{kind} '{info.name}' has size {info.size} in the P4Info and {js.get('size')} in the JSON")
             if kind == "register" and js.get("bitwidth") != info.bitwidth:
                 raise _mismatch(f"register '{info.name}' is {info.bitwidth} bits in the P4Info and {js.get('bitwidth')} in the JSON")
+    widths = _field_widths(bmv2)
+    learn_lists = {ll["name"]: ll for ll in bmv2.get("learn_lists", [])}
+    for digest in schema.digests:
+        elements = learn_lists[digest.name].get("elements", [])
+        if not isinstance(elements, list) or len(elements) != len(digest.member_widths):
+            raise _mismatch(f"digest '{digest.name}' has {len(digest.member_widths)} members in the P4Info and "
+                            f"{len(elements) if isinstance(elements, list) else 'no'} elements in the JSON")
+        for i, (element, width) in enumerate(zip(elements, digest.member_widths)):
+            target = element.get("value") if isinstance(element, dict) and element.get("type") == "field" else None
+            js_width = widths.get(tuple(target)) if _is_field_ref(target) else None
+            if js_width is not None and js_width != width:
+                raise _mismatch(f"digest '{digest.name}' member {i} is {width} bits in the P4Info and {js_width} in the JSON")
     profiles = {ap["name"]: ap for p in bmv2["pipelines"] for ap in p.get("action_profiles", [])}
     for profile in schema.action_profiles:
         js_size = profiles[profile.name].get("max_size")

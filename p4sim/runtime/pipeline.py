@@ -188,6 +188,12 @@ class Pipeline:
 
     def _read_table_entries(self, req: p4r.TableEntry) -> Iterator[p4r.TableEntry]:
         tables = [self.schema.tables.get(req.table_id)] if req.table_id else list(self.schema.tables)
+        if req.HasField("time_since_last_hit"):
+            # the spec: INVALID_ARGUMENT where the table has no idle timeout; p4sim tracks no hits
+            for table in tables:
+                if not table.supports_timeout:
+                    raise InvalidArgument(f"table '{table.name}' does not support idle timeouts (time_since_last_hit set)")
+            raise Unimplemented("time_since_last_hit: p4sim does not track table hits")
         for table in tables:
             if req.is_default_action:
                 yield self.tables.read_default(table)

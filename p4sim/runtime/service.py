@@ -103,8 +103,9 @@ def _varint(n: int) -> bytes:
 
 
 def _trailer_bytes(status: rpc_status.Status) -> int:
-    """On-the-wire size of a status trailer: gRPC base64-encodes ``-bin`` metadata, and
-    the status message travels in ``grpc-message`` beside it."""
+    """On-the-wire size of a status trailer: gRPC base64-encodes ``-bin`` metadata, the
+    status message travels in ``grpc-message`` beside it, and header names and
+    ``grpc-status`` take a few dozen bytes more (rounded up to 64)."""
     return len(base64.b64encode(status.SerializeToString())) + len(status.message.encode()) + 64
 
 
@@ -113,8 +114,8 @@ def error_status(errors: list[P4RuntimeError | None]) -> rpc_status.Status:
 
     One ``p4.v1.Error`` per update (the spec's format) with messages cut to
     `ERROR_MESSAGE_CHARS`; if that is too large, later failures lose their messages but
-    keep their codes; if even one code per update does not fit (a batch of more than a
-    couple of hundred updates), the details are left out and the status message says
+    keep their codes; if even one code per update does not fit (a batch of more than
+    about 150 updates), the details are left out and the status message says
     how many updates failed with which code, which failed first, and the batch size whose
     per-update report does fit.
     """
@@ -158,7 +159,8 @@ class Undecodable:
         return InvalidArgument(f"request is not a serialized {self.type_name}: {self.error}")
 
 
-def _lenient(cls) -> Callable[[bytes], object]:
+def _lenient(cls: type) -> Callable[[bytes], object]:
+    """A request deserializer that returns `Undecodable` instead of raising."""
     def decode(data: bytes) -> object:
         try:
             return cls.FromString(data)
@@ -212,7 +214,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self.arbitrator = Arbitrator(device_id)
         self.pipeline: Pipeline | None = None
         self._saved: tuple[PipelineConfig, object] | None = None  # VERIFY_AND_SAVE'd config, engine
-        self._config_lock = threading.Lock()  # one SetForwardingPipelineConfig at a time
+        self._config_lock = threading.Lock()  # one SetForwardingPipelineConfig or Write batch at a time
         self._digest_lock = threading.Lock()
         self._batcher = DigestBatcher(self._deliver_digest)
         self._pump = DigestPump(self._collect_digests)
@@ -251,19 +253,25 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         return p4r.WriteResponse()
 
     def apply_updates(self, updates, policy: RolePolicy) -> list[P4RuntimeError | None]:
-        """Apply updates in order (CONTINUE_ON_ERROR); one error or None per update."""
+        """Apply updates in order (CONTINUE_ON_ERROR); one error or None per update.
+
+        The device lock is taken per update, not per batch, so the packet loop runs
+        between updates: a batch of ten thousand updates would otherwise stop forwarding
+        for its whole duration. The config lock keeps the pipeline the same throughout.
+        """
         errors: list[P4RuntimeError | None] = []
-        with self.dataplane.lock:
+        with self._config_lock:
             pipeline = self._require_pipeline()
             for update in updates:
-                try:
-                    pipeline.write(update, policy)
-                    errors.append(None)
-                except P4RuntimeError as err:
-                    errors.append(err)
-                except Exception as exc:  # noqa: BLE001 - a server bug: report it, keep serving
-                    log.exception("update failed unexpectedly: %s", update)
-                    errors.append(P4RuntimeError(f"internal error: {exc!r}", grpc.StatusCode.INTERNAL))
+                with self.dataplane.lock:
+                    try:
+                        pipeline.write(update, policy)
+                        errors.append(None)
+                    except P4RuntimeError as err:
+                        errors.append(err)
+                    except Exception as exc:  # noqa: BLE001 - a server bug: report it, keep serving
+                        log.exception("update failed unexpectedly: %s", update)
+                        errors.append(P4RuntimeError(f"internal error: {exc!r}", grpc.StatusCode.INTERNAL))
         return errors
 
     @staticmethod
@@ -415,7 +423,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     if isinstance(request, Undecodable):
                         outgoing.put(request.error_for_client())
                         return
-                    failure = self._stream_request(ctl, request)
+                    try:
+                        failure = self._stream_request(ctl, request)
+                    except Exception as exc:  # noqa: BLE001 - a server bug: say so instead of a silent close
+                        log.exception("stream message failed unexpectedly: %s", request)
+                        failure = P4RuntimeError(f"internal error: {exc!r}", grpc.StatusCode.INTERNAL)
                     if failure is not None:
                         outgoing.put(failure)
                         return
@@ -476,10 +488,14 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         data = bytes(packet.payload)
         if header is not None:
             values = {f.id: 0 for f in header.fields}
+            given: set[int] = set()
             for md in packet.metadata:
                 info = header.fields_by_id.get(md.metadata_id)
                 if info is None:
                     raise InvalidArgument(f"packet_out has no metadata id {md.metadata_id}")
+                if md.metadata_id in given:
+                    raise InvalidArgument(f"packet_out metadata '{info.name}' given twice")
+                given.add(md.metadata_id)
                 values[md.metadata_id] = codec.bytes_to_int(md.value, info.bitwidth, f"packet_out metadata '{info.name}'")
             data = codec.pack_fields([values[f.id] for f in header.fields], [f.bitwidth for f in header.fields]) + data
         self.dataplane.inject(data)

@@ -59,6 +59,11 @@ def load_artefacts(source: str) -> tuple[p4i.P4Info, bytes]:
     return load_p4info(), load_device_config()
 
 
+class ClosedByServer(Exception):
+    """The server ended a stream with OK while the client still had it open: a stream
+    should only end on the client's close or with an error status saying why."""
+
+
 class Stream:
     """One StreamChannel: ``send`` requests, ``recv`` responses (or the error ending it)."""
 
@@ -75,17 +80,19 @@ class Stream:
                 self._responses.put(response)
         except grpc.RpcError as err:
             self._responses.put(err)
+        else:
+            self._responses.put(ClosedByServer("the server closed the stream without a status"))
 
     def send(self, msg: p4r.StreamMessageRequest) -> None:
         self._requests.put(msg)
 
     def recv(self, timeout: float = 5.0) -> p4r.StreamMessageResponse:
         item = self._responses.get(timeout=timeout)
-        if isinstance(item, grpc.RpcError):
+        if isinstance(item, Exception):
             raise item
         return item
 
-    def poll(self) -> p4r.StreamMessageResponse | grpc.RpcError | None:
+    def poll(self) -> p4r.StreamMessageResponse | grpc.RpcError | ClosedByServer | None:
         """The next response or ending error if one has arrived, else None (no waiting)."""
         try:
             return self._responses.get_nowait()
