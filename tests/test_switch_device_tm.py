@@ -129,10 +129,15 @@ def test_strict_priority_highest_value_first_and_per_priority_depth():
     assert [(d.priority, d.enq_qdepth) for _, d in sent] == [(2, 0), (1, 0), (0, 0), (0, 1)]
 
 
-def test_priority_out_of_range_is_dropped():
+def test_priority_out_of_range_is_dropped_and_said_once(caplog):
     tm = TrafficManager(FakeClock(), priorities=2)
-    assert not tm.enqueue(1, 2, "x")
-    assert tm.drops(1) == 1
+    with caplog.at_level("ERROR", logger="p4sim.switch.traffic_manager"):
+        for _ in range(100):
+            assert not tm.enqueue(1, 7, "cnp")
+        assert not tm.enqueue(2, 7, "cnp")
+    assert tm.drops(1) == 100 and tm.drops(2) == 1
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "port 1: priority 7 out of range" in said[0] and "--priority-queues 8" in said[0]
 
 
 def test_idle_tm_has_no_deadline():

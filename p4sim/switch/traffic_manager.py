@@ -83,7 +83,7 @@ class _Port:
 
     __slots__ = ("queues", "queued", "depth", "byte_rate", "pkt_rate", "drops", "enqueued",
                  "sent_packets", "sent_bytes", "max_qdepth", "frame_bytes", "packet_time", "free_at",
-                 "last_departure", "last_serialisation", "lateness", "bursts")
+                 "last_departure", "last_serialisation", "lateness", "bursts", "bad_priority_reported")
 
     def __init__(self, priorities: int, depth: int) -> None:
         self.queues: list[deque] = [deque() for _ in range(priorities)]
@@ -103,6 +103,7 @@ class _Port:
         self.last_serialisation = 0.0
         self.lateness = LatenessHistogram()
         self.bursts = 0
+        self.bad_priority_reported = False
 
     def serialisation_us(self, size: int) -> float:
         """Time ``size`` bytes take on the link at its rates (0: no rate set)."""
@@ -218,9 +219,16 @@ class TrafficManager:
         from when it was on the wire); default now."""
         state = self._port(port)
         if not 0 <= priority < self.priorities:
+            # simple_switch drops such a packet too ("Priority out of range"); said once
+            # per port, not once per packet (RoCE CNPs on a switch started without
+            # --priority-queues would fill the log), counted in the port's drops.
             state.drops += 1
-            log.error("port %d: priority %d out of range (0..%d), dropping packet",
-                      port, priority, self.priorities - 1)
+            if not state.bad_priority_reported:
+                state.bad_priority_reported = True
+                log.error("port %d: priority %d out of range (0..%d): dropping such packets, as "
+                          "simple_switch does (start the switch with --priority-queues %d to queue "
+                          "them); said once, counted in the port's drops",
+                          port, priority, self.priorities - 1, max(priority + 1, 8))
             return False
         queue = state.queues[priority]
         qdepth = len(queue)
