@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.alarms import LEVELS, NOTICE, AlarmThresholds
-from controller.planner import SAFETY
+from controller.placement import SAFETY
 from topo.addressing import AddressPlan
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from dataclasses import dataclass
 import logging
 import queue
 import threading
@@ -43,14 +44,14 @@ from controller.events import EventLog
 from controller.flows import Flow, FlowTable
 from controller.moves import Move, Mover
 from controller.paths import LinkId, candidate_paths, links_of, predict
-from controller.planner import plan_move
+from controller.demand import FlowEnds, estimate_demands
+from controller.placement import FlowToPlace, place
 from controller.repair import RouteRepair
 from controller.routes import Down, cable
 from controller.switches import SwitchFleet
 from controller.telemetry import LinkStats, Telemetry
 from emulation.clock import EmulationClock
 from topo.addressing import AddressPlan
-from topo.hashmodel import FiveTuple
 from topo.pipeline import Pipeline
 
 LOG = logging.getLogger("controller.gor")
@@ -64,6 +65,22 @@ AGENT_SUBDIR = "tccl"
 # telemetry intervals: soon enough that a job whose agents were not listed yet (its
 # flows "no agent") is not held back long, not every tick for a link with nothing to move.
 NO_PLAN_RETRY_TICKS = 2
+
+
+@dataclass(frozen=True)
+class RegionPlacement:
+    """What one reroute loop decided: the moves (flow id -> new path), every active
+    flow's path afterwards and its demand (bit/s), how (`controller.placement`), the
+    region's projected worst link before and after, and how many flows could move."""
+
+    moves: dict[int, tuple[str, ...]]
+    paths: dict[int, tuple[str, ...]]
+    demands: dict[int, float]
+    method: str
+    worst_before: float
+    worst_after: float
+    listed: int          # of the active flows, how many an agent lists (the rest: samples only)
+    movable: int
 
 
 class Gor:
@@ -111,6 +128,9 @@ class Gor:
             {(b.name, a.name) for a in plan.leaves for b in plan.spines}
         # Alarmed links for which no plan was found: not re-planned before this time.
         self._no_plan_until: dict[LinkId, float] = {}
+        self._leaves = {leaf.name for leaf in plan.leaves}
+        # Every NIC's line rate: the host capacity of the demand estimate.
+        self._nic_bps = plan.spec.links.host_mbps * 1e6
 
     # --- life cycle ----------------------------------------------------------------
 
@@ -281,64 +301,95 @@ class Gor:
         return any(not self.flows.listed(e.flow)
                    for _, _, elephants in self._actionable(now, self.mover.busy_links()) for e in elephants)
 
-    def _loads(self) -> tuple[dict[LinkId, float], dict[LinkId, float]]:
-        """Measured link loads, with the moves telemetry does not show yet applied,
-        and the capacity of every link not down."""
-        assert self.telemetry is not None
-        capacity = {link: cap for link, cap in self.telemetry.links.capacity.items()
-                    if cable(*link) not in self.routes.down}
-        loads = {link: s.bps for link, s in self.telemetry.latest.items()}
-        self.mover.project(loads)
-        return loads, capacity
-
     def _act_on_alarms(self, now: float) -> None:
+        """One placement for every alarmed link GOR acts on now (a reroute loop): the
+        demands of every active flow, all movable elephants of the alarmed region placed
+        at once (`controller.placement`), a move commanded for each that changes path."""
         # Links on the old path of a move in flight (or just finished) wait: telemetry
-        # does not show that move yet, so planning now would double it.
+        # does not show that move yet.
         busy = self.mover.busy_links()
-        for link, alarm, elephants in self._actionable(now, busy):
-            loop = next(self._loops)
-            self.events.emit("detect", loop=loop, t=alarm.since, link="->".join(link),
-                             level=LEVELS[alarm.level], elephants=[
-                                 {"flow": f"{e.flow.src}:{e.flow.sport}->{e.flow.dst}",
-                                  "mbps": round(e.rate_bps / 1e6, 3), "samples": e.samples}
-                                 for e in elephants])
-            move = self._plan_for(loop, link, alarm.since, elephants, now)
-            if move is None:
-                self.events.emit("failed", loop=loop, link="->".join(link),
-                                 reason="no movable elephant with a safe path")
-                # The same answer would come every tick: ask again a little later.
-                self._no_plan_until[link] = now + NO_PLAN_RETRY_TICKS * self.config.interval_s
-                continue
-            self.mover.command(move)
-            busy.update(links_of(list(move.old_path)))
-
-    def _plan_for(self, loop: int, link: LinkId, detect_t: float, elephants: list[Elephant],
-                  now: float) -> Move | None:
-        loads, capacity = self._loads()
+        actionable = list(self._actionable(now, busy))
+        if not actionable:
+            return
+        loop = next(self._loops)
+        self.events.emit("detect", loop=loop, t=min(a.since for _, a, _ in actionable),
+                         link="->".join(actionable[0][0]), links=["->".join(l) for l, _, _ in actionable],
+                         level=LEVELS[max(a.level for _, a, _ in actionable)], elephants=[
+                             {"flow": f"{e.flow.src}:{e.flow.sport}->{e.flow.dst}",
+                              "mbps": round(e.rate_bps / 1e6, 3), "samples": e.samples}
+                             for _, _, elephants in actionable for e in elephants])
+        region = {leaf for link, _, _ in actionable for leaf in link if leaf in self._leaves}
         alarmed = set(self.alarms.active(self.config.act_level))
-        for e in elephants:
-            flow = self._movable(e.flow, now, loop)
-            if flow is None:
-                continue
-            current = self.path_of(flow)
-            if current is None:
-                continue
-            accepted, rejected = plan_move(current, candidate_paths(self.plan, flow.five_tuple, self.routes.down),
-                                           e.rate_bps, loads, capacity, alarmed - {link}, self.config.safety)
-            self.events.emit("decide", loop=loop, flow=flow.label, flow_id=flow.id,
-                             mbps=round(e.rate_bps / 1e6, 3), current="-".join(current),
-                             accepted=[{"path": "-".join(c.path), "max_util": round(c.max_util, 3)}
-                                       for c in accepted],
-                             rejected=[{"path": "-".join(r.path), "reason": r.reason} for r in rejected])
-            if accepted:
-                return Move(loop, flow, flow.sport, link, tuple(current), e.rate_bps,
-                            [c.path for c in accepted], detect_t)
-        return None
+        placed, flows = self._place(now, loop, region, alarmed)
+        since = {link: a.since for link, a, _ in actionable}
+        moves = []
+        for key, path in sorted(placed.moves.items(), key=lambda kv: flows[kv[0]].id):
+            flow = flows[key]
+            old = tuple(self.path_of(flow) or ())
+            # The alarm the move relieves (when its old path crosses one) dates it.
+            relieved = [l for l in links_of(list(old)) if l in since]
+            detect_t = max(since[l] for l in relieved) if relieved else min(since.values())
+            moves.append(Move(loop, flow, flow.sport, relieved[0] if relieved else None, old,
+                              placed.demands[key], [path], detect_t))
+        self.events.emit("decide", loop=loop, method=placed.method, region=sorted(region),
+                         worst_before=round(placed.worst_before, 3), worst_after=round(placed.worst_after, 3),
+                         flows=len(placed.paths), listed=placed.listed, movable=placed.movable,
+                         moves=[{"flow": m.flow.label, "flow_id": m.flow.id,
+                                 "demand_mbps": round(m.rate_bps / 1e6, 3), "current": "-".join(m.old_path),
+                                 "path": "-".join(m.candidates[0])} for m in moves])
+        if not moves:
+            self.events.emit("failed", loop=loop, links=["->".join(l) for l, _, _ in actionable],
+                             reason=("no movable elephant" if not placed.movable else
+                                     "no placement better than the current one"))
+            # The same answer would come every tick: ask again a little later.
+            for link, _, _ in actionable:
+                self._no_plan_until[link] = now + NO_PLAN_RETRY_TICKS * self.config.interval_s
+            return
+        for move in moves:
+            self.mover.command(move)
 
-    def _movable(self, f: FiveTuple, now: float, loop: int) -> Flow | None:
-        flow = self.flows.first(f)
-        if flow is None:
-            return None
+    def _place(self, now: float, loop: int, region: set[str], alarmed: set[LinkId]
+               ) -> tuple["RegionPlacement", dict[int, Flow]]:
+        """The active flows' demands (`controller.demand`) and the placement of the
+        region's movable ones (`controller.placement`), by flow id."""
+        active = self._active_flows(now)
+        demands = estimate_demands([FlowEnds(f.id, f.src, f.dst) for f in active], self._nic_bps)
+        capacity = {link: cap for link, cap in self.telemetry.links.capacity.items()
+                    if link in self.fabric_links and cable(*link) not in self.routes.down}
+        to_place, movable = [], 0
+        for flow in active:
+            target = self.mover.target(flow)
+            current = tuple(target or self.path_of(flow) or ())
+            if not current:
+                continue
+            crosses = len(current) == 5 and (current[1] in region or current[3] in region)
+            may_move = crosses and target is None and self._movable(flow, now, loop) is not None
+            movable += may_move
+            candidates = tuple(tuple(p) for p in candidate_paths(self.plan, flow.five_tuple, self.routes.down)) \
+                if may_move else ()
+            to_place.append(FlowToPlace(flow.id, demands[flow.id], current, candidates, may_move))
+        result = place(to_place, capacity, alarmed, self.config.safety)
+        return RegionPlacement(result.moves, result.paths, demands, result.method, result.worst_before,
+                               result.worst_after, sum(f.server is not None for f in active), movable), \
+            {f.id: f for f in active}
+
+    def _active_flows(self, now: float) -> list[Flow]:
+        """The flows sending now: sampled in the window, or listed by their agent with
+        bytes sent since its previous listing. A sender whose agent lists its flows is
+        known from the listing alone (a sample of a port it left is no flow of its own)."""
+        sampled = {(e.flow.src, e.flow.dst, e.flow.sport) for e in self.samples.flows(now)}
+        listed_src = {f.src for f in self.flows if f.server is not None}
+        out = []
+        for f in self.flows:
+            if f.server is None and f.src in listed_src:
+                continue
+            if (f.src, f.dst, f.sport) in sampled or \
+                    (f.server is not None and now - f.active_at <= AGENT_REFRESH_S + self.config.window_s):
+                out.append(f)
+        return out
+
+    def _movable(self, flow: Flow, now: float, loop: int) -> Flow | None:
+        """``flow`` if GOR may move it now, else None (and a ``skip`` event saying why)."""
         reason = ("pinned" if flow.pinned else "no agent" if flow.server is None else
                   "cooling down" if now - flow.moved_at < self.config.cooldown_s else
                   "already moving" if self.mover.moving(flow) else "")

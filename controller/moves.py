@@ -3,8 +3,8 @@ that the flow went where it was sent.
 
 A move walks through `MoveState`: ``COMMANDING`` (the agent was told the port for the
 next candidate path; its answer comes on a worker thread) -> ``VERIFYING`` (the new
-5-tuple must be sampled leaving the source leaf by the planned uplink within
-``verify_s``: ``moved``; otherwise the next candidate is commanded, and when none is
+5-tuple must be sampled on the new path -- leaving the source leaf by the planned
+uplink, or the planned spine towards the destination leaf -- within ``verify_s``: ``moved``; otherwise the next candidate is commanded, and when none is
 left the old port is put back: ``rolled_back``) -> ``CLEARING`` (a move off an alarmed
 link waits up to ``clear_s`` for the alarm to drop below ``act_level``: ``cleared`` or
 ``not_cleared``) -> ``DONE``. A finished move stays listed for two intervals, so that
@@ -119,16 +119,13 @@ class Mover:
         return {link for m in self.moves for link in links_of(list(m.old_path))} | \
             {m.link for m in self.moves if m.link is not None}
 
-    def project(self, loads: dict[LinkId, float]) -> None:
-        """Apply to measured ``loads`` the moves telemetry does not show yet (in flight
-        or just finished): their rate taken off the old path, put on the new."""
+    def target(self, flow: Flow) -> tuple[str, ...] | None:
+        """The path a move in flight is taking ``flow`` to (None: no move in flight):
+        the placement counts the flow there already."""
         for m in self.moves:
-            if m.state is MoveState.DONE and m.outcome not in MOVED:
-                continue
-            for link in links_of(list(m.old_path)):
-                loads[link] = max(0.0, loads.get(link, 0.0) - m.rate_bps)
-            for link in links_of(list(m.path or (m.candidates[0] if m.candidates else ()))):
-                loads[link] = loads.get(link, 0.0) + m.rate_bps
+            if m.flow is flow and m.state is not MoveState.DONE:
+                return m.path or (m.candidates[0] if m.candidates else None)
+        return None
 
     # --- the state machine -----------------------------------------------------------
 
@@ -176,9 +173,7 @@ class Mover:
         move.state, move.deadline = MoveState.VERIFYING, now + config.verify_s
 
     def _verify(self, move: Move, now: float, config: GorConfig) -> None:
-        # The uplink the source leaf sends the flow out of on its new path.
-        switch, port = self.links.port_of((move.path[1], move.path[2]))
-        if self.samples.seen(move.flow.five_tuple, switch, port, move.since):
+        if self._seen_on_path(move):
             move.flow.moved_at = now
             self.events.emit("moved", loop=move.loop, flow=move.flow.label, path="-".join(move.path),
                              sport=move.sport, latency_s=round(now - move.detect_t, 4))
@@ -189,6 +184,19 @@ class Mover:
         elif now > move.deadline:
             self.events.emit("not_moved", loop=move.loop, flow=move.flow.label, path="-".join(move.path))
             self._next_or_rollback(move)
+
+    def _seen_on_path(self, move: Move) -> bool:
+        """Whether the new 5-tuple was sampled, since the command, leaving a switch of
+        the new path by the port towards the path's next switch: the source leaf by the
+        planned uplink, or the planned spine towards the destination leaf. Either proves
+        the path (the spine a packet leaves is the one it went up to), and two sampling
+        points give the evidence twice as fast as one."""
+        hops = [(a, b) for a, b in zip(move.path[1:], move.path[2:-1])]
+        for link in hops:
+            switch, port = self.links.port_of(link)
+            if self.samples.seen(move.flow.five_tuple, switch, port, move.since):
+                return True
+        return False
 
     def _clearing(self, move: Move, now: float, config: GorConfig) -> None:
         assert move.link is not None

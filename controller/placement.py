@@ -33,6 +33,9 @@ from typing import Hashable, Mapping, Sequence
 
 from controller.paths import LinkId, links_of
 
+# Default safety threshold: a link planned above 75 % of its capacity leaves too little
+# headroom for the bursts of a collective (the Astral design's figure).
+SAFETY = 0.75
 # Two loads closer than this (fraction of a link) are equal: below what a 0.25 s
 # telemetry interval or a sampled demand can tell apart, so a "better" placement by
 # less is not worth a move.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from experiments.configs import CONFIGS, parse_configs
 from experiments.recorder import RecorderError
-from experiments.runner import DEFAULT_FABRIC, DEFAULT_TRACE, Settings, prepare, run
+from experiments.runner import DEFAULT_FABRIC, DEFAULT_TRACE, DEMO_ITERATIONS, Settings, prepare, run
 from tccl.job import JobError
 from tccl.launch import LaunchError
 from topo.net import FabricError
@@ -25,8 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=1, help="seeds random ports and data (default %(default)s)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per configuration (default %(default)s)")
     ap.add_argument("--configs", default=",".join(CONFIGS),
-                    help="comma-separated subset of %(default)s, or stock-gor (random ports + GOR)")
-    ap.add_argument("--iterations", type=int, help="iterations per job (default: the trace's)")
+                    help="comma-separated subset of %(default)s")
+    ap.add_argument("--iterations", type=int, default=DEMO_ITERATIONS,
+                    help="iterations per job (default %(default)s)")
     ap.add_argument("--size-scale", type=float, default=1.0, help="scale the trace's message sizes")
     ap.add_argument("--out", type=Path, help="run directory (default results/<date-time>)")
     ap.add_argument("--scenario", choices=("configs", "failure"), default="configs",

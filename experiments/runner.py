@@ -54,6 +54,9 @@ DEFAULT_TRACE = ROOT / "traces" / "dp_tp_pp.yaml"
 SUMMARY = "summary.json"
 EVENTS = "gor-events.jsonl"
 TELEMETRY = "telemetry.jsonl"
+# Iterations of the demo's job: GOR's moves land in the first one or two, and a job of
+# 8 shows what they hold for the rest (the QPs live for the whole job).
+DEMO_ITERATIONS = 8
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ class Settings:
     repeats: int = 3
     configs: tuple[Config, ...] = tuple(CONFIGS.values())
     out: Path | None = None               # default: results/<date-time>
-    iterations: int | None = None         # override the trace's iteration count
+    iterations: int | None = DEMO_ITERATIONS   # override the trace's count (None: keep it)
     size_scale: float = 1.0               # scale the trace's message sizes (short runs)
     interval_s: float = 0.25              # link telemetry period
     timeout_s: float = 300.0              # one job, all agents
