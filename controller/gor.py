@@ -65,6 +65,10 @@ AGENT_SUBDIR = "tccl"
 # telemetry intervals: soon enough that a job whose agents were not listed yet (its
 # flows "no agent") is not held back long, not every tick for a link with nothing to move.
 NO_PLAN_RETRY_TICKS = 2
+# Frames of at most this many bytes on the wire are RoCE control frames -- ACK, NAK, CNP
+# (62 bytes: Ethernet, IPv4, UDP, BTH, AETH, ICRC) -- which a responder sends back with
+# its QP's source port: a flow sampled only in those carries no data.
+CONTROL_FRAME_MAX = 128
 
 
 @dataclass(frozen=True)
@@ -376,8 +380,12 @@ class Gor:
     def _active_flows(self, now: float) -> list[Flow]:
         """The flows sending now: sampled in the window, or listed by their agent with
         bytes sent since its previous listing. A sender whose agent lists its flows is
-        known from the listing alone (a sample of a port it left is no flow of its own)."""
-        sampled = {(e.flow.src, e.flow.dst, e.flow.sport) for e in self.samples.flows(now)}
+        known from the listing alone (a sample of a port it left is no flow of its own);
+        a flow sampled only in ACK-sized frames is the acknowledgements of a flow the
+        other way, not a sender."""
+        rate = self.samples.sample_rate
+        sampled = {(e.flow.src, e.flow.dst, e.flow.sport) for e in self.samples.flows(now)
+                   if e.bytes / rate / e.samples > CONTROL_FRAME_MAX}
         listed_src = {f.src for f in self.flows if f.server is not None}
         out = []
         for f in self.flows:

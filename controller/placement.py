@@ -21,7 +21,8 @@ are placed together, largest first:
    First Fit still fails.
 
 Nothing moves unless the result is better than leaving every flow where it is: its
-projected worst link must be lower. Only the links in ``capacity`` are judged (GOR
+projected link utilisations, highest first, must be lower at the first place they
+differ (so a peak the movers can lower counts, although a higher one elsewhere stays). Only the links in ``capacity`` are judged (GOR
 passes the leaf-spine links that are up): a flow's own NIC links carry it on every
 path, so they cannot decide between paths.
 """
@@ -103,7 +104,7 @@ def place(flows: Sequence[FlowToPlace], capacity: Mapping[LinkId, float], alarme
     if unplaced:
         even = _even(movers, base, capacity, alarmed, current)
         even_util = _utilisation(flows, {**current, **even}, capacity)
-        if max(even_util.values(), default=0.0) >= worst_before - EPSILON:
+        if not _better(even_util, before):
             # No placement found beats the one in place: nothing to gain from moving.
             even, even_util = {}, before
         bars = {link: max(safety, even_util.get(link, 0.0) + EPSILON) for link in capacity}
@@ -117,9 +118,19 @@ def place(flows: Sequence[FlowToPlace], capacity: Mapping[LinkId, float], alarme
     projected = _utilisation(flows, chosen, capacity)
     worst_after = max(projected.values(), default=0.0)
     moves = {k: p for k, p in chosen.items() if p != current[k]}
-    if moves and worst_after >= worst_before - EPSILON and not _fixes_a_bar(before, bars):
+    if moves and not _better(projected, before) and not _fixes_a_bar(before, bars):
         chosen, moves, projected, worst_after, method = dict(current), {}, before, worst_before, "stay"
     return Placement(chosen, moves, projected, bars, worst_before, worst_after, method, unplaced)
+
+
+def _better(after: Mapping[LinkId, float], before: Mapping[LinkId, float]) -> bool:
+    """Whether ``after`` loads the links more evenly than ``before``: its utilisations,
+    highest first, are lower at the first place they differ (by more than `EPSILON`).
+    A peak lowered counts although a higher one the movers cannot reach stays."""
+    for a, b in zip(sorted(after.values(), reverse=True), sorted(before.values(), reverse=True)):
+        if abs(a - b) > EPSILON:
+            return a < b
+    return False
 
 
 def _fixes_a_bar(before: Mapping[LinkId, float], bars: Mapping[LinkId, float]) -> bool:

@@ -152,3 +152,14 @@ def test_placement_rejects_bad_input_by_name():
         place([f], {("L0", "S0"): 0.0}, set(), 0.75)
     with pytest.raises(ValueError, match="no candidate path"):
         place([FlowToPlace(2, 1e6, (), ())], fabric_caps(), set(), 0.75)
+
+
+def test_a_peak_the_movers_can_lower_is_lowered_although_a_higher_one_stays():
+    # L2's four flows on S0 (200 %) may not move (cooling down); L0's three on S0
+    # (150 %) can: one goes to S1 although the fabric's worst link stays at 200 %.
+    stuck = [two_spine_flow(f"x{k}", f"g{k}", "L2", "L3", f"s{k}", "S0", 5e6, movable=False) for k in range(4)]
+    flows = stuck + [two_spine_flow(k, f"h{k}", "L0", "L1", f"r{k}", "S0" if k < 3 else "S1", 5e6)
+                     for k in range(4)]
+    caps = fabric_caps(leaves=("L0", "L1", "L2", "L3"))
+    r = place(flows, caps, alarmed={("L0", "S0"), ("L2", "S0")}, safety=0.75)
+    assert [p[2] for p in r.moves.values()] == ["S1"] and r.worst_after == pytest.approx(2.0)
