@@ -281,8 +281,9 @@ class Gor:
     # --- deciding ------------------------------------------------------------------
 
     def _actionable(self, now: float, busy: set[LinkId]) -> Iterator[tuple[LinkId, Alarm, list[Elephant]]]:
-        """The alarmed fabric links GOR would act on now, with their elephants: at the
-        acting level and utilisation, not ``busy``, not waiting after a failed plan."""
+        """The alarmed fabric links GOR would act on now, with the elephants sampled
+        leaving by them: at the acting level and utilisation, not ``busy``, not waiting
+        after a failed plan."""
         assert self.telemetry is not None
         for link, alarm in sorted(self.alarms.active(self.config.act_level).items()):
             # A NIC link carries its flows on every path: moving cannot relieve it.
@@ -291,10 +292,10 @@ class Gor:
             stats = self.telemetry.latest.get(link)
             if stats is None or stats.util < self.config.act_util:
                 continue
+            # Its elephants (for the log and the listing below): the placement takes
+            # every active flow from the agents and the samples, not only these.
             switch, port = self.telemetry.links.port_of(link)
-            elephants = self.samples.top(now, switch, port, self.config.top_n)
-            if elephants:
-                yield link, alarm, elephants
+            yield link, alarm, self.samples.top(now, switch, port, self.config.top_n)
 
     def _unlisted_elephant(self, now: float) -> bool:
         """Whether an elephant GOR would plan for is younger than the last agent
