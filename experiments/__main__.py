@@ -11,7 +11,8 @@ from pathlib import Path
 
 from experiments.configs import CONFIGS, parse_configs
 from experiments.recorder import RecorderError
-from experiments.runner import DEFAULT_FABRIC, DEFAULT_TRACE, DEMO_ITERATIONS, Settings, prepare, run
+from experiments.runner import (DEFAULT_FABRIC, DEFAULT_TRACE, DEMO_ITERATIONS, DEMO_SAMPLE_RATE, Settings,
+                                prepare, run)
 from tccl.job import JobError
 from tccl.launch import LaunchError
 from topo.net import FabricError
@@ -29,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--iterations", type=int, default=DEMO_ITERATIONS,
                     help="iterations per job (default %(default)s)")
     ap.add_argument("--size-scale", type=float, default=1.0, help="scale the trace's message sizes")
+    ap.add_argument("--sample-rate", type=int, default=DEMO_SAMPLE_RATE,
+                    help="sample 1 in N frames leaving by fabric links (default %(default)s; "
+                         "-1: the fabric spec's own rate)")
     ap.add_argument("--out", type=Path, help="run directory (default results/<date-time>)")
     ap.add_argument("--scenario", choices=("configs", "failure"), default="configs",
                     help="configs: the comparison (default); failure: a spine cable fails mid-job")
@@ -45,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings(fabric=args.fabric, trace=args.trace, seed=args.seed, repeats=args.repeats,
                             configs=tuple(parse_configs(args.configs)), out=args.out,
-                            iterations=args.iterations, size_scale=args.size_scale, pcap=args.pcap)
+                            iterations=args.iterations, size_scale=args.size_scale, pcap=args.pcap,
+                            sample_rate=None if args.sample_rate == -1 else args.sample_rate)
         if args.scenario == "failure":
             if args.pcap:
                 raise ValueError("--pcap: captures are for --scenario configs (a fabric per run); "
