@@ -161,6 +161,43 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
     is called as the agents are launched (emulated time ``t``): the failure scenario
     starts its cable failure there. ``fidelity`` holds how faithful the emulation was
     over the job (switches' departures against the ideal links, kernel drops)."""
+    run = record_run(exp, fabric, recorder, config.gor, run_dir,
+                     lambda: run_on_fabric(fabric, exp.jobs[config.name], run_dir, exp.settings.timeout_s),
+                     on_start)
+    return run.numbers(exp.ideal_comm_s, exp.compute_s)
+
+
+@dataclass
+class RecordedRun:
+    """What one run on the fabric recorded: the agents' results by server, the links'
+    numbers and intervals, GOR's events, the emulation's fidelity, start and end."""
+
+    results: dict[str, dict[str, Any]]
+    links: dict[str, Any]
+    intervals: dict[str, list[Interval]]
+    events: list[dict[str, Any]]
+    fidelity: Fidelity
+    start: float
+    end: float
+    series: dict[str, Any]
+
+    def numbers(self, ideal_comm_s: float, compute_s: float, servers: set[str] | None = None) -> dict[str, Any]:
+        """The run's numbers for the job of ``servers`` (default: every agent's)."""
+        results = {s: r for s, r in self.results.items() if servers is None or s in servers}
+        numbers = repeat_numbers(results, ideal_comm_s, compute_s, self.links, self.events)
+        numbers["job_s"] = round(self.end - self.start, 3)
+        numbers["fidelity"] = self.fidelity.to_json()
+        numbers["series"] = self.series
+        numbers["intervals"] = self.intervals
+        return numbers
+
+
+def record_run(exp: Experiment, fabric: Any, recorder: Recorder, with_gor: bool, run_dir: Path,
+               launch: Callable[[], dict[str, dict[str, Any]]],
+               on_start: Callable[[float], Any] | None = None) -> RecordedRun:
+    """Run ``launch`` (the agents of one or more jobs in ``run_dir``; their results by
+    server) on the running fabric, with a GOR of its own if ``with_gor``, and record
+    the links, GOR's events and the fidelity over it."""
     from controller.config import GorConfig, default_thresholds
     from controller.gor import Gor
 
@@ -168,9 +205,9 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
     # The logical fabric beside the run's files: `python -m insight RUN_DIR` reads it.
     shutil.copyfile(exp.out / "fabric.yaml", run_dir / "fabric.yaml")
     gor = None
-    if config.gor:
-        # The agents run in run_dir (run_on_fabric below): GOR must find their control
-        # sockets there, and publish its topology where they read it.
+    if with_gor:
+        # The agents run in run_dir: GOR must find their control sockets there, and
+        # publish its topology where they read it.
         gor = Gor(fabric.plan, fabric.pipeline, run_dir, GorConfig(thresholds=default_thresholds(fabric.plan)),
                   fabric=fabric, agent_dir=run_dir).start()
     clock = fabric.clock
@@ -179,7 +216,7 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
         start = clock.now()
         if on_start is not None:
             on_start(start)
-        results = run_on_fabric(fabric, exp.jobs[config.name], run_dir, exp.settings.timeout_s)
+        results = launch()
         end = clock.now()
         fidelity = switches_window(before, recorder.fidelity())
     finally:
@@ -193,12 +230,8 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
     links = link_numbers(intervals, {l.name for l in plan.leaves}, {s.name for s in plan.spines},
                          {s.name for s in plan.servers})
     events = read_events(run_dir / EVENTS) if (run_dir / EVENTS).is_file() else []
-    numbers = repeat_numbers(results, exp.ideal_comm_s, exp.compute_s, links, events)
-    numbers["job_s"] = round(end - start, 3)
-    numbers["fidelity"] = fidelity.to_json()
-    numbers["series"] = _util_series(intervals, plan)
-    numbers["intervals"] = intervals
-    return numbers
+    return RecordedRun(results, links, intervals, events, fidelity,
+                       start, end, _util_series(intervals, plan))
 
 
 def _util_series(intervals: dict[str, list[Interval]], plan: AddressPlan) -> dict[str, Any]:
