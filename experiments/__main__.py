@@ -1,6 +1,7 @@
 """``python -m experiments`` (``make demo``): run the configurations, print the table,
 write results/<run>/summary.json and plots; ``--scenario failure`` runs the cable
-failure instead (docs/experiments.md)."""
+failure instead, ``--scenario tenants`` two tenants' jobs on one fabric
+(docs/experiments.md)."""
 
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="sample 1 in N frames leaving by fabric links (default %(default)s; "
                          "-1: the fabric spec's own rate)")
     ap.add_argument("--out", type=Path, help="run directory (default results/<date-time>)")
-    ap.add_argument("--scenario", choices=("configs", "failure"), default="configs",
-                    help="configs: the comparison (default); failure: a spine cable fails mid-job")
+    ap.add_argument("--scenario", choices=("configs", "failure", "tenants"), default="configs",
+                    help="configs: the comparison (default); failure: a spine cable fails mid-job; "
+                         "tenants: two jobs planned apart share the fabric, without and with GOR")
     ap.add_argument("--pcap", action="store_true",
                     help="per-port captures into each run's pcap/ (a fabric per run; for python -m insight)")
     return ap
@@ -57,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
                                  "the failure scenario keeps one fabric")
             from experiments.failure import run_failure
             run_failure(settings)
+        elif args.scenario == "tenants":
+            if args.pcap:
+                raise ValueError("--pcap: captures are for --scenario configs (a fabric per run); "
+                                 "the tenants scenario keeps one fabric")
+            from experiments.tenants import run_tenants
+            run_tenants(settings)
         else:
             run(prepare(settings))
     except (ValueError, SpecError, JobError) as e:
