@@ -9,11 +9,13 @@ Every ``interval_s`` the loop thread
    (`controller.alarms`);
 3. takes the sampled packets that arrived (`controller.elephants`) and the agents'
    flow lists (`controller.agents`) into its flow table (`controller.flows`);
-4. advances the moves in flight (`controller.moves`), and for every link alarmed at
-   ``act_level`` or above with no move in flight starts a reroute loop: the top-N
-   elephants leaving that port, each planned (`controller.planner` over
-   `controller.paths`' candidates) until one has an accepted path, which a move then
-   commands the flow's agent onto.
+4. advances the moves in flight (`controller.moves`), and when links are alarmed at
+   ``act_level`` or above (and loaded to ``act_util``) with no move in flight, runs
+   one reroute loop for all of them: the natural demand of every active flow
+   (`controller.demand`, Hedera's estimator), one placement of every movable flow of
+   the alarmed region on `controller.paths`' candidates by the projected load of those
+   demands (`controller.placement`), and a move commanded for each flow that changes
+   path.
 
 Moved flows are left alone for ``cooldown_s`` and pinned flows always. Every step goes
 to the event log (`controller.events`) with its timestamp.
