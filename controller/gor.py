@@ -12,10 +12,10 @@ Every ``interval_s`` the loop thread
 4. advances the moves in flight (`controller.moves`), and when links are alarmed at
    ``act_level`` or above (and loaded to ``act_util``) with no move in flight, runs
    one reroute loop for all of them: the natural demand of every active flow
-   (`controller.demand`, Hedera's estimator), one placement of every movable flow of
-   the alarmed region on `controller.paths`' candidates by the projected load of those
-   demands (`controller.placement`), and a move commanded for each flow that changes
-   path.
+   (`controller.demand`, Hedera's estimator), one placement of every movable flow on
+   `controller.paths`' candidates by the projected load of those demands
+   (`controller.placement`: only flows on links over their bar move), and a move
+   commanded for each flow that changes path.
 
 Moved flows are left alone for ``cooldown_s`` and pinned flows always. Every step goes
 to the event log (`controller.events`) with its timestamp.
@@ -77,7 +77,7 @@ CONTROL_FRAME_MAX = 128
 class RegionPlacement:
     """What one reroute loop decided: the moves (flow id -> new path), every active
     flow's path afterwards and its demand (bit/s), how (`controller.placement`), the
-    region's projected worst link before and after, and how many flows could move."""
+    projected worst link before and after, and how many flows could move."""
 
     moves: dict[int, tuple[str, ...]]
     paths: dict[int, tuple[str, ...]]
@@ -134,7 +134,6 @@ class Gor:
             {(b.name, a.name) for a in plan.leaves for b in plan.spines}
         # Alarmed links for which no plan was found: not re-planned before this time.
         self._no_plan_until: dict[LinkId, float] = {}
-        self._leaves = {leaf.name for leaf in plan.leaves}
         # Every NIC's line rate: the host capacity of the demand estimate.
         self._nic_bps = plan.spec.links.host_mbps * 1e6
 
@@ -306,15 +305,16 @@ class Gor:
         if now - self._agents_at < NO_PLAN_RETRY_TICKS * self.config.interval_s:
             return False
         return any(not self.flows.listed(e.flow)
-                   for _, _, elephants in self._actionable(now, self.mover.busy_links()) for e in elephants)
+                   for _, _, elephants in self._actionable(now, self.mover.busy_links(now)) for e in elephants)
 
     def _act_on_alarms(self, now: float) -> None:
-        """One placement for every alarmed link GOR acts on now (a reroute loop): the
-        demands of every active flow, all movable elephants of the alarmed region placed
-        at once (`controller.placement`), a move commanded for each that changes path."""
-        # Links on the old path of a move in flight (or just finished) wait: telemetry
-        # does not show that move yet.
-        busy = self.mover.busy_links()
+        """One reroute loop for every alarmed link GOR acts on now: the demands of every
+        active flow, every movable elephant placed at once (`controller.placement`;
+        only those on links over their bar move), a move commanded for each that
+        changes path."""
+        # Links on the old path of a move not yet shown on its new path (or just shown)
+        # wait: telemetry does not show that move yet.
+        busy = self.mover.busy_links(now)
         actionable = list(self._actionable(now, busy))
         if not actionable:
             return
@@ -325,9 +325,8 @@ class Gor:
                              {"flow": f"{e.flow.src}:{e.flow.sport}->{e.flow.dst}",
                               "mbps": round(e.rate_bps / 1e6, 3), "samples": e.samples}
                              for _, _, elephants in actionable for e in elephants])
-        region = {leaf for link, _, _ in actionable for leaf in link if leaf in self._leaves}
         alarmed = set(self.alarms.active(self.config.act_level))
-        placed, flows = self._place(now, loop, region, alarmed)
+        placed, flows = self._place(now, loop, alarmed)
         since = {link: a.since for link, a, _ in actionable}
         moves = []
         for key, path in sorted(placed.moves.items(), key=lambda kv: flows[kv[0]].id):
@@ -338,7 +337,7 @@ class Gor:
             detect_t = max(since[l] for l in relieved) if relieved else min(since.values())
             moves.append(Move(loop, flow, flow.sport, relieved[0] if relieved else None, old,
                               placed.demands[key], [path], detect_t))
-        self.events.emit("decide", loop=loop, method=placed.method, region=sorted(region),
+        self.events.emit("decide", loop=loop, method=placed.method,
                          worst_before=round(placed.worst_before, 3), worst_after=round(placed.worst_after, 3),
                          flows=len(placed.paths), listed=placed.listed, movable=placed.movable,
                          moves=[{"flow": m.flow.label, "flow_id": m.flow.id,
@@ -355,10 +354,10 @@ class Gor:
         for move in moves:
             self.mover.command(move)
 
-    def _place(self, now: float, loop: int, region: set[str], alarmed: set[LinkId]
+    def _place(self, now: float, loop: int, alarmed: set[LinkId]
                ) -> tuple["RegionPlacement", dict[int, Flow]]:
         """The active flows' demands (`controller.demand`) and the placement of the
-        region's movable ones (`controller.placement`), by flow id."""
+        movable ones (`controller.placement`), by flow id."""
         active = self._active_flows(now)
         demands = estimate_demands([FlowEnds(f.id, f.src, f.dst) for f in active], self._nic_bps)
         capacity = {link: cap for link, cap in self.telemetry.links.capacity.items()
@@ -369,8 +368,10 @@ class Gor:
             current = tuple(target or self.path_of(flow) or ())
             if not current:
                 continue
-            crosses = len(current) == 5 and (current[1] in region or current[3] in region)
-            may_move = crosses and target is None and self._movable(flow, now, loop) is not None
+            # The alarm triggers the loop; the placement covers every flow that crosses
+            # a spine, and First Fit moves only those on links over their bar: a
+            # collision whose alarm is a tick away is undone in the same loop.
+            may_move = len(current) == 5 and target is None and self._movable(flow, now, loop) is not None
             movable += may_move
             candidates = tuple(tuple(p) for p in candidate_paths(self.plan, flow.five_tuple, self.routes.down)) \
                 if may_move else ()

@@ -40,8 +40,10 @@ AGENT_WAIT_S = 5.0
 # A move whose agent has not answered `verify_s` + this after the command is given up
 # (``command_timeout``): the agent's wait plus the control call's own 5 s margin.
 COMMAND_TIMEOUT_S = 10.0
-# Agent calls in flight at once: moves of different flows do not wait for each other.
-AGENT_WORKERS = 4
+# Agent calls in flight at once: moves of different flows do not wait for each other
+# (a call lasts until the flow's next message boundary, and one placement commands
+# every move it makes in the same tick -- eight in the demo's stock job).
+AGENT_WORKERS = 16
 
 
 class MoveState(enum.Enum):
@@ -72,6 +74,7 @@ class Move:
     since: float = 0.0
     deadline: float = 0.0
     outcome: str = ""
+    moved_t: float = float("-inf")        # when the data plane showed it on its new path
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -113,11 +116,16 @@ class Mover:
         """A new port for ``flow`` is being commanded: its agent may still list the old."""
         return any(m.flow is flow and m.state is MoveState.COMMANDING for m in self.moves)
 
-    def busy_links(self) -> set[LinkId]:
-        """Links on the old path of a move in flight (or just finished), and the links
-        the moves relieve: telemetry does not show those moves yet."""
-        return {link for m in self.moves for link in links_of(list(m.old_path))} | \
-            {m.link for m in self.moves if m.link is not None}
+    def busy_links(self, now: float) -> set[LinkId]:
+        """Links on the old path of a move whose flow telemetry does not show on its
+        new path yet, and the links those moves relieve: being commanded or verified, or
+        moved less than two intervals ago (a move waiting for its alarm to clear has
+        long been visible, and holding its links back would hold back the next loop)."""
+        settle = 2 * self.settings().interval_s
+        pending = [m for m in self.moves if m.state in (MoveState.COMMANDING, MoveState.VERIFYING)
+                   or now - m.moved_t < settle]
+        return {link for m in pending for link in links_of(list(m.old_path))} | \
+            {m.link for m in pending if m.link is not None}
 
     def target(self, flow: Flow) -> tuple[str, ...] | None:
         """The path a move in flight is taking ``flow`` to (None: no move in flight):
@@ -174,7 +182,7 @@ class Mover:
 
     def _verify(self, move: Move, now: float, config: GorConfig) -> None:
         if self._seen_on_path(move):
-            move.flow.moved_at = now
+            move.flow.moved_at = move.moved_t = now
             self.events.emit("moved", loop=move.loop, flow=move.flow.label, path="-".join(move.path),
                              sport=move.sport, latency_s=round(now - move.detect_t, 4))
             if move.link is None:
