@@ -109,6 +109,10 @@ class Mover:
 
     # --- what the planner asks ------------------------------------------------------
 
+    def in_flight(self) -> bool:
+        """Whether a move waits for its agent or for the data plane's evidence."""
+        return any(m.state in (MoveState.COMMANDING, MoveState.VERIFYING) for m in self.moves)
+
     def moving(self, flow: Flow) -> bool:
         return any(m.flow is flow and m.state is not MoveState.DONE for m in self.moves)
 
