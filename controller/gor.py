@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from dataclasses import dataclass
 import logging
 import queue
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -133,6 +134,9 @@ class Gor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._agents_at = 0.0
+        # The agents' flow listings run here, one at a time (`_list_agents`).
+        self._lister = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gor-listing")
+        self._listing: Future | None = None
         self._answered: set[str] = set()
         self.fabric_links = {(a.name, b.name) for a in plan.leaves for b in plan.spines} | \
             {(b.name, a.name) for a in plan.leaves for b in plan.spines}
@@ -164,6 +168,7 @@ class Gor:
             self._thread.join(10)
             self._thread = None
         self.mover.close()
+        self._lister.shutdown(wait=True, cancel_futures=True)
         if self.telemetry is not None:
             self.telemetry.close()
         self.agents.close()
@@ -223,6 +228,7 @@ class Gor:
             if self.time.wait(self._stop, min(left, MOVE_POLL_S) if watching else left):
                 return
             if watching:
+                self._merge_listing()
                 with self.lock:
                     now = self.clock()
                     self._take_samples(now)
@@ -241,6 +247,7 @@ class Gor:
             for event in self.alarms.update(now, samples):
                 self._alarm_event(event)
             self._take_samples(now)
+        self._merge_listing()
         if now - self._agents_at >= AGENT_REFRESH_S:
             self._list_agents(now)
         with self.lock:
@@ -286,9 +293,26 @@ class Gor:
     # --- flows ---------------------------------------------------------------------
 
     def _list_agents(self, now: float) -> None:
-        """Ask every agent for its flows (agent I/O, without the lock), then merge."""
-        self._agents_at = now
-        self._refresh_agent_flows(*self.agents.flows(), now)
+        """Ask every agent for its flows on the listing thread, unless a listing is
+        under way: agent I/O off the loop thread (a busy agent answers in up to
+        `controller.agents.LIST_TIMEOUT_S`, which held whole ticks back -- and the moves
+        they verify). `_merge_listing` takes the answer in."""
+        if self._listing is None:
+            self._agents_at = now
+            self._listing = self._lister.submit(self.agents.flows)
+
+    def _merge_listing(self) -> None:
+        """Merge a finished listing into the flow table (at a tick or between ticks)."""
+        listing = self._listing
+        if listing is None or not listing.done():
+            return
+        self._listing = None
+        try:
+            answered, listed = listing.result()
+        except Exception:  # noqa: BLE001 -- a failed listing is skipped like a silent agent
+            LOG.exception("listing the agents' flows failed")
+            return
+        self._refresh_agent_flows(answered, listed, self.clock())
 
     def _refresh_agent_flows(self, answered: set[str], listed: list[AgentFlow], now: float) -> None:
         """Merge the agents' flow lists into the flow table (`FlowTable.merge`). A change

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import struct
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -370,6 +371,15 @@ def test_cable_watch_reads_the_plans_interfaces_and_reports_changes():
     assert [(c.name, c.up) for c in back] == [("b1l0-sp1", True)] and after(down, back) == frozenset()
 
 
+def wait_until(condition, timeout: float = 5.0) -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            pytest.fail(f"condition not met within {timeout} s")
+        time.sleep(0.01)
+
+
 def lock_free(lock: threading.RLock) -> bool:
     """Whether a thread other than the caller could take ``lock`` now."""
     free: list[bool] = []
@@ -386,16 +396,16 @@ def lock_free(lock: threading.RLock) -> bool:
 
 
 class LockCheckingAgents(FakeAgents):
-    """Notes, for every flow listing, whether GOR's lock was free during the call."""
+    """Notes, for every flow listing, whether it ran off the thread that ticks: the
+    loop never waits for an agent, and the listing thread does nothing but list, so it
+    never holds GOR's lock either."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.lock: threading.RLock | None = None
         self.listings: list[bool] = []
 
     def flows(self) -> tuple[set, list]:
-        assert self.lock is not None
-        self.listings.append(lock_free(self.lock))
+        self.listings.append(threading.current_thread() is not threading.main_thread())
         return set(), []
 
 
@@ -406,7 +416,6 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     now = [100.0]
     agents = LockCheckingAgents()
     gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=agents)
-    agents.lock = gor.lock
     writes: list[bool] = []
     gor.fleet.write = lambda updates, timeout=10.0: writes.append(lock_free(gor.lock))  # type: ignore[method-assign]
     gor.cables = CableWatch(plan, lambda intf: intf != plan.intf("b1l1", plan.uplink_port(2)))
@@ -416,12 +425,15 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
                                     poll=lambda clock, min_interval=0.0: {LINK: hot})
     gor.tick()
     assert gor.down == {cable("b1l1", "sp2")} and gor.routes.version == 1
+    # The listing runs on GOR's listing thread: wait for it (with a timeout).
+    wait_until(lambda: len(agents.listings) == 1)
     assert writes == [True] and agents.listings == [True]
     elephant = FiveTuple("10.0.0.1", "10.0.1.1", sport=50000)
     for i in range(4):
         gor._incoming.put(Sample(100.2 + 0.1 * i, "b0l0", 1, plan.uplink_port(0), 0, elephant, 1000))
     now[0] = 100.6
     gor.tick()
+    wait_until(lambda: len(agents.listings) == 2)
     assert agents.listings == [True, True]
     # Tick 1's loop finds no flow at all, tick 2's the elephant no agent can move.
     assert [e["event"] for e in gor.events.snapshot() if e["event"] in ("detect", "skip", "failed")] == \
@@ -457,6 +469,7 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path):
             tuples.append(FiveTuple(src.ip, dst.ip, sport=sport))
     agents = ListingAgents(listing)
     gor = Gor(plan, build_pipeline(spec), tmp_path, clock=StoppedClock(now), agents=agents)
+    gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
     links = LinkMap(plan)
     hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
     gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
