@@ -160,8 +160,11 @@ def test_repeat_and_config_rows() -> None:
     assert r["gor_loop_s_p99"] == pytest.approx(0.8)
     assert r["busbw_per_iteration"] == [pytest.approx(0.35 / (t - 0.05), abs=1e-4) for t in (0.55, 0.7, 0.9)]
     assert r["busbw_frac_rest"] == pytest.approx(0.35 / (0.8 - 0.05))   # median of 0.7 and 0.9
-    other = dict(r, iteration_s=0.9, busbw_frac=0.4, gor_moves=3, gor_loop_s=None)
+    other = dict(r, iteration_s=0.9, busbw_frac=0.4, gor_moves=3, gor_loop_s=None,
+                 gor_move_latencies_s=[0.3, 2.5, 0.4])
     row = config_row([r, other, dict(r, iteration_s=0.5)], {"collisions": 2})
+    # Detect -> moved over every move of every repeat: 0.3 0.4 0.8 0.8 2.5.
+    assert row["gor_loop_s"] == pytest.approx(0.8) and row["gor_loop_s_p99"] == pytest.approx(2.5)
     assert set(REQUIRED) <= set(row)
     assert row["iteration_s"] == 0.7 and row["gor_moves"] == 1 and row["collisions"] == 2
     assert row["iteration_s_spread"] == {"median": 0.7, "min": 0.5, "max": 0.9, "n": 3}
