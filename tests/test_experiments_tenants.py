@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.tenants import TENANTS, ratios, tenant_job
+from experiments.tenants import TENANTS, _uplinks, coordinated_job, ratios, tenant_job
 from tccl import collectives as C
 from tccl.agent import port_function
 from tccl.trace import load_trace
@@ -59,7 +59,16 @@ def test_ratios_per_tenant_and_their_mean():
             "shared:a": {"busbw_frac": 0.45}, "shared:b": {"busbw_frac": 0.5},
             "shared-gor:a": {"busbw_frac": 0.81}, "shared-gor:b": {"busbw_frac": 0.8}}
     r = ratios(rows)
-    assert r["a"] == {"gor_over_shared": 1.8, "gor_over_alone": 0.9}
-    assert r["b"] == {"gor_over_shared": 1.6, "gor_over_alone": 1.0}
+    assert r["a"] == {"gor_over_shared": 1.8, "gor_over_alone": 0.9, "gor_over_planned": None}
+    assert r["b"] == {"gor_over_shared": 1.6, "gor_over_alone": 1.0, "gor_over_planned": None}
     assert r["mean_gor_over_shared"] == pytest.approx(1.7) and r["mean_gor_over_alone"] == pytest.approx(0.95)
     assert ratios({})["mean_gor_over_shared"] is None
+
+
+def test_the_coordinated_plan_keeps_tenant_b_off_tenant_as_links():
+    plan = AddressPlan(load_spec(SPEC))
+    trace = load_trace(TRACE)
+    a = _uplinks(plan, tenant_job(SPEC, TRACE, "a", seed=1), trace)
+    b = _uplinks(plan, coordinated_job(SPEC, TRACE, seed=1), trace)
+    assert a and b and not a & b
+    assert {link for link in b if link[0].startswith("b")} == {(leaf, "sp1") for leaf, _ in a if leaf.startswith("b")}
