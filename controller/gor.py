@@ -33,6 +33,7 @@ import itertools
 import logging
 import queue
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +141,8 @@ class Gor:
         self._answered: set[str] = set()
         self.fabric_links = {(a.name, b.name) for a in plan.leaves for b in plan.spines} | \
             {(b.name, a.name) for a in plan.leaves for b in plan.spines}
+        # Every link's utilisation per telemetry round over the last window (t, util).
+        self._utils: dict[LinkId, deque[tuple[float, float]]] = {}
         # Alarmed links for which no plan was found: not re-planned before this time.
         self._no_plan_until: dict[LinkId, float] = {}
         # Every NIC's line rate: the host capacity of the demand estimate.
@@ -246,6 +249,11 @@ class Gor:
                        for link, s in stats.items() if cable(*link) not in self.routes.down}
             for event in self.alarms.update(now, samples):
                 self._alarm_event(event)
+            for link, st in stats.items():
+                history = self._utils.setdefault(link, deque())
+                history.append((now, st.util))
+                while history[0][0] < now - self.config.window_s:
+                    history.popleft()
             self._take_samples(now)
         self._merge_listing()
         if now - self._agents_at >= AGENT_REFRESH_S:
@@ -342,13 +350,18 @@ class Gor:
             # A NIC link carries its flows on every path: moving cannot relieve it.
             if link in busy or now < self._no_plan_until.get(link, 0.0) or link not in self.fabric_links:
                 continue
-            stats = self.telemetry.latest.get(link)
-            if stats is None or stats.util < self.config.act_util:
+            if self._peak_util(link, now) < self.config.act_util:
                 continue
             # Its elephants (for the log and the listing below): the placement takes
             # every active flow from the agents and the samples, not only these.
             switch, port = self.telemetry.links.port_of(link)
             yield link, alarm, self.samples.top(now, switch, port, self.config.top_n)
+
+    def _peak_util(self, link: LinkId, now: float) -> float:
+        """The link's highest utilisation over the last sample window: a collective step
+        that starts or ends inside a telemetry interval leaves a collided link under
+        ``act_util`` for that interval, which held a loop back by seconds."""
+        return max((u for t, u in self._utils.get(link, ()) if t >= now - self.config.window_s), default=0.0)
 
     def _unlisted_elephant(self, now: float) -> bool:
         """Whether an elephant GOR would plan for is younger than the last agent
@@ -399,9 +412,12 @@ class Gor:
             self.events.emit("failed", loop=loop, links=["->".join(l) for l, _, _ in actionable],
                              reason=("no movable elephant" if not placed.movable else
                                      "no placement better than the current one"))
-            # The same answer would come every tick: ask again a little later.
+            # The same answer would come every tick: ask again a little later -- at the
+            # next tick if nothing could move while a listing that may name the flows'
+            # agents is under way (a job's agents start after GOR).
+            ticks = 1 if not placed.movable and self._listing is not None else NO_PLAN_RETRY_TICKS
             for link, _, _ in actionable:
-                self._no_plan_until[link] = now + NO_PLAN_RETRY_TICKS * self.config.interval_s
+                self._no_plan_until[link] = now + ticks * self.config.interval_s
             return
         for move in moves:
             self.mover.command(move)
