@@ -80,7 +80,7 @@ MOVE_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
-class RegionPlacement:
+class LoopPlacement:
     """What one reroute loop decided: the moves (flow id -> new path), every active
     flow's path afterwards and its demand (bit/s), how (`controller.placement`), the
     projected worst link before and after, and how many flows could move."""
@@ -391,8 +391,8 @@ class Gor:
                               "mbps": round(e.rate_bps / 1e6, 3), "samples": e.samples}
                              for _, _, elephants in actionable for e in elephants])
         alarmed = set(self.alarms.active(self.config.act_level))
-        placed, flows = self._place(now, loop, alarmed)
         since = {link: a.since for link, a, _ in actionable}
+        placed, flows = self._place(now, loop, alarmed, set(since))
         moves = []
         for key, path in sorted(placed.moves.items(), key=lambda kv: flows[kv[0]].id):
             flow = flows[key]
@@ -422,10 +422,11 @@ class Gor:
         for move in moves:
             self.mover.command(move)
 
-    def _place(self, now: float, loop: int, alarmed: set[LinkId]
-               ) -> tuple["RegionPlacement", dict[int, Flow]]:
+    def _place(self, now: float, loop: int, alarmed: set[LinkId], acted_on: set[LinkId]
+               ) -> tuple["LoopPlacement", dict[int, Flow]]:
         """The active flows' demands (`controller.demand`) and the placement of the
-        movable ones (`controller.placement`), by flow id."""
+        movable ones (`controller.placement`), by flow id. Why a flow on a link acted
+        on may not move is a ``skip`` event (for the others it would be noise)."""
         active = self._active_flows(now)
         demands = estimate_demands([FlowEnds(f.id, f.src, f.dst) for f in active], self._nic_bps)
         capacity = {link: cap for link, cap in self.telemetry.links.capacity.items()
@@ -439,13 +440,14 @@ class Gor:
             # The alarm triggers the loop; the placement covers every flow that crosses
             # a spine, and First Fit moves only those on links over their bar: a
             # collision whose alarm is a tick away is undone in the same loop.
-            may_move = len(current) == 5 and target is None and self._movable(flow, now, loop) is not None
+            report = any(link in acted_on for link in links_of(list(current)))
+            may_move = len(current) == 5 and target is None and self._movable(flow, now, loop, report)
             movable += may_move
             candidates = tuple(tuple(p) for p in candidate_paths(self.plan, flow.five_tuple, self.routes.down)) \
                 if may_move else ()
             to_place.append(FlowToPlace(flow.id, demands[flow.id], current, candidates, may_move))
         result = place(to_place, capacity, alarmed, self.config.safety)
-        return RegionPlacement(result.moves, result.paths, demands, result.method, result.worst_before,
+        return LoopPlacement(result.moves, result.paths, demands, result.method, result.worst_before,
                                result.worst_after, sum(f.server is not None for f in active), movable), \
             {f.id: f for f in active}
 
@@ -468,15 +470,14 @@ class Gor:
                 out.append(f)
         return out
 
-    def _movable(self, flow: Flow, now: float, loop: int) -> Flow | None:
-        """``flow`` if GOR may move it now, else None (and a ``skip`` event saying why)."""
+    def _movable(self, flow: Flow, now: float, loop: int, report: bool) -> bool:
+        """Whether GOR may move ``flow`` now; if not and ``report``, a ``skip`` event says why."""
         reason = ("pinned" if flow.pinned else "no agent" if flow.server is None else
                   "cooling down" if now - flow.moved_at < self.config.cooldown_s else
                   "already moving" if self.mover.moving(flow) else "")
-        if reason:
+        if reason and report:
             self.events.emit("skip", loop=loop, flow=flow.label, reason=reason)
-            return None
-        return flow
+        return not reason
 
     # --- acting by hand ----------------------------------------------------------------
 
