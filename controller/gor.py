@@ -37,7 +37,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from controller.agents import AgentDirectory, AgentFlow, JobRunner
 from controller.alarms import LEVELS, Alarm, AlarmBook, AlarmEvent, LinkSample

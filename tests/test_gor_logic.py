@@ -23,7 +23,7 @@ from controller.config import GorConfig, default_thresholds
 from controller.gor import Gor
 from controller.elephants import Sample, SampleWindow, parse_sample
 from controller.moves import Move
-from controller.paths import candidate_paths, find_port, links_of, predict
+from controller.paths import candidate_paths, find_port, predict
 from controller.publish import publish, topology_document
 from controller.telemetry import LinkMap, LinkStats, Snapshot, link_stats
 from controller.routes import cable, ecmp_members, fabric_programs, program_updates, switch_program
