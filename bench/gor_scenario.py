@@ -76,6 +76,23 @@ def two_flow_job(plan: AddressPlan, spines: tuple[int, int], iters: int, sender_
     raise ScenarioError(f"no seed below {MAX_SEEDS} puts the two flows on spines {want}")
 
 
+def tenant_jobs(plan: AddressPlan, spec_file: str | Path, iters: int, sender_mbps: float,
+                name: str) -> list[Job]:
+    """Two tenants' jobs of one flow each (b0h0 -> b1h0 and b0h1 -> b1h1), each planned
+    hash-orthogonally by its own library from the fabric's spec: alone, each flow is
+    the only one on its leaf, and each library gives it the first spine -- so together
+    they collide there (`experiments.tenants` on the whole fabric)."""
+    members = endpoints(plan)
+    jobs = []
+    for k, (s, r) in enumerate(((0, 2), (1, 3))):
+        ranks = tuple(RankInfo(i, n.server, n.block, n.rail, n.intf, n.ip, n.mac, plan.switch(n.leaf).mac)
+                      for i, n in enumerate((members[s], members[r])))
+        jobs.append(Job(ranks, Transport(line_mbps=sender_mbps, ports="orthogonal", qps=1),
+                        Workload(op="sendrecv", sizes=(MESSAGE_BYTES,), iters=iters, warmup=0, pairs=((0, 1),)),
+                        name=f"{name}-{'ab'[k]}", fabric=str(spec_file)))
+    return jobs
+
+
 def wait_cleared(gor: Gor, known: set[int], timeout: float) -> dict[str, Any]:
     """The first `cleared` event of a loop not in ``known`` (raises on timeout)."""
     end = time.monotonic() + timeout

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ class AgentDirectory:
         self.run_dir = Path(run_dir)
         self._clients: dict[str, AgentClient] = {}
         self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(plan.servers)), thread_name_prefix="gor-list")
 
     def _client(self, server: str, timeout: float) -> AgentClient | None:
         path = socket_path(self.run_dir, server)
@@ -62,20 +64,27 @@ class AgentDirectory:
             return self._clients[server]
 
     def flows(self) -> tuple[set[str], list[AgentFlow]]:
-        """The servers whose agents answered now, and all their flows."""
+        """The servers whose agents answered now, and all their flows. The agents are
+        asked all at once: a listing takes as long as the slowest agent (at most
+        `LIST_TIMEOUT_S`), not the sum of them -- one after the other, busy agents held
+        GOR's loop for seconds."""
+        clients = {s.name: c for s in self.plan.servers if (c := self._client(s.name, LIST_TIMEOUT_S)) is not None}
         answered, out = set(), []
-        for server in self.plan.servers:
-            client = self._client(server.name, LIST_TIMEOUT_S)
-            if client is None:
+        for server, flows in zip(clients, self._pool.map(self._list, clients.values())):
+            if flows is None:
                 continue
-            try:
-                flows = client.list_flows()
-            except grpc.RpcError:
-                continue
-            answered.add(server.name)
-            out += [AgentFlow(server.name, f.qpn, f.src_ip, f.dst_ip, f.sport, f.dport, f.bytes,
+            answered.add(server)
+            out += [AgentFlow(server, f.qpn, f.src_ip, f.dst_ip, f.sport, f.dport, f.bytes,
                               f.rate_bps, f.state, f.created_ns) for f in flows]
         return answered, out
+
+    @staticmethod
+    def _list(client: AgentClient) -> list[Any] | None:
+        """One agent's flows, or None if it did not answer."""
+        try:
+            return list(client.list_flows())
+        except grpc.RpcError:
+            return None
 
     def set_source_port(self, server: str, qpn: int, sport: int, timeout_s: float) -> Any:
         """Ask ``server``'s agent to move flow ``qpn`` to ``sport`` at its next message
@@ -90,6 +99,7 @@ class AgentDirectory:
             raise RuntimeError(f"agent {server}: {e.code().name}: {e.details()}") from e
 
     def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             for client in self._clients.values():
                 client.close()

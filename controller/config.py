@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.alarms import LEVELS, NOTICE, AlarmThresholds
-from controller.planner import SAFETY
+from controller.placement import SAFETY
 from topo.addressing import AddressPlan
 
 
@@ -15,11 +15,15 @@ from topo.addressing import AddressPlan
 class GorConfig:
     """GOR's knobs (the REPL's ``set`` changes them at run time).
 
+    ``top_n``: the elephants of an alarmed port named in the ``detect`` event (the
+    placement takes every active flow). ``safety``: the projected utilisation a
+    placement keeps every link under where the demands allow (`controller.placement`).
     ``interval_s``: telemetry period; 0.25 s gives alarms within a few hundred ms while
     polling 10 switches costs them little CPU. ``window_s``: how far back samples count
     for elephants (long enough for a few samples of a 10 Mbit/s flow at 1 in 64).
     ``act_level`` and ``act_util``: GOR acts on a link whose alarm is at least
-    ``act_level`` *and* whose utilisation is at least ``act_util``. Senders running
+    ``act_level`` *and* whose utilisation reached ``act_util`` in a telemetry round of
+    the last ``window_s``. Senders running
     DCQCN keep an overloaded link's marked fraction low (a few percent: they back off
     until the queue hovers near Kmin), so marks alone do not tell an overloaded link
     from a busy one whose software switch forwards in bursts; a link with room left

@@ -80,3 +80,10 @@ def loop_latencies(events: Iterable[dict[str, Any]], end: str = "moved") -> dict
         elif e["event"] == end and loop in start:
             out[loop] = e["t"] - start[loop]
     return out
+
+
+def move_latencies(events: Iterable[dict[str, Any]]) -> list[float]:
+    """Seconds from the alarm a move relieves to the data plane showing the flow on its
+    new path, for every ``moved`` event of an automatic loop (a loop may move several
+    flows: each is its own detect -> moved time)."""
+    return [float(e["latency_s"]) for e in events if e.get("event") == "moved" and "latency_s" in e]

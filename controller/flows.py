@@ -40,6 +40,7 @@ class Flow:
     pinned: bool = False
     moved_at: float = float("-inf")
     last_seen: float = 0.0
+    active_at: float = float("-inf")    # last listing that showed it sending (more bytes)
 
     @property
     def five_tuple(self) -> FiveTuple:
@@ -94,6 +95,8 @@ class FlowTable:
                 self._flows[key] = flow
             if not port_in_flight(flow):
                 flow.sport = af.sport
+            if af.bytes > flow.bytes:
+                flow.active_at = now
             flow.rate_bps, flow.state, flow.bytes, flow.last_seen = af.rate_bps, af.state, af.bytes, now
         for key, flow in list(self._flows.items()):
             gone = key[0] == "agent" and key not in live and \

@@ -9,11 +9,13 @@ Every ``interval_s`` the loop thread
    (`controller.alarms`);
 3. takes the sampled packets that arrived (`controller.elephants`) and the agents'
    flow lists (`controller.agents`) into its flow table (`controller.flows`);
-4. advances the moves in flight (`controller.moves`), and for every link alarmed at
-   ``act_level`` or above with no move in flight starts a reroute loop: the top-N
-   elephants leaving that port, each planned (`controller.planner` over
-   `controller.paths`' candidates) until one has an accepted path, which a move then
-   commands the flow's agent onto.
+4. advances the moves in flight (`controller.moves`), and when links are alarmed at
+   ``act_level`` or above (and loaded to ``act_util``) with no move in flight, runs
+   one reroute loop for all of them: the natural demand of every active flow
+   (`controller.demand`, Hedera's estimator), one placement of every movable flow on
+   `controller.paths`' candidates by the projected load of those demands
+   (`controller.placement`: only flows on links over their bar move), and a move
+   commanded for each flow that changes path.
 
 Moved flows are left alone for ``cooldown_s`` and pinned flows always. Every step goes
 to the event log (`controller.events`) with its timestamp.
@@ -31,8 +33,11 @@ import itertools
 import logging
 import queue
 import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from controller.agents import AgentDirectory, AgentFlow, JobRunner
 from controller.alarms import LEVELS, Alarm, AlarmBook, AlarmEvent, LinkSample
@@ -43,14 +48,14 @@ from controller.events import EventLog
 from controller.flows import Flow, FlowTable
 from controller.moves import Move, Mover
 from controller.paths import LinkId, candidate_paths, links_of, predict
-from controller.planner import plan_move
+from controller.demand import FlowEnds, estimate_demands
+from controller.placement import FlowToPlace, place
 from controller.repair import RouteRepair
 from controller.routes import Down, cable
 from controller.switches import SwitchFleet
 from controller.telemetry import LinkStats, Telemetry
 from emulation.clock import EmulationClock
 from topo.addressing import AddressPlan
-from topo.hashmodel import FiveTuple
 from topo.pipeline import Pipeline
 
 LOG = logging.getLogger("controller.gor")
@@ -64,6 +69,30 @@ AGENT_SUBDIR = "tccl"
 # telemetry intervals: soon enough that a job whose agents were not listed yet (its
 # flows "no agent") is not held back long, not every tick for a link with nothing to move.
 NO_PLAN_RETRY_TICKS = 2
+# Frames of at most this many bytes on the wire are RoCE control frames -- ACK, NAK, CNP
+# (62 bytes: Ethernet, IPv4, UDP, BTH, AETH, ICRC) -- which a responder sends back with
+# its QP's source port: a flow sampled only in those carries no data.
+CONTROL_FRAME_MAX = 128
+# While moves are in flight, samples and agents' answers are taken in this often
+# between ticks (s): a fifth of the default interval, and no I/O, so it costs the
+# switches nothing and the loop a few lock turns.
+MOVE_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class LoopPlacement:
+    """What one reroute loop decided: the moves (flow id -> new path), every active
+    flow's path afterwards and its demand (bit/s), how (`controller.placement`), the
+    projected worst link before and after, and how many flows could move."""
+
+    moves: dict[int, tuple[str, ...]]
+    paths: dict[int, tuple[str, ...]]
+    demands: dict[int, float]
+    method: str
+    worst_before: float
+    worst_after: float
+    listed: int          # of the active flows, how many an agent lists (the rest: samples only)
+    movable: int
 
 
 class Gor:
@@ -106,11 +135,18 @@ class Gor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._agents_at = 0.0
+        # The agents' flow listings run here, one at a time (`_list_agents`).
+        self._lister = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gor-listing")
+        self._listing: Future | None = None
         self._answered: set[str] = set()
         self.fabric_links = {(a.name, b.name) for a in plan.leaves for b in plan.spines} | \
             {(b.name, a.name) for a in plan.leaves for b in plan.spines}
+        # Every link's utilisation per telemetry round over the last window (t, util).
+        self._utils: dict[LinkId, deque[tuple[float, float]]] = {}
         # Alarmed links for which no plan was found: not re-planned before this time.
         self._no_plan_until: dict[LinkId, float] = {}
+        # Every NIC's line rate: the host capacity of the demand estimate.
+        self._nic_bps = plan.spec.links.host_mbps * 1e6
 
     # --- life cycle ----------------------------------------------------------------
 
@@ -135,6 +171,7 @@ class Gor:
             self._thread.join(10)
             self._thread = None
         self.mover.close()
+        self._lister.shutdown(wait=True, cancel_futures=True)
         if self.telemetry is not None:
             self.telemetry.close()
         self.agents.close()
@@ -176,9 +213,29 @@ class Gor:
                 self.tick()
             except Exception:  # noqa: BLE001 -- the loop must outlive one bad round
                 LOG.exception("GOR tick failed")
-            self.time.wait(self._stop, next_tick - self.clock())
+            self._between_ticks(next_tick)
             if self.clock() > next_tick + self.config.interval_s:
                 next_tick = self.clock()     # fell behind: do not try to catch up
+
+    def _between_ticks(self, until: float) -> None:
+        """Wait for the next tick; while moves are in flight, take in the samples and
+        the agents' answers every `MOVE_POLL_S` meanwhile (no switch or agent I/O:
+        the queue and the moves' futures), so a move is seen commanded and moved when
+        the evidence arrives, not up to a telemetry interval later."""
+        while not self._stop.is_set():
+            left = until - self.clock()
+            if left <= 0:
+                return
+            with self.lock:
+                watching = self.mover.in_flight()
+            if self.time.wait(self._stop, min(left, MOVE_POLL_S) if watching else left):
+                return
+            if watching:
+                self._merge_listing()
+                with self.lock:
+                    now = self.clock()
+                    self._take_samples(now)
+                    self.mover.advance(now)
 
     def tick(self) -> None:
         """One round: telemetry, cables, alarms, samples, flows, moves (each step's I/O
@@ -192,16 +249,13 @@ class Gor:
                        for link, s in stats.items() if cable(*link) not in self.routes.down}
             for event in self.alarms.update(now, samples):
                 self._alarm_event(event)
-            drained = []
-            while True:
-                try:
-                    drained.append(self._incoming.get_nowait())
-                except queue.Empty:
-                    break
-            self.samples.add(drained)
-            self.samples.prune(now)
-            for s in drained:
-                self.flows.sampled(s)
+            for link, st in stats.items():
+                history = self._utils.setdefault(link, deque())
+                history.append((now, st.util))
+                while history[0][0] < now - self.config.window_s:
+                    history.popleft()
+            self._take_samples(now)
+        self._merge_listing()
         if now - self._agents_at >= AGENT_REFRESH_S:
             self._list_agents(now)
         with self.lock:
@@ -212,6 +266,20 @@ class Gor:
         with self.lock:
             if self.config.auto:
                 self._act_on_alarms(now)
+
+    def _take_samples(self, now: float) -> None:
+        """The sampled packets that arrived, into the window and the flow table (under
+        the lock)."""
+        drained = []
+        while True:
+            try:
+                drained.append(self._incoming.get_nowait())
+            except queue.Empty:
+                break
+        self.samples.add(drained)
+        self.samples.prune(now)
+        for s in drained:
+            self.flows.sampled(s)
 
     def _on_packet(self, switch: str, packet: Any) -> None:
         sample = parse_sample(self.clock(), switch, packet.metadata, packet.payload)
@@ -233,9 +301,26 @@ class Gor:
     # --- flows ---------------------------------------------------------------------
 
     def _list_agents(self, now: float) -> None:
-        """Ask every agent for its flows (agent I/O, without the lock), then merge."""
-        self._agents_at = now
-        self._refresh_agent_flows(*self.agents.flows(), now)
+        """Ask every agent for its flows on the listing thread, unless a listing is
+        under way: agent I/O off the loop thread (a busy agent answers in up to
+        `controller.agents.LIST_TIMEOUT_S`, which held whole ticks back -- and the moves
+        they verify). `_merge_listing` takes the answer in."""
+        if self._listing is None:
+            self._agents_at = now
+            self._listing = self._lister.submit(self.agents.flows)
+
+    def _merge_listing(self) -> None:
+        """Merge a finished listing into the flow table (at a tick or between ticks)."""
+        listing = self._listing
+        if listing is None or not listing.done():
+            return
+        self._listing = None
+        try:
+            answered, listed = listing.result()
+        except Exception:  # noqa: BLE001 -- a failed listing is skipped like a silent agent
+            LOG.exception("listing the agents' flows failed")
+            return
+        self._refresh_agent_flows(answered, listed, self.clock())
 
     def _refresh_agent_flows(self, answered: set[str], listed: list[AgentFlow], now: float) -> None:
         """Merge the agents' flow lists into the flow table (`FlowTable.merge`). A change
@@ -257,20 +342,26 @@ class Gor:
     # --- deciding ------------------------------------------------------------------
 
     def _actionable(self, now: float, busy: set[LinkId]) -> Iterator[tuple[LinkId, Alarm, list[Elephant]]]:
-        """The alarmed fabric links GOR would act on now, with their elephants: at the
-        acting level and utilisation, not ``busy``, not waiting after a failed plan."""
+        """The alarmed fabric links GOR would act on now, with the elephants sampled
+        leaving by them: at the acting level and utilisation, not ``busy``, not waiting
+        after a failed plan."""
         assert self.telemetry is not None
         for link, alarm in sorted(self.alarms.active(self.config.act_level).items()):
             # A NIC link carries its flows on every path: moving cannot relieve it.
             if link in busy or now < self._no_plan_until.get(link, 0.0) or link not in self.fabric_links:
                 continue
-            stats = self.telemetry.latest.get(link)
-            if stats is None or stats.util < self.config.act_util:
+            if self._peak_util(link, now) < self.config.act_util:
                 continue
+            # Its elephants (for the log and the listing below): the placement takes
+            # every active flow from the agents and the samples, not only these.
             switch, port = self.telemetry.links.port_of(link)
-            elephants = self.samples.top(now, switch, port, self.config.top_n)
-            if elephants:
-                yield link, alarm, elephants
+            yield link, alarm, self.samples.top(now, switch, port, self.config.top_n)
+
+    def _peak_util(self, link: LinkId, now: float) -> float:
+        """The link's highest utilisation over the last sample window: a collective step
+        that starts or ends inside a telemetry interval leaves a collided link under
+        ``act_util`` for that interval, which held a loop back by seconds."""
+        return max((u for t, u in self._utils.get(link, ()) if t >= now - self.config.window_s), default=0.0)
 
     def _unlisted_elephant(self, now: float) -> bool:
         """Whether an elephant GOR would plan for is younger than the last agent
@@ -279,73 +370,114 @@ class Gor:
         if now - self._agents_at < NO_PLAN_RETRY_TICKS * self.config.interval_s:
             return False
         return any(not self.flows.listed(e.flow)
-                   for _, _, elephants in self._actionable(now, self.mover.busy_links()) for e in elephants)
-
-    def _loads(self) -> tuple[dict[LinkId, float], dict[LinkId, float]]:
-        """Measured link loads, with the moves telemetry does not show yet applied,
-        and the capacity of every link not down."""
-        assert self.telemetry is not None
-        capacity = {link: cap for link, cap in self.telemetry.links.capacity.items()
-                    if cable(*link) not in self.routes.down}
-        loads = {link: s.bps for link, s in self.telemetry.latest.items()}
-        self.mover.project(loads)
-        return loads, capacity
+                   for _, _, elephants in self._actionable(now, self.mover.busy_links(now)) for e in elephants)
 
     def _act_on_alarms(self, now: float) -> None:
-        # Links on the old path of a move in flight (or just finished) wait: telemetry
-        # does not show that move yet, so planning now would double it.
-        busy = self.mover.busy_links()
-        for link, alarm, elephants in self._actionable(now, busy):
-            loop = next(self._loops)
-            self.events.emit("detect", loop=loop, t=alarm.since, link="->".join(link),
-                             level=LEVELS[alarm.level], elephants=[
-                                 {"flow": f"{e.flow.src}:{e.flow.sport}->{e.flow.dst}",
-                                  "mbps": round(e.rate_bps / 1e6, 3), "samples": e.samples}
-                                 for e in elephants])
-            move = self._plan_for(loop, link, alarm.since, elephants, now)
-            if move is None:
-                self.events.emit("failed", loop=loop, link="->".join(link),
-                                 reason="no movable elephant with a safe path")
-                # The same answer would come every tick: ask again a little later.
-                self._no_plan_until[link] = now + NO_PLAN_RETRY_TICKS * self.config.interval_s
-                continue
-            self.mover.command(move)
-            busy.update(links_of(list(move.old_path)))
-
-    def _plan_for(self, loop: int, link: LinkId, detect_t: float, elephants: list[Elephant],
-                  now: float) -> Move | None:
-        loads, capacity = self._loads()
+        """One reroute loop for every alarmed link GOR acts on now: the demands of every
+        active flow, every movable elephant placed at once (`controller.placement`;
+        only those on links over their bar move), a move commanded for each that
+        changes path."""
+        # Links on the old path of a move not yet shown on its new path (or just shown)
+        # wait: telemetry does not show that move yet.
+        busy = self.mover.busy_links(now)
+        actionable = list(self._actionable(now, busy))
+        if not actionable:
+            return
+        loop = next(self._loops)
+        self.events.emit("detect", loop=loop, t=min(a.since for _, a, _ in actionable),
+                         link="->".join(actionable[0][0]), links=["->".join(l) for l, _, _ in actionable],
+                         level=LEVELS[max(a.level for _, a, _ in actionable)], elephants=[
+                             {"flow": f"{e.flow.src}:{e.flow.sport}->{e.flow.dst}",
+                              "mbps": round(e.rate_bps / 1e6, 3), "samples": e.samples}
+                             for _, _, elephants in actionable for e in elephants])
         alarmed = set(self.alarms.active(self.config.act_level))
-        for e in elephants:
-            flow = self._movable(e.flow, now, loop)
-            if flow is None:
-                continue
-            current = self.path_of(flow)
-            if current is None:
-                continue
-            accepted, rejected = plan_move(current, candidate_paths(self.plan, flow.five_tuple, self.routes.down),
-                                           e.rate_bps, loads, capacity, alarmed - {link}, self.config.safety)
-            self.events.emit("decide", loop=loop, flow=flow.label, flow_id=flow.id,
-                             mbps=round(e.rate_bps / 1e6, 3), current="-".join(current),
-                             accepted=[{"path": "-".join(c.path), "max_util": round(c.max_util, 3)}
-                                       for c in accepted],
-                             rejected=[{"path": "-".join(r.path), "reason": r.reason} for r in rejected])
-            if accepted:
-                return Move(loop, flow, flow.sport, link, tuple(current), e.rate_bps,
-                            [c.path for c in accepted], detect_t)
-        return None
+        since = {link: a.since for link, a, _ in actionable}
+        placed, flows = self._place(now, loop, alarmed, set(since))
+        moves = []
+        for key, path in sorted(placed.moves.items(), key=lambda kv: flows[kv[0]].id):
+            flow = flows[key]
+            old = tuple(self.path_of(flow) or ())
+            # The alarm the move relieves (when its old path crosses one) dates it.
+            relieved = [l for l in links_of(list(old)) if l in since]
+            detect_t = max(since[l] for l in relieved) if relieved else min(since.values())
+            moves.append(Move(loop, flow, flow.sport, relieved[0] if relieved else None, old,
+                              placed.demands[key], [path], detect_t))
+        self.events.emit("decide", loop=loop, method=placed.method,
+                         worst_before=round(placed.worst_before, 3), worst_after=round(placed.worst_after, 3),
+                         flows=len(placed.paths), listed=placed.listed, movable=placed.movable,
+                         moves=[{"flow": m.flow.label, "flow_id": m.flow.id,
+                                 "demand_mbps": round(m.rate_bps / 1e6, 3), "current": "-".join(m.old_path),
+                                 "path": "-".join(m.candidates[0])} for m in moves])
+        if not moves:
+            self.events.emit("failed", loop=loop, links=["->".join(l) for l, _, _ in actionable],
+                             reason=("no movable elephant" if not placed.movable else
+                                     "no placement better than the current one"))
+            # The same answer would come every tick: ask again a little later -- at the
+            # next tick if nothing could move while a listing that may name the flows'
+            # agents is under way (a job's agents start after GOR).
+            ticks = 1 if not placed.movable and self._listing is not None else NO_PLAN_RETRY_TICKS
+            for link, _, _ in actionable:
+                self._no_plan_until[link] = now + ticks * self.config.interval_s
+            return
+        for move in moves:
+            self.mover.command(move)
 
-    def _movable(self, f: FiveTuple, now: float, loop: int) -> Flow | None:
-        flow = self.flows.first(f)
-        if flow is None:
-            return None
+    def _place(self, now: float, loop: int, alarmed: set[LinkId], acted_on: set[LinkId]
+               ) -> tuple["LoopPlacement", dict[int, Flow]]:
+        """The active flows' demands (`controller.demand`) and the placement of the
+        movable ones (`controller.placement`), by flow id. Why a flow on a link acted
+        on may not move is a ``skip`` event (for the others it would be noise)."""
+        active = self._active_flows(now)
+        demands = estimate_demands([FlowEnds(f.id, f.src, f.dst) for f in active], self._nic_bps)
+        capacity = {link: cap for link, cap in self.telemetry.links.capacity.items()
+                    if link in self.fabric_links and cable(*link) not in self.routes.down}
+        to_place, movable = [], 0
+        for flow in active:
+            target = self.mover.target(flow)
+            current = tuple(target or self.path_of(flow) or ())
+            if not current:
+                continue
+            # The alarm triggers the loop; the placement covers every flow that crosses
+            # a spine, and First Fit moves only those on links over their bar: a
+            # collision whose alarm is a tick away is undone in the same loop.
+            report = any(link in acted_on for link in links_of(list(current)))
+            may_move = len(current) == 5 and target is None and self._movable(flow, now, loop, report)
+            movable += may_move
+            candidates = tuple(tuple(p) for p in candidate_paths(self.plan, flow.five_tuple, self.routes.down)) \
+                if may_move else ()
+            to_place.append(FlowToPlace(flow.id, demands[flow.id], current, candidates, may_move))
+        result = place(to_place, capacity, alarmed, self.config.safety)
+        return LoopPlacement(result.moves, result.paths, demands, result.method, result.worst_before,
+                               result.worst_after, sum(f.server is not None for f in active), movable), \
+            {f.id: f for f in active}
+
+    def _active_flows(self, now: float) -> list[Flow]:
+        """The flows sending now: sampled in the window, or listed by their agent with
+        bytes sent since its previous listing. A sender whose agent lists its flows is
+        known from the listing alone (a sample of a port it left is no flow of its own);
+        a flow sampled only in ACK-sized frames is the acknowledgements of a flow the
+        other way, not a sender."""
+        rate = self.samples.sample_rate
+        sampled = {(e.flow.src, e.flow.dst, e.flow.sport) for e in self.samples.flows(now)
+                   if e.bytes / rate / e.samples > CONTROL_FRAME_MAX}
+        listed_src = {f.src for f in self.flows if f.server is not None}
+        out = []
+        for f in self.flows:
+            if f.server is None and f.src in listed_src:
+                continue
+            if (f.src, f.dst, f.sport) in sampled or \
+                    (f.server is not None and now - f.active_at <= AGENT_REFRESH_S + self.config.window_s):
+                out.append(f)
+        return out
+
+    def _movable(self, flow: Flow, now: float, loop: int, report: bool) -> bool:
+        """Whether GOR may move ``flow`` now; if not and ``report``, a ``skip`` event says why."""
         reason = ("pinned" if flow.pinned else "no agent" if flow.server is None else
                   "cooling down" if now - flow.moved_at < self.config.cooldown_s else
                   "already moving" if self.mover.moving(flow) else "")
-        if reason:
+        if reason and report:
             self.events.emit("skip", loop=loop, flow=flow.label, reason=reason)
-            return None
-        return flow
+        return not reason
 
     # --- acting by hand ----------------------------------------------------------------
 

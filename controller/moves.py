@@ -3,8 +3,8 @@ that the flow went where it was sent.
 
 A move walks through `MoveState`: ``COMMANDING`` (the agent was told the port for the
 next candidate path; its answer comes on a worker thread) -> ``VERIFYING`` (the new
-5-tuple must be sampled leaving the source leaf by the planned uplink within
-``verify_s``: ``moved``; otherwise the next candidate is commanded, and when none is
+5-tuple must be sampled on the new path -- leaving the source leaf by the planned
+uplink, or the planned spine towards the destination leaf -- within ``verify_s``: ``moved``; otherwise the next candidate is commanded, and when none is
 left the old port is put back: ``rolled_back``) -> ``CLEARING`` (a move off an alarmed
 link waits up to ``clear_s`` for the alarm to drop below ``act_level``: ``cleared`` or
 ``not_cleared``) -> ``DONE``. A finished move stays listed for two intervals, so that
@@ -40,8 +40,10 @@ AGENT_WAIT_S = 5.0
 # A move whose agent has not answered `verify_s` + this after the command is given up
 # (``command_timeout``): the agent's wait plus the control call's own 5 s margin.
 COMMAND_TIMEOUT_S = 10.0
-# Agent calls in flight at once: moves of different flows do not wait for each other.
-AGENT_WORKERS = 4
+# Agent calls in flight at once: moves of different flows do not wait for each other
+# (a call lasts until the flow's next message boundary, and one placement commands
+# every move it makes in the same tick -- eight in the demo's stock job).
+AGENT_WORKERS = 16
 
 
 class MoveState(enum.Enum):
@@ -72,6 +74,7 @@ class Move:
     since: float = 0.0
     deadline: float = 0.0
     outcome: str = ""
+    moved_t: float = float("-inf")        # when the data plane showed it on its new path
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -106,6 +109,10 @@ class Mover:
 
     # --- what the planner asks ------------------------------------------------------
 
+    def in_flight(self) -> bool:
+        """Whether a move waits for its agent or for the data plane's evidence."""
+        return any(m.state in (MoveState.COMMANDING, MoveState.VERIFYING) for m in self.moves)
+
     def moving(self, flow: Flow) -> bool:
         return any(m.flow is flow and m.state is not MoveState.DONE for m in self.moves)
 
@@ -113,22 +120,24 @@ class Mover:
         """A new port for ``flow`` is being commanded: its agent may still list the old."""
         return any(m.flow is flow and m.state is MoveState.COMMANDING for m in self.moves)
 
-    def busy_links(self) -> set[LinkId]:
-        """Links on the old path of a move in flight (or just finished), and the links
-        the moves relieve: telemetry does not show those moves yet."""
-        return {link for m in self.moves for link in links_of(list(m.old_path))} | \
-            {m.link for m in self.moves if m.link is not None}
+    def busy_links(self, now: float) -> set[LinkId]:
+        """Links on the old path of a move whose flow telemetry does not show on its
+        new path yet, and the links those moves relieve: being commanded or verified, or
+        moved less than two intervals ago (a move waiting for its alarm to clear has
+        long been visible, and holding its links back would hold back the next loop)."""
+        settle = 2 * self.settings().interval_s
+        pending = [m for m in self.moves if m.state in (MoveState.COMMANDING, MoveState.VERIFYING)
+                   or now - m.moved_t < settle]
+        return {link for m in pending for link in links_of(list(m.old_path))} | \
+            {m.link for m in pending if m.link is not None}
 
-    def project(self, loads: dict[LinkId, float]) -> None:
-        """Apply to measured ``loads`` the moves telemetry does not show yet (in flight
-        or just finished): their rate taken off the old path, put on the new."""
+    def target(self, flow: Flow) -> tuple[str, ...] | None:
+        """The path a move in flight is taking ``flow`` to (None: no move in flight):
+        the placement counts the flow there already."""
         for m in self.moves:
-            if m.state is MoveState.DONE and m.outcome not in MOVED:
-                continue
-            for link in links_of(list(m.old_path)):
-                loads[link] = max(0.0, loads.get(link, 0.0) - m.rate_bps)
-            for link in links_of(list(m.path or (m.candidates[0] if m.candidates else ()))):
-                loads[link] = loads.get(link, 0.0) + m.rate_bps
+            if m.flow is flow and m.state is not MoveState.DONE:
+                return m.path or (m.candidates[0] if m.candidates else None)
+        return None
 
     # --- the state machine -----------------------------------------------------------
 
@@ -176,10 +185,8 @@ class Mover:
         move.state, move.deadline = MoveState.VERIFYING, now + config.verify_s
 
     def _verify(self, move: Move, now: float, config: GorConfig) -> None:
-        # The uplink the source leaf sends the flow out of on its new path.
-        switch, port = self.links.port_of((move.path[1], move.path[2]))
-        if self.samples.seen(move.flow.five_tuple, switch, port, move.since):
-            move.flow.moved_at = now
+        if self._seen_on_path(move):
+            move.flow.moved_at = move.moved_t = now
             self.events.emit("moved", loop=move.loop, flow=move.flow.label, path="-".join(move.path),
                              sport=move.sport, latency_s=round(now - move.detect_t, 4))
             if move.link is None:
@@ -189,6 +196,19 @@ class Mover:
         elif now > move.deadline:
             self.events.emit("not_moved", loop=move.loop, flow=move.flow.label, path="-".join(move.path))
             self._next_or_rollback(move)
+
+    def _seen_on_path(self, move: Move) -> bool:
+        """Whether the new 5-tuple was sampled, since the command, leaving a switch of
+        the new path by the port towards the path's next switch: the source leaf by the
+        planned uplink, or the planned spine towards the destination leaf. Either proves
+        the path (the spine a packet leaves is the one it went up to), and two sampling
+        points give the evidence twice as fast as one."""
+        hops = [(a, b) for a, b in zip(move.path[1:], move.path[2:-1])]
+        for link in hops:
+            switch, port = self.links.port_of(link)
+            if self.samples.seen(move.flow.five_tuple, switch, port, move.since):
+                return True
+        return False
 
     def _clearing(self, move: Move, now: float, config: GorConfig) -> None:
         assert move.link is not None

@@ -1,6 +1,7 @@
 """``python -m experiments`` (``make demo``): run the configurations, print the table,
-write results/<run>/summary.json, plots and report.html; ``--scenario failure`` runs the cable
-failure instead (docs/experiments.md)."""
+write results/<run>/summary.json, plots and report.html; ``--scenario failure`` runs the
+cable failure instead, ``--scenario tenants`` two tenants' jobs on one fabric
+(docs/experiments.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 from experiments.configs import CONFIGS, parse_configs
 from experiments.recorder import RecorderError
 from experiments.report import write_report
-from experiments.runner import DEFAULT_FABRIC, DEFAULT_TRACE, RESULTS, Settings, prepare, run
+from experiments.runner import (DEFAULT_FABRIC, DEFAULT_TRACE, DEMO_ITERATIONS, DEMO_SAMPLE_RATE, RESULTS,
+                                Settings, prepare, run)
 from tccl.job import JobError
 from tccl.launch import LaunchError
 from topo.net import FabricError
@@ -27,12 +29,17 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=1, help="seeds random ports and data (default %(default)s)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per configuration (default %(default)s)")
     ap.add_argument("--configs", default=",".join(CONFIGS),
-                    help="comma-separated subset of %(default)s, or stock-gor (random ports + GOR)")
-    ap.add_argument("--iterations", type=int, help="iterations per job (default: the trace's)")
+                    help="comma-separated subset of %(default)s")
+    ap.add_argument("--iterations", type=int, default=DEMO_ITERATIONS,
+                    help="iterations per job (default %(default)s)")
     ap.add_argument("--size-scale", type=float, default=1.0, help="scale the trace's message sizes")
+    ap.add_argument("--sample-rate", type=int, default=DEMO_SAMPLE_RATE,
+                    help="sample 1 in N frames leaving by fabric links (default %(default)s; "
+                         "-1: the fabric spec's own rate)")
     ap.add_argument("--out", type=Path, help="run directory (default results/<date-time>)")
-    ap.add_argument("--scenario", choices=("configs", "failure"), default="configs",
-                    help="configs: the comparison (default); failure: a spine cable fails mid-job")
+    ap.add_argument("--scenario", choices=("configs", "failure", "tenants"), default="configs",
+                    help="configs: the comparison (default); failure: a spine cable fails mid-job; "
+                         "tenants: two jobs planned apart share the fabric, without and with GOR")
     ap.add_argument("--pcap", action="store_true",
                     help="per-port captures into each run's pcap/ (a fabric per run; for python -m insight)")
     return ap
@@ -47,13 +54,20 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings(fabric=args.fabric, trace=args.trace, seed=args.seed, repeats=args.repeats,
                             configs=tuple(parse_configs(args.configs)),
                             out=args.out or RESULTS / time.strftime("%Y%m%d-%H%M%S"),
-                            iterations=args.iterations, size_scale=args.size_scale, pcap=args.pcap)
+                            iterations=args.iterations, size_scale=args.size_scale, pcap=args.pcap,
+                            sample_rate=None if args.sample_rate == -1 else args.sample_rate)
         if args.scenario == "failure":
             if args.pcap:
                 raise ValueError("--pcap: captures are for --scenario configs (a fabric per run); "
                                  "the failure scenario keeps one fabric")
             from experiments.failure import run_failure
             run_failure(settings)
+        elif args.scenario == "tenants":
+            if args.pcap:
+                raise ValueError("--pcap: captures are for --scenario configs (a fabric per run); "
+                                 "the tenants scenario keeps one fabric")
+            from experiments.tenants import run_tenants
+            run_tenants(settings)
         else:
             run(prepare(settings))
         print(f"wrote {write_report(settings.out)}")

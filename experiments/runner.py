@@ -55,6 +55,18 @@ DEFAULT_TRACE = ROOT / "traces" / "dp_tp_pp.yaml"
 SUMMARY = "summary.json"
 EVENTS = "gor-events.jsonl"
 TELEMETRY = "telemetry.jsonl"
+# Iterations of the demo's job (python -m experiments): GOR's moves land in the first
+# one or two, and a job of 8 shows what they hold for the rest (the QPs live for the
+# whole job).
+DEMO_ITERATIONS = 8
+# Sampling of the demo's fabric (1 in N frames leaving by a fabric link): GOR verifies a
+# move by a sample of the flow's new 5-tuple on its new path, and at RoCE MTU 4096 a
+# QP at half a 10 Mbit/s NIC sends ~150 frames/s, only while its collective step runs.
+# At 1 in 64 (the fabric file's rate) that left GOR's detect -> moved at p50 1.7 s,
+# p99 2.9 s; at 1 in 16, p50 0.6 s, p99 1.7 s, with `gor` and `orthogonal` at the same
+# busbw (docs/gor.md). Every configuration runs on the same sampling. `make demo`
+# (python -m experiments) uses it; a `Settings` made in code keeps the spec's rate.
+DEMO_SAMPLE_RATE = 16
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,7 @@ class Settings:
     interval_s: float = 0.25              # link telemetry period
     timeout_s: float = 300.0              # one job, all agents
     pcap: bool = False                    # captures: a fabric per run (experiments.captures)
+    sample_rate: int | None = None        # the fabric's 1-in-N sampling (None: the spec's)
 
     def __post_init__(self) -> None:
         if self.repeats < 1:
@@ -119,6 +132,8 @@ def prepare(settings: Settings, log: Callable[[str], None] = print) -> Experimen
     out = Path(settings.out or RESULTS / time.strftime("%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     base = load_spec(settings.fabric)
+    if settings.sample_rate is not None:
+        base = replace(base, sample_rate=settings.sample_rate)
     # The logical fabric, for `python -m insight` on the run directory.
     _write_spec(dataclasses.replace(base, pcap=False), out / "fabric.yaml")
     spec = replace(base, node_prefix=f"x{os.getpid() % 1000}", pcap=False,
@@ -148,6 +163,43 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
     starts its cable failure there. ``fidelity`` holds how faithful the emulation was
     over the job (switches' departures against the ideal links, the agents' departures
     against their pacers and their handling of frames after arrival, kernel drops)."""
+    run = record_run(exp, fabric, recorder, config.gor, run_dir,
+                     lambda: run_on_fabric(fabric, exp.jobs[config.name], run_dir, exp.settings.timeout_s),
+                     on_start)
+    return run.numbers(exp.ideal_comm_s, exp.compute_s)
+
+
+@dataclass
+class RecordedRun:
+    """What one run on the fabric recorded: the agents' results by server, the links'
+    numbers and intervals, GOR's events, the emulation's fidelity, start and end."""
+
+    results: dict[str, dict[str, Any]]
+    links: dict[str, Any]
+    intervals: dict[str, list[Interval]]
+    events: list[dict[str, Any]]
+    fidelity: Fidelity
+    start: float
+    end: float
+    series: dict[str, Any]
+
+    def numbers(self, ideal_comm_s: float, compute_s: float, servers: set[str] | None = None) -> dict[str, Any]:
+        """The run's numbers for the job of ``servers`` (default: every agent's)."""
+        results = {s: r for s, r in self.results.items() if servers is None or s in servers}
+        numbers = repeat_numbers(results, ideal_comm_s, compute_s, self.links, self.events)
+        numbers["job_s"] = round(self.end - self.start, 3)
+        numbers["fidelity"] = self.fidelity.to_json()
+        numbers["series"] = self.series
+        numbers["intervals"] = self.intervals
+        return numbers
+
+
+def record_run(exp: Experiment, fabric: Any, recorder: Recorder, with_gor: bool, run_dir: Path,
+               launch: Callable[[], dict[str, dict[str, Any]]],
+               on_start: Callable[[float], Any] | None = None) -> RecordedRun:
+    """Run ``launch`` (the agents of one or more jobs in ``run_dir``; their results by
+    server) on the running fabric, with a GOR of its own if ``with_gor``, and record
+    the links, GOR's events and the fidelity over it."""
     from controller.config import GorConfig, default_thresholds
     from controller.gor import Gor
 
@@ -155,9 +207,9 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
     # The logical fabric beside the run's files: `python -m insight RUN_DIR` reads it.
     shutil.copyfile(exp.out / "fabric.yaml", run_dir / "fabric.yaml")
     gor = None
-    if config.gor:
-        # The agents run in run_dir (run_on_fabric below): GOR must find their control
-        # sockets there, and publish its topology where they read it.
+    if with_gor:
+        # The agents run in run_dir: GOR must find their control sockets there, and
+        # publish its topology where they read it.
         gor = Gor(fabric.plan, fabric.pipeline, run_dir, GorConfig(thresholds=default_thresholds(fabric.plan)),
                   fabric=fabric, agent_dir=run_dir).start()
     clock = fabric.clock
@@ -166,7 +218,7 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
         start = clock.now()
         if on_start is not None:
             on_start(start)
-        results = run_on_fabric(fabric, exp.jobs[config.name], run_dir, exp.settings.timeout_s)
+        results = launch()
         end = clock.now()
         fidelity = switches_window(before, recorder.fidelity()).with_agents(
             *agents_window({s: r["fidelity"] for s, r in results.items() if "fidelity" in r}))
@@ -181,12 +233,8 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
     links = link_numbers(intervals, {l.name for l in plan.leaves}, {s.name for s in plan.spines},
                          {s.name for s in plan.servers})
     events = read_events(run_dir / EVENTS) if (run_dir / EVENTS).is_file() else []
-    numbers = repeat_numbers(results, exp.ideal_comm_s, exp.compute_s, links, events)
-    numbers["job_s"] = round(end - start, 3)
-    numbers["fidelity"] = fidelity.to_json()
-    numbers["series"] = _util_series(intervals, plan)
-    numbers["intervals"] = intervals
-    return numbers
+    return RecordedRun(results, links, intervals, events, fidelity,
+                       start, end, _util_series(intervals, plan))
 
 
 def _util_series(intervals: dict[str, list[Interval]], plan: AddressPlan) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The comparison table the demo prints (plain text, one row per configuration).
+"""The comparison table the demo prints (plain text, one row per configuration), then
+every repeat's busbw per iteration.
 
 The `fidelity` column says whether every repeat of a configuration was faithful
 (emulation/fidelity.py), with its worst p99 lateness in packet times; a configuration
@@ -14,6 +15,7 @@ COLUMNS = (
     ("config", None, ""),
     ("iter s (min-max)", "iteration_s", ""),
     ("busbw/link (min-max)", "busbw_frac", ""),
+    ("it 2..N", "busbw_frac_rest", ".2f"),
     ("model", "model_busbw_frac", ".2f"),
     ("collisions (random avg)", "collisions", ""),
     ("max util", "max_link_util", ".2f"),
@@ -22,7 +24,7 @@ COLUMNS = (
     ("CNPs", "cnps", "d"),
     ("drops", "drops", "d"),
     ("GOR moves", "gor_moves", "d"),
-    ("loop s", "gor_loop_s", ".2f"),
+    ("loop s p50/p99", "gor_loop_s", ""),
     ("fidelity (p99 late)", "fidelity", ""),
 )
 
@@ -41,6 +43,9 @@ def _cell(row: Mapping[str, Any], key: str, fmt: str) -> str:
         if f["faithful"]:
             return f"ok ({f['p99_lateness_pkt']:.2f} pkt)"
         return f"UNFAITHFUL {f['unfaithful_repeats']}/{f['repeats']} ({f['p99_lateness_pkt']:.2f} pkt)"
+    if key == "gor_loop_s":
+        p50, p99 = row.get("gor_loop_s"), row.get("gor_loop_s_p99")
+        return "-" if p50 is None else f"{p50:.2f}/{p99:.2f}" if p99 is not None else f"{p50:.2f}"
     if key == "collisions":
         c, e = row.get("collisions"), row.get("collisions_expected_random")
         if c is None:
@@ -63,4 +68,17 @@ def format_table(configs: Mapping[str, Mapping[str, Any]]) -> str:
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
              for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(lines + iteration_lines(configs))
+
+
+def iteration_lines(configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """busbw / link of every iteration, per configuration and repeat: the iteration
+    in which GOR's moves landed, and what came after."""
+    out = []
+    for name, row in configs.items():
+        for k, rep in enumerate(row.get("repeats", []), 1):
+            its = rep.get("busbw_per_iteration")
+            if its:
+                out.append(f"  {name} rep{k} busbw per iteration: {' '.join(f'{b:.2f}' for b in its)}"
+                           + (f"  (GOR moves {rep['gor_moves']})" if rep.get("gor_moves") else ""))
+    return ["", "busbw / link per iteration:"] + out if out else []

@@ -150,15 +150,21 @@ def test_repeat_and_config_rows() -> None:
                         "flows": [{"cnps": 3, "ce_marked_rx": 5, "retransmits": 1}]},
                "b1h0": {"iteration_s": [0.55, 0.6, 0.9], "flows": [{"cnps": 1, "ce_marked_rx": 2}]}}
     links = {"max_link_util": 0.97, "mean_link_util": 0.4, "drops": 4, "links": {"b0l0->sp0": {}}}
-    events = [{"event": "detect", "loop": 1, "t": 10.0}, {"event": "moved", "loop": 1, "t": 10.8},
+    events = [{"event": "detect", "loop": 1, "t": 10.0}, {"event": "moved", "loop": 1, "t": 10.8, "latency_s": 0.8},
               {"event": "detect", "loop": 2, "t": 20.0}, {"event": "failed", "loop": 2, "t": 20.1}]
     r = repeat_numbers(results, ideal_comm_s=0.35, compute_s=0.05, links=links, events=events)
     assert r["iterations_s"] == [0.55, 0.7, 0.9] and r["iteration_s"] == 0.7
     assert r["busbw_frac"] == pytest.approx(0.35 / 0.65)
     assert (r["ecn_marks"], r["cnps"], r["drops"], r["retransmits"]) == (7, 4, 4, 1)
     assert (r["gor_moves"], r["gor_loops"]) == (1, 2) and r["gor_loop_s"] == pytest.approx(0.8)
-    other = dict(r, iteration_s=0.9, busbw_frac=0.4, gor_moves=3, gor_loop_s=None)
+    assert r["gor_loop_s_p99"] == pytest.approx(0.8)
+    assert r["busbw_per_iteration"] == [pytest.approx(0.35 / (t - 0.05), abs=1e-4) for t in (0.55, 0.7, 0.9)]
+    assert r["busbw_frac_rest"] == pytest.approx(0.35 / (0.8 - 0.05))   # median of 0.7 and 0.9
+    other = dict(r, iteration_s=0.9, busbw_frac=0.4, gor_moves=3, gor_loop_s=None,
+                 gor_move_latencies_s=[0.3, 2.5, 0.4])
     row = config_row([r, other, dict(r, iteration_s=0.5)], {"collisions": 2})
+    # Detect -> moved over every move of every repeat: 0.3 0.4 0.8 0.8 2.5.
+    assert row["gor_loop_s"] == pytest.approx(0.8) and row["gor_loop_s_p99"] == pytest.approx(2.5)
     assert set(REQUIRED) <= set(row)
     assert row["iteration_s"] == 0.7 and row["gor_moves"] == 1 and row["collisions"] == 2
     assert row["iteration_s_spread"] == {"median": 0.7, "min": 0.5, "max": 0.9, "n": 3}
@@ -220,7 +226,7 @@ def test_configs_and_trace_copies(tmp_path: Path) -> None:
     assert [c.name for c in parse_configs("gor, stock")] == ["gor", "stock"]
     (extra,) = parse_configs("stock-gor")
     assert (extra.order, extra.ports, extra.gor) == ("input", "random", True)
-    assert "stock-gor" not in CONFIGS                     # not one of the default four
+    assert list(CONFIGS) == ["stock", "stock-gor", "rail", "orthogonal", "gor"]   # the default table
     with pytest.raises(ValueError, match="unknown configuration"):
         parse_configs("stock,fast")
     path = prepare_trace(TRACE, tmp_path / "t.yaml", iterations=1, size_scale=0.25)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import struct
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -22,8 +23,7 @@ from controller.config import GorConfig, default_thresholds
 from controller.gor import Gor
 from controller.elephants import Sample, SampleWindow, parse_sample
 from controller.moves import Move
-from controller.paths import candidate_paths, find_port, links_of, predict
-from controller.planner import plan_move
+from controller.paths import candidate_paths, find_port, predict
 from controller.publish import publish, topology_document
 from controller.telemetry import LinkMap, LinkStats, Snapshot, link_stats
 from controller.routes import cable, ecmp_members, fabric_programs, program_updates, switch_program
@@ -120,25 +120,6 @@ def test_samples_decode_and_rank_by_scaled_bytes_on_one_port():
     # Later, the first samples leave the window.
     assert [(e.flow.sport, e.samples) for e in win.top(1.35, "b0l0", 3, n=5)] == [(50000, 2), (50001, 3)]
     assert parse_sample(0, "x", meta, b"\x00" * 60) is None
-
-
-# --- planner ------------------------------------------------------------------------
-
-def test_planner_projects_loads_and_respects_safety_and_alarms():
-    cur = ["h0", "L0", "S0", "L1", "h1"]
-    cands = [cur, ["h0", "L0", "S1", "L1", "h1"], ["h0", "L0", "S2", "L1", "h1"]]
-    cap = {link: 10e6 for p in cands for link in links_of(p)}
-    loads = {("L0", "S0"): 10e6, ("S0", "L1"): 10e6, ("L0", "S1"): 2e6, ("S1", "L1"): 1e6,
-             ("L0", "S2"): 0.5e6, ("h0", "L0"): 10e6}
-    ok, bad = plan_move(cur, cands, 5e6, loads, cap, alarmed={("L0", "S0")})
-    assert [c.path[2] for c in ok] == ["S2", "S1"]
-    assert ok[0].max_util == pytest.approx(0.55)
-    assert ok[1].projected[("L0", "S1")] == pytest.approx(0.7)
-    assert bad == []
-    # A bigger flow breaks the 75 % threshold on S1 only; an alarm on S2 rules it out.
-    ok, bad = plan_move(cur, cands, 6e6, loads, cap, alarmed={("S2", "L1")})
-    assert ok == [] and [r.path[2] for r in bad] == ["S1", "S2"]
-    assert "80% > safety 75%" in bad[0].reason and "alarmed" in bad[1].reason
 
 
 # --- routing around failures, paths and ports --------------------------------------
@@ -390,6 +371,15 @@ def test_cable_watch_reads_the_plans_interfaces_and_reports_changes():
     assert [(c.name, c.up) for c in back] == [("b1l0-sp1", True)] and after(down, back) == frozenset()
 
 
+def wait_until(condition, timeout: float = 5.0) -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            pytest.fail(f"condition not met within {timeout} s")
+        time.sleep(0.01)
+
+
 def lock_free(lock: threading.RLock) -> bool:
     """Whether a thread other than the caller could take ``lock`` now."""
     free: list[bool] = []
@@ -406,16 +396,16 @@ def lock_free(lock: threading.RLock) -> bool:
 
 
 class LockCheckingAgents(FakeAgents):
-    """Notes, for every flow listing, whether GOR's lock was free during the call."""
+    """Notes, for every flow listing, whether it ran off the thread that ticks: the
+    loop never waits for an agent, and the listing thread does nothing but list, so it
+    never holds GOR's lock either."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.lock: threading.RLock | None = None
         self.listings: list[bool] = []
 
     def flows(self) -> tuple[set, list]:
-        assert self.lock is not None
-        self.listings.append(lock_free(self.lock))
+        self.listings.append(threading.current_thread() is not threading.main_thread())
         return set(), []
 
 
@@ -426,7 +416,6 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     now = [100.0]
     agents = LockCheckingAgents()
     gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=agents)
-    agents.lock = gor.lock
     writes: list[bool] = []
     gor.fleet.write = lambda updates, timeout=10.0: writes.append(lock_free(gor.lock))  # type: ignore[method-assign]
     gor.cables = CableWatch(plan, lambda intf: intf != plan.intf("b1l1", plan.uplink_port(2)))
@@ -436,13 +425,67 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
                                     poll=lambda clock, min_interval=0.0: {LINK: hot})
     gor.tick()
     assert gor.down == {cable("b1l1", "sp2")} and gor.routes.version == 1
+    # The listing runs on GOR's listing thread: wait for it (with a timeout).
+    wait_until(lambda: len(agents.listings) == 1)
     assert writes == [True] and agents.listings == [True]
     elephant = FiveTuple("10.0.0.1", "10.0.1.1", sport=50000)
     for i in range(4):
         gor._incoming.put(Sample(100.2 + 0.1 * i, "b0l0", 1, plan.uplink_port(0), 0, elephant, 1000))
     now[0] = 100.6
     gor.tick()
+    wait_until(lambda: len(agents.listings) == 2)
     assert agents.listings == [True, True]
+    # Tick 1's loop finds no flow at all, tick 2's the elephant no agent can move.
     assert [e["event"] for e in gor.events.snapshot() if e["event"] in ("detect", "skip", "failed")] == \
-        ["detect", "skip", "failed"]
+        ["detect", "failed", "detect", "skip", "failed"]
+    gor.events.close()
+
+
+class ListingAgents(FakeAgents):
+    """Agents that list the given flows (and record port changes)."""
+
+    def __init__(self, listing: list[AgentFlow]) -> None:
+        super().__init__()
+        self.listing = listing
+
+    def flows(self) -> tuple[set, list]:
+        return {f.server for f in self.listing}, list(self.listing)
+
+
+def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path):
+    """Two connections of two QPs each leave b0l0, all four on sp0 (200 % of the
+    uplink by their demands, 5 Mbit/s each: half a NIC per QP). One reroute loop moves
+    two of them to sp1 -- a move per flow, commanded in the same tick."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    now = [100.0]
+    senders = [(plan.server_at(0, s).nics[0], plan.server_at(1, s).nics[0]) for s in (0, 1)]
+    listing, tuples = [], []
+    for k, (src, dst) in enumerate(senders):
+        for qp in range(2):
+            ft = FiveTuple(src.ip, dst.ip, sport=49152 + 1000 * k + 100 * qp)
+            sport = find_port(plan, ft, candidate_paths(plan, ft)[0])
+            listing.append(AgentFlow(src.server, 10 * k + qp, src.ip, dst.ip, sport, 4791, 1000, 5e6, "active"))
+            tuples.append(FiveTuple(src.ip, dst.ip, sport=sport))
+    agents = ListingAgents(listing)
+    gor = Gor(plan, build_pipeline(spec), tmp_path, clock=StoppedClock(now), agents=agents)
+    gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
+    links = LinkMap(plan)
+    hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
+    gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
+                                    poll=lambda clock, min_interval=0.0: {LINK: hot})
+    for i in range(3):
+        for ft in tuples:
+            gor._incoming.put(Sample(99.5 + 0.1 * i, "b0l0", 1, plan.uplink_port(0), 0, ft, 4000))
+    gor.tick()
+    decide = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+    assert len(decide) == 1, gor.events.snapshot()
+    d = decide[0]
+    assert (d["worst_before"], d["worst_after"]) == (2.0, 1.0)
+    assert [m["demand_mbps"] for m in d["moves"]] == [5.0, 5.0]
+    assert {m["path"].split("-")[2] for m in d["moves"]} == {"sp1"}
+    commands = [e for e in gor.events.snapshot() if e["event"] == "command"]
+    assert len(commands) == 2 and {c["loop"] for c in commands} == {d["loop"]}
+    gor.mover._pool.shutdown(wait=True)
+    assert len(agents.calls) == 2
     gor.events.close()
