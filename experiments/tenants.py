@@ -20,10 +20,7 @@ so what the fabric gives two jobs sharing it without any collision). A shared ru
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
-import subprocess
-import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -36,11 +33,10 @@ from experiments.table import format_table
 from tccl import collectives as C
 from tccl.agent import port_function
 from tccl.job import Job, Transport, Workload, job_from_fabric
-from tccl.launch import ROOT, LaunchError, agent_command
+from tccl.launch import run_jobs
 from tccl.trace import load_trace
 from topo.addressing import AddressPlan
 from topo.hashmodel import FiveTuple, predict_path
-from topo.processes import stop_process
 from topo.spec import load_spec
 
 TENANTS = ("a", "b")
@@ -103,37 +99,12 @@ def _uplinks(plan: AddressPlan, job: Job, trace: Any) -> set[tuple[str, str]]:
 
 
 def launch_jobs(fabric: Any, jobs: list[Job], run_dir: Path, timeout_s: float) -> dict[str, dict[str, Any]]:
-    """Start every job's agents at once in ``run_dir`` (a job file each: ``job-<name>.yaml``;
-    the agents' sockets and results are per server, and the jobs' servers differ) and
-    wait for all; results by server. Raises LaunchError naming an agent that failed or
-    did not finish in ``timeout_s`` emulated seconds."""
-    servers = [s for job in jobs for s in sorted({r.server for r in job.ranks})]
-    if len(servers) != len(set(servers)):
-        raise ValueError("tenants' jobs must not share a server (agents are per server)")
-    for server in servers:      # leftovers of an earlier run would pass the start barrier
-        (run_dir / f"results-{server}.json").unlink(missing_ok=True)
-        (run_dir / f"ready-{server}").unlink(missing_ok=True)
-    procs: dict[str, subprocess.Popen] = {}
-    try:
-        for job in jobs:
-            path = run_dir / f"job-{job.name}.yaml"
-            job.save(path)
-            for server in sorted({r.server for r in job.ranks}):
-                procs[server] = fabric.host(server).popen(agent_command(fabric, path, server, run_dir),
-                                                          cwd=str(ROOT), text=True)
-        end = time.monotonic() + fabric.clock.wall_s(timeout_s)
-        for server, proc in procs.items():
-            try:
-                out, err = proc.communicate(timeout=max(0.1, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                raise LaunchError(f"agent {server} did not finish within {timeout_s:.0f}s") from None
-            (run_dir / f"agent-{server}.log").write_text(out + err, encoding="utf-8")
-            if proc.returncode != 0:
-                raise LaunchError(f"agent {server} exited with {proc.returncode}:\n{out}{err}")
-    finally:
-        for proc in procs.values():
-            stop_process(proc, 5)
-    return {s: json.loads((run_dir / f"results-{s}.json").read_text(encoding="utf-8")) for s in servers}
+    """Start every job's agents at once in ``run_dir`` (a job file each: ``job-<name>.yaml``)
+    and wait for all (`tccl.launch.run_jobs`); results by server."""
+    files = {run_dir / f"job-{job.name}.yaml": job for job in jobs}
+    for path, job in files.items():
+        job.save(path)
+    return run_jobs(fabric, files, run_dir, timeout_s)
 
 
 def tenant_numbers(run: RecordedRun, job: Job, exp: Experiment) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from emulation.clock import EmulationClock
 from emulation.realtime import agent_priority, realtime_prefix
@@ -65,18 +65,30 @@ def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = 
     ``timeout`` is emulated seconds. ``on_started`` is given every
     agent's PID by server once all are started (e.g. to measure their CPU while they run).
     """
-    clock = clock or fabric.clock or EmulationClock.from_env()
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(fabric)
     run_dir.mkdir(parents=True, exist_ok=True)
     job_path = run_dir / "job.yaml"
     job.save(job_path)
-    servers = sorted({r.server for r in job.ranks})
+    return run_jobs(fabric, {job_path: job}, run_dir, timeout, on_started, clock)
+
+
+def run_jobs(fabric: HostsProvider, jobs: Mapping[Path, Job], run_dir: Path, timeout: float = 120.0,
+             on_started: Callable[[dict[str, int]], None] | None = None,
+             clock: EmulationClock | None = None) -> dict[str, dict[str, Any]]:
+    """Start the agents of every job (its saved file -> the job) at once in ``run_dir``
+    and wait for all of them; results by server (`run_on_fabric`'s arguments). The
+    jobs must not share a server: agents, their sockets and results are per server.
+    Raises LaunchError naming an agent that failed or did not finish in time."""
+    clock = clock or fabric.clock or EmulationClock.from_env()
+    by_server = {server: path for path, job in jobs.items() for server in sorted({r.server for r in job.ranks})}
+    if len(by_server) != sum(len({r.server for r in job.ranks}) for job in jobs.values()):
+        raise ValueError("jobs run together must not share a server (agents are per server)")
     procs: dict[str, subprocess.Popen] = {}
-    for server in servers:      # leftovers of an earlier job would pass the start barrier
+    for server in by_server:    # leftovers of an earlier job would pass the start barrier
         (run_dir / f"results-{server}.json").unlink(missing_ok=True)
         (run_dir / f"ready-{server}").unlink(missing_ok=True)
     try:
-        for server in servers:
+        for server, job_path in by_server.items():
             procs[server] = fabric.host(server).popen(agent_command(fabric, job_path, server, run_dir, clock),
                                                       cwd=str(ROOT), text=True)
         if on_started is not None:
@@ -93,7 +105,7 @@ def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = 
     finally:
         for proc in procs.values():
             stop_process(proc, 5)
-    return {s: json.loads((run_dir / f"results-{s}.json").read_text(encoding="utf-8")) for s in servers}
+    return {s: json.loads((run_dir / f"results-{s}.json").read_text(encoding="utf-8")) for s in by_server}
 
 
 def parse_size(text: str) -> int:
