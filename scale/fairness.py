@@ -1,0 +1,72 @@
+"""Max-min fair rates by progressive filling (Bertsekas & Gallager, Data Networks,
+sec. 6.5.2): every flow's rate grows at the same pace until a link is full; the flows
+crossing a full link are frozen at their rate; the others keep growing.
+
+The flows of a RoCE collective are elastic (a QP sends as fast as its DCQCN rate lets
+it) and DCQCN converges towards the fair share of a shared bottleneck, so max-min fair
+rates are what the fabric gives a step's flows once their rates settle. One round per
+distinct bottleneck level, each a few numpy passes over the (flow, link) incidences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scale.fabric import NONE
+
+# A link with less than this fraction of its capacity left is full (float noise of the
+# repeated subtractions, far below any rate a fabric tells apart).
+FULL = 1e-9
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Per flow its rate (bit/s); per link id (``links``, sorted) the flows crossing it
+    and the bit/s they carry."""
+
+    rates: np.ndarray
+    links: np.ndarray
+    flows_per_link: np.ndarray
+    load_bps: np.ndarray
+
+
+def max_min_rates(flow_links: np.ndarray, capacity_bps: dict[int, float] | np.ndarray) -> Allocation:
+    """Max-min fair rates of flows whose paths are the rows of ``flow_links`` (link ids,
+    NONE-padded; see `scale.fabric.FlowPaths`), ``capacity_bps`` giving each link's rate
+    (a mapping by link id, or an array indexed by it). Raises ValueError for a flow that
+    crosses no link or a link without a positive capacity."""
+    n = len(flow_links)
+    used = flow_links != NONE
+    if n and not used.any(axis=1).all():
+        raise ValueError(f"flow {int(np.argmin(used.any(axis=1)))} crosses no link: no rate to share")
+    flow_of = np.nonzero(used)[0]
+    ids, link_of = np.unique(flow_links[used], return_inverse=True)
+    if isinstance(capacity_bps, dict):
+        missing = [int(i) for i in ids if int(i) not in capacity_bps]
+        if missing:
+            raise ValueError(f"no capacity for link(s) {missing[:5]}")
+        cap = np.array([capacity_bps[int(i)] for i in ids], dtype=float)
+    else:
+        cap = np.asarray(capacity_bps, dtype=float)[ids]
+    if np.any(cap <= 0):
+        raise ValueError(f"link {int(ids[np.argmax(cap <= 0)])} has no positive capacity")
+    rates = np.zeros(n)
+    frozen = np.zeros(n, dtype=bool)
+    residual = cap.copy()
+    counts = np.bincount(link_of, minlength=len(ids))
+    while not frozen.all():
+        active = ~frozen[flow_of]
+        growing = np.bincount(link_of[active], minlength=len(ids))
+        busy = growing > 0
+        share = np.where(busy, residual / np.maximum(growing, 1), np.inf)
+        tightest = int(np.argmin(share))
+        step = share[tightest]
+        rates[~frozen] += step
+        residual -= step * growing
+        full = busy & (residual <= FULL * cap)
+        full[tightest] = True                  # the bottleneck, whatever the rounding
+        frozen[flow_of[full[link_of]]] = True
+    load = np.bincount(link_of, weights=rates[flow_of], minlength=len(ids))
+    return Allocation(rates, ids, counts, load)
