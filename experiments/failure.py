@@ -30,6 +30,7 @@ from experiments import collisions
 from experiments.configs import CONFIGS
 from experiments.recorder import Interval, Recorder
 from experiments.runner import Experiment, Settings, prepare, run_once, write_summary
+from scale.flows import step_flows
 from tccl import collectives as C
 from tccl.agent import port_function, ready_path
 from tccl.job import Job
@@ -50,7 +51,7 @@ def busiest_cable(exp: Experiment, config: str = "orthogonal") -> tuple[str, str
     port, _ = port_function(job, C.ring_order(job.ranks, job.workload.order), exp.trace)
     use: Counter = Counter()
     leaves, spines = {l.name for l in plan.leaves}, {s.name for s in plan.spines}
-    for flows in collisions.step_flows(job, exp.trace):
+    for flows in step_flows(job, exp.trace):
         loads = collisions.link_loads(plan, job, flows, port)
         use.update({link: 1 for link in loads if link[0] in leaves and link[1] in spines})
     if not use:

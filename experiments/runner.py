@@ -145,7 +145,7 @@ def prepare(settings: Settings, log: Callable[[str], None] = print) -> Experimen
     jobs = {c.name: build_job(spec_file, trace_file, c, settings.seed) for c in settings.configs}
     models = {}
     for c in settings.configs:
-        m = collisions.analyse(plan, jobs[c.name], trace)
+        m = collisions.analyse(plan, jobs[c.name], trace, c.gor)
         m["collisions_expected_random"] = collisions.expected_random(plan, jobs[c.name], trace)
         models[c.name] = m
     bottleneck = min(spec.links.host_mbps, spec.links.uplink_mbps)

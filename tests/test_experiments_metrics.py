@@ -5,7 +5,6 @@ scenario's recovery time."""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from controller.telemetry import LinkMap
 from experiments import collisions
 from experiments.configs import CONFIGS, QPS, build_job, parse_configs, prepare_trace
 from experiments.failure import delivered_rate, recovery_seconds
-from experiments.metrics import (MetricsError, StepCost, busbw_frac, compute_seconds, job_iterations, spread,
+from experiments.metrics import (MetricsError, busbw_frac, compute_seconds, job_iterations, spread,
                                  step_costs, utilisation)
 from experiments.recorder import Interval, Round, link_intervals, window
 from experiments.summary import REQUIRED, config_row, link_numbers, repeat_numbers
@@ -175,18 +174,6 @@ def test_repeat_and_config_rows() -> None:
 
 # --- hash model ----------------------------------------------------------------------------
 
-def test_excess_counts_flows_beyond_the_least_a_leaf_needs() -> None:
-    plan = AddressPlan(load_spec(DEFAULT))
-    loads = Counter({("b0l0", "sp0"): 2, ("sp0", "b1l0"): 2, ("b0h0", "b0l0"): 1})
-    assert collisions.excess(plan, loads) == 2
-    # Three flows out of a leaf over two spines: two on one uplink is the least possible.
-    assert collisions.excess(plan, Counter({("b0l0", "sp0"): 2, ("b0l0", "sp1"): 1})) == 0
-    assert collisions.excess(plan, Counter({("b0l0", "sp0"): 3})) == 1
-    # A link carries one connection's QPs at full pace: two QPs of one ring hop are no collision.
-    assert collisions.excess(plan, Counter({("b0l0", "sp0"): 2}), qps=2) == 0
-    assert collisions.excess(plan, Counter({("b0l0", "sp0"): 4}), qps=2) == 2
-
-
 def test_hash_model_predicts_stock_collisions_and_none_with_orthogonal_ports() -> None:
     plan = AddressPlan(load_spec(DEFAULT))
     trace = load_trace(TRACE)
@@ -196,28 +183,13 @@ def test_hash_model_predicts_stock_collisions_and_none_with_orthogonal_ports() -
     assert ortho["collisions"] == 0 and ortho["max_flows_per_link"] == QPS
     # Nothing shared: only frame headers and pipeline fill keep the model below 1.
     assert 0.8 < ortho["model_busbw_frac"] < 0.99
+    # GOR's placement (the model of its steady state) undoes stock's collisions.
+    gor = collisions.analyse(plan, job_for("stock-gor"), trace, gor=True)
+    assert gor["collisions"] == stock["collisions"] and gor["model_gor_moves"] > 0
+    assert gor["model_busbw_frac"] == pytest.approx(ortho["model_busbw_frac"])
     # Random ports meet collisions on average; the hostfile order makes more of them.
     assert collisions.expected_random(plan, job_for("stock"), trace, 40) > \
         collisions.expected_random(plan, job_for("rail"), trace, 40) > 0
-
-
-def test_a_perfect_step_pays_headers_a_slice_and_a_frame_per_hop() -> None:
-    # 1 MiB AllReduce over 4 ranks at 10 Mbit/s: 1.5 MiB on the wire per rank.
-    cost = StepCost("allreduce", "dp", 1 << 20, 4, 10e6, 1.5 * (1 << 20) * 8 / 10e6)
-    frame = 4096 + 58                                  # payload + Eth/IP/UDP/BTH/ICRC
-    wire = cost.ideal_s * frame / 4096                 # 1.2761 s
-    fill = 16384 * 8 / 10e6 * frame / 4096 + 3 * frame * 8 / 10e6
-    assert collisions.step_seconds(cost, 1.0, 3, 4096) == pytest.approx(wire + fill)
-    assert collisions.step_seconds(cost, 2.0, 3, 4096) == pytest.approx(2 * wire + fill)
-
-
-def test_step_flows_leave_nvlink_pairs_out() -> None:
-    job = job_for("rail")
-    ranks = {r.rank: r for r in job.ranks}
-    steps = collisions.step_flows(job, load_trace(TRACE))
-    assert [len(s) for s in steps] == [0, 8 * QPS, 0, 16 * QPS]      # tp, pp, tp, dp; per QP
-    assert all(ranks[a].server != ranks[b].server for s in steps for a, b, _ in s)
-    assert {i for s in steps for _, _, i in s} == set(range(QPS))
 
 
 # --- configurations, table, failure --------------------------------------------------------
