@@ -36,7 +36,7 @@ class FlowPaths:
     @property
     def switch_hops(self) -> np.ndarray:
         """Switches each flow crosses (store-and-forward hops)."""
-        return (self.nodes[:, 1:-1] != NONE).sum(axis=1)
+        return (self.nodes != NONE).sum(axis=1) - 2
 
 
 class FabricIndex:

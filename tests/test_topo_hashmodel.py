@@ -3,8 +3,10 @@ programmed by controller.routes, must pick exactly the uplink the model predicts
 
 from __future__ import annotations
 
+import ipaddress
 import random
 
+import numpy as np
 import pytest
 from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import ARP, Ether
@@ -15,7 +17,7 @@ from fabric_sim import FabricSim, compiled
 from p4sim.switch.match import Exact, Lpm
 from p4sim.switch.v1model import V1Switch, run_to_completion
 from topo.addressing import AddressPlan
-from topo.hashmodel import (HASHES, PORT_RANGE, FiveTuple, ecmp_index, hash_input, path_via, ports_from,
+from topo.hashmodel import (HASHES, PORT_RANGE, FiveTuple, ecmp_index, ecmp_indices, hash_input, path_via, ports_from,
                             predict_path, source_port_for_spine, uplink)
 from topo.spec import EcnProfile, FabricSpec
 
@@ -145,3 +147,22 @@ def test_leaf_and_spine_programs():
     spine = switch_program(plan, "sp1")
     assert len(spine.routes) == 8 and not spine.next_hops and not spine.arp
     assert spine.routes[0].prefix == "10.0.0.0/24" and spine.routes[0].mac == plan.switch("b0l0").mac
+
+
+@pytest.mark.parametrize("algorithm", sorted(HASHES))
+def test_the_vectorised_hash_equals_the_scalar_one(algorithm):
+    """`ecmp_indices` (numpy, the flow-level model's) is `ecmp_index` bit for bit:
+    random salts, addresses, ports and group sizes, including the 16-bit truncation."""
+    rng = random.Random(algorithm)
+    n = 3000
+    salts, srcs, dsts = ([rng.getrandbits(32) for _ in range(n)] for _ in range(3))
+    sports = [rng.getrandbits(16) for _ in range(n)]
+    sizes = [rng.choice([1, 2, 3, 8, 31, 32, 70000]) for _ in range(n)]
+    got = ecmp_indices(algorithm, np.array(salts, dtype=np.uint64), np.array(srcs, dtype=np.uint64),
+                       np.array(dsts, dtype=np.uint64), np.array(sports), np.array(sizes))
+    want = [ecmp_index(algorithm, salt, FiveTuple(str(ipaddress.IPv4Address(s)), str(ipaddress.IPv4Address(d)),
+                                                   sport=p), size)
+            for salt, s, d, p, size in zip(salts, srcs, dsts, sports, sizes)]
+    assert got.tolist() == want
+    with pytest.raises(ValueError, match="at least one member"):
+        ecmp_indices(algorithm, np.array([1]), np.array([1]), np.array([1]), np.array([1]), 0)
