@@ -6,6 +6,12 @@ The flows of a RoCE collective are elastic (a QP sends as fast as its DCQCN rate
 it) and DCQCN converges towards the fair share of a shared bottleneck, so max-min fair
 rates are what the fabric gives a step's flows once their rates settle. One round per
 distinct bottleneck level, each a few numpy passes over the (flow, link) incidences.
+
+Flows may be **coupled** into units that share one rate: the connections of a ring
+collective run in lock step (a rank forwards what it receives, so every hop of a
+ring moves at the pace of its slowest), and a connection splits its data evenly over
+its QPs. A unit grows while none of its links is full; a full link freezes every unit
+with a flow on it. With one unit per flow this is plain max-min fairness.
 """
 
 from __future__ import annotations
@@ -32,12 +38,15 @@ class Allocation:
     load_bps: np.ndarray
 
 
-def max_min_rates(flow_links: np.ndarray, capacity_bps: dict[int, float] | np.ndarray) -> Allocation:
+def max_min_rates(flow_links: np.ndarray, capacity_bps: dict[int, float] | np.ndarray,
+                  units: np.ndarray | None = None) -> Allocation:
     """Max-min fair rates of flows whose paths are the rows of ``flow_links`` (link ids,
     NONE-padded; see `scale.fabric.FlowPaths`), ``capacity_bps`` giving each link's rate
-    (a mapping by link id, or an array indexed by it). Raises ValueError for a flow that
-    crosses no link or a link without a positive capacity."""
+    (a mapping by link id, or an array indexed by it); ``units`` couples flows (module
+    doc: flows with the same number share a rate; default: every flow its own). Raises
+    ValueError for a flow that crosses no link or a link without a positive capacity."""
     n = len(flow_links)
+    unit = np.arange(n) if units is None else np.unique(np.asarray(units), return_inverse=True)[1]
     used = flow_links != NONE
     if n and not used.any(axis=1).all():
         raise ValueError(f"flow {int(np.argmin(used.any(axis=1)))} crosses no link: no rate to share")
@@ -53,20 +62,21 @@ def max_min_rates(flow_links: np.ndarray, capacity_bps: dict[int, float] | np.nd
     if np.any(cap <= 0):
         raise ValueError(f"link {int(ids[np.argmax(cap <= 0)])} has no positive capacity")
     rates = np.zeros(n)
-    frozen = np.zeros(n, dtype=bool)
+    frozen = np.zeros(unit.max() + 1 if n else 0, dtype=bool)
     residual = cap.copy()
     counts = np.bincount(link_of, minlength=len(ids))
+    unit_of = unit[flow_of]
     while not frozen.all():
-        active = ~frozen[flow_of]
+        active = ~frozen[unit_of]
         growing = np.bincount(link_of[active], minlength=len(ids))
         busy = growing > 0
         share = np.where(busy, residual / np.maximum(growing, 1), np.inf)
         tightest = int(np.argmin(share))
         step = share[tightest]
-        rates[~frozen] += step
+        rates[~frozen[unit]] += step
         residual -= step * growing
         full = busy & (residual <= FULL * cap)
         full[tightest] = True                  # the bottleneck, whatever the rounding
-        frozen[flow_of[full[link_of]]] = True
+        frozen[unit_of[full[link_of]]] = True
     load = np.bincount(link_of, weights=rates[flow_of], minlength=len(ids))
     return Allocation(rates, ids, counts, load)

@@ -43,9 +43,29 @@ def step_flows(job: Job, trace: T.Trace) -> list[list[tuple[int, int, int]]]:
     return out
 
 
+# Collectives whose ranks form a ring that moves in lock step.
+RING_OPS = ("allreduce", "allgather", "reducescatter")
+
+
+def step_rings(job: Job, trace: T.Trace) -> list[dict[int, int] | None]:
+    """Per collective step, rank -> number of its ring (the step's groups) for ring
+    collectives, None for steps of independent connections (sendrecv, alltoall)."""
+    out: list[dict[int, int] | None] = []
+    for step in trace.steps:
+        if step.op is None:
+            continue
+        if step.op in RING_OPS and step.group != "pp":
+            out.append({r.rank: k for k, g in enumerate(T.groups(step.group, job.ranks)) for r in g})
+        else:
+            out.append(None)
+    return out
+
+
 @dataclass(frozen=True)
 class StepFlows:
-    """One step's flows as columns: ranks, NICs, QP index and UDP source port."""
+    """One step's flows as columns: ranks, NICs, QP index, UDP source port, and the
+    unit of flows that move at one rate (a ring, else a connection's QPs:
+    `scale.fairness`)."""
 
     src_rank: np.ndarray
     dst_rank: np.ndarray
@@ -53,6 +73,7 @@ class StepFlows:
     src: np.ndarray
     dst: np.ndarray
     sport: np.ndarray
+    unit: np.ndarray
 
     def __len__(self) -> int:
         return len(self.src)
@@ -64,8 +85,11 @@ def job_step_flows(index: FabricIndex, job: Job, trace: T.Trace) -> list[StepFlo
     port, _ = port_function(job, ring, trace)
     nic = index.nics([r.ip for r in job.ranks])
     out = []
-    for flows in step_flows(job, trace):
+    for flows, rings in zip(step_flows(job, trace), step_rings(job, trace)):
         cols = np.array(flows, dtype=np.int64).reshape(-1, 3)
         sports = np.array([port(a, b, i) for a, b, i in flows], dtype=np.int64)
-        out.append(StepFlows(cols[:, 0], cols[:, 1], cols[:, 2], nic[cols[:, 0]], nic[cols[:, 1]], sports))
+        unit = np.array([rings[a] for a, _, _ in flows], dtype=np.int64) if rings is not None else \
+            cols[:, 0] * len(job.ranks) + cols[:, 1]
+        out.append(StepFlows(cols[:, 0], cols[:, 1], cols[:, 2], nic[cols[:, 0]], nic[cols[:, 1]], sports,
+                             unit.reshape(-1)))
     return out

@@ -2,8 +2,9 @@
 
 For every collective step: the flows with the ports the agents pick (`scale.flows`),
 after GOR's moves when GOR is on (`scale.gor`); their paths from the hash model
-(`scale.fabric`); max-min fair rates (`scale.fairness`); and the step's time. A ring
-collective moves in lock step, so a step runs at the pace of its slowest flow; a
+(`scale.fabric`); max-min fair rates (`scale.fairness`, a ring's flows coupled into
+one rate); and the step's time. A ring collective moves in lock step, so a step runs
+at the pace of its slowest flow; a
 connection's data is split evenly over its QPs, so that flow carries
 ``bus_factor x size / QPs`` bytes (``size / n / QPs`` to each peer for all-to-all).
 On top of the bytes, what a perfect emulation of these links still costs
@@ -165,7 +166,7 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
             moved.update((k, int(p)) for k, p, old in zip(keys, plan.sports, sports) if p != old)
             sports = plan.sports
         paths = index.paths(flows.src, flows.dst, sports)
-        alloc = max_min_rates(paths.links, index.capacity_bps)
+        alloc = max_min_rates(paths.links, index.capacity_bps, flows.unit)
         slowest = float(alloc.rates.min())
         share = flow_bytes(cost, t.qps) * 8 / slowest / cost.ideal_s
         seconds = step_seconds(cost, share, int(paths.switch_hops.max()), t.mtu)

@@ -59,6 +59,16 @@ def test_the_parking_lot() -> None:
     assert alloc.rates.tolist() == pytest.approx([0.5, 0.5, 2.5])
 
 
+def test_a_ring_moves_at_its_slowest_hop() -> None:
+    # Flows 0 and 1 are one ring's hops; hop 0 shares link 0 (1) with flow 2, hop 1 has
+    # link 1 (10) to itself -- yet moves at hop 0's pace, leaving link 1 mostly idle.
+    links = np.array([[0], [1], [0]])
+    coupled = max_min_rates(links, {0: 1.0, 1: 10.0}, units=np.array([7, 7, 3]))
+    assert coupled.rates.tolist() == pytest.approx([0.5, 0.5, 0.5])
+    assert coupled.load_bps.tolist() == pytest.approx([1.0, 0.5])
+    assert max_min_rates(links, {0: 1.0, 1: 10.0}).rates.tolist() == pytest.approx([0.5, 10.0, 0.5])
+
+
 def test_filling_rejects_what_has_no_rate() -> None:
     with pytest.raises(ValueError, match="flow 1 crosses no link"):
         max_min_rates(np.array([[0], [NONE]]), {0: 1.0})
