@@ -63,13 +63,14 @@ def estimate_demands(flows: Sequence[FlowEnds], capacity: Mapping[str, float] | 
         into[f.dst].append(f)
     demand = {f.key: 0.0 for f in flows}
     converged = {f.key: False for f in flows}
+    settled = TOLERANCE * max(cap.values(), default=0.0)
     for _ in range(MAX_ROUNDS_PER_FLOW * len(flows) + 1):
         before = dict(demand)
         for host, out in out_of.items():
             _est_src(out, cap[host], demand, converged)
         for host, incoming in into.items():
             _est_dst(incoming, cap[host], demand, converged)
-        if all(abs(demand[k] - before[k]) <= TOLERANCE * max(cap.values()) for k in demand):
+        if all(abs(demand[k] - before[k]) <= settled for k in demand):
             return demand
     raise RuntimeError(f"demand estimation did not converge over {len(flows)} flows")
 

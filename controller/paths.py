@@ -48,9 +48,9 @@ def candidate_paths(plan: AddressPlan, flow: FiveTuple, down: Down = NO_FAILURES
     src, dst = plan.nic(flow.src), plan.nic(flow.dst)
     if src.leaf == dst.leaf:
         return [[src.server, src.leaf, dst.server]]
-    if not down:
-        # Nothing failed: one path per spine, without building the topology graph (the
-        # flow-level model asks this for every flow of a 100k-GPU job).
+    if not down and plan.pod_of(src.block) == plan.pod_of(dst.block):
+        # Nothing failed, one pod: one path per spine, without building the topology
+        # graph (the flow-level model asks this for every flow of a large job).
         return sorted(path_via(plan, flow, k) for k in range(plan.spec.spines))
     g = plan.graph()
     g.remove_edges_from(tuple(c) for c in down if len(c) == 2)

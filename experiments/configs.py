@@ -23,6 +23,7 @@ stays away for iterations 2..N.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,10 +116,23 @@ def interleaved_order(job: Job) -> list[int]:
     return order
 
 
+def hostfile_job(spec_file: str | Path, trace_file: str | Path, seed: int, emulated: bool = True) -> Job:
+    """Every configuration's ranks, in a naive hostfile's order, running the trace; the
+    configuration sets the rest (`configured`). ``emulated`` False for a fabric that is
+    only modelled (`scale`: one job made once for all five configurations)."""
+    base = job_from_fabric(spec_file, Workload(op="allreduce", trace=str(trace_file), check=False),
+                           Transport(seed=seed, nvlink_gbps=NVLINK_GBPS, qps=QPS), name="experiment",
+                           emulated=emulated)
+    return renumbered(base, interleaved_order(base))
+
+
+def configured(job: Job, config: Config) -> Job:
+    """``job`` with ``config``'s ring order and source ports."""
+    return dataclasses.replace(job, name=f"experiment-{config.name}",
+                               workload=dataclasses.replace(job.workload, order=config.order),
+                               transport=dataclasses.replace(job.transport, ports=config.ports))
+
+
 def build_job(spec_file: str | Path, trace_file: str | Path, config: Config, seed: int) -> Job:
     """The experiment's job under ``config`` (see the module doc)."""
-    base = job_from_fabric(spec_file, Workload(op="allreduce", trace=str(trace_file), order=config.order,
-                                               check=False),
-                           Transport(ports=config.ports, seed=seed, nvlink_gbps=NVLINK_GBPS, qps=QPS),
-                           name=f"experiment-{config.name}")
-    return renumbered(base, interleaved_order(base))
+    return configured(hostfile_job(spec_file, trace_file, seed), config)

@@ -1,34 +1,40 @@
 """The fabric as integer arrays: every node and directed link numbered once, every NIC's
-address, server, leaf and ECMP salt in a column, so that the paths of a million flows
-are a few numpy operations.
+address, server, leaf and pod in a column, so that the paths of a million flows are a
+few numpy operations, on two tiers or three.
 
-The numbers come from the addressing plan (`topo.addressing`), the choice of spine
-from the hash model (`topo.hashmodel.ecmp_indices`, equal bit for bit to the scalar
-`uplink` the switches are tested against); a path is the node sequence
-`topo.hashmodel.path_via` names: source server, leaf, [spine, leaf,] destination
-server. Links are directed (full duplex), identified by ``a * nodes + b``.
+The numbers come from the addressing plan (`topo.addressing`: NIC addresses by
+`nic_address`, switches as the plan lists them), the choices of spine and super-spine
+from the hash model (`topo.hashmodel.ecmp_indices` with each tier's algorithm and each
+switch's salt, equal bit for bit to the scalar `uplink` / `spine_uplink` the switches
+are tested against); a path is the node sequence `topo.hashmodel.path_via` names:
+source server, leaf, [spine, [super-spine, spine,] leaf,] destination server.
+
+Nodes: the servers in the plan's order (block by block), then the plan's switches
+(leaves, spines, super-spines). NICs: the plan's order too (server by server, rail by
+rail). Links are directed (full duplex), identified by ``a * nodes + b``.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from topo.addressing import AddressPlan
-from topo.hashmodel import ecmp_indices
+from topo.addressing import AddressPlan, ip_str, nic_address, nic_location
+from topo.hashmodel import ecmp_indices, tier_algorithm
 
-# A path slot with no node (a flow between NICs of one leaf skips the spine and the
-# second leaf).
+# A path slot with no node (a shorter path: within one leaf, or one pod).
 NONE = -1
+# Node tiers: what a link between two of them is (host link, leaf-spine, spine-super-spine).
+SERVER, LEAF, SPINE, SUPERSPINE = 0, 1, 2, 3
+_TIER = {"leaf": LEAF, "spine": SPINE, "superspine": SUPERSPINE}
 
 
 @dataclass(frozen=True)
 class FlowPaths:
-    """Paths of n flows: ``nodes`` (n, hops + 1) node numbers, NONE-padded at the end,
-    and ``links`` (n, hops) directed link ids, NONE where the path is shorter."""
+    """Paths of n flows: ``nodes`` (n, width) node numbers, NONE-padded at the end, and
+    ``links`` (n, width - 1) directed link ids, NONE where the path is shorter."""
 
     nodes: np.ndarray
     links: np.ndarray
@@ -44,78 +50,140 @@ class FabricIndex:
 
     def __init__(self, plan: AddressPlan) -> None:
         self.plan = plan
-        self.names: tuple[str, ...] = tuple(s.name for s in plan.servers) + \
-            tuple(sw.name for sw in plan.switches)
-        self.number = {name: k for k, name in enumerate(self.names)}
-        nics = list(plan.nics())
-        self.nic_ips: tuple[str, ...] = tuple(n.ip for n in nics)
-        self.nic_of_ip = {ip: k for k, ip in enumerate(self.nic_ips)}
-        self.nic_ip = np.array([int(ipaddress.IPv4Address(n.ip)) for n in nics], dtype=np.uint64)
-        self.nic_server = np.array([self.number[n.server] for n in nics], dtype=np.int64)
-        self.nic_leaf = np.array([self.number[n.leaf] for n in nics], dtype=np.int64)
-        salts = {sw.name: sw.salt for sw in plan.leaves}
-        self.nic_salt = np.array([salts[n.leaf] for n in nics], dtype=np.uint64)
-        self.spine_node = np.array([self.number[s.name] for s in plan.spines], dtype=np.int64)
-
-    @cached_property
-    def tiers(self) -> np.ndarray:
-        """Per node its level in the tree: servers 0, leaves 1, spines 2."""
-        level = {"server": 0, "leaf": 1, "spine": 2}
-        return np.array([0] * len(self.plan.servers) + [level[sw.role] for sw in self.plan.switches])
+        spec = plan.spec
+        self.servers = spec.blocks * spec.servers_per_block
+        switches = plan.switches
+        self.switch_number = {sw.name: self.servers + k for k, sw in enumerate(switches)}
+        self.tiers = np.array([SERVER] * self.servers + [_TIER[sw.role] for sw in switches], dtype=np.int64)
+        self.salt = np.array([0] * self.servers + [sw.salt for sw in switches], dtype=np.uint64)
+        # Switch numbers by position: leaf[block, rail], spine[pod, k], super-spine[k, j].
+        self.leaf = np.zeros((spec.blocks, spec.rails), dtype=np.int64)
+        self.spine = np.zeros((spec.pods, spec.spines), dtype=np.int64)
+        self.superspine = np.zeros((spec.spines, max(1, spec.super_spines)), dtype=np.int64)
+        for sw in switches:
+            number = self.switch_number[sw.name]
+            if sw.role == "leaf":
+                self.leaf[sw.block, sw.rail] = number
+            elif sw.role == "spine":
+                self.spine[sw.pod, sw.spine] = number
+            else:
+                self.superspine[sw.spine, sw.superspine] = number
+        # NIC k in the plan's order: block, server index, rail.
+        k = np.arange(self.servers * spec.rails, dtype=np.int64)
+        self.nic_block = k // (spec.servers_per_block * spec.rails)
+        self.nic_index = k // spec.rails % spec.servers_per_block
+        self.nic_rail = k % spec.rails
+        self.nic_ip = nic_address(spec, self.nic_block, self.nic_index, self.nic_rail).astype(np.uint64)
+        self.nic_server = self.nic_block * spec.servers_per_block + self.nic_index   # `AddressPlan.server_at`
+        self.nic_leaf = self.leaf[self.nic_block, self.nic_rail]
+        self.nic_pod = self.nic_block // spec.blocks_per_pod
 
     @property
     def nodes(self) -> int:
-        return len(self.names)
+        return len(self.tiers)
+
+    @property
+    def width(self) -> int:
+        """Nodes on the longest path: up and down every tier."""
+        return 2 * self.plan.spec.tiers + 1
+
+    def name(self, node: int) -> str:
+        """The plan's name of node number ``node``."""
+        if node < self.servers:
+            return self.plan.servers[node].name
+        return self.plan.switches[node - self.servers].name
+
+    def number(self, name: str) -> int:
+        """The node number of a switch or server name."""
+        if name in self.switch_number:
+            return self.switch_number[name]
+        return next(k for k, s in enumerate(self.plan.servers) if s.name == name)
 
     def link_id(self, a: str, b: str) -> int:
-        return self.number[a] * self.nodes + self.number[b]
+        return self.number(a) * self.nodes + self.number(b)
 
     def link_name(self, link: int) -> tuple[str, str]:
         a, b = divmod(int(link), self.nodes)
-        return self.names[a], self.names[b]
+        return self.name(a), self.name(b)
+
+    def capacity_bps(self, links: np.ndarray) -> np.ndarray:
+        """Line rate of directed links (ids): by the tiers they join."""
+        rates = self.plan.spec.links
+        a, b = np.divmod(np.asarray(links, dtype=np.int64), self.nodes)
+        upper = np.maximum(self.tiers[a], self.tiers[b])
+        by_tier = np.array([0.0, rates.host_mbps, rates.uplink_mbps, rates.spine_uplink_mbps]) * 1e6
+        return by_tier[upper]
 
     @cached_property
-    def capacity_bps(self) -> dict[int, float]:
-        """Line rate of every directed link (both directions of every cable)."""
-        out = {}
-        for cable in self.plan.links:
-            out[self.link_id(cable.a, cable.b)] = cable.mbps * 1e6
-            out[self.link_id(cable.b, cable.a)] = cable.mbps * 1e6
-        return out
+    def fabric_links(self) -> np.ndarray:
+        """Every directed link between switches (the ones ECMP chooses among), sorted."""
+        spec = self.plan.spec
+        leaf_spine = [(self.leaf[b, r], self.spine[b // spec.blocks_per_pod, k])
+                      for b in range(spec.blocks) for r in range(spec.rails) for k in range(spec.spines)]
+        spine_super = [(self.spine[p, k], self.superspine[k, j]) for p in range(spec.pods)
+                       for k in range(spec.spines) for j in range(spec.super_spines)]
+        pairs = np.array(leaf_spine + spine_super, dtype=np.int64).reshape(-1, 2)
+        return np.sort(np.concatenate([pairs[:, 0] * self.nodes + pairs[:, 1],
+                                       pairs[:, 1] * self.nodes + pairs[:, 0]]))
 
-    @cached_property
-    def fabric_links(self) -> frozenset[int]:
-        """The directed links between switches (the ones ECMP chooses among)."""
-        switches = {sw.name for sw in self.plan.switches}
-        return frozenset(self.link_id(c.a, c.b) for c in self.plan.links if c.a in switches) | \
-            frozenset(self.link_id(c.b, c.a) for c in self.plan.links if c.a in switches)
+    def is_fabric(self, links: np.ndarray) -> np.ndarray:
+        """Whether each link id joins two switches."""
+        a, b = np.divmod(np.asarray(links, dtype=np.int64), self.nodes)
+        return (self.tiers[a] != SERVER) & (self.tiers[b] != SERVER)
 
     def nics(self, ips: list[str]) -> np.ndarray:
-        """NIC numbers of addresses."""
-        try:
-            return np.array([self.nic_of_ip[ip] for ip in ips], dtype=np.int64)
-        except KeyError as e:
-            raise KeyError(f"{e.args[0]} is not a NIC address of fabric {self.plan.spec.name!r}") from None
+        """NIC numbers of addresses (a KeyError names one that is no NIC of the fabric)."""
+        spec = self.plan.spec
+        addresses = np.array([int.from_bytes(bytes(int(o) for o in ip.split(".")), "big") for ip in ips],
+                             dtype=np.int64)
+        rail, block, index = nic_location(spec, addresses)
+        nic = (block * spec.servers_per_block + index) * spec.rails + rail
+        bad = (rail < 0) | (rail >= spec.rails) | (block < 0) | (block >= spec.blocks) | \
+            (index < 0) | (index >= spec.servers_per_block)
+        if bad.any():
+            raise KeyError(f"{ips[int(np.argmax(bad))]} is not a NIC address of fabric {spec.name!r}")
+        return nic
 
-    def spines_of(self, src: np.ndarray, dst: np.ndarray, sports: np.ndarray) -> np.ndarray:
-        """The spine number each flow (source NIC, destination NIC, UDP source port)
-        leaves its leaf by, NONE when both NICs are on one leaf (no failed cables)."""
-        same = self.nic_leaf[src] == self.nic_leaf[dst]
-        spine = ecmp_indices(self.plan.spec.ecmp_hash, self.nic_salt[src], self.nic_ip[src],
-                             self.nic_ip[dst], sports, self.plan.spec.spines)
-        return np.where(same, NONE, spine)
+    def ip(self, nic: int) -> str:
+        return ip_str(int(self.nic_ip[nic]))
+
+    def choices(self, src: np.ndarray, dst: np.ndarray, sports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per flow (source NIC, destination NIC, UDP source port) the spine number its
+        leaf sends it up to (NONE: both NICs on one leaf) and the super-spine number that
+        spine sends it up to (NONE: within one pod); no failed cables."""
+        spec = self.plan.spec
+        up = self.nic_leaf[src] != self.nic_leaf[dst]
+        spine = ecmp_indices(tier_algorithm(spec, "leaf"), self.salt[self.nic_leaf[src]], self.nic_ip[src],
+                             self.nic_ip[dst], sports, spec.spines)
+        spine = np.where(up, spine, NONE)
+        across = up & (self.nic_pod[src] != self.nic_pod[dst])
+        superspine = np.full(len(src), NONE, dtype=np.int64)
+        if across.any():
+            s, d = src[across], dst[across]
+            at = self.spine[self.nic_pod[s], spine[across]]
+            superspine[across] = ecmp_indices(tier_algorithm(spec, "spine"), self.salt[at], self.nic_ip[s],
+                                              self.nic_ip[d], sports[across], spec.super_spines)
+        return spine, superspine
 
     def paths(self, src: np.ndarray, dst: np.ndarray, sports: np.ndarray) -> FlowPaths:
         """The paths of flows from NIC ``src`` to NIC ``dst`` with UDP source ports
         ``sports`` (arrays of equal length)."""
-        spine = self.spines_of(src, dst, sports)
-        up = spine != NONE
-        nodes = np.full((len(src), 5), NONE, dtype=np.int64)
+        spine, superspine = self.choices(src, dst, sports)
+        up, across = spine != NONE, superspine != NONE
+        within = up & ~across
+        k = np.maximum(spine, 0)
+        nodes = np.full((len(src), self.width), NONE, dtype=np.int64)
         nodes[:, 0] = self.nic_server[src]
         nodes[:, 1] = self.nic_leaf[src]
-        nodes[:, 2] = np.where(up, self.spine_node[np.maximum(spine, 0)], self.nic_server[dst])
-        nodes[up, 3] = self.nic_leaf[dst[up]]
-        nodes[up, 4] = self.nic_server[dst[up]]
+        nodes[~up, 2] = self.nic_server[dst[~up]]
+        nodes[up, 2] = self.spine[self.nic_pod[src[up]], k[up]]
+        nodes[within, 3] = self.nic_leaf[dst[within]]
+        nodes[within, 4] = self.nic_server[dst[within]]
+        if across.any():
+            nodes[across, 3] = self.superspine[k[across], superspine[across]]
+            nodes[across, 4] = self.spine[self.nic_pod[dst[across]], k[across]]
+            nodes[across, 5] = self.nic_leaf[dst[across]]
+            nodes[across, 6] = self.nic_server[dst[across]]
         a, b = nodes[:, :-1], nodes[:, 1:]
         links = np.where((a != NONE) & (b != NONE), a * self.nodes + b, NONE)
         return FlowPaths(nodes, links)

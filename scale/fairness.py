@@ -17,6 +17,7 @@ with a flow on it. With one unit per flow this is plain max-min fairness.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -38,13 +39,14 @@ class Allocation:
     load_bps: np.ndarray
 
 
-def max_min_rates(flow_links: np.ndarray, capacity_bps: dict[int, float] | np.ndarray,
+def max_min_rates(flow_links: np.ndarray, capacity_bps: Mapping[int, float] | Callable[[np.ndarray], np.ndarray],
                   units: np.ndarray | None = None) -> Allocation:
     """Max-min fair rates of flows whose paths are the rows of ``flow_links`` (link ids,
     NONE-padded; see `scale.fabric.FlowPaths`), ``capacity_bps`` giving each link's rate
-    (a mapping by link id, or an array indexed by it); ``units`` couples flows (module
-    doc: flows with the same number share a rate; default: every flow its own). Raises
-    ValueError for a flow that crosses no link or a link without a positive capacity."""
+    (a mapping by link id, or a function of an array of ids, as
+    `scale.fabric.FabricIndex.capacity_bps`); ``units`` couples flows (module doc: flows
+    with the same number share a rate; default: every flow its own). Raises ValueError
+    for a flow that crosses no link or a link without a positive capacity."""
     n = len(flow_links)
     unit = np.arange(n) if units is None else np.unique(np.asarray(units), return_inverse=True)[1]
     used = flow_links != NONE
@@ -52,13 +54,13 @@ def max_min_rates(flow_links: np.ndarray, capacity_bps: dict[int, float] | np.nd
         raise ValueError(f"flow {int(np.argmin(used.any(axis=1)))} crosses no link: no rate to share")
     flow_of = np.nonzero(used)[0]
     ids, link_of = np.unique(flow_links[used], return_inverse=True)
-    if isinstance(capacity_bps, dict):
+    if callable(capacity_bps):
+        cap = np.asarray(capacity_bps(ids), dtype=float)
+    else:
         missing = [int(i) for i in ids if int(i) not in capacity_bps]
         if missing:
             raise ValueError(f"no capacity for link(s) {missing[:5]}")
         cap = np.array([capacity_bps[int(i)] for i in ids], dtype=float)
-    else:
-        cap = np.asarray(capacity_bps, dtype=float)[ids]
     if np.any(cap <= 0):
         raise ValueError(f"link {int(ids[np.argmax(cap <= 0)])} has no positive capacity")
     rates = np.zeros(n)

@@ -81,8 +81,9 @@ class StepFlows:
 
 def job_step_flows(index: FabricIndex, job: Job, trace: T.Trace) -> list[StepFlows]:
     """`step_flows` of ``job`` as columns, with the ports the job's agents plan."""
-    ring = C.ring_order(job.ranks, job.workload.order)
-    port, _ = port_function(job, ring, trace)
+    # A trace's flows come from its steps' groups (`tccl.agent.workload_flows`), not
+    # from the job's one ring: none is needed.
+    port, _ = port_function(job, [], trace, plan=index.plan)
     nic = index.nics([r.ip for r in job.ranks])
     out = []
     for flows, rings in zip(step_flows(job, trace), step_rings(job, trace)):

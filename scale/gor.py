@@ -39,7 +39,7 @@ def replan(index: FabricIndex, src: np.ndarray, dst: np.ndarray, sports: np.ndar
     """GOR's placement of the flows NIC ``src`` -> NIC ``dst`` on ports ``sports``."""
     plan = index.plan
     paths = index.paths(src, dst, sports)
-    ips = index.nic_ips
+    ips = {int(n): index.ip(int(n)) for n in np.unique(np.concatenate([src, dst]))}
     host_bps = plan.spec.links.host_mbps * 1e6
     demands = estimate_demands([FlowEnds(k, ips[s], ips[d]) for k, (s, d) in enumerate(zip(src, dst))],
                                host_bps)
@@ -47,11 +47,12 @@ def replan(index: FabricIndex, src: np.ndarray, dst: np.ndarray, sports: np.ndar
     alarmed = _overloaded(index, paths, demand)
     if not alarmed:
         return Replan(sports, 0)
-    capacity = {index.link_name(l): index.capacity_bps[l] for l in index.fabric_links}
+    fabric = index.fabric_links
+    capacity = dict(zip((index.link_name(l) for l in fabric), index.capacity_bps(fabric).tolist()))
     to_place = []
     for k in np.nonzero(paths.switch_hops > 1)[0]:        # through the fabric, not one leaf
         flow = FiveTuple(ips[src[k]], ips[dst[k]], sport=int(sports[k]))
-        current = tuple(index.names[n] for n in paths.nodes[k])
+        current = tuple(index.name(int(n)) for n in paths.nodes[k] if n != NONE)
         candidates = tuple(tuple(p) for p in candidate_paths(plan, flow))
         to_place.append(FlowToPlace(int(k), demands[int(k)], current, candidates))
     result = place(to_place, capacity, {index.link_name(l) for l in alarmed}, config.safety)
@@ -70,5 +71,5 @@ def _overloaded(index: FabricIndex, paths: FlowPaths, demand: np.ndarray) -> set
     ids, link_of = np.unique(paths.links[used], return_inverse=True)
     load = np.bincount(link_of, weights=np.broadcast_to(demand[:, None], used.shape)[used],
                        minlength=len(ids))
-    return {int(l) for l, bps in zip(ids, load)
-            if int(l) in index.fabric_links and bps > index.capacity_bps[int(l)] * (1 + EPSILON)}
+    over = index.is_fabric(ids) & (load > index.capacity_bps(ids) * (1 + EPSILON))
+    return {int(l) for l in ids[over]}

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from controller.config import GorConfig
-from experiments.configs import CONFIGS, Config, build_job
+from experiments.configs import CONFIGS, Config, configured, hostfile_job
 from experiments.metrics import StepCost, compute_seconds, step_costs
 from tccl import collectives as C
 from tccl.job import Job
@@ -42,7 +42,7 @@ from topo.headers import ROCE_DATA_OVERHEAD
 from topo.spec import load_spec
 
 from scale.fabric import NONE, FabricIndex
-from scale.fairness import max_min_rates
+from scale.fairness import Allocation, max_min_rates
 from scale.flows import job_step_flows
 from scale.gor import replan
 
@@ -71,23 +71,21 @@ def flow_bytes(cost: StepCost, qps: int) -> float:
 def excess(index: FabricIndex, links: np.ndarray, flows: np.ndarray, qps: int = 1) -> int:
     """Flows on fabric links (ids ``links``, counts ``flows``) beyond what they carry at
     full pace (module doc)."""
-    fabric = index.fabric_links
-    tier = index.tiers
-    up: dict[tuple[str, int], int] = {}
-    ways: dict[tuple[str, int], int] = {}
-    for link in fabric:
-        a, b = divmod(link, index.nodes)
-        end = ("up", a) if tier[a] < tier[b] else ("down", b)
-        ways[end] = ways.get(end, 0) + 1
-    keys = []
-    for link, n in zip(links.tolist(), flows.tolist()):
-        if link not in fabric:
-            continue
-        a, b = divmod(link, index.nodes)
-        end = ("up", a) if tier[a] < tier[b] else ("down", b)
-        up[end] = up.get(end, 0) + n
-        keys.append((end, n))
-    return sum(max(0, n - max(qps, math.ceil(up[end] / ways[end]))) for end, n in keys)
+    links, flows = np.asarray(links, dtype=np.int64), np.asarray(flows, dtype=np.int64)
+    keep = index.is_fabric(links)
+    links, flows = links[keep], flows[keep]
+
+    def ends(ids: np.ndarray) -> np.ndarray:
+        """A link's switch and direction: (lower end, up) or (upper end, down)."""
+        a, b = np.divmod(ids, index.nodes)
+        up = index.tiers[a] < index.tiers[b]
+        return np.where(up, a, b) * 2 + up
+
+    ways = np.bincount(ends(index.fabric_links), minlength=2 * index.nodes)
+    mine = ends(links)
+    total = np.bincount(mine, weights=flows, minlength=2 * index.nodes)
+    need = np.maximum(qps, np.ceil(total[mine] / np.maximum(ways[mine], 1)))
+    return int(np.maximum(0, flows - need).sum())
 
 
 @dataclass(frozen=True)
@@ -151,7 +149,7 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
     steps = []
     ideal = paced = 0.0
     iteration = compute_seconds(trace)
-    fabric = np.array(sorted(index.fabric_links), dtype=np.int64)
+    fabric = index.fabric_links
     for flows, cost, channel in zip(job_step_flows(index, job, trace), costs, nvlink_costs):
         if not len(flows):
             iteration += channel.ideal_s
@@ -170,11 +168,7 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
         slowest = float(alloc.rates.min())
         share = flow_bytes(cost, t.qps) * 8 / slowest / cost.ideal_s
         seconds = step_seconds(cost, share, int(paths.switch_hops.max()), t.mtu)
-        at = np.searchsorted(alloc.links, fabric)
-        found = (at < len(alloc.links)) & (alloc.links[np.minimum(at, len(alloc.links) - 1)] == fabric)
-        link_flows = np.where(found, alloc.flows_per_link[np.minimum(at, len(alloc.links) - 1)], 0)
-        caps = np.array([index.capacity_bps[int(l)] for l in fabric])
-        link_util = np.where(found, alloc.load_bps[np.minimum(at, len(alloc.links) - 1)], 0.0) / caps
+        link_flows, link_util = _on_fabric(index, fabric, alloc)
         steps.append(StepResult(cost.op, cost.group, cost.size, len(flows),
                                 int((paths.switch_hops > 1).sum()), cost.ideal_s, seconds, slowest,
                                 excess(index, fabric, link_flows, t.qps),
@@ -184,6 +178,17 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
         iteration += seconds
     return Evaluation(name or job.name, len(job.ranks), tuple(steps), iteration,
                       ideal / paced if paced else 1.0)
+
+
+def _on_fabric(index: FabricIndex, fabric: np.ndarray, alloc: Allocation) -> tuple[np.ndarray, np.ndarray]:
+    """Flows and utilisation of every fabric link (ids ``fabric``, sorted), idle or not."""
+    flows = np.zeros(len(fabric), dtype=np.int64)
+    load = np.zeros(len(fabric))
+    at = np.searchsorted(fabric, alloc.links)
+    hit = (at < len(fabric)) & (fabric[np.minimum(at, len(fabric) - 1)] == alloc.links)
+    flows[at[hit]] = alloc.flows_per_link[hit]
+    load[at[hit]] = alloc.load_bps[hit]
+    return flows, load / index.capacity_bps(fabric)
 
 
 def _idle_step(cost: StepCost, fabric_links: int) -> StepResult:
@@ -196,10 +201,11 @@ def evaluate(spec_file: str | Path, trace_file: str | Path, configs: list[Config
              seed: int = 1) -> dict[str, Evaluation]:
     """Every configuration (default: the demo's five) of the demo's job on a fabric
     spec and a trace file."""
-    index = FabricIndex(AddressPlan(load_spec(spec_file)))
+    index = FabricIndex(AddressPlan(load_spec(spec_file, emulated=False), emulated=False))
     trace = load_trace(trace_file)
     out = {}
+    base = hostfile_job(spec_file, trace_file, seed, emulated=False)
     for c in configs or list(CONFIGS.values()):
-        job = build_job(spec_file, trace_file, c, seed)
+        job = configured(base, c)
         out[c.name] = evaluate_job(index, job, trace, c.gor, name=c.name)
     return out

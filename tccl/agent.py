@@ -33,6 +33,7 @@ from tccl.engine import Engine
 from tccl.job import Job, JobError, load_job
 from tccl.results import HEADER, Row, format_fidelity, format_row, save
 from tccl.trace import Step, Trace
+from topo.addressing import AddressPlan
 
 # Stop lingering once no frame has arrived for this many retransmission timeouts.
 QUIET_RTOS = 4
@@ -94,13 +95,16 @@ def _step_layout(job: Job, step: Step) -> tuple[list[list[int]], list[tuple[int,
 
 
 def port_function(job: Job, ring: list[int], trace: Trace | None = None,
-                  groups: P.Groups | None = None) -> tuple[Callable[..., int], dict[str, int]]:
+                  groups: P.Groups | None = None, plan: AddressPlan | None = None
+                  ) -> tuple[Callable[..., int], dict[str, int]]:
     """Source port per QP -- ``port(local rank, peer rank[, QP index])`` -- as the job's
     port mode plans it.
 
     Every agent computes the same plan from the same job file (and the ECMP ``groups``
     GOR published, if any), so a flow's port is known everywhere without any exchange.
     With several QPs per connection each QP is a flow of its own in the plan.
+    Orthogonal ports need the fabric's addressing ``plan``: by default the one of the
+    job's ``fabric`` spec.
     """
     t = job.transport
     ranks = {r.rank: r for r in job.ranks}
@@ -111,9 +115,9 @@ def port_function(job: Job, ring: list[int], trace: Trace | None = None,
     if t.ports == "orthogonal":
         if not job.fabric:
             raise JobError(f"job {job.name!r}: transport.ports: orthogonal needs the job's `fabric` spec")
-        from topo.addressing import AddressPlan
-        from topo.spec import load_spec
-        plan = AddressPlan(load_spec(job.fabric))
+        if plan is None:
+            from topo.spec import load_spec
+            plan = AddressPlan(load_spec(job.fabric))
         by_ip = P.orthogonal_ports(plan, [(ranks[k[0]].ip, ranks[k[1]].ip, *k[2:]) for k in keys],
                                    t.seed, groups)
         planned = {k: by_ip[(ranks[k[0]].ip, ranks[k[1]].ip, *k[2:])] for k in keys}

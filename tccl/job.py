@@ -281,14 +281,15 @@ def load_job(path: str | Path) -> Job:
 
 
 def job_from_fabric(fabric_path: str | Path, workload: Workload, transport: Transport | None = None,
-                    name: str = "job") -> Job:
+                    name: str = "job", emulated: bool = True) -> Job:
     """A job over every NIC of a fabric, ranks in the plan's order (server, then rail),
     with the fabric's host line rate and, unless ``transport`` sets them, its NVLink
-    and time factor."""
+    and time factor. ``emulated`` False: the fabric is only modelled (`scale`), its
+    spec need not fit the emulated switches (`topo.spec.validate`)."""
     from topo.addressing import AddressPlan
 
-    spec = load_spec(fabric_path)
-    plan = AddressPlan(spec)
+    spec = load_spec(fabric_path, emulated=emulated)
+    plan = AddressPlan(spec, emulated=emulated)
     ranks = []
     for nic in plan.nics():
         ranks.append(RankInfo(rank=len(ranks), server=nic.server, block=nic.block, rail=nic.rail,

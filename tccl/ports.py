@@ -97,8 +97,10 @@ Missing entries mean "every spine" -- the fabric with no failed cable."""
 
 def members(plan: AddressPlan, src: str, dst: str, groups: Groups | None = None) -> tuple[int, ...]:
     """The spines of the ECMP group that carries ``src`` -> ``dst`` out of its leaf."""
+    if groups is None:
+        return tuple(range(plan.spec.spines))
     a, b = plan.nic(src).leaf, plan.nic(dst).leaf
-    if groups is not None and a in groups and b in groups[a]:
+    if a in groups and b in groups[a]:
         return tuple(groups[a][b])
     return tuple(range(plan.spec.spines))
 
@@ -114,8 +116,9 @@ def orthogonal_ports(plan: AddressPlan, flows: Sequence[tuple[str, ...]], seed: 
     """
     rng = random.Random(f"orthogonal/{seed}")
     k = plan.spec.spines
-    up = [f for f in flows if plan.nic(f[0]).leaf != plan.nic(f[1]).leaf]
-    ends = [(("src", plan.nic(f[0]).leaf), ("dst", plan.nic(f[1]).leaf)) for f in up]
+    leaf = {ip: plan.nic(ip).leaf for ip in {ip for f in flows for ip in f[:2]}}   # once per NIC
+    up = [f for f in flows if leaf[f[0]] != leaf[f[1]]]
+    ends = [(("src", leaf[f[0]]), ("dst", leaf[f[1]])) for f in up]
     allowed = [members(plan, f[0], f[1], groups) for f in up]
     if all(len(a) == k for a in allowed):
         colors = color_bipartite(ends, k)

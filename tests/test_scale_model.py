@@ -94,7 +94,7 @@ def test_paths_are_the_hash_models(algorithm: str, fabric: Path) -> None:
     paths = index.paths(index.nics([a.ip for a, _, _ in flows]), index.nics([b.ip for _, b, _ in flows]),
                         np.array([p for _, _, p in flows]))
     for (a, b, sport), row in zip(flows, paths.nodes):
-        assert [index.names[n] for n in row if n != NONE] == predict_path(plan, FiveTuple(a.ip, b.ip, sport=sport))
+        assert [index.name(n) for n in row if n != NONE] == predict_path(plan, FiveTuple(a.ip, b.ip, sport=sport))
 
 
 def test_candidate_paths_without_failures_equal_the_graphs() -> None:
@@ -121,14 +121,14 @@ def test_flow_counts_add_up() -> None:
             alloc = max_min_rates(paths.links, index.capacity_bps)
             # Every flow counted once on every link of its path; no link above capacity.
             assert alloc.flows_per_link.sum() == (paths.links != NONE).sum()
-            caps = np.array([index.capacity_bps[int(l)] for l in alloc.links])
+            caps = index.capacity_bps(alloc.links)
             assert np.all(alloc.load_bps <= caps * (1 + 1e-9))
             # Max-min: every flow crosses a full link (it cannot grow alone).
             full = set(alloc.links[alloc.load_bps >= caps * (1 - 1e-9)].tolist())
             assert all(full & set(row[row != NONE].tolist()) for row in paths.links)
             # Each sender's NIC link carries its QPs; flows up from the leaves = flows
             # through the fabric.
-            up = [l for l in alloc.links.tolist() if l in index.fabric_links
+            up = [l for l in alloc.links.tolist() if index.is_fabric(np.array([l]))[0]
                   and index.tiers[l // index.nodes] < index.tiers[l % index.nodes]]
             counts = dict(zip(alloc.links.tolist(), alloc.flows_per_link.tolist()))
             assert sum(counts[l] for l in up) == int((paths.switch_hops > 1).sum())
@@ -203,7 +203,7 @@ def test_gor_ports_land_on_its_placement() -> None:
     new = index.paths(flows.src, flows.dst, result.sports)
     assert np.all((old.nodes[changed] != new.nodes[changed]).any(axis=1))
     alloc = max_min_rates(new.links, index.capacity_bps)
-    fabric = [n for l, n in zip(alloc.links.tolist(), alloc.flows_per_link.tolist()) if l in index.fabric_links]
+    fabric = alloc.flows_per_link[index.is_fabric(alloc.links)].tolist()
     assert max(fabric) < before.max_flows_per_link
 
 

@@ -50,6 +50,8 @@ PORT_RANGE = (49152, 65535)
 # agents (controller.publish) so that they can check they hash what the switches hash.
 HASH_FIELDS = (("salt", 32), ("src_ip", 32), ("dst_ip", 32), ("proto", 8), ("sport", 16), ("dport", 16))
 _HASH_INPUT = Header("ecmp_hash_input", HASH_FIELDS).struct()
+# The input's last two fields, the UDP ports (a source-port search varies only these).
+_PORTS = Header("ecmp_hash_ports", HASH_FIELDS[-2:]).struct()
 
 
 def _crc16_arc(data: bytes) -> int:
@@ -252,13 +254,16 @@ def source_port_for_spine(plan: AddressPlan, flow: FiveTuple, spine: int, start:
         raise ValueError(f"{flow.src}->{flow.dst} does not cross pods by super-spine {superspine}")
     want = group.index(spine)
     leaf = plan.switch(plan.nic(flow.src).leaf)
-    leaf_hash = tier_algorithm(plan.spec, "leaf")
+    leaf_hash = HASHES[tier_algorithm(plan.spec, "leaf")]
+    # The hash input but the ports, packed once: only the last four bytes change.
+    head = hash_input(leaf.salt, FiveTuple(flow.src, flow.dst, PROTO_UDP, 0, flow.dport))[:-4]
     for sport in ports_from(start):
         if sport in avoid:
             continue
-        candidate = FiveTuple(flow.src, flow.dst, PROTO_UDP, sport, flow.dport)
-        if ecmp_index(leaf_hash, leaf.salt, candidate, len(group)) == want and \
-                (superspine is None or spine_uplink(plan, candidate, spine) == superspine):
+        # ecmp_index over the candidate's input, without building it from strings.
+        if (leaf_hash(head + _PORTS.pack(sport, flow.dport)) % len(group)) & 0xFFFF == want and \
+                (superspine is None or
+                 spine_uplink(plan, FiveTuple(flow.src, flow.dst, PROTO_UDP, sport, flow.dport), spine) == superspine):
             return sport
     lo, hi = PORT_RANGE
     where = f"spine {spine}" if superspine is None else f"spine {spine}, super-spine {superspine}"
