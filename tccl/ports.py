@@ -21,13 +21,14 @@ the hash picks member ``hash % len(group)``.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import random
 from collections import defaultdict
 from pathlib import Path
 from typing import Hashable, Iterable, Mapping, Sequence
 
-from topo.addressing import AddressPlan
+from topo.addressing import AddressPlan, nic_location
 from topo.hashmodel import PORT_RANGE, FiveTuple, source_port_for_spine, uplink
 
 
@@ -116,7 +117,7 @@ def orthogonal_ports(plan: AddressPlan, flows: Sequence[tuple[str, ...]], seed: 
     """
     rng = random.Random(f"orthogonal/{seed}")
     k = plan.spec.spines
-    leaf = {ip: plan.nic(ip).leaf for ip in {ip for f in flows for ip in f[:2]}}   # once per NIC
+    leaf = {ip: _leaf_of(plan, ip) for ip in {ip for f in flows for ip in f[:2]}}   # once per NIC
     up = [f for f in flows if leaf[f[0]] != leaf[f[1]]]
     ends = [(("src", leaf[f[0]]), ("dst", leaf[f[1]])) for f in up]
     allowed = [members(plan, f[0], f[1], groups) for f in up]
@@ -131,6 +132,16 @@ def orthogonal_ports(plan: AddressPlan, flows: Sequence[tuple[str, ...]], seed: 
         out[f] = port_for_spine(plan, f[0], f[1], spine, rng.randint(*PORT_RANGE), used, groups)
         used.add(out[f])
     return out
+
+
+def _leaf_of(plan: AddressPlan, ip: str) -> str:
+    """The leaf of NIC address ``ip``, from the address's arithmetic (`nic_location`)
+    rather than a whole `Nic` record: a 100k-GPU job asks it for every NIC."""
+    rail, block, index = nic_location(plan.spec, int(ipaddress.IPv4Address(ip)))
+    if not (0 <= rail < plan.spec.rails and 0 <= block < plan.spec.blocks
+            and 0 <= index < plan.spec.servers_per_block):
+        return plan.nic(ip).leaf         # not a NIC: the plan's own error
+    return plan.leaf(block, rail).name
 
 
 def _color_constrained(edges: Sequence[tuple[Hashable, Hashable]], allowed: Sequence[Sequence[int]]

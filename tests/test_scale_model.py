@@ -4,6 +4,7 @@ errors. No root, no fabric."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from scale.model import evaluate, evaluate_job, excess, step_seconds
 from tccl.trace import load_trace
 from topo.addressing import AddressPlan
 from topo.hashmodel import PORT_RANGE, FiveTuple, predict_path
-from topo.spec import load_spec, replace
+from topo.spec import FabricSpec, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT / "topo" / "fabrics" / "default.yaml"
@@ -80,12 +81,18 @@ def test_filling_rejects_what_has_no_rate() -> None:
 
 # --- paths and flows ----------------------------------------------------------------------
 
+# Three tiers: 4 pods of 2 blocks, 3 spines per pod, 2 super-spines per plane.
+THREE_TIER = FabricSpec(blocks=8, servers_per_block=3, rails=2, spines=3, pods=4, super_spines=2)
+
+
 @pytest.mark.parametrize("algorithm", ["crc32", "crc16"])
-@pytest.mark.parametrize("fabric", [DEFAULT, LARGE])
-def test_paths_are_the_hash_models(algorithm: str, fabric: Path) -> None:
+@pytest.mark.parametrize("fabric", [DEFAULT, LARGE, THREE_TIER], ids=["default", "large", "three-tier"])
+def test_paths_are_the_hash_models(algorithm: str, fabric: Path | FabricSpec) -> None:
     """The model's vectorised paths equal `topo.hashmodel.predict_path` (which the
-    switches are checked against bit for bit in test_topo_hashmodel.py)."""
-    plan = AddressPlan(replace(load_spec(fabric), ecmp_hash=algorithm))
+    switches are checked against bit for bit in test_topo_hashmodel.py), on two tiers
+    and across pods on three."""
+    spec = fabric if isinstance(fabric, FabricSpec) else load_spec(fabric)
+    plan = AddressPlan(dataclasses.replace(spec, ecmp_hash=algorithm))
     index = FabricIndex(plan)
     rng = random.Random(algorithm)
     nics = list(plan.nics())
@@ -95,6 +102,8 @@ def test_paths_are_the_hash_models(algorithm: str, fabric: Path) -> None:
                         np.array([p for _, _, p in flows]))
     for (a, b, sport), row in zip(flows, paths.nodes):
         assert [index.name(n) for n in row if n != NONE] == predict_path(plan, FiveTuple(a.ip, b.ip, sport=sport))
+    if spec.tiers == 3:                      # the sample did cross pods
+        assert (paths.switch_hops == 5).any()
 
 
 def test_candidate_paths_without_failures_equal_the_graphs() -> None:
