@@ -20,21 +20,28 @@ import yaml
 
 from experiments.configs import parse_configs
 from tccl.ranks import JobError
-from topo.spec import SpecError, load_spec, replace
+from topo.spec import SpecError, load_spec, validate
 
 from scale.model import evaluate
 from scale.report import format_table, plot_busbw_vs_gpus, plot_link_loads
 
 
 def scaled_spec(spec_file: Path, gpus: int, out_dir: Path) -> Path:
-    """A copy of the spec with the number of blocks that gives about ``gpus`` GPUs."""
-    spec = load_spec(spec_file)
+    """A copy of the spec grown or shrunk to about ``gpus`` GPUs: whole pods of the
+    spec's size where it has pods and ``gpus`` fills one, else blocks in one pod."""
+    spec = load_spec(spec_file, emulated=False)
     per_block = spec.servers_per_block * spec.rails
-    blocks = max(1, round(gpus / per_block))
+    per_pod = per_block * spec.blocks_per_pod
+    if spec.pods > 1 and gpus >= per_pod:
+        pods = round(gpus / per_pod)
+        blocks = pods * spec.blocks_per_pod
+    else:
+        pods, blocks = 1, max(1, round(gpus / per_block))
+    scaled = dataclasses.replace(spec, blocks=blocks, pods=pods, name=f"{spec.name}-{blocks * per_block}")
     try:
-        scaled = replace(spec, blocks=blocks, name=f"{spec.name}-{blocks * per_block}")
+        validate(scaled, str(spec_file), emulated=False)
     except SpecError as e:
-        raise SpecError(f"{spec_file}: {gpus} GPUs need {blocks} blocks of {per_block}: {e}") from e
+        raise SpecError(f"{gpus} GPUs need {blocks} blocks of {per_block}: {e}") from e
     path = out_dir / f"{scaled.name}.yaml"
     path.write_text(yaml.safe_dump(dataclasses.asdict(scaled), sort_keys=False), encoding="utf-8")
     return path

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from controller.paths import candidate_paths
 from experiments.configs import CONFIGS, QPS, build_job
@@ -238,6 +239,17 @@ def test_cli_table_json_and_plots(tmp_path: Path) -> None:
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_cli_grows_a_three_tier_spec_by_pods(tmp_path: Path) -> None:
+    spec = tmp_path / "three.yaml"
+    spec.write_text(yaml.safe_dump({"blocks": 8, "servers_per_block": 3, "rails": 2, "spines": 3, "pods": 4,
+                                    "super_spines": 2}))
+    run = _cli(str(spec), str(TRACE), "--configs", "rail", "--gpus", "6,24,48", "--json", str(tmp_path / "s.json"))
+    assert run.returncode == 0, run.stderr
+    import json
+    # 6 GPUs: one block of one pod; 24 and 48: two and four pods of 12.
+    assert [g for g, _ in json.loads((tmp_path / "s.json").read_text())["busbw_vs_gpus"]["rail"]] == [6, 24, 48]
+
+
 def test_cli_names_what_is_wrong(tmp_path: Path) -> None:
     bad_spec = tmp_path / "bad.yaml"
     bad_spec.write_text("blocks: 2\nservers_per_block: 2\nrails: 0\nspines: 2\n")
@@ -247,7 +259,8 @@ def test_cli_names_what_is_wrong(tmp_path: Path) -> None:
     bad_trace.write_text("steps:\n  - {compute_ms: 1}\n  - {op: allreduce, group: rails, size: 8}\n")
     run = _cli(str(DEFAULT), str(bad_trace))
     assert run.returncode == 2 and f"{bad_trace}: steps[1].group: one of" in run.stderr
-    run = _cli(str(DEFAULT), str(TRACE), "--gpus", "100000")
-    assert run.returncode == 2 and "100000 GPUs need 12500 blocks" in run.stderr and "blocks:" in run.stderr
+    run = _cli(str(DEFAULT), str(TRACE), "--gpus", "10000000")
+    assert run.returncode == 2 and "10000000 GPUs need 1250000 blocks of 8" in run.stderr \
+        and "blocks: 1250000 blocks take 21 address bits, leaving room for 0 rails" in run.stderr
     run = _cli(str(DEFAULT), str(TRACE), "--configs", "stock,fast")
     assert run.returncode == 2 and "unknown configuration(s) ['fast']" in run.stderr

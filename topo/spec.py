@@ -334,9 +334,9 @@ def validate(spec: FabricSpec, source: str = "fabric spec", emulated: bool = Tru
     if spec.blocks % spec.pods:
         fail("pods", f"the {spec.blocks} blocks must split evenly into pods, got {spec.pods} pods")
     rail_bits = FABRIC_BITS - HOST_BITS - spec.block_bits
-    if spec.block_bits > 8 and spec.rails > 1 << rail_bits:
+    if spec.block_bits > 8 and (rail_bits < 0 or spec.rails > 1 << rail_bits):
         fail("blocks", f"{spec.blocks} blocks take {spec.block_bits} address bits, leaving room "
-             f"for {1 << rail_bits} rails, not {spec.rails}")
+             f"for {1 << rail_bits if rail_bits >= 0 else 0} rails, not {spec.rails}")
     if spec.rails > MAX_OCTET_INDEX + 1:
         fail("rails", f"at most {MAX_OCTET_INDEX + 1} (the rail is an address octet), got {spec.rails}")
     if spec.servers_per_block > MAX_SERVERS_PER_BLOCK:
