@@ -3,12 +3,12 @@
 and the trace -- the job, the agents' ports, hash-model paths, progressive filling,
 GOR's planning.
 
-* On the 102 400-GPU three-tier cluster (topo/fabrics/cluster-100k.yaml): stock, rail,
+* On the 102 400-GPU three-tier cluster (scale/fabrics/cluster-100k.yaml): stock, rail,
   orthogonal and gor; ``scale_100k_s_all`` is their sum with the job and the index
   (the issue's budget: 10 s), ``scale_100k_s_<config>`` each one, what dominates.
 * stock-gor -- GOR's placement of every colliding flow of a stock job -- runs
   controller.placement's scalar Global First Fit over every spine-crossing flow: on
-  the largest two-tier fabric (1736 GPUs, topo/fabrics/two-tier-max.yaml) here,
+  the largest two-tier fabric (1736 GPUs, scale/fabrics/two-tier-max.yaml) here,
   ``scale_1736_s_stock-gor``, with the other configurations there for comparison.
 
 busbw per configuration (``scale_*_busbw_frac_<config>``) and the load average at the
@@ -28,7 +28,7 @@ from topo.addressing import AddressPlan
 from topo.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
-FABRICS = ROOT / "topo" / "fabrics"
+FABRICS = ROOT / "scale" / "fabrics"
 TRACE = ROOT / "traces" / "rail_allreduce.yaml"
 CASES = (("100k", FABRICS / "cluster-100k.yaml", ("stock", "rail", "orthogonal", "gor")),
          ("1736", FABRICS / "two-tier-max.yaml", tuple(CONFIGS)))

@@ -217,6 +217,15 @@ def test_gor_ports_land_on_its_placement() -> None:
     assert max(fabric) < before.max_flows_per_link
 
 
+def test_model_only_fabrics_load() -> None:
+    """scale/fabrics/ holds specs beyond the emulated switches: the plan takes them."""
+    sizes = {}
+    for path in sorted((ROOT / "scale" / "fabrics").glob("*.yaml")):
+        spec = load_spec(path, emulated=False)
+        sizes[path.stem] = (spec.tiers, len(AddressPlan(spec, emulated=False).leaves) * spec.servers_per_block)
+    assert sizes == {"cluster-100k": (3, 102400), "two-tier-max": (2, 1736)}
+
+
 # --- command line -------------------------------------------------------------------------
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
