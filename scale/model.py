@@ -43,7 +43,7 @@ from topo.spec import load_spec
 
 from scale.fabric import NONE, FabricIndex
 from scale.fairness import Allocation, max_min_rates
-from scale.flows import job_step_flows
+from scale.flows import StepFlows, job_step_flows
 from scale.gor import replan
 
 
@@ -137,9 +137,12 @@ class Evaluation:
 
 
 def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
-                 gor_config: GorConfig = GorConfig(), name: str = "") -> Evaluation:
+                 gor_config: GorConfig = GorConfig(), name: str = "",
+                 flows: list[StepFlows] | None = None) -> Evaluation:
     """The model of ``job`` running ``trace`` (one iteration; GOR's steady state when
-    ``gor``): per step and per iteration (module doc)."""
+    ``gor``): per step and per iteration (module doc). ``flows``: the job's
+    `job_step_flows`, if the caller has them (configurations that differ only in GOR
+    share them)."""
     spec = index.plan.spec
     t = job.transport
     bottleneck = min(spec.links.host_mbps, spec.links.uplink_mbps) * 1e6
@@ -150,7 +153,7 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
     ideal = paced = 0.0
     iteration = compute_seconds(trace)
     fabric = index.fabric_links
-    for flows, cost, channel in zip(job_step_flows(index, job, trace), costs, nvlink_costs):
+    for flows, cost, channel in zip(flows or job_step_flows(index, job, trace), costs, nvlink_costs):
         if not len(flows):
             iteration += channel.ideal_s
             steps.append(_idle_step(cost, len(fabric)))
@@ -205,7 +208,11 @@ def evaluate(spec_file: str | Path, trace_file: str | Path, configs: list[Config
     trace = load_trace(trace_file)
     out = {}
     base = hostfile_job(spec_file, trace_file, seed, emulated=False)
+    planned: dict[tuple[str, str], list[StepFlows]] = {}     # by (ring order, port mode)
     for c in configs or list(CONFIGS.values()):
         job = configured(base, c)
-        out[c.name] = evaluate_job(index, job, trace, c.gor, name=c.name)
+        key = (c.order, c.ports)
+        if key not in planned:
+            planned[key] = job_step_flows(index, job, trace)
+        out[c.name] = evaluate_job(index, job, trace, c.gor, name=c.name, flows=planned[key])
     return out
