@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 
 from p4sim.proto import p4i, p4r, rpc_code
 
-from runtime_fixtures.harness import (CPU_PORT, DEVICE_ID, ClosedByServer, Runtime, Stream, batch_errors, load_artefacts,
-                                      packet)
+from runtime_fixtures.harness import (CPU_PORT, DEVICE_ID, EVERYTHING, ClosedByServer, Runtime, Stream, batch_errors,
+                                      load_artefacts, packet)
 
 P4INFO, DEVICE_CONFIG = load_artefacts("hand-written")
 INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
@@ -365,19 +365,6 @@ operations = st.lists(st.one_of(
 ), min_size=3, max_size=8)
 
 # -- the two servers ---------------------------------------------------------------------------
-
-EVERYTHING = [
-    p4r.Entity(table_entry=p4r.TableEntry(counter_data={}, meter_config={})),
-    p4r.Entity(action_profile_member=p4r.ActionProfileMember()),
-    p4r.Entity(action_profile_group=p4r.ActionProfileGroup()),
-    p4r.Entity(counter_entry=p4r.CounterEntry()),
-    p4r.Entity(meter_entry=p4r.MeterEntry()),
-    p4r.Entity(register_entry=p4r.RegisterEntry()),
-    p4r.Entity(value_set_entry=p4r.ValueSetEntry()),
-    p4r.Entity(digest_entry=p4r.DigestEntry()),
-    p4r.Entity(packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(multicast_group_entry={})),
-    p4r.Entity(packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(clone_session_entry={})),
-]
 
 
 def state(rt: Runtime) -> tuple:
