@@ -30,6 +30,7 @@ from google.protobuf import any_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fuzz_figures import count
 from p4sim.proto import p4i, p4r, rpc_code
 
 from runtime_fixtures.harness import (CPU_PORT, DEVICE_ID, EVERYTHING, ClosedByServer, Runtime, Stream, batch_errors,
@@ -395,12 +396,22 @@ def _check_status(err: grpc.RpcError, what: str) -> list[p4r.Error]:
     """An error answer is never INTERNAL/UNKNOWN, except a failed batch's UNKNOWN with
     per-update codes (returned) that are neither."""
     code = err.code()
+    count("hangs", code == grpc.StatusCode.DEADLINE_EXCEEDED)
+    count("crashes", code == grpc.StatusCode.UNAVAILABLE)
     if code == grpc.StatusCode.UNKNOWN and what == "write":
         errors = batch_errors(err)
+        count("internal_errors", sum(e.canonical_code in BAD_RPC_CODES for e in errors))
         assert not any(e.canonical_code in BAD_RPC_CODES for e in errors), errors
         return errors
+    count("internal_errors", code in BAD_CODES)
     assert code not in BAD_CODES, f"{what}: {code} {err.details()}"
     return []
+
+
+def _unchanged(target: Runtime, before: tuple, what: str) -> None:
+    after = state(target)
+    count("corrupted_states", after != before)
+    assert after == before, f"a rejected {what} changed the switch"
 
 
 def _write(target: Runtime, oracle: Runtime, request: p4r.WriteRequest, raw: bytes | None = None) -> None:
@@ -416,7 +427,7 @@ def _write(target: Runtime, oracle: Runtime, request: p4r.WriteRequest, raw: byt
         errors = _check_status(err, "write")
         accepted = [u for u, e in zip(request.updates, errors) if e.canonical_code == rpc_code.OK]
     if not accepted:
-        assert state(target) == before, "a rejected write changed the switch"
+        _unchanged(target, before, "write")
         return
     for update in accepted:  # the oracle must accept exactly these, one by one
         oracle.write(update, election_id=PRIMARY_ID)
@@ -428,7 +439,7 @@ def _pipeline(target: Runtime, oracle: Runtime, request: p4r.SetForwardingPipeli
         target.stub.SetForwardingPipelineConfig(request, timeout=30)
     except grpc.RpcError as err:
         _check_status(err, "pipeline")
-        assert state(target) == before, "a rejected pipeline config changed the switch"
+        _unchanged(target, before, "pipeline config")
         return
     oracle.stub.SetForwardingPipelineConfig(request, timeout=30)
 
@@ -445,6 +456,8 @@ def test_fuzzed_requests_never_break_the_server(servers, ops) -> None:
     target, oracle = servers
     _fresh(target, oracle)
     for kind, request in ops:
+        count("requests_fuzzed")
+        count("updates_fuzzed", len(request.updates) if kind == "write" else 0)
         if kind == "write":
             _write(target, oracle, request)
         elif kind == "raw_write":
@@ -453,6 +466,7 @@ def test_fuzzed_requests_never_break_the_server(servers, ops) -> None:
             except Exception:  # noqa: BLE001 - garbage: the server must say INVALID_ARGUMENT
                 with pytest.raises(grpc.RpcError) as exc:
                     target.channel.unary_unary("/p4.v1.P4Runtime/Write")(request, timeout=10)
+                _check_status(exc.value, "garbage write")
                 assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             else:
                 _write(target, oracle, parsed, raw=request)
@@ -463,7 +477,9 @@ def test_fuzzed_requests_never_break_the_server(servers, ops) -> None:
                 _check_status(err, "read")
         else:
             _pipeline(target, oracle, request)
-    assert state(target) == state(oracle), "the target's state is not what its accepted requests built"
+    built = state(oracle)
+    count("corrupted_states", state(target) != built)
+    assert state(target) == built, "the target's state is not what its accepted requests built"
     metered = any(e.meter_entry.HasField("config") for e in oracle.read(p4r.Entity(meter_entry=p4r.MeterEntry())))
     if not metered:  # meters are time-dependent; otherwise forwarding is a function of the state
         assert _probe(target) == _probe(oracle)
@@ -499,6 +515,7 @@ def test_fuzzed_stream_messages_never_break_arbitration(servers, messages, from_
         if from_primary and msg.WhichOneof("update") == "arbitration":
             continue  # the primary's own re-arbitration is exercised by the arbitration tests
         stream.send(msg)
+        count("requests_fuzzed")
     # a PacketOut with good metadata behind them: every earlier message has been handled
     # (or the stream ended) once it is forwarded or refused
     final = packet(dst="10.0.42.1")
@@ -506,7 +523,9 @@ def test_fuzzed_stream_messages_never_break_arbitration(servers, messages, from_
                                                               metadata=[p4r.PacketMetadata(metadata_id=1, value=b"\x05")])))
     deadline = time.monotonic() + 10
     while not any(data == final for _, data in target.dataplane.sent):
-        assert time.monotonic() < deadline, "the stream neither forwarded nor refused the last PacketOut"
+        if time.monotonic() > deadline:
+            count("hangs")
+            pytest.fail("the stream neither forwarded nor refused the last PacketOut")
         item = stream.poll()
         if item is None:
             time.sleep(0.005)
@@ -514,9 +533,11 @@ def test_fuzzed_stream_messages_never_break_arbitration(servers, messages, from_
             raise item
         elif isinstance(item, grpc.RpcError):
             assert not from_primary, f"the primary's stream ended: {item.code()} {item.details()}"
+            count("internal_errors", item.code() in BAD_CODES)
             assert item.code() not in BAD_CODES, f"stream ended with {item.code()} {item.details()}"
             break
         elif item.WhichOneof("update") == "error":
+            count("internal_errors", item.error.canonical_code in BAD_RPC_CODES)
             assert item.error.canonical_code not in BAD_RPC_CODES, item.error
             if item.error.packet_out.packet_out.payload == final:
                 break  # refused (a backup's PacketOut): everything before it was handled
