@@ -1,8 +1,8 @@
-"""Session-wide hooks: the fuzz and fault tests' closing note (tests/fuzz_figures.py)."""
+"""Session-wide hooks: the fuzz and fault tests' closing note (tests/fuzzkit.py)."""
 
 from __future__ import annotations
 
-from fuzz_figures import closing_note
+from fuzzkit import closing_note
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -30,9 +30,9 @@ from google.protobuf import any_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz_figures import count
 from p4sim.proto import p4i, p4r, rpc_code
 
+from fuzzkit import count, overwrite
 from runtime_fixtures.harness import (CPU_PORT, DEVICE_ID, EVERYTHING, ClosedByServer, Runtime, Stream, batch_errors,
                                       load_artefacts, packet)
 
@@ -288,14 +288,6 @@ def write_requests(draw) -> p4r.WriteRequest:
     return request
 
 
-def _mutate(data: bytes, flips: list[tuple[int, int]]) -> bytes:
-    out = bytearray(data)
-    for pos, byte in flips:
-        if out:
-            out[pos % len(out)] = byte
-    return bytes(out)
-
-
 json_values = st.recursive(st.none() | st.booleans() | st.integers(-2, 2**40) | st.text(max_size=4),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
                            max_leaves=6)
@@ -337,7 +329,7 @@ def pipeline_configs(draw) -> p4r.SetForwardingPipelineConfigRequest:
     elif how == "structure":
         device_config = draw(mutated_bmv2())
     elif how == "garbage":
-        device_config = _mutate(DEVICE_CONFIG, draw(st.lists(st.tuples(u32, st.integers(0, 255)), min_size=1, max_size=8)))
+        device_config = overwrite(DEVICE_CONFIG, draw(st.lists(st.tuples(u32, st.integers(0, 255)), min_size=1, max_size=8)))
     elif how == "sizes":
         p4info.counters[0].size = draw(st.integers(0, 2**40))
     elif how == "widths":
@@ -359,7 +351,7 @@ operations = st.lists(st.one_of(
     write_requests().map(lambda r: ("write", r)),
     write_requests().map(lambda r: ("write", r)),
     st.tuples(write_requests(), st.lists(st.tuples(u32, st.integers(0, 255)), min_size=1, max_size=6)).map(
-        lambda t: ("raw_write", _mutate(t[0].SerializeToString(), t[1]))),
+        lambda t: ("raw_write", overwrite(t[0].SerializeToString(), t[1]))),
     st.binary(max_size=40).map(lambda b: ("raw_write", b)),
     read_requests.map(lambda r: ("read", r)),
     pipeline_configs().map(lambda r: ("pipeline", r)),

@@ -35,14 +35,15 @@ from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
 from controller.routes import program_switch, switch_options, switch_program
-from fuzz_figures import count
 from p4sim.runtime.queues import QueueControlClient
-from switchproc import SwitchProcess
 from tccl.roce import CNP_DSCP, SEND_ONLY, Endpoint, FrameTemplate
 from topo.addressing import CPU_PORT, AddressPlan
 from topo.namespaces import Netns
 from topo.pipeline import Pipeline, build_pipeline
 from topo.spec import FabricSpec
+
+from fuzzkit import count
+from switchproc import SwitchProcess
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 

@@ -1,4 +1,5 @@
-"""The figures of the fuzz and fault campaigns (issue 15 part 2), one tally per test run.
+"""What the fuzz and fault tests share: the figures of the campaigns (issue 15 part 2),
+one tally per test run, and byte-level mutation of serialized requests and frames.
 
 The fuzz and fault tests count what they sent and what went wrong here, so a run ends
 with one closing note (printed by tests/conftest.py) instead of each test printing its
@@ -47,3 +48,13 @@ def closing_note() -> list[str]:
     """The figures as lines, the rows this run touched (empty: no fuzz test ran)."""
     touched = {group for group, name, _ in ROWS if FIGURES[name]}
     return [f"{label:<72} {FIGURES[name]}" for group, name, label in ROWS if group in touched]
+
+
+def overwrite(data: bytes, writes: list[tuple[int, int]]) -> bytes:
+    """``data`` with byte ``pos % len(data)`` set to ``value`` for each (pos, value):
+    a serialized message or frame corrupted in place (same length)."""
+    out = bytearray(data)
+    for pos, value in writes:
+        if out:
+            out[pos % len(out)] = value
+    return bytes(out)
