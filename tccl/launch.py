@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 from emulation.clock import EmulationClock
 from emulation.realtime import agent_priority, realtime_prefix
+from tccl.control import socket_path
 from tccl.job import Job
 from topo.processes import stop_process
 
@@ -115,8 +116,10 @@ def run_jobs(fabric: HostsProvider, jobs: Mapping[Path, Job], run_dir: Path, tim
             raise LaunchError(f"agents failed: {names}; the others were stopped\n{logs}",
                               {server: ranks[server] for server in failed})
     finally:
-        for proc in procs.values():
+        for server, proc in procs.items():
             stop_process(proc, 5)
+            # An agent killed or stopped by a signal leaves its control socket behind.
+            socket_path(run_dir, server).unlink(missing_ok=True)
     return {s: json.loads((run_dir / f"results-{s}.json").read_text(encoding="utf-8")) for s in by_server}
 
 

@@ -33,6 +33,7 @@ ROWS = (
     ("control", "control_fuzzed", "malformed control-channel messages (agents, GOR's PacketIns)"),
     ("control", "control_internal_errors", "  INTERNAL/UNKNOWN answers or exceptions"),
     ("faults", "faults_injected", "faults injected into a running fabric with GOR"),
+    ("faults", "faults_flaps", "  of which cable state changes (every 100 ms)"),
     ("faults", "faults_survived", "  survived (GOR up, state re-pushed, job done or failed ranks named)"),
     ("faults", "left_running", "  processes or namespaces left behind"),
 )
