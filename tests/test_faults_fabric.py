@@ -30,16 +30,14 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
                                 reason="needs root and Mininet")
 
 from bench.gor_scenario import SENDER_MBPS, endpoints, two_flow_job  # noqa: E402
-from controller.config import GorConfig, default_thresholds  # noqa: E402
 from controller.gor import Gor  # noqa: E402
 from fuzzkit import count  # noqa: E402
+from gor_fixtures import gor_on, small_fabric  # noqa: E402
 from tccl.agent import ready_path  # noqa: E402
 from tccl.control import SERVICE, AgentClient, socket_path  # noqa: E402
 from tccl.job import Job  # noqa: E402
 from tccl.launch import LaunchError, run_on_fabric  # noqa: E402
-from topo.freeports import free_port_base  # noqa: E402
 from topo.net import Fabric  # noqa: E402
-from topo.spec import FabricSpec, LinkRates  # noqa: E402
 
 FLAP_S = float(os.environ.get("P4SIM_FUZZ_FLAP_S", "3"))
 FLAP_PERIOD_S = 0.1        # the cable changes state every 100 ms
@@ -51,27 +49,15 @@ TCP_LISTEN, UDP_UNCONNECTED = "0A", "07"     # socket states in /proc/net/{tcp,u
 
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory) -> Iterator[Fabric]:
-    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2, name="faults",
-                      links=LinkRates(host_mbps=10, uplink_mbps=10), sample_rate=4,
-                      node_prefix=f"x{os.getpid() % 1000}", grpc_port_base=free_port_base(4))
-    fab = Fabric(spec, run_dir=tmp_path_factory.mktemp("fabric"))
-    try:
-        fab.start()
+    with small_fabric("faults", "x", tmp_path_factory.mktemp("fabric")) as fab:
         yield fab
-    finally:
-        fab.stop()
 
 
 @pytest.fixture(scope="module")
 def gor(fabric: Fabric, tmp_path_factory) -> Iterator[Gor]:
-    assert fabric.pipeline is not None
-    g = Gor(fabric.plan, fabric.pipeline, tmp_path_factory.mktemp("gor"),
-            GorConfig(thresholds=default_thresholds(fabric.plan)), fabric=fabric)
-    try:
-        g.start()
+    """One GOR for every fault of the module: it must survive them all."""
+    with gor_on(fabric, tmp_path_factory.mktemp("gor")) as g:
         yield g
-    finally:
-        g.stop()
 
 
 def wait_for(what: str, condition: Callable[[], Any], timeout: float) -> Any:
