@@ -11,7 +11,7 @@ APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp py
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
 
-.PHONY: setup test run bench clean stop inspect demo
+.PHONY: setup test run bench clean stop inspect demo fuzz
 
 setup: $(STAMP)
 
@@ -31,6 +31,20 @@ $(STAMP): pyproject.toml Makefile
 
 test: setup
 	$(PY) -m pytest -q tests
+
+# The fuzz and fault campaigns of `make test`, long (docs/robustness.md): hostile P4Runtime
+# requests (FUZZ_EXAMPLES hypothesis examples, ~5.5 requests each), FUZZ_FRAMES random and
+# mutated frames into a running switch, malformed control messages, faults injected into a
+# fabric with GOR (a cable flapping for FUZZ_FLAP_S); ends with the figures (crashes, hangs,
+# internal errors, corrupted state...).
+FUZZ_EXAMPLES ?= 2000
+FUZZ_FRAMES   ?= 100000
+FUZZ_FLAP_S   ?= 10
+FUZZ_TESTS    := tests/test_runtime_fuzz.py tests/test_switch_fuzz_frames.py tests/test_control_fuzz.py \
+                 tests/test_faults_fabric.py
+fuzz: setup
+	P4SIM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) P4SIM_FUZZ_FRAMES=$(FUZZ_FRAMES) P4SIM_FUZZ_FLAP_S=$(FUZZ_FLAP_S) \
+	  $(PY) -m pytest -q $(FUZZ_TESTS)
 
 # The fabric from a spec (FABRIC=path.yaml), switches of BACKEND (p4sim, or bmv2 when
 # simple_switch_grpc and p4c are installed); the prompt also reads a pipe or file.
