@@ -7,7 +7,7 @@ STAMP    := $(VENV)/.installed
 # Debian packages: Mininet needs its own `mnexec` (pip's mininet lacks it), ping for
 # reachability checks, cpp for the P4 preprocessor (as p4c uses it), tcpdump to read pcaps,
 # tshark to decode them as Wireshark does, chromium to render the demo's report in tests.
-APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev
+APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
 

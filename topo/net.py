@@ -122,17 +122,28 @@ class Fabric:
             self.pcap_dir.mkdir(parents=True, exist_ok=True)
         # dilation 0 is the spec's "auto": calibrated on this machine (topo/dilation.py).
         self.clock = EmulationClock.start(self.spec.dilation or dilation_for(self.spec))
-        switch_cls = functools.partial(BACKENDS[self.backend], run_dir=self.run_dir,
-                                       pcap_dir=str(self.pcap_dir) if self.pcap_dir else None,
-                                       clock=self.clock.encode(), rt_priority=self.spec.rt_priority)
-        self.net = Mininet(topo=FabricTopo(plan=self.plan), switch=switch_cls, host=Host,
-                           controller=None, build=False, autoSetMacs=False, autoStaticArp=False)
+        self.net = self._network(dict(run_dir=self.run_dir,
+                                      pcap_dir=str(self.pcap_dir) if self.pcap_dir else None,
+                                      clock=self.clock.encode(), rt_priority=self.spec.rt_priority))
         self._step("build", self.net.build)
         self._step("mtu", self._set_mtu)
         self._step("switches", self.net.start)
         self._step("hosts", self._configure_hosts)
         if self.program is not None:
             self._step("program", self.program, self.plan, self.pipeline)
+
+    def _network(self, switch_options: dict[str, Any]) -> Mininet:
+        """The fabric's Mininet network, not built yet; its switches get
+        ``switch_options`` (cluster mode builds a MininetCluster instead: topo.cluster)."""
+        switch_cls = functools.partial(BACKENDS[self.backend], **switch_options)
+        return Mininet(topo=FabricTopo(plan=self.plan), switch=switch_cls, host=Host,
+                       controller=None, build=False, autoSetMacs=False, autoStaticArp=False)
+
+    def clock_on(self, node: str) -> EmulationClock:
+        """The fabric's clock as the machine running ``node`` reads it (on one machine:
+        `clock` itself; across machines each has its own CLOCK_MONOTONIC: topo.cluster)."""
+        assert self.clock is not None, "fabric not started"
+        return self.clock
 
     def _set_mtu(self) -> None:
         """Every cable's two interfaces get the spec's interface MTU (jumbo frames for
