@@ -6,16 +6,19 @@ servers reach each other the same way (its SSH links run ``ssh -w`` from one ser
 the other). Here every server is a network namespace on a private LAN (a bridge in a
 namespace of its own, addresses from 198.18.0.0/15, the range RFC 2544 keeps for
 benchmark networks) with one veth into this process's namespace, so the machine's own
-interfaces carry nothing. Each sshd runs in a private mount namespace in which the
-server's ``/root`` is a directory of the test's temporary dir (its own ``.ssh``: the
-cluster key, authorized_keys, known_hosts) and ``/run`` is a tmpfs of its own (sshd's
+interfaces carry nothing. Each sshd is PID 1 of a PID namespace of its own (a machine's
+own process table) with a private mount namespace in which the server's ``/root`` is a
+directory of the test's temporary dir (its own ``.ssh``: the cluster key,
+authorized_keys, known_hosts) and ``/run`` is a tmpfs of its own (sshd's
 privilege-separation dir), so nothing of the machine's root account or ssh setup is read
-or changed. Keys are made with ``ssh-keygen`` in the temporary dir.
+or changed. Keys are made with ``ssh-keygen`` in the temporary dir. A server can be given
+a time namespace whose CLOCK_MONOTONIC is ``monotonic_offsets_s[i]`` seconds ahead: two
+real machines' monotonic clocks differ (each counts from its own boot).
 
-Cleanup (also on failure): every process of a server -- its sshd and everything the
-sessions started, found by the sshd's private mount namespace (Mininet hosts get network
-namespaces of their own, not mount namespaces) -- by PID, then the namespaces, which take
-their veths and tunnel interfaces with them.
+Cleanup (also on failure): each server's ``unshare`` (started here, ended by PID) takes
+its sshd down with it (``--kill-child``), and the kernel ends every other process of a
+PID namespace when its PID 1 dies -- the sessions and everything they started, Mininet's
+hosts included. Then the namespaces go, taking their veths and tunnel interfaces along.
 """
 
 from __future__ import annotations
@@ -67,9 +70,10 @@ class SshServers:
     """``count`` servers, their IPs in ``ips``; ``ssh_config`` is the client config
     that reaches them from this process (the spec's ``cluster.ssh_config``)."""
 
-    def __init__(self, workdir: Path, count: int = 2) -> None:
+    def __init__(self, workdir: Path, count: int = 2, monotonic_offsets_s: tuple[int, ...] = ()) -> None:
         self.workdir = Path(workdir)
         self.count = count
+        self.monotonic_offsets_s = tuple(monotonic_offsets_s) + (0,) * (count - len(monotonic_offsets_s))
         self.tag = unique_tag()
         subnet = int(self.tag, 16) % 256
         self.prefix = f"198.18.{subnet}"
@@ -78,8 +82,8 @@ class SshServers:
         self.ips = [f"{self.prefix}.{2 + i}" for i in range(count)]
         self.local_ip = f"{self.prefix}.1"
         self.ssh_config = self.workdir / "ssh_config"
-        self.sshd: list[subprocess.Popen] = []
-        self.mount_ns: list[str] = []       # each server's mount namespace (its processes)
+        self.unshare: list[subprocess.Popen] = []   # one per server; its child is the sshd
+        self.sshd_pids: list[int] = []              # each server's PID 1 (its sshd), as seen here
         self._created: list[str] = []
 
     def __enter__(self) -> "SshServers":
@@ -116,14 +120,17 @@ class SshServers:
             log = open(self.workdir / f"s{i}" / "sshd.log", "wb")
             script = (f"mount -t tmpfs tmpfs /run && mkdir -m 0755 /run/sshd && "
                       f"mount --bind {home} /root && exec {SSHD} -D -e -f {config}")
-            # ip netns exec and unshare exec (no fork): the Popen's PID is sshd's.
-            self.sshd.append(subprocess.Popen(
-                ["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private",
-                 "sh", "-c", script], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT))
+            offset = self.monotonic_offsets_s[i]
+            clock = ["--time", "--monotonic", str(offset)] if offset else []
+            self.unshare.append(subprocess.Popen(
+                ["ip", "netns", "exec", ns, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
+                 "--mount", "--propagation", "private", *clock, "sh", "-c", script],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT))
             log.close()
-        for ip, proc in zip(self.ips, self.sshd):
+        for i, (ip, proc) in enumerate(zip(self.ips, self.unshare)):
             self._wait_listening(ip, proc)
-            self.mount_ns.append(os.readlink(f"/proc/{proc.pid}/ns/mnt"))
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            self.sshd_pids.append(int(children[0]))
 
     def _home(self, i: int, key: Path, known: str) -> Path:
         """Server ``i``'s /root: the cluster key (servers ssh to each other), the key
@@ -164,6 +171,8 @@ class SshServers:
         self._created.append(name)
 
     def _wait_listening(self, ip: str, proc: subprocess.Popen) -> None:
+        """Until sshd accepts connections on ``ip``; RuntimeError with its log if it
+        exits or does not within READY_TIMEOUT_S."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         while True:
             try:
@@ -179,34 +188,30 @@ class SshServers:
     # ---- inspection
 
     def run(self, server: int, *cmd: str) -> str:
-        """Run a command in server ``server``'s namespace (as its sshd's sessions are)."""
-        return _run("ip", "netns", "exec", self.namespaces[server], *cmd)
+        """Run a command on server ``server`` as its sshd's sessions do: in its network,
+        mount, PID and time namespaces (its /proc, its PIDs, its clock)."""
+        return _run("nsenter", "-t", str(self.sshd_pids[server]), "-n", "-m", "-p", "-T", "--", *cmd)
 
-    def pids(self, server: int) -> list[int]:
-        """Every process of server ``server``: those in its sshd's mount namespace."""
-        if server >= len(self.mount_ns):
-            return []
-        found = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    if os.readlink(entry / "ns" / "mnt") == self.mount_ns[server]:
-                        found.append(int(entry.name))
-                except OSError:
-                    pass
-        return found
+    def processes(self, server: int) -> dict[int, list[str]]:
+        """PID (the server's own numbering) -> command line of every process on ``server``."""
+        script = ('for p in /proc/[0-9]*; do [ ${p#/proc/} != $$ ] && [ -r $p/cmdline ] && printf "%s " ${p#/proc/} && '
+                  'tr "\\0" "\\037" < $p/cmdline && echo; done; true')
+        out = {}
+        for line in self.run(server, "sh", "-c", script).splitlines():
+            pid, _, argv = line.partition(" ")
+            if argv and int(pid) != 0:
+                out[int(pid)] = argv.rstrip("\037").split("\037")
+        return out
 
     # ---- cleanup
 
     def cleanup(self) -> None:
         """End every process of the servers' namespaces by PID, then delete the
         namespaces this object created (their interfaces go with them)."""
-        for proc in self.sshd:
+        for proc in self.unshare:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for i in range(len(self.mount_ns)):
-            _end(self.pids(i))
-        for proc in self.sshd:
+        for proc in self.unshare:
             try:
                 proc.wait(STOP_GRACE_S)
             except subprocess.TimeoutExpired:
@@ -215,32 +220,6 @@ class SshServers:
         for name in reversed(self._created):
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
         self._created.clear()
-
-
-def _end(pids: list[int]) -> None:
-    """SIGTERM, a grace period, then SIGKILL for what still runs."""
-    for pid in pids:
-        _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.05)
-    for pid in pids:
-        _signal(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _keygen(path: Path) -> None:
