@@ -10,6 +10,8 @@ STAMP    := $(VENV)/.installed
 APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
+# Machines to run the fabric on (Mininet cluster mode, docs/fabric.md), e.g. "10.0.0.2 10.0.0.3".
+SERVERS  ?=
 
 .PHONY: setup test run bench clean stop inspect demo
 
@@ -35,7 +37,7 @@ test: setup
 # The fabric from a spec (FABRIC=path.yaml), switches of BACKEND (p4sim, or bmv2 when
 # simple_switch_grpc and p4c are installed); the prompt also reads a pipe or file.
 run: setup
-	$(PY) -m testbed.run --fabric $(FABRIC) --backend $(BACKEND)
+	$(PY) -m testbed.run --fabric $(FABRIC) --backend $(BACKEND) --servers "$(SERVERS)"
 
 bench: setup
 	$(PY) -m bench
