@@ -16,8 +16,8 @@ one block and one spine per server. Checked:
 * the servers' clock offsets are measured (the second's within the error bound of
   `MONOTONIC_AHEAD_S`), and every switch and agent reads the fabric's clock shifted by
   its server's offset, with the same dilation;
-* a GRE fabric on a kernel without GRE fails before anything is built, naming
-  ``cluster.link``;
+* a GRE fabric on a kernel without GRE, and a server without sshd, fail before
+  anything is built, naming ``cluster.link`` / ``cluster.servers`` and the server;
 * stopping the fabric leaves nothing running on the servers but their sshd.
 """
 
@@ -217,3 +217,11 @@ def test_gre_without_kernel_support_fails_naming_the_key(servers, tmp_path):
     with pytest.raises(FabricError, match=re.escape(f"cluster.link: gre: {servers.ips[0]} cannot create GRE")):
         ClusterFabric(spec, run_dir=tmp_path / "run").start()
     assert servers.run(0, "ip", "-br", "link") == before
+
+
+def test_unreachable_server_fails_naming_it(servers, tmp_path):
+    spec_path = write_spec(tmp_path / "down.yaml", servers, "ssh")
+    down = f"{servers.prefix}.250"       # on the LAN, no machine there
+    spec_path.write_text(spec_path.read_text().replace(servers.ips[1], down))
+    with pytest.raises(FabricError, match=re.escape(f"cluster.servers: {down}: cannot run this repository's python")):
+        ClusterFabric(load_spec(spec_path), run_dir=tmp_path / "run").start()

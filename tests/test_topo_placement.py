@@ -6,6 +6,8 @@ import pytest
 
 from testbed.run import with_servers
 from topo.addressing import AddressPlan
+from topo.cluster import ClusterFabric, fabric_for, ssh_options
+from topo.net import Fabric, FabricError
 from topo.placement import LOCALHOST, block_server, crossing_links, node_servers, spine_server
 from topo.spec import ClusterSpec, SpecError, parse_spec
 
@@ -78,3 +80,15 @@ def test_make_run_servers_option():
     assert kept.cluster == ClusterSpec(servers=("a", "b"), link="ssh", ssh_config="c")
     with pytest.raises(SpecError, match="cluster.servers: each server once"):
         with_servers(parse_spec(BASE), "a a")
+
+
+def test_a_cluster_spec_needs_the_cluster_fabric(tmp_path):
+    spec = spec_with({"servers": ["a", "b"], "ssh_config": str(tmp_path / "none.conf")})
+    with pytest.raises(FabricError, match="cluster: fabric 'fabric' runs over a, b: bring it up with "
+                                          "topo.cluster.fabric_for"):
+        Fabric(spec)
+    assert isinstance(fabric_for(parse_spec(BASE)), Fabric)
+    with pytest.raises(FabricError, match=f"cluster.ssh_config: no such file: {tmp_path / 'none.conf'}"):
+        ssh_options(spec.cluster)
+    with pytest.raises(FabricError, match="cluster: backend bmv2 cannot run on remote servers"):
+        ClusterFabric(spec, backend="bmv2")

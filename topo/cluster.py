@@ -45,14 +45,15 @@ from emulation.clock import EmulationClock
 from emulation.realtime import realtime_prefix
 from topo.mininet_topo import FabricTopo
 from topo.net import Fabric, FabricError, ProgramStep
-from topo.nodes import RUN_DIR, STOP_TIMEOUT_S, P4SimSwitch
+from topo.nodes import ROOT, RUN_DIR, STOP_TIMEOUT_S, P4SimSwitch
 from topo.placement import LOCALHOST, node_servers, servers_of
 from topo.spec import ClusterSpec, FabricSpec
 
-ROOT = Path(__file__).resolve().parent.parent
 # The spec's ``cluster.link`` -> Mininet's link class for cables between servers.
 LINKS: dict[str, type] = {"gre": RemoteGRELink, "ssh": RemoteSSHLink}
 PROBE_TIMEOUT_S = 30.0
+# Seconds ssh may take to connect before a server counts as unreachable.
+CONNECT_TIMEOUT_S = 10
 # How often (s) a stopping switch is checked for having exited.
 STOP_POLL_S = 0.05
 
@@ -70,7 +71,8 @@ def ssh_options(cluster: ClusterSpec) -> list[str]:
 def ssh_command(server: str, options: Sequence[str], *remote: str) -> list[str]:
     """``ssh`` to ``server`` as root, never asking for a password, running ``remote``
     (words quoted for the server's shell)."""
-    return ["ssh", "-o", "BatchMode=yes", *options, f"root@{server}", *map(shlex.quote, remote)]
+    return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}", *options,
+            f"root@{server}", *map(shlex.quote, remote)]
 
 
 def measure_offset(server: str, options: Sequence[str]) -> clocksync.Offset:
@@ -94,8 +96,9 @@ def measure_offset(server: str, options: Sequence[str]) -> clocksync.Offset:
     except (ValueError, OSError):
         probe.kill()
         _, err = probe.communicate(timeout=PROBE_TIMEOUT_S)
-        raise FabricError(f"cluster.servers: {server}: cannot run {sys.executable} in {ROOT} as root "
-                          f"over ssh ({shlex.join(cmd[:-4])} ...): {err.strip() or 'no answer'}") from None
+        raise FabricError(f"cluster.servers: {server}: cannot run this repository's python "
+                          f"({sys.executable} in {ROOT}) there as root over ssh with sudo: "
+                          f"{err.strip() or 'no answer'}") from None
     finally:
         if probe.poll() is None:
             probe.stdin.close()
@@ -148,7 +151,10 @@ class ClusterHost(SshOptionsMixin, RemoteHost):
     def popen(self, *args: Any, cwd: str | None = None, **kwargs: Any) -> subprocess.Popen:
         if not self.isRemote:
             return super().popen(*args, cwd=cwd, **kwargs)
-        argv = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
+        if len(args) == 1 and isinstance(args[0], str):
+            argv = shlex.split(args[0])
+        else:
+            argv = list(args[0]) if len(args) == 1 else list(args)
         if cwd is not None:
             argv = ["sh", "-c", 'cd "$0" && exec "$@"', cwd, *argv]
         kwargs.setdefault("stdin", subprocess.DEVNULL)
@@ -169,7 +175,8 @@ _END_NAMESPACE_PEERS = ('me=$(readlink /proc/$$/ns/net); for p in /proc/[0-9]*; 
 
 class ClusterP4SimSwitch(SshOptionsMixin, RemoteMixin, P4SimSwitch):
     """A p4sim switch on its server: the process is started from the node's shell there
-    (its PID read back with ``echo $!``), serves P4Runtime on the server's address, and
+    (its PID read back with ``echo $!`` and written to the PID file on the server, for
+    `make stop` there after a crash), serves P4Runtime on the server's address, and
     reads the fabric's clock shifted by its server's offset (``clock_offsets``: server
     -> ns)."""
 
@@ -186,7 +193,8 @@ class ClusterP4SimSwitch(SshOptionsMixin, RemoteMixin, P4SimSwitch):
         argv = shlex.join(realtime_prefix(self.rt_priority) + self.command())
         log, run_dir = shlex.quote(str(self.log_path)), shlex.quote(str(self.run_dir))
         out = self.cmd(f"mkdir -p {run_dir} && cd {shlex.quote(str(ROOT))} && "
-                       f"{{ {argv} >{log} 2>&1 </dev/null & }} && echo $!")
+                       f"{{ {argv} >{log} 2>&1 </dev/null & }} && "
+                       f"echo $! >{shlex.quote(str(self.pid_path))} && echo $!")
         try:
             self.remote_pid = int(out.split()[-1])
         except (IndexError, ValueError):
@@ -196,7 +204,9 @@ class ClusterP4SimSwitch(SshOptionsMixin, RemoteMixin, P4SimSwitch):
         assert self.remote_pid is not None, f"{self.name} was not started"
         out = self.cmd(f"if kill -0 {self.remote_pid} 2>/dev/null; then echo running; "
                        f"else wait {self.remote_pid} 2>/dev/null; echo $?; fi").split()
-        return None if out[-1:] == ["running"] else int(out[-1])
+        if out[-1:] == ["running"]:
+            return None
+        return int(out[-1]) if out and out[-1].isdigit() else -1   # -1: the node's shell is gone
 
     def log_tail(self, lines: int = 15) -> str:
         return self.cmd(f"tail -n {lines} {shlex.quote(str(self.log_path))} 2>&1").strip() or "(no log)"
@@ -211,7 +221,8 @@ class ClusterP4SimSwitch(SshOptionsMixin, RemoteMixin, P4SimSwitch):
             self.signal_stop()
             self.cmd(f"for i in $(seq {int(STOP_TIMEOUT_S / STOP_POLL_S)}); do "
                      f"kill -0 {self.remote_pid} 2>/dev/null || break; sleep {STOP_POLL_S}; done; "
-                     f"kill -KILL {self.remote_pid} 2>/dev/null; wait {self.remote_pid} 2>/dev/null; true")
+                     f"kill -KILL {self.remote_pid} 2>/dev/null; wait {self.remote_pid} 2>/dev/null; "
+                     f"rm -f {shlex.quote(str(self.pid_path))}")
         self.remote_pid = None
         super().stop(deleteIntfs)
 
@@ -226,6 +237,8 @@ class ClusterNet(MininetCluster):
 
 class ClusterFabric(Fabric):
     """A `Fabric` over the machines of ``spec.cluster`` (see the module docstring)."""
+
+    spans_machines = True
 
     def __init__(self, spec: FabricSpec, backend: str = "p4sim", run_dir: Path = RUN_DIR,
                  program: ProgramStep | None = None) -> None:

@@ -81,6 +81,9 @@ class Fabric:
             raise FabricError(f"unknown backend {backend!r}; one of {', '.join(BACKENDS)}")
         if backend == "bmv2" and not (BMv2Switch.available() and shutil.which("p4c")):
             raise FabricError(f"backend bmv2 needs {BMv2Switch.executable} and p4c on PATH")
+        if spec.cluster is not None and not self.spans_machines:
+            raise FabricError(f"cluster: fabric {spec.name!r} runs over {', '.join(spec.cluster.servers)}: "
+                              f"bring it up with topo.cluster.fabric_for (make run)")
         self.spec = spec
         self.plan = AddressPlan(spec)
         self.backend = backend
@@ -91,6 +94,9 @@ class Fabric:
         self.timings: dict[str, float] = {}
         # The fabric's one emulation clock; made at start, when the dilation is known.
         self.clock: EmulationClock | None = None
+
+    # A fabric on this machine only; topo.cluster.ClusterFabric spans several.
+    spans_machines = False
 
     @property
     def pcap_dir(self) -> Path | None:
