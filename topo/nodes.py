@@ -58,6 +58,10 @@ class P4ProcessSwitch(Switch):
     logs, stop) is shared.
     """
 
+    # Where the P4Runtime server listens: this machine's loopback, or in cluster mode
+    # the address of the switch's server (topo.cluster).
+    grpc_host = "127.0.0.1"
+
     def __init__(self, name: str, *, device_id: int, grpc_port: int, grpc_host: str = "127.0.0.1",
                  port_rates: dict[int, float] | None = None, queue_depth: int = 64,
                  priority_queues: int = 8, cpu_port: int | None = 255,
