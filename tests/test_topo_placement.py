@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+import yaml
 
 from testbed.run import with_servers
 from topo.addressing import AddressPlan
@@ -23,6 +26,13 @@ def test_cluster_section_parses():
     assert spec.cluster == ClusterSpec(servers=("10.9.0.2", "gpu-b"), link="ssh", ssh_config="cfg")
     assert spec_with({"servers": ["a"]}).cluster.link == "gre"
     assert parse_spec(BASE).cluster is None
+    assert parse_spec({**BASE, "cluster": None}).cluster is None
+
+
+def test_a_dumped_spec_reads_back():
+    # GOR and the experiments write the running spec as YAML for the agents.
+    for spec in (parse_spec(BASE), spec_with({"servers": ["a", "b"], "link": "ssh"})):
+        assert parse_spec(yaml.safe_load(yaml.safe_dump(dataclasses.asdict(spec)))) == spec
 
 
 @pytest.mark.parametrize("cluster, message", [
@@ -35,7 +45,7 @@ def test_cluster_section_parses():
     ({"servers": ["a", "b", "c", "d", "e"]}, "cluster.servers: whole blocks go to a server, so at most blocks = 4"),
     ({"servers": ["a"], "link": "vxlan"}, "f.yaml: cluster.link: one of gre, ssh, got 'vxlan'"),
     ({"servers": ["a"], "port": 22}, "f.yaml: cluster.port: unknown key"),
-    (["a"], "f.yaml: cluster: expected dict"),
+    (["a"], "f.yaml: cluster: expected dict or NoneType"),
 ])
 def test_cluster_errors_name_the_key(cluster, message):
     with pytest.raises(SpecError, match=message.replace("[", r"\[").replace("]", r"\]")):

@@ -154,7 +154,8 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "links": dict, "queue_depth": int, "ecn": dict,
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
     "pcap": bool, "nvlink": dict, "time_factor": (int, float), "mtu": int,
-    "dilation": (int, float, str), "rt_priority": int, "cluster": dict,
+    "dilation": (int, float, str), "rt_priority": int,
+    "cluster": (dict, type(None)),
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
 _LINK_KEYS = {"host_mbps": (int, float), "uplink_mbps": (int, float)}
@@ -195,7 +196,7 @@ def parse_spec(data: Any, source: str = "fabric.yaml") -> FabricSpec:
            if k not in ("links", "ecn", "nvlink", "dilation", "cluster")}
     if "dilation" in data:
         top["dilation"] = _dilation(data["dilation"], source)
-    if "cluster" in data:
+    if data.get("cluster") is not None:   # `cluster:` left empty (or a dumped spec's null): none
         top["cluster"] = _cluster(data["cluster"], source)
     spec = FabricSpec(links=LinkRates(**{k: float(v) for k, v in links.items()}),
                       ecn=EcnProfile(**{k: (float(v) if k == "pmax" else v) for k, v in ecn.items()}),
