@@ -18,7 +18,8 @@ one block and one spine per server. Checked:
   its server's offset, with the same dilation;
 * a GRE fabric on a kernel without GRE, and a server without sshd, fail before
   anything is built, naming ``cluster.link`` / ``cluster.servers`` and the server;
-* stopping the fabric leaves nothing running on the servers but their sshd.
+* stopping the fabric leaves nothing running on the servers but their sshd, not even
+  a process that outlived the ssh that started it in a remote host.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -190,6 +192,33 @@ def test_cross_machine_cables_are_tunnels_between_the_servers(servers, fabric):
                     tunnels.append((index, next(a.split("@")[1] for a in argv if "@" in a)))
         assert len(tunnels) == len(crossing)
         assert all(servers.ips[index] != peer and peer in servers.ips for index, peer in tunnels)
+
+
+def wait_for(condition, timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_process_started_in_a_remote_host_runs_there(servers, fabric):
+    fab, _ = fabric
+    host = fab.plan.server_at(1, 0).name
+    marker = f"{os.getpid()}.5"       # a unique argument to find it by
+
+    def running() -> list[int]:
+        return [pid for pid, argv in servers.processes(1).items() if argv == ["sleep", marker]]
+
+    proc = fab.host(host).popen(["sleep", marker], cwd="/")
+    try:
+        assert wait_for(running)
+    finally:
+        proc.kill()     # the ssh client here; the sleep on the server outlives it
+        proc.wait()
+    # Still there: the fabric's stop ends it (the fixture checks that nothing is left).
+    assert running()
 
 
 def test_one_clock_across_servers(servers, fabric):
