@@ -6,7 +6,9 @@ PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.installed
 # Debian packages: Mininet needs its own `mnexec` (pip's mininet lacks it), ping for
 # reachability checks, cpp for the P4 preprocessor (as p4c uses it), tcpdump to read pcaps,
-# tshark to decode them as Wireshark does, chromium to render the demo's report in tests.
+# tshark to decode them as Wireshark does, chromium to render the demo's report in tests,
+# sudo and openssh-server for Mininet's cluster mode (its test runs an sshd per pretend server
+# in namespaces; on a systemd machine the package also enables Debian's ssh service).
 APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
