@@ -75,8 +75,7 @@ class SshServers:
         self.count = count
         self.monotonic_offsets_s = tuple(monotonic_offsets_s) + (0,) * (count - len(monotonic_offsets_s))
         self.tag = unique_tag()
-        subnet = int(self.tag, 16) % 256
-        self.prefix = f"198.18.{subnet}"
+        self.prefix = _free_prefix(int(self.tag, 16) % 256)
         self.lan_ns = f"astc{self.tag}lan"
         self.namespaces = [f"astc{self.tag}s{i}" for i in range(count)]
         self.ips = [f"{self.prefix}.{2 + i}" for i in range(count)]
@@ -220,6 +219,17 @@ class SshServers:
         for name in reversed(self._created):
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
         self._created.clear()
+
+
+def _free_prefix(start: int) -> str:
+    """The first 198.18.N (from N = ``start``) with no address of this namespace in it,
+    so that two test runs side by side get LANs of their own."""
+    used = _run("ip", "-4", "-o", "addr", "show")
+    for n in range(256):
+        prefix = f"198.18.{(start + n) % 256}"
+        if f" {prefix}." not in used:
+            return prefix
+    raise RuntimeError("no free 198.18.N.0/24 for the test LAN")
 
 
 def _keygen(path: Path) -> None:

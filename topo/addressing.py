@@ -29,7 +29,7 @@ from typing import Iterator
 
 import networkx as nx
 
-from topo.placement import block_server, grpc_host, spine_server
+from topo.placement import LOOPBACK, block_server, grpc_host, spine_server
 from topo.spec import FabricSpec, validate
 
 # Addresses of the fabric: 10.rail.block.host. Routes on spines are per (rail, block) /24.
@@ -94,7 +94,7 @@ class SwitchInfo:
     block: int | None = None    # leaves only
     rail: int | None = None     # leaves only
     spine: int | None = None    # spines only
-    grpc_host: str = "127.0.0.1"  # where its P4Runtime server listens (`topo.placement.grpc_host`)
+    grpc_host: str = LOOPBACK   # where its P4Runtime server listens (`topo.placement.grpc_host`)
 
     @property
     def device_id(self) -> int:

@@ -25,6 +25,7 @@ from typing import Sequence
 from mininet.node import Switch
 
 from emulation.realtime import realtime_prefix
+from topo.placement import LOOPBACK
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_DIR = ROOT / "build" / "run"
@@ -60,9 +61,9 @@ class P4ProcessSwitch(Switch):
 
     # Where the P4Runtime server listens: this machine's loopback, or in cluster mode
     # the address of the switch's server (topo.cluster).
-    grpc_host = "127.0.0.1"
+    grpc_host = LOOPBACK
 
-    def __init__(self, name: str, *, device_id: int, grpc_port: int, grpc_host: str = "127.0.0.1",
+    def __init__(self, name: str, *, device_id: int, grpc_port: int,
                  port_rates: dict[int, float] | None = None, queue_depth: int = 64,
                  priority_queues: int = 8, cpu_port: int | None = 255,
                  pcap_dir: str | None = None, run_dir: str | Path = RUN_DIR,
@@ -70,7 +71,6 @@ class P4ProcessSwitch(Switch):
         super().__init__(name, **params)
         self.device_id = device_id
         self.grpc_port = grpc_port
-        self.grpc_host = grpc_host
         self.port_rates = dict(port_rates or {})
         self.queue_depth = queue_depth
         self.priority_queues = priority_queues

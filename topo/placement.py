@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 # Mininet's name for the machine that runs Mininet itself.
 LOCALHOST = "localhost"
+# Where a switch on that machine serves P4Runtime.
+LOOPBACK = "127.0.0.1"
 
 
 def servers_of(spec: FabricSpec) -> tuple[str, ...]:
@@ -42,7 +44,7 @@ def spine_server(spec: FabricSpec, spine: int) -> str:
 
 def grpc_host(server: str) -> str:
     """Where the P4Runtime server of a switch on ``server`` listens and is reached."""
-    return "127.0.0.1" if server == LOCALHOST else server
+    return LOOPBACK if server == LOCALHOST else server
 
 
 def node_servers(plan: "AddressPlan") -> dict[str, str]:
