@@ -6,10 +6,14 @@ PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.installed
 # Debian packages: Mininet needs its own `mnexec` (pip's mininet lacks it), ping for
 # reachability checks, cpp for the P4 preprocessor (as p4c uses it), tcpdump to read pcaps,
-# tshark to decode them as Wireshark does, chromium to render the demo's report in tests.
-APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev
+# tshark to decode them as Wireshark does, chromium to render the demo's report in tests,
+# sudo and openssh-server for Mininet's cluster mode (its test runs an sshd per pretend server
+# in namespaces; on a systemd machine the package also enables Debian's ssh service).
+APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
+# Machines to run the fabric on (Mininet cluster mode, docs/fabric.md), e.g. "10.0.0.2 10.0.0.3".
+SERVERS  ?=
 
 .PHONY: setup test run bench clean stop inspect demo fuzz
 
@@ -49,7 +53,7 @@ fuzz: setup
 # The fabric from a spec (FABRIC=path.yaml), switches of BACKEND (p4sim, or bmv2 when
 # simple_switch_grpc and p4c are installed); the prompt also reads a pipe or file.
 run: setup
-	$(PY) -m testbed.run --fabric $(FABRIC) --backend $(BACKEND)
+	$(PY) -m testbed.run --fabric $(FABRIC) --backend $(BACKEND) --servers "$(SERVERS)"
 
 bench: setup
 	$(PY) -m bench

@@ -4,8 +4,8 @@
 share the filesystem), starts ``python -m tccl.agent`` inside every server's Mininet
 host, waits for all of them and returns their results; on a failure or timeout every
 agent still running is terminated by PID. Used by the tests and ``make bench``.
-Every agent gets the same emulation clock (``--clock``), so their times agree with
-each other and with the switches'.
+Every agent gets the same emulation clock (``--clock``, as its machine reads it:
+``fabric.clock_on``), so their times agree with each other and with the switches'.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ class HostsProvider(Protocol):
 
     def host(self, name: str) -> Any: ...
 
+    def clock_on(self, node: str) -> EmulationClock: ...
+
 
 def default_run_dir(fabric: HostsProvider) -> Path:
     """Where agents run unless told otherwise: ``<fabric run dir>/tccl``. GOR finds the
@@ -60,8 +62,9 @@ class LaunchError(RuntimeError):
 def agent_command(fabric: HostsProvider, job_path: Path, server: str, run_dir: Path,
                   clock: EmulationClock | None = None) -> list[str]:
     """The command line of ``server``'s agent: at the agents' real-time priority beside
-    the fabric's switches, on the fabric's clock (or ``clock``)."""
-    clock = clock or fabric.clock or EmulationClock.from_env()
+    the fabric's switches, on the fabric's clock as ``server``'s machine reads it (or
+    ``clock``)."""
+    clock = clock or (fabric.clock_on(server) if fabric.clock else EmulationClock.from_env())
     return realtime_prefix(agent_priority(fabric.spec.rt_priority)) + [
         sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
         "--run-dir", str(run_dir), "--clock", clock.encode()]
@@ -92,7 +95,7 @@ def run_jobs(fabric: HostsProvider, jobs: Mapping[Path, Job], run_dir: Path, tim
     jobs must not share a server: agents, their sockets and results are per server.
     Raises LaunchError naming the agents (and their ranks) that failed or did not
     finish in time; the other agents are then stopped."""
-    clock = clock or fabric.clock or EmulationClock.from_env()
+    timing = clock or fabric.clock or EmulationClock.from_env()
     by_server = {server: path for path, job in jobs.items() for server in sorted({r.server for r in job.ranks})}
     if len(by_server) != sum(len({r.server for r in job.ranks}) for job in jobs.values()):
         raise ValueError("jobs run together must not share a server (agents are per server)")
@@ -107,7 +110,7 @@ def run_jobs(fabric: HostsProvider, jobs: Mapping[Path, Job], run_dir: Path, tim
                                                       cwd=str(ROOT), text=True)
         if on_started is not None:
             on_started({server: proc.pid for server, proc in procs.items()})
-        failed = _wait_all(procs, run_dir, clock.wall_s(timeout))
+        failed = _wait_all(procs, run_dir, timing.wall_s(timeout))
         if failed:
             names = ", ".join(f"{server} (ranks {', '.join(map(str, ranks[server]))}) {why}"
                               for server, why in failed.items())

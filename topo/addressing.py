@@ -12,7 +12,8 @@ programming, GOR and the TCCL agents all ask an `AddressPlan` instead of recompu
 * spines ``{prefix}sp{k}``: switch id ``leaves + 1 + k``; port ``1 + block*rails + rail``
   faces leaf (block, rail);
 * every switch: MAC ``02:ff:00:00:{id>>8}:{id&255}``, P4Runtime device id = switch id,
-  gRPC port ``grpc_port_base + id - 1``, ECMP salt `salt_of(id)`;
+  gRPC port ``grpc_port_base + id - 1`` on 127.0.0.1 (in cluster mode on the address
+  of the switch's machine, `topo.placement`), ECMP salt `salt_of(id)`;
 * the interface of any node's port p is ``<node>-eth{p}`` (`AddressPlan.intf`).
 
 Pure data and pure functions: nothing here starts a process.
@@ -28,6 +29,7 @@ from typing import Iterator
 
 import networkx as nx
 
+from topo.placement import LOOPBACK, block_server, grpc_host, spine_server
 from topo.spec import FabricSpec, validate
 
 # Addresses of the fabric: 10.rail.block.host. Routes on spines are per (rail, block) /24.
@@ -92,6 +94,7 @@ class SwitchInfo:
     block: int | None = None    # leaves only
     rail: int | None = None     # leaves only
     spine: int | None = None    # spines only
+    grpc_host: str = LOOPBACK   # where its P4Runtime server listens (`topo.placement.grpc_host`)
 
     @property
     def device_id(self) -> int:
@@ -99,7 +102,7 @@ class SwitchInfo:
 
     @property
     def grpc_address(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
+        return f"{self.grpc_host}:{self.grpc_port}"
 
 
 @dataclass(frozen=True)
@@ -133,9 +136,12 @@ class AddressPlan:
         self._nics = {nic.ip: nic for server in self.servers for nic in server.nics}
 
     def _switch(self, name: str, role: str, switch_id: int, **where: int) -> SwitchInfo:
+        machine = (block_server(self.spec, where["block"]) if role == "leaf"
+                   else spine_server(self.spec, where["spine"]))
         return SwitchInfo(name=name, role=role, switch_id=switch_id,
                           mac=mac_str(0x02FF00000000 | switch_id), salt=salt_of(switch_id),
-                          grpc_port=self.spec.grpc_port_base + switch_id - 1, **where)
+                          grpc_port=self.spec.grpc_port_base + switch_id - 1,
+                          grpc_host=grpc_host(machine), **where)
 
     def _nic(self, block: int, index: int, rail: int) -> Nic:
         host = index + 1
