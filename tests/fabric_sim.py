@@ -11,11 +11,13 @@ import ipaddress
 from functools import lru_cache
 from pathlib import Path
 
-from controller.routes import SwitchProgram, fabric_programs
+from controller.routes import ECMP_ACTIONS, SwitchProgram, fabric_programs
 from p4sim.compiler import compile_file
 from p4sim.switch.match import Exact, Lpm, Range
 from p4sim.switch.v1model import V1Switch, run_to_completion
 from topo.addressing import AddressPlan
+from topo.pipeline import hash_defines
+from topo.spec import FabricSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4src" / "astral.p4"
@@ -23,8 +25,10 @@ PROGRAM = ROOT / "p4src" / "astral.p4"
 
 @lru_cache(maxsize=None)
 def compiled(algorithm: str) -> dict:
-    """BMv2 JSON of astral.p4 compiled with ECMP_HASH_ALGO=algorithm (cached per run)."""
-    return compile_file(str(PROGRAM), defines={"ECMP_HASH_ALGO": algorithm}).bmv2_json
+    """BMv2 JSON of astral.p4 compiled for a fabric whose ``ecmp_hash`` is ``algorithm``
+    (each tier's HashAlgorithm as `topo.pipeline` picks them; cached per run)."""
+    spec = FabricSpec(blocks=1, servers_per_block=1, rails=1, spines=1, ecmp_hash=algorithm)
+    return compile_file(str(PROGRAM), defines=hash_defines(spec)).bmv2_json
 
 
 def mac_int(mac: str) -> int:
@@ -48,8 +52,10 @@ def install(sw: V1Switch, program: SwitchProgram) -> None:
         net = ipaddress.IPv4Network(route.prefix)
         match = [Lpm(int(net.network_address), net.prefixlen)]
         if route.is_ecmp:
-            sw.table_add("AstralIngress.ipv4_lpm", "AstralIngress.ecmp_select", match,
+            sw.table_add("AstralIngress.ipv4_lpm", f"AstralIngress.{ECMP_ACTIONS[route.tier]}", match,
                          [route.group, route.size])
+        elif route.is_drop:
+            sw.table_add("AstralIngress.ipv4_lpm", "AstralIngress.drop", match, [])
         else:
             sw.table_add("AstralIngress.ipv4_lpm", "AstralIngress.forward", match,
                          [route.port, mac_int(route.mac)])

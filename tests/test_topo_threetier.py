@@ -10,9 +10,16 @@ import random
 import zlib
 from collections import Counter
 
+import finsy as fy
 import pytest
+from scapy.layers.inet import ICMP, IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
 
+from controller.routes import cable, entities, fabric_programs, switch_program
+from fabric_sim import FabricSim
 from topo.addressing import AddressPlan, nic_address, nic_location
+from topo.pipeline import build_pipeline
 from topo.hashmodel import (HASHES, PORT_RANGE, FiveTuple, ecmp_index, hash_input, path_via,
                             predict_path, source_port_for_spine, spine_uplink, tier_algorithm, uplink)
 from topo.spec import FabricSpec, SpecError, parse_spec
@@ -309,3 +316,56 @@ def test_spine_hash_is_no_function_of_the_leaf_hash():
     salted = _linear_rows(lambda d: zlib.crc32(b"\x12\x34\x56\x78" + d[4:]), 17, 32)
     unsalted = _linear_rows(lambda d: zlib.crc32(b"\xab\xcd\xef\x01" + d[4:]), 17, 32)
     assert salted == unsalted
+
+
+# --- the data plane --------------------------------------------------------------------
+
+@pytest.mark.parametrize("algorithm", ["crc32", "crc16"])
+def test_paths_through_the_three_tier_fabric_equal_the_model(algorithm):
+    """300 random 5-tuples between random NICs through sixteen programmed engines: the
+    hop-by-hop path is the predicted one (leaves and spines hashing with their own
+    CRCs, bit for bit), MACs and TTL rewritten at every hop."""
+    plan = AddressPlan(FabricSpec(**THREE, ecmp_hash=algorithm))
+    sim = FabricSim(plan)
+    nics = list(plan.nics())
+    rng = random.Random(13)
+    climbed = set()
+    for _ in range(300):
+        src, dst = rng.sample(nics, 2)
+        flow = FiveTuple(src.ip, dst.ip, 17, rng.randint(*PORT_RANGE), 4791)
+        frame = (Ether(src=src.mac, dst=plan.switch(src.leaf).mac) / IP(src=src.ip, dst=dst.ip, ttl=64)
+                 / UDP(sport=flow.sport, dport=flow.dport) / Raw(b"t" * 16))
+        path, out = sim.send(src.ip, bytes(frame))
+        assert path == predict_path(plan, flow), flow
+        delivered = Ether(out)
+        assert delivered.dst == dst.mac and delivered.src == plan.switch(dst.leaf).mac
+        assert delivered[IP].ttl == 64 - (len(path) - 2)
+        if len(path) == 7:
+            climbed.add((path[2], path[3]))
+    # every (spine, super-spine) pair of pod 0 and pod 1 going up is used
+    assert len(climbed) == 2 * 2 * 2
+
+
+def test_ping_crosses_pods_and_a_lost_leaf_is_dropped_not_bounced():
+    plan = PLAN
+    a, b = plan.server("b0h0").nics[0], plan.server("b3h1").nics[1]
+    frame = bytes(Ether(src=a.mac, dst=plan.switch(a.leaf).mac) / IP(src=a.ip, dst=b.ip) / ICMP(id=1, seq=1))
+    path, out = FabricSim(plan).send(a.ip, frame)
+    assert path[0] == "b0h0" and path[-1] == "b3h1" and len(path) == 7 and path[3].startswith("ss")
+    assert Ether(out)[ICMP].type == 8
+    # The spine of plane 0 in pod 1 lost its cable to b3l1: it drops what comes down for it.
+    spine = plan.spine(1, 0).name
+    program = switch_program(plan, spine, frozenset({cable(spine, "b3l1")}))
+    lost = [r for r in program.routes if r.prefix == plan.rail_block_subnet(1, 3)]
+    assert len(lost) == 1 and lost[0].is_drop
+    assert [r.tier for r in program.routes if r.is_ecmp] == ["spine"]
+
+
+def test_programs_of_every_tier_encode_against_the_p4info(tmp_path):
+    schema = fy.P4Schema(build_pipeline(PLAN.spec, tmp_path).p4info)
+    actions = set()
+    for program in fabric_programs(PLAN).values():
+        for message in (e.encode(schema) for e in entities(program)):
+            if message.HasField("table_entry") and message.table_entry.action.HasField("action"):
+                actions.add(schema.actions[message.table_entry.action.action.action_id].alias)
+    assert {"ecmp_select", "spine_ecmp_select", "forward"} <= actions
