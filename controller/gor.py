@@ -139,8 +139,8 @@ class Gor:
         self._lister = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gor-listing")
         self._listing: Future | None = None
         self._answered: set[str] = set()
-        self.fabric_links = {(a.name, b.name) for a in plan.leaves for b in plan.spines} | \
-            {(b.name, a.name) for a in plan.leaves for b in plan.spines}
+        self.fabric_links = {(c.a, c.b) for c in plan.switch_links} | \
+            {(c.b, c.a) for c in plan.switch_links}
         # Every link's utilisation per telemetry round over the last window (t, util).
         self._utils: dict[LinkId, deque[tuple[float, float]]] = {}
         # Alarmed links for which no plan was found: not re-planned before this time.

@@ -16,8 +16,10 @@ from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
+from controller.paths import candidate_paths, find_port, predict
 from controller.routes import cable, entities, fabric_programs, switch_program
 from fabric_sim import FabricSim
+from tccl.ports import orthogonal_ports
 from topo.addressing import AddressPlan, nic_address, nic_location
 from topo.pipeline import build_pipeline
 from topo.hashmodel import (HASHES, PORT_RANGE, FiveTuple, ecmp_index, hash_input, path_via,
@@ -369,3 +371,38 @@ def test_programs_of_every_tier_encode_against_the_p4info(tmp_path):
             if message.HasField("table_entry") and message.table_entry.action.HasField("action"):
                 actions.add(schema.actions[message.table_entry.action.action.action_id].alias)
     assert {"ecmp_select", "spine_ecmp_select", "forward"} <= actions
+
+
+# --- GOR's path search and TCCL's orthogonal ports across pods ---------------------------
+
+def test_gor_candidates_are_every_spine_and_super_spine_and_ports_land_on_each():
+    plan = PLAN
+    a, b = plan.server("b1h0").nics[0], plan.server("b2h1").nics[0]
+    flow = FiveTuple(a.ip, b.ip, sport=50000)
+    paths = candidate_paths(plan, flow)
+    assert sorted((p[2], p[3]) for p in paths) == [("sp0", "ss0"), ("sp0", "ss1"), ("sp1", "ss2"), ("sp1", "ss3")]
+    assert predict(plan, flow) in paths
+    for path in paths:
+        sport = find_port(plan, flow, path)
+        assert predict(plan, FiveTuple(a.ip, b.ip, sport=sport)) == path
+    # a failed leaf-spine cable leaves the paths through the other plane
+    down = frozenset({cable("b1l0", "sp0")})
+    assert {p[2] for p in candidate_paths(plan, flow, down)} == {"sp1"}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_orthogonal_ports_put_one_flow_on_every_uplink_of_both_tiers(seed):
+    """Pod 0's rail-0 leaves each send two flows to pod 1: every leaf uplink, every
+    spine uplink and every super-spine downlink carries exactly one."""
+    plan = PLAN
+    flows = [(plan.server_at(b, 0).nics[0].ip, plan.server_at(b + 2, 0).nics[0].ip, qp)
+             for b in (0, 1) for qp in (0, 1)]
+    ports = orthogonal_ports(plan, flows, seed)
+    per_link = Counter()
+    for f in flows:
+        path = predict_path(plan, FiveTuple(f[0], f[1], sport=ports[f]))
+        per_link.update(zip(path[1:-2], path[2:-1]))
+    ups = [(leaf.name, plan.spine(0, k).name) for leaf in plan.leaves[:4:2] for k in range(2)]
+    spine_ups = [(plan.spine(0, k).name, plan.super_spine(k, j).name) for k in range(2) for j in range(2)]
+    super_downs = [(plan.super_spine(k, j).name, plan.spine(1, k).name) for k in range(2) for j in range(2)]
+    assert [per_link[link] for link in ups + spine_ups + super_downs] == [1] * 12, per_link

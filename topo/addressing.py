@@ -322,6 +322,12 @@ class AddressPlan:
                                 self.super_port(spine.pod), rates.spine_uplink_mbps))
         return tuple(out)
 
+    @property
+    def switch_links(self) -> tuple[Link, ...]:
+        """The cables between two switches (leaf-spine, spine-super-spine): the fabric
+        links whose load GOR can change by moving flows."""
+        return self.links[self.spec.blocks * self.spec.servers_per_block * self.spec.rails:]
+
     def peer(self, node: str, port: int) -> tuple[str, int]:
         """What is at the other end of ``node``'s port ``port``: (node, port)."""
         for link in self.links:
