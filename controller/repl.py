@@ -219,11 +219,11 @@ class GorCLI(CLI):
     def do_switches(self, _line: str) -> None:
         """List every switch: role, id, MAC, P4Runtime address, ECMP salt, and whether
         GOR's session with it is up."""
-        self.out(f"{'switch':<8} {'role':<6} {'id':>3} {'mac':<18} {'p4runtime':<16} {'salt':<10} session")
+        self.out(f"{'switch':<8} {'role':<10} {'id':>3} {'mac':<18} {'p4runtime':<16} {'salt':<10} session")
         for sw in self.fabric.plan.switches:
             session = self.gor.fleet.switches[sw.name]
             up = ("up" if session.is_primary else "up, BACKUP") if self.gor.fleet.is_up(sw.name) else "down"
-            self.out(f"{sw.name:<8} {sw.role:<6} {sw.switch_id:>3} {sw.mac:<18} {sw.grpc_address:<16} "
+            self.out(f"{sw.name:<8} {sw.role:<10} {sw.switch_id:>3} {sw.mac:<18} {sw.grpc_address:<16} "
                      f"0x{sw.salt:08x} {up} (pushed {self.gor.fleet.pushes[sw.name]}x)")
 
     def do_topology(self, _line: str) -> None:
