@@ -201,14 +201,17 @@ def source_port_for_spine(plan: AddressPlan, flow: FiveTuple, spine: int, start:
     if superspine is not None and not (_crosses_pods(plan, flow) and 0 <= superspine < plan.spec.super_spines):
         raise ValueError(f"{flow.src}->{flow.dst} does not cross pods by super-spine {superspine}")
     want = group.index(spine)
-    leaf = plan.switch(plan.nic(flow.src).leaf)
-    leaf_hash = tier_algorithm(plan.spec, "leaf")
+    src = plan.nic(flow.src)
+    leaf = plan.switch(src.leaf)
+    leaf_hash, spine_hash = tier_algorithm(plan.spec, "leaf"), tier_algorithm(plan.spec, "spine")
+    up = plan.spine(plan.pod_of(src.block), spine)
     for sport in ports_from(start):
         if sport in avoid:
             continue
         candidate = FiveTuple(flow.src, flow.dst, PROTO_UDP, sport, flow.dport)
-        if ecmp_index(leaf_hash, leaf.salt, candidate, len(group)) == want and \
-                (superspine is None or spine_uplink(plan, candidate, spine) == superspine):
+        if ecmp_index(leaf_hash, leaf.salt, candidate, len(group)) == want and (
+                superspine is None or
+                ecmp_index(spine_hash, up.salt, candidate, plan.spec.super_spines) == superspine):
             return sport
     lo, hi = PORT_RANGE
     where = f"spine {spine}" if superspine is None else f"spine {spine}, super-spine {superspine}"
