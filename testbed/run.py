@@ -115,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         first, last = fabric.plan.servers[0], fabric.plan.servers[-1]
         print(f"*** Fabric '{spec.name}' ready in {time.monotonic() - started:.1f} s: "
               f"{len(fabric.plan.servers)} servers x {spec.rails} rails, {spec.leaves} leaves, "
-              f"{spec.spines} spines ({args.backend}, {PROGRAM.name}, ECMP {spec.ecmp_hash}); "
+              f"{spec.spine_switches} spines"
+              + (f" in {spec.pods} pods, {spec.super_spine_switches} super-spines" if spec.tiers == 3 else "")
+              + f" ({args.backend}, {PROGRAM.name}, ECMP {spec.ecmp_hash}); "
               f"GOR polling every {gor.config.interval_s:g} s; emulated time at dilation "
               f"{fabric.clock.dilation:g} (wall s per emulated s, docs/fabric.md).\n"
               f"*** Try: help, links, alarms, flows, job allreduce 1M --wait, sleep 2, p4sh {fabric.plan.leaves[0].name}, watch, nics, pingall, "

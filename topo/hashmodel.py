@@ -1,8 +1,10 @@
-"""The ECMP hash model: which uplink a leaf picks for a flow, computed off-switch.
+"""The ECMP hash model: which uplink a leaf (and, in three tiers, a spine) picks for a
+flow, computed off-switch.
 
-p4src/astral.p4 computes, in ``ecmp_select``::
+p4src/astral.p4 computes, in ``ecmp_select`` (leaves) and ``spine_ecmp_select``
+(spines going up to the super-spines)::
 
-    hash(meta.ecmp_index, HashAlgorithm.<ecmp_hash>, (bit<16>)0,
+    hash(meta.ecmp_index, HashAlgorithm.<the tier's algorithm>, (bit<16>)0,
          { meta.salt, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr, hdr.ipv4.protocol,
            meta.l4_src, meta.l4_dst }, size);
 
@@ -13,9 +15,19 @@ module to predict paths and to choose source ports; tests check it against the e
 
 It owns the steering facts everyone shares: the source-port range (`PORT_RANGE`), the
 path of a flow given its leaf's ECMP group (`uplink`, `predict_path`) and the search
-for a source port that lands on a spine (`source_port_for_spine`). GOR
-(`controller.paths`) and the agents (`tccl.ports`) only add where the group comes
-from: the controller's routes with failed cables, the document GOR publishes.
+for a source port that lands on a spine (`source_port_for_spine`), and which
+algorithm each tier hashes with (`tier_algorithm`). GOR (`controller.paths`) and the
+agents (`tccl.ports`) only add where the group comes from: the controller's routes
+with failed cables, the document GOR publishes.
+
+Why two algorithms: a per-switch salt prefixed to the input does not decorrelate
+tiers. CRC is linear over GF(2), so crc(saltA || x) XOR crc(saltB || x) is one
+constant for every x: a leaf's and its spine's choices would be locked together
+(polarization; with two members each, every flow the leaf sends up spine k would
+leave that spine by the same super-spine). Leaves hash with the spec's ``ecmp_hash``
+and spines with the other CRC: two different polynomials give two different linear
+maps of the 5-tuple, neither a function of the other, so over many flows the choices
+are independent (tests/test_topo_threetier.py: chi-square).
 """
 
 from __future__ import annotations
@@ -25,8 +37,9 @@ import zlib
 from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass
 
-from topo.addressing import AddressPlan
+from topo.addressing import AddressPlan, SwitchInfo
 from topo.headers import PROTO_UDP, ROCE_UDP_PORT, Header
+from topo.spec import HASH_ALGORITHMS, FabricSpec
 
 # Source ports the agents and GOR choose from: IANA's dynamic range (RFC 6335), where a
 # stock RoCE stack draws its random ports too.
@@ -54,6 +67,17 @@ HASHES: dict[str, Callable[[bytes], int]] = {
     "crc32": zlib.crc32,
     "crc16": _crc16_arc,
 }
+
+
+def tier_algorithm(spec: FabricSpec, role: str) -> str:
+    """The HashAlgorithm a switch of ``role`` hashes with: the spec's ``ecmp_hash`` at
+    the leaves, the other CRC at the spines (the module docstring says why)."""
+    if role == "leaf":
+        return spec.ecmp_hash
+    if role == "spine":
+        (other,) = (a for a in HASH_ALGORITHMS if a != spec.ecmp_hash)
+        return other
+    raise ValueError(f"a {role} switch makes no ECMP choice (only leaves and spines do)")
 
 
 @dataclass(frozen=True)
@@ -101,31 +125,60 @@ def _group(plan: AddressPlan, members: Sequence[int] | None) -> Sequence[int]:
     return range(plan.spec.spines) if members is None else members
 
 
+def _choose(plan: AddressPlan, sw: SwitchInfo, flow: FiveTuple, group: Sequence[int]) -> int:
+    """The member of ``group`` switch ``sw`` sends ``flow`` to."""
+    return group[ecmp_index(tier_algorithm(plan.spec, sw.role), sw.salt, flow, len(group))]
+
+
+def _crosses_pods(plan: AddressPlan, flow: FiveTuple) -> bool:
+    return plan.nic(flow.src).leaf != plan.nic(flow.dst).leaf and \
+        plan.pod_of(plan.nic(flow.src).block) != plan.pod_of(plan.nic(flow.dst).block)
+
+
 def uplink(plan: AddressPlan, flow: FiveTuple, members: Sequence[int] | None = None) -> int:
     """The spine number ``flow`` leaves its source leaf by: member ``hash % len(members)``
     of the leaf's ECMP group for the destination, ``members`` being the group's spines
-    in order (default: every spine, the fabric with no failed cable)."""
-    group = _group(plan, members)
-    salt = plan.switch(plan.nic(flow.src).leaf).salt
-    return group[ecmp_index(plan.spec.ecmp_hash, salt, flow, len(group))]
+    in order (default: every spine of the pod, the fabric with no failed cable)."""
+    return _choose(plan, plan.switch(plan.nic(flow.src).leaf), flow, _group(plan, members))
 
 
-def path_via(plan: AddressPlan, flow: FiveTuple, spine: int | None) -> list[str]:
+def spine_uplink(plan: AddressPlan, flow: FiveTuple, spine: int,
+                 members: Sequence[int] | None = None) -> int:
+    """Three tiers: the super-spine number (in plane ``spine``) that spine number
+    ``spine`` of the source pod sends ``flow`` up to, member ``hash % len(members)`` of
+    its ECMP group (default: every super-spine of the plane)."""
+    sw = plan.spine(plan.pod_of(plan.nic(flow.src).block), spine)
+    return _choose(plan, sw, flow, range(plan.spec.super_spines) if members is None else members)
+
+
+def path_via(plan: AddressPlan, flow: FiveTuple, spine: int | None,
+             superspine: int | None = None) -> list[str]:
     """The nodes a packet of ``flow`` visits going up spine number ``spine``: source
-    server, leaf, spine, leaf, server; with ``spine`` None (source and destination on one
-    leaf) the leaf delivers it directly: server, leaf, server."""
+    server, leaf, spine, leaf, server; across pods (three tiers) source server, leaf,
+    spine, super-spine number ``superspine`` of plane ``spine`` (default: the one the
+    spine's hash picks), the destination pod's spine of that plane, leaf, server. With
+    ``spine`` None (source and destination on one leaf) the leaf delivers it directly:
+    server, leaf, server."""
     src, dst = plan.nic(flow.src), plan.nic(flow.dst)
     if spine is None:
         return [src.server, src.leaf, dst.server]
-    return [src.server, src.leaf, plan.spines[spine].name, dst.leaf, dst.server]
+    up = plan.spine(plan.pod_of(src.block), spine).name
+    if not _crosses_pods(plan, flow):
+        return [src.server, src.leaf, up, dst.leaf, dst.server]
+    if superspine is None:
+        superspine = spine_uplink(plan, flow, spine)
+    return [src.server, src.leaf, up, plan.super_spine(spine, superspine).name,
+            plan.spine(plan.pod_of(dst.block), spine).name, dst.leaf, dst.server]
 
 
 def predict_path(plan: AddressPlan, flow: FiveTuple, members: Sequence[int] | None = None) -> list[str]:
-    """The nodes a packet of ``flow`` visits: source server, leaf, [spine, leaf,] server.
+    """The nodes a packet of ``flow`` visits: source server, leaf, [spine, [super-spine,
+    spine,] leaf,] server.
 
     The packet enters the fabric at the leaf of its source NIC; a destination on the
     same leaf is delivered directly, anything else goes up the spine the hash picks
-    among ``members`` (see `uplink`).
+    among ``members`` (see `uplink`), and a destination in another pod on up to the
+    super-spine that spine's hash picks (`spine_uplink`).
     """
     if plan.nic(flow.src).leaf == plan.nic(flow.dst).leaf:
         return path_via(plan, flow, None)
@@ -133,22 +186,33 @@ def predict_path(plan: AddressPlan, flow: FiveTuple, members: Sequence[int] | No
 
 
 def source_port_for_spine(plan: AddressPlan, flow: FiveTuple, spine: int, start: int = PORT_RANGE[0],
-                          avoid: Container[int] = frozenset(), members: Sequence[int] | None = None) -> int:
+                          avoid: Container[int] = frozenset(), members: Sequence[int] | None = None,
+                          superspine: int | None = None) -> int:
     """The first UDP source port from ``start`` (`ports_from`: through `PORT_RANGE`,
     wrapping around) whose flow -- ``flow`` with that source port -- leaves its source
-    leaf by spine number ``spine`` of the ECMP group ``members`` (see `uplink`); ports in
-    ``avoid`` are skipped. What GOR and the agents steer a flow with; raises if the
-    group does not hold the spine or no port of the range lands on it."""
+    leaf by spine number ``spine`` of the ECMP group ``members`` (see `uplink`) and,
+    when ``superspine`` is given (a flow across pods), leaves that spine by super-spine
+    number ``superspine`` (`spine_uplink`); ports in ``avoid`` are skipped. What GOR and
+    the agents steer a flow with; raises if the group does not hold the spine or no
+    port of the range lands on it."""
     group = _group(plan, members)
     if spine not in group:
         raise ValueError(f"spine {spine} is not in the ECMP group {list(group)} of {flow.src}->{flow.dst}")
+    if superspine is not None and not (_crosses_pods(plan, flow) and 0 <= superspine < plan.spec.super_spines):
+        raise ValueError(f"{flow.src}->{flow.dst} does not cross pods by super-spine {superspine}")
     want = group.index(spine)
-    salt = plan.switch(plan.nic(flow.src).leaf).salt
+    src = plan.nic(flow.src)
+    leaf = plan.switch(src.leaf)
+    leaf_hash, spine_hash = tier_algorithm(plan.spec, "leaf"), tier_algorithm(plan.spec, "spine")
+    up = plan.spine(plan.pod_of(src.block), spine)
     for sport in ports_from(start):
         if sport in avoid:
             continue
         candidate = FiveTuple(flow.src, flow.dst, PROTO_UDP, sport, flow.dport)
-        if ecmp_index(plan.spec.ecmp_hash, salt, candidate, len(group)) == want:
+        if ecmp_index(leaf_hash, leaf.salt, candidate, len(group)) == want and (
+                superspine is None or
+                ecmp_index(spine_hash, up.salt, candidate, plan.spec.super_spines) == superspine):
             return sport
     lo, hi = PORT_RANGE
-    raise ValueError(f"no UDP source port in {lo}..{hi} maps {flow.src}->{flow.dst} onto spine {spine}")
+    where = f"spine {spine}" if superspine is None else f"spine {spine}, super-spine {superspine}"
+    raise ValueError(f"no UDP source port in {lo}..{hi} maps {flow.src}->{flow.dst} onto {where}")

@@ -64,7 +64,7 @@ def host_commands(plan: AddressPlan, server: Server) -> list[str]:
             f"ip addr replace {nic.ip}/32 dev {nic.intf}",
             f"ip neigh replace {nic.gateway_ip} lladdr {leaf_mac} dev {nic.intf} nud permanent",
             f"ip route replace {nic.gateway_ip}/32 dev {nic.intf} scope link",
-            f"ip route replace 10.{nic.rail}.0.0/16 via {nic.gateway_ip} dev {nic.intf}",
+            f"ip route replace {plan.rail_subnet(nic.rail)} via {nic.gateway_ip} dev {nic.intf}",
             f"ip route replace {nic.gateway_ip}/32 dev {nic.intf} scope link table {table}",
             f"ip route replace 10.0.0.0/8 via {nic.gateway_ip} dev {nic.intf} table {table}",
             f"ip rule add from {nic.ip} lookup {table} pref {1000 + nic.rail}",

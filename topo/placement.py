@@ -5,7 +5,8 @@ every NIC-leaf cable stays a veth pair inside one machine and only leaf-spine ca
 can cross machines (as in a real AI cluster, where a block is wired inside its rows and
 the spines are reached over the aggregation layer). Blocks are dealt in contiguous,
 evenly sized runs -- `mininet.examples.cluster.SwitchBinPlacer.bin`'s way -- and spine k
-goes to server ``k mod servers``, so every server carries its share of spines.
+goes to server ``k mod servers`` (super-spines continue the count), so every server
+carries its share of spines.
 
 Pure functions of the spec and the plan: nothing here starts a process.
 """
@@ -42,6 +43,19 @@ def spine_server(spec: FabricSpec, spine: int) -> str:
     return servers[spine % len(servers)]
 
 
+def switch_server(spec: FabricSpec, role: str, block: int | None = None, pod: int | None = None,
+                  spine: int | None = None, superspine: int | None = None) -> str:
+    """The machine of a switch (`topo.addressing.SwitchInfo`'s fields): a leaf's block's;
+    spines and then super-spines round robin in one count (spine k of pod p is number
+    ``p*spines + k``; super-spine j of plane k comes after every spine), so that a
+    three-tier fabric spreads both tiers over the servers."""
+    if role == "leaf":
+        return block_server(spec, block)
+    if role == "spine":
+        return spine_server(spec, (pod or 0) * spec.spines + spine)
+    return spine_server(spec, spec.spine_switches + spine * spec.super_spines + superspine)
+
+
 def grpc_host(server: str) -> str:
     """Where the P4Runtime server of a switch on ``server`` listens and is reached."""
     return LOOPBACK if server == LOCALHOST else server
@@ -51,12 +65,12 @@ def node_servers(plan: "AddressPlan") -> dict[str, str]:
     """Node name -> machine, for every server and switch of the plan."""
     spec = plan.spec
     placed = {server.name: block_server(spec, server.block) for server in plan.servers}
-    placed.update({leaf.name: block_server(spec, leaf.block) for leaf in plan.leaves})
-    placed.update({spine.name: spine_server(spec, spine.spine) for spine in plan.spines})
+    placed.update({sw.name: switch_server(spec, sw.role, sw.block, sw.pod, sw.spine, sw.superspine)
+                   for sw in plan.switches})
     return placed
 
 
 def crossing_links(plan: "AddressPlan") -> tuple["Link", ...]:
-    """The cables whose two ends are on different machines (all leaf-spine)."""
+    """The cables whose two ends are on different machines (all above the leaves)."""
     placed = node_servers(plan)
     return tuple(link for link in plan.links if placed[link.a] != placed[link.b])

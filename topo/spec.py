@@ -9,6 +9,15 @@ Validation happens here, before anything starts, and every error names the YAML 
     (8, 5)
 
 Loading ``rails: 0`` raises ``SpecError("fabric.yaml: rails: must be at least 1, got 0")``.
+
+Two tiers (leaves, spines) by default; ``pods`` and ``super_spines`` add the cluster
+tier: the blocks are split evenly into pods, ``spines`` are per pod, and spine k of
+every pod (plane k) links to the ``super_spines`` super-spines of plane k::
+
+    >>> three = parse_spec({"blocks": 4, "servers_per_block": 1, "rails": 2, "spines": 2,
+    ...                     "pods": 2, "super_spines": 2})
+    >>> three.tiers, three.blocks_per_pod, three.switches
+    (3, 2, 16)
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -28,6 +37,13 @@ MAX_PORT = 63
 MAX_SERVERS_PER_BLOCK = 253
 # The rail and the block are the second and third octets of a NIC address.
 MAX_OCTET_INDEX = 255
+# A NIC address is 10.0.0.0/8 + (rail, block, host) packed MSB first: host 8 bits, the
+# block at least 8 (10.rail.block.host, the two-tier layout), more when a fabric has
+# more blocks than an octet holds; the rail takes what is left of the 24 bits.
+HOST_BITS = 8
+FABRIC_BITS = 24
+# Linux limits interface names to this many characters (IFNAMSIZ - 1).
+MAX_IFNAME = 15
 # Marking thresholds are one ecn_threshold entry per queue depth between Kmin and Kmax
 # (the table holds 256; one more entry covers "Kmax and above").
 MAX_ECN_RAMP = 250
@@ -65,6 +81,12 @@ class LinkRates:
 
     host_mbps: float = 10.0
     uplink_mbps: float = 10.0
+    # Spine -> super-spine links (three tiers); 0 = as ``uplink_mbps``.
+    spine_uplink_mbps: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.spine_uplink_mbps:
+            object.__setattr__(self, "spine_uplink_mbps", self.uplink_mbps)
 
 
 @dataclass(frozen=True)
@@ -102,7 +124,10 @@ class ClusterSpec:
 @dataclass(frozen=True)
 class FabricSpec:
     """One fabric: ``blocks`` x ``servers_per_block`` servers with ``rails`` NICs each,
-    one leaf per (block, rail), every leaf linked to every spine."""
+    one leaf per (block, rail), every leaf linked to every spine of its pod. With
+    ``super_spines`` (three tiers) the ``blocks`` are split into ``pods`` of
+    ``blocks_per_pod`` consecutive blocks, each pod has its own ``spines``, and spine k
+    of every pod links to each of the ``super_spines`` super-spines of plane k."""
 
     blocks: int
     servers_per_block: int
@@ -130,6 +155,9 @@ class FabricSpec:
     # Switch and agent processes run SCHED_RR at this priority (0: normal scheduling),
     # so that other work on the machine cannot hold the emulated network off the CPU.
     rt_priority: int = 10
+    # The cluster tier: 1 pod and no super-spines is the two-tier fabric.
+    pods: int = 1
+    super_spines: int = 0
     # More than one machine (Mininet cluster mode); None: everything on this machine.
     cluster: ClusterSpec | None = None
 
@@ -143,8 +171,45 @@ class FabricSpec:
         return self.blocks * self.rails
 
     @property
+    def tiers(self) -> int:
+        """Switch tiers: 2 (leaves, spines) or 3 (and super-spines)."""
+        return 3 if self.super_spines else 2
+
+    @property
+    def blocks_per_pod(self) -> int:
+        return self.blocks // self.pods
+
+    @property
+    def spine_switches(self) -> int:
+        """Spines of the whole fabric (``spines`` per pod)."""
+        return self.pods * self.spines
+
+    @property
+    def super_spine_switches(self) -> int:
+        """Super-spines of the whole fabric (``super_spines`` per spine plane)."""
+        return self.spines * self.super_spines
+
+    @property
     def switches(self) -> int:
-        return self.leaves + self.spines
+        return self.leaves + self.spine_switches + self.super_spine_switches
+
+    @property
+    def block_bits(self) -> int:
+        """Width of the block field of a NIC address (see `HOST_BITS`)."""
+        return max(8, (self.blocks - 1).bit_length())
+
+    @property
+    def leaf_oversubscription(self) -> float:
+        """A leaf's NIC capacity over its uplink capacity (1 = non-blocking)."""
+        return (self.servers_per_block * self.links.host_mbps) / (self.spines * self.links.uplink_mbps)
+
+    @property
+    def spine_oversubscription(self) -> float | None:
+        """A spine's leaf-facing capacity over its super-spine capacity (None: two tiers)."""
+        if not self.super_spines:
+            return None
+        return (self.blocks_per_pod * self.rails * self.links.uplink_mbps) / \
+            (self.super_spines * self.links.spine_uplink_mbps)
 
 
 # Keys of each YAML section -> (dataclass field, expected type). The YAML nests the
@@ -154,18 +219,21 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "links": dict, "queue_depth": int, "ecn": dict,
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
     "pcap": bool, "nvlink": dict, "time_factor": (int, float), "mtu": int,
-    "dilation": (int, float, str), "rt_priority": int,
-    "cluster": (dict, type(None)),
+    "dilation": (int, float, str), "rt_priority": int, "pods": int, "super_spines": int,
+    "oversubscription": dict, "cluster": (dict, type(None)),
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
-_LINK_KEYS = {"host_mbps": (int, float), "uplink_mbps": (int, float)}
+_LINK_KEYS = {"host_mbps": (int, float), "uplink_mbps": (int, float),
+              "spine_uplink_mbps": (int, float)}
+# Oversubscription per tier: given instead of that tier's uplink rate, which it derives.
+_OVERSUB_KEYS = {"leaf": (int, float), "spine": (int, float)}
 _ECN_KEYS = {"kmin": int, "kmax": int, "pmax": (int, float)}
 _NVLINK_KEYS = {"gbps": (int, float), "latency_us": (int, float)}
 _CLUSTER_KEYS = {"servers": list, "link": str, "ssh_config": str}
 
 
-def load_spec(path: str | Path) -> FabricSpec:
-    """Read and validate the YAML spec at ``path``."""
+def load_spec(path: str | Path, emulated: bool = True) -> FabricSpec:
+    """Read and validate the YAML spec at ``path`` (``emulated``: see `validate`)."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -175,10 +243,10 @@ def load_spec(path: str | Path) -> FabricSpec:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise SpecError(f"{source}: not valid YAML: {e}") from e
-    return parse_spec(data, source)
+    return parse_spec(data, source, emulated)
 
 
-def parse_spec(data: Any, source: str = "fabric.yaml") -> FabricSpec:
+def parse_spec(data: Any, source: str = "fabric.yaml", emulated: bool = True) -> FabricSpec:
     """Validate an already-parsed YAML document and build the spec."""
     if not isinstance(data, Mapping):
         raise SpecError(f"{source}: a fabric spec is a mapping of keys, found {type(data).__name__}")
@@ -192,18 +260,49 @@ def parse_spec(data: Any, source: str = "fabric.yaml") -> FabricSpec:
     _check_keys(ecn, _ECN_KEYS, source, "ecn.")
     nvlink = data.get("nvlink", {})
     _check_keys(nvlink, _NVLINK_KEYS, source, "nvlink.")
+    oversub = data.get("oversubscription", {})
+    _check_keys(oversub, _OVERSUB_KEYS, source, "oversubscription.")
     top = {k: (float(v) if k == "time_factor" else v) for k, v in data.items()
-           if k not in ("links", "ecn", "nvlink", "dilation", "cluster")}
+           if k not in ("links", "ecn", "nvlink", "dilation", "oversubscription", "cluster")}
     if "dilation" in data:
         top["dilation"] = _dilation(data["dilation"], source)
     if data.get("cluster") is not None:   # `cluster:` left empty (or a dumped spec's null): none
         top["cluster"] = _cluster(data["cluster"], source)
-    spec = FabricSpec(links=LinkRates(**{k: float(v) for k, v in links.items()}),
+    rates = _link_rates(data, links, oversub, source)
+    spec = FabricSpec(links=rates,
                       ecn=EcnProfile(**{k: (float(v) if k == "pmax" else v) for k, v in ecn.items()}),
                       nvlink=NvlinkLink(**{k: float(v) for k, v in nvlink.items()}),
                       **top)
-    validate(spec, source)
+    validate(spec, source, emulated)
     return spec
+
+
+def _link_rates(data: Mapping[str, Any], links: Mapping[str, Any], oversub: Mapping[str, Any],
+                source: str) -> LinkRates:
+    """The ``links`` section, with a tier's uplink rate derived from its
+    ``oversubscription`` (capacity below / capacity above) where one is given."""
+    rates = {k: float(v) for k, v in links.items()}
+    for tier, key in (("leaf", "uplink_mbps"), ("spine", "spine_uplink_mbps")):
+        if tier not in oversub:
+            continue
+        if key in links:
+            raise SpecError(f"{source}: oversubscription.{tier}: give it or links.{key}, not both")
+        ratio = oversub[tier]
+        if not ratio > 0:
+            raise SpecError(f"{source}: oversubscription.{tier}: must be > 0, got {ratio}")
+        try:
+            if tier == "leaf":
+                below = data["servers_per_block"] * rates.get("host_mbps", LinkRates.host_mbps)
+                uplinks = data["spines"]
+            else:
+                below = (data["blocks"] // data.get("pods", 1)) * data["rails"] * \
+                    rates.get("uplink_mbps", LinkRates.uplink_mbps)
+                uplinks = data.get("super_spines", 0)
+            rates[key] = below / (uplinks * ratio)
+        except (TypeError, ZeroDivisionError):
+            need = "servers_per_block, spines" if tier == "leaf" else "blocks, rails, super_spines >= 1"
+            raise SpecError(f"{source}: oversubscription.{tier}: needs {need}") from None
+    return LinkRates(**rates)
 
 
 def _dilation(value: Any, source: str) -> float:
@@ -248,29 +347,37 @@ def _check_keys(data: Any, known: Mapping[str, type | tuple[type, ...]], source:
             raise SpecError(f"{source}: {where}{key}: expected {names}, got {value!r}")
 
 
-def validate(spec: FabricSpec, source: str = "fabric spec") -> None:
-    """Raise `SpecError` naming the first key whose value cannot be built."""
+def validate(spec: FabricSpec, source: str = "fabric spec", emulated: bool = True) -> None:
+    """Raise `SpecError` naming the first key whose value cannot be built. With
+    ``emulated`` False only what the addressing plan needs is checked, not the limits
+    of the emulated switches (ports, gRPC ports, interface names): a flow-level model
+    of a 100k-GPU fabric describes switches far larger than astral.p4's 64 ports."""
 
     def fail(key: str, message: str) -> None:
         raise SpecError(f"{source}: {key}: {message}")
 
-    for key in ("blocks", "servers_per_block", "rails", "spines", "queue_depth"):
+    for key in ("blocks", "servers_per_block", "rails", "spines", "queue_depth", "pods"):
         value = getattr(spec, key)
         if value < 1:
             fail(key, f"must be at least 1, got {value}")
-    if spec.blocks > MAX_OCTET_INDEX + 1:
-        fail("blocks", f"at most {MAX_OCTET_INDEX + 1} (the block is an address octet), got {spec.blocks}")
+    if spec.super_spines < 0:
+        fail("super_spines", f"must be >= 0 (0 = two tiers), got {spec.super_spines}")
+    if spec.pods > 1 and not spec.super_spines:
+        fail("super_spines", f"{spec.pods} pods are joined by super-spines: need at least 1 per plane")
+    if spec.blocks % spec.pods:
+        fail("pods", f"the {spec.blocks} blocks must split evenly into pods, got {spec.pods} pods")
+    rail_bits = FABRIC_BITS - HOST_BITS - spec.block_bits
+    if spec.block_bits > 8 and spec.rails > 1 << rail_bits:
+        fail("blocks", f"{spec.blocks} blocks take {spec.block_bits} address bits, leaving room "
+             f"for {1 << rail_bits} rails, not {spec.rails}")
     if spec.rails > MAX_OCTET_INDEX + 1:
         fail("rails", f"at most {MAX_OCTET_INDEX + 1} (the rail is an address octet), got {spec.rails}")
     if spec.servers_per_block > MAX_SERVERS_PER_BLOCK:
         fail("servers_per_block", f"more servers than addresses: at most {MAX_SERVERS_PER_BLOCK} "
              f"per block (10.rail.block.1-253), got {spec.servers_per_block}")
-    if spec.servers_per_block + spec.spines > MAX_PORT:
-        fail("spines", f"a leaf needs servers_per_block + spines = "
-             f"{spec.servers_per_block + spec.spines} ports, at most {MAX_PORT}")
-    if spec.leaves > MAX_PORT:
-        fail("blocks", f"a spine needs blocks x rails = {spec.leaves} ports, at most {MAX_PORT}")
-    for key in ("host_mbps", "uplink_mbps"):
+    if emulated:
+        _validate_emulated(spec, fail)
+    for key in ("host_mbps", "uplink_mbps", "spine_uplink_mbps"):
         if not getattr(spec.links, key) > 0:
             fail(f"links.{key}", f"must be > 0 Mbit/s, got {getattr(spec.links, key)}")
     if spec.nvlink.gbps < 0:
@@ -302,9 +409,6 @@ def validate(spec: FabricSpec, source: str = "fabric spec") -> None:
         fail("ecmp_hash", f"one of {', '.join(HASH_ALGORITHMS)}, got {spec.ecmp_hash!r}")
     if spec.sample_rate < 0:
         fail("sample_rate", f"1-in-N sampling needs N >= 0 (0 = off), got {spec.sample_rate}")
-    if not 1024 <= spec.grpc_port_base <= 65535 - spec.switches:
-        fail("grpc_port_base", f"ports {spec.grpc_port_base}..{spec.grpc_port_base + spec.switches - 1} "
-             f"must lie in 1024..65535")
     if len(spec.node_prefix) > MAX_PREFIX or not (spec.node_prefix == "" or spec.node_prefix.isalnum()):
         fail("node_prefix", f"at most {MAX_PREFIX} letters/digits (interface names are short), "
              f"got {spec.node_prefix!r}")
@@ -321,6 +425,31 @@ def _validate_cluster(spec: FabricSpec, fail: Any) -> None:
              f"servers, got {len(servers)}")
     if spec.cluster.link not in CLUSTER_LINKS:
         fail("cluster.link", f"one of {', '.join(CLUSTER_LINKS)}, got {spec.cluster.link!r}")
+
+
+def _validate_emulated(spec: FabricSpec, fail: Callable[[str, str], None]) -> None:
+    """What only a fabric that runs needs: switch ports below the program's NUM_PORTS,
+    a gRPC port per switch, interface names Linux accepts."""
+    if spec.servers_per_block + spec.spines > MAX_PORT:
+        fail("spines", f"a leaf needs servers_per_block + spines = "
+             f"{spec.servers_per_block + spec.spines} ports, at most {MAX_PORT}")
+    if spec.tiers == 2 and spec.leaves > MAX_PORT:
+        fail("blocks", f"a spine needs blocks x rails = {spec.leaves} ports, at most {MAX_PORT}")
+    if spec.tiers == 3:
+        down = spec.blocks_per_pod * spec.rails
+        if down + spec.super_spines > MAX_PORT:
+            fail("super_spines", f"a spine needs blocks per pod x rails + super_spines = "
+                 f"{down + spec.super_spines} ports, at most {MAX_PORT}")
+        if spec.pods > MAX_PORT:
+            fail("pods", f"a super-spine needs one port per pod, at most {MAX_PORT}, got {spec.pods}")
+        # The longest switch interface: <prefix>ss<n>-eth<port> (topo.addressing names).
+        longest = len(spec.node_prefix) + len(f"ss{spec.super_spine_switches - 1}-eth{MAX_PORT}")
+        if longest > MAX_IFNAME:
+            fail("super_spines", f"{spec.super_spine_switches} super-spines make interface names of "
+                 f"{longest} characters, Linux allows {MAX_IFNAME}")
+    if not 1024 <= spec.grpc_port_base <= 65535 - spec.switches:
+        fail("grpc_port_base", f"ports {spec.grpc_port_base}..{spec.grpc_port_base + spec.switches - 1} "
+             f"must lie in 1024..65535")
 
 
 def replace(spec: FabricSpec, **changes: Any) -> FabricSpec:
