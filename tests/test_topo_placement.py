@@ -72,6 +72,21 @@ def test_whole_blocks_per_server_and_spines_round_robin():
     assert len(crossing) == plan.spec.leaves * 2
 
 
+def test_three_tiers_spread_spines_and_super_spines_over_the_servers():
+    spec = spec_with({"servers": ["s0", "s1"]}, pods=2, super_spines=2, spines=2)
+    plan = AddressPlan(spec)
+    placed = node_servers(plan)
+    assert set(placed) == {s.name for s in plan.servers} | {sw.name for sw in plan.switches}
+    upper = [*plan.spines, *plan.super_spines]
+    # One count over both tiers: each server gets half of them, the super-spines too.
+    assert [placed[sw.name] for sw in upper] == ["s0", "s1"] * (len(upper) // 2)
+    assert {placed[ss.name] for ss in plan.super_spines} == {"s0", "s1"}
+    leaves = {leaf.name for leaf in plan.leaves}
+    # Blocks stay whole: no cable from a NIC crosses, and every crossing cable is above a leaf.
+    assert all(link.a not in {s.name for s in plan.servers} for link in crossing_links(plan))
+    assert all(link.b not in leaves for link in crossing_links(plan))
+
+
 def test_switches_serve_p4runtime_on_their_machine():
     plan = AddressPlan(spec_with({"servers": ["10.9.0.2", LOCALHOST]}, grpc_port_base=40000))
     leaf = plan.leaf(0, 0)

@@ -178,7 +178,8 @@ class AddressPlan:
         self._switches = {sw.name: sw for sw in self.switches}
 
     def _switch(self, name: str, role: str, switch_id: int, **where: int) -> SwitchInfo:
-        machine = switch_server(self.spec, role, **where)
+        machine = switch_server(self.spec, role, where.get("block"), where.get("pod"),
+                                where.get("spine"), where.get("superspine"))
         return SwitchInfo(name=name, role=role, switch_id=switch_id,
                           mac=mac_str(0x02FF00000000 | switch_id), salt=salt_of(switch_id),
                           grpc_port=self.spec.grpc_port_base + switch_id - 1,
