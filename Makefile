@@ -6,12 +6,16 @@ PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.installed
 # Debian packages: Mininet needs its own `mnexec` (pip's mininet lacks it), ping for
 # reachability checks, cpp for the P4 preprocessor (as p4c uses it), tcpdump to read pcaps,
-# tshark to decode them as Wireshark does, chromium to render the demo's report in tests.
-APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev
+# tshark to decode them as Wireshark does, chromium to render the demo's report in tests,
+# sudo and openssh-server for Mininet's cluster mode (its test runs an sshd per pretend server
+# in namespaces; on a systemd machine the package also enables Debian's ssh service).
+APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
+# Machines to run the fabric on (Mininet cluster mode, docs/fabric.md), e.g. "10.0.0.2 10.0.0.3".
+SERVERS  ?=
 
-.PHONY: setup test run bench clean stop inspect demo
+.PHONY: setup test run bench clean stop inspect demo fuzz
 
 setup: $(STAMP)
 
@@ -32,10 +36,24 @@ $(STAMP): pyproject.toml Makefile
 test: setup
 	$(PY) -m pytest -q tests
 
+# The fuzz and fault campaigns of `make test`, long (docs/robustness.md): hostile P4Runtime
+# requests (FUZZ_EXAMPLES hypothesis examples, ~5.5 requests each), FUZZ_FRAMES random and
+# mutated frames into a running switch, malformed control messages, faults injected into a
+# fabric with GOR (a cable flapping for FUZZ_FLAP_S); ends with the figures (crashes, hangs,
+# internal errors, corrupted state...).
+FUZZ_EXAMPLES ?= 2000
+FUZZ_FRAMES   ?= 100000
+FUZZ_FLAP_S   ?= 10
+FUZZ_TESTS    := tests/test_runtime_fuzz.py tests/test_switch_fuzz_frames.py tests/test_control_fuzz.py \
+                 tests/test_faults_fabric.py
+fuzz: setup
+	P4SIM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) P4SIM_FUZZ_FRAMES=$(FUZZ_FRAMES) P4SIM_FUZZ_FLAP_S=$(FUZZ_FLAP_S) \
+	  $(PY) -m pytest -q $(FUZZ_TESTS)
+
 # The fabric from a spec (FABRIC=path.yaml), switches of BACKEND (p4sim, or bmv2 when
 # simple_switch_grpc and p4c are installed); the prompt also reads a pipe or file.
 run: setup
-	$(PY) -m testbed.run --fabric $(FABRIC) --backend $(BACKEND)
+	$(PY) -m testbed.run --fabric $(FABRIC) --backend $(BACKEND) --servers "$(SERVERS)"
 
 bench: setup
 	$(PY) -m bench

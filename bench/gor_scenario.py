@@ -55,25 +55,32 @@ def endpoints(plan: AddressPlan) -> tuple[Nic, Nic, Nic, Nic]:
 
 
 def two_flow_job(plan: AddressPlan, spines: tuple[int, int], iters: int, sender_mbps: float,
-                 name: str) -> tuple[Job, list[int]]:
-    """A sendrecv job of two concurrent flows (b0h0 -> b1h0, b0h1 -> b1h1) whose source
-    ports hash onto spine numbers ``spines``; returns the job and the two ports."""
-    members = endpoints(plan)
+                 name: str, ends: tuple[Nic, Nic, Nic, Nic] | None = None,
+                 superspines: tuple[int, int] | None = None) -> tuple[Job, list[int]]:
+    """A sendrecv job of two concurrent flows (b0h0 -> b1h0, b0h1 -> b1h1, or
+    ``ends[0]`` -> ``ends[2]`` and ``ends[1]`` -> ``ends[3]``) whose source ports hash
+    onto spine numbers ``spines`` of their leaves (and, for flows across pods, onto
+    super-spine numbers ``superspines`` of those spines); returns the job and the two
+    ports."""
+    members = endpoints(plan) if ends is None else ends
     ranks = tuple(RankInfo(i, n.server, n.block, n.rail, n.intf, n.ip, n.mac, plan.switch(n.leaf).mac)
                   for i, n in enumerate(members))
     pairs = ((0, 2), (1, 3))
-    want = [plan.spines[k].name for k in spines]
+    hops = 1 if superspines is None else 2
+    want = [[plan.spine(plan.pod_of(members[s].block), k).name]
+            + ([] if superspines is None else [plan.super_spine(k, j).name])
+            for (s, _), k, j in zip(pairs, spines, superspines or (None, None))]
     for seed in range(1, MAX_SEEDS):
         job = Job(ranks, Transport(line_mbps=sender_mbps, seed=seed),
                   Workload(op="sendrecv", sizes=(MESSAGE_BYTES,), iters=iters, warmup=0, pairs=pairs),
                   name=name)
         port, _ = port_function(job, C.ring_order(job.ranks, job.workload.order))
         ports = [port(s, r) for s, r in pairs]
-        got = [(predict(plan, FiveTuple(members[s].ip, members[r].ip, sport=p)) or [""] * 3)[2]
+        got = [(predict(plan, FiveTuple(members[s].ip, members[r].ip, sport=p)) or [""] * 4)[2:2 + hops]
                for (s, r), p in zip(pairs, ports)]
         if got == want:
             return job, ports
-    raise ScenarioError(f"no seed below {MAX_SEEDS} puts the two flows on spines {want}")
+    raise ScenarioError(f"no seed below {MAX_SEEDS} puts the two flows on {want}")
 
 
 def tenant_jobs(plan: AddressPlan, spec_file: str | Path, iters: int, sender_mbps: float,

@@ -1,4 +1,5 @@
-"""Which leaf-spine cables are down, from the operational state of their two interfaces.
+"""Which leaf-spine cables are down, from the operational state of their two interfaces
+(spine-super-spine cables are not watched: routes do not yet go around them).
 
 The switches run in the root namespace, so each of their ports is an interface there,
 named by the addressing plan (`AddressPlan.intf`); a cable is up when both ends are.
@@ -45,9 +46,9 @@ class CableWatch:
 
     def __init__(self, plan: AddressPlan, state: Callable[[str], bool | None] = oper_up) -> None:
         self.state = state
-        self.cables = [(leaf.name, spine.name, plan.intf(leaf.name, plan.uplink_port(k)),
-                        plan.intf(spine.name, plan.spine_port(leaf.block, leaf.rail)))
-                       for leaf in plan.leaves for k, spine in enumerate(plan.spines)]
+        self.cables = [(leaf.name, plan.spine(leaf.pod, k).name, plan.intf(leaf.name, plan.uplink_port(k)),
+                        plan.intf(plan.spine(leaf.pod, k).name, plan.spine_port(leaf.block, leaf.rail)))
+                       for leaf in plan.leaves for k in range(plan.spec.spines)]
 
     def changes(self, down: Down) -> list[CableChange]:
         """The cables that went down or came back, compared with ``down``."""

@@ -41,13 +41,16 @@ class Sample:
 
 
 def parse_sample(time: float, switch: str, metadata: dict, payload: bytes) -> Sample | None:
-    """Decode a PacketIn of the sampling clone; None if it is not an IPv4/UDP packet."""
+    """Decode a PacketIn of the sampling clone; None if it is not a well-formed IPv4/UDP
+    packet (whatever a switch sends, GOR's input)."""
     if len(payload) < _MIN_LEN or _ETHERTYPE.unpack_from(payload)[0] != ETHERTYPE_IPV4:
         return None
     ip = payload[ETH_LEN:]
     ihl = (ip[0] & _IHL_MASK) * 4
     total, proto, src_raw, dst_raw = _IP_FIELDS.unpack_from(ip)
-    if proto != PROTO_UDP or len(ip) < ihl + _PORTS.size:
+    # A header shorter than IPv4's minimum (a corrupted IHL) would read the ports from
+    # inside the IP header and invent a flow.
+    if proto != PROTO_UDP or ihl < IPV4.length or len(ip) < ihl + _PORTS.size:
         return None
     src = ".".join(map(str, src_raw))
     dst = ".".join(map(str, dst_raw))

@@ -139,8 +139,8 @@ class Gor:
         self._lister = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gor-listing")
         self._listing: Future | None = None
         self._answered: set[str] = set()
-        self.fabric_links = {(a.name, b.name) for a in plan.leaves for b in plan.spines} | \
-            {(b.name, a.name) for a in plan.leaves for b in plan.spines}
+        self.fabric_links = {(c.a, c.b) for c in plan.switch_links} | \
+            {(c.b, c.a) for c in plan.switch_links}
         # Every link's utilisation per telemetry round over the last window (t, util).
         self._utils: dict[LinkId, deque[tuple[float, float]]] = {}
         # Alarmed links for which no plan was found: not re-planned before this time.
@@ -438,10 +438,11 @@ class Gor:
             if not current:
                 continue
             # The alarm triggers the loop; the placement covers every flow that crosses
-            # a spine, and First Fit moves only those on links over their bar: a
-            # collision whose alarm is a tick away is undone in the same loop.
+            # a spine (a path of 5 nodes; 7 across pods), and First Fit moves only
+            # those on links over their bar: a collision whose alarm is a tick away is
+            # undone in the same loop.
             report = any(link in acted_on for link in links_of(list(current)))
-            may_move = len(current) == 5 and target is None and self._movable(flow, now, loop, report)
+            may_move = len(current) >= 5 and target is None and self._movable(flow, now, loop, report)
             movable += may_move
             candidates = tuple(tuple(p) for p in candidate_paths(self.plan, flow.five_tuple, self.routes.down)) \
                 if may_move else ()

@@ -8,8 +8,10 @@ agents do not: which ECMP group (`controller.routes.ecmp_members`) a leaf uses f
 destination while cables are down. With no failures `predict` equals
 `topo.hashmodel.predict_path`.
 
-A path is the list of nodes a packet visits (server, leaf, [spine, leaf,] server);
-its directed links are consecutive pairs.
+A path is the list of nodes a packet visits (server, leaf, [spine, [super-spine,
+spine,] leaf,] server); its directed links are consecutive pairs. Across pods a path
+is chosen at two hops -- the leaf's spine (plane) and that spine's super-spine -- and
+the port search lands a flow on both at once.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ def predict(plan: AddressPlan, flow: FiveTuple, down: Down = NO_FAILURES) -> lis
 def candidate_paths(plan: AddressPlan, flow: FiveTuple, down: Down = NO_FAILURES) -> list[list[str]]:
     """Every path ECMP can give ``flow`` now: the shortest paths on the topology graph
     between its NICs' servers that enter at its source leaf and leave at its
-    destination leaf over cables that are up (one per usable spine in a two-tier fabric)."""
+    destination leaf over cables that are up, going up a spine of the leaf's ECMP group
+    (one per usable spine in a two-tier fabric; per usable spine and super-spine of its
+    plane across pods)."""
     src, dst = plan.nic(flow.src), plan.nic(flow.dst)
     if src.leaf == dst.leaf:
         return [[src.server, src.leaf, dst.server]]
@@ -58,9 +62,9 @@ def candidate_paths(plan: AddressPlan, flow: FiveTuple, down: Down = NO_FAILURES
         middles = list(nx.all_shortest_paths(g, src.leaf, dst.leaf))
     except nx.NetworkXNoPath:
         return []
-    usable = {plan.spines[k].name for k in ecmp_members(plan, src.leaf, dst.leaf, down)}
-    return [[src.server, *m, dst.server] for m in sorted(middles)
-            if all(n in usable for n in m[1:-1])]
+    pod = plan.switch(src.leaf).pod
+    usable = {plan.spine(pod, k).name for k in ecmp_members(plan, src.leaf, dst.leaf, down)}
+    return [[src.server, *m, dst.server] for m in sorted(middles) if m[1] in usable]
 
 
 def find_port(plan: AddressPlan, flow: FiveTuple, path: list[str], down: Down = NO_FAILURES,
@@ -83,8 +87,11 @@ def find_port(plan: AddressPlan, flow: FiveTuple, path: list[str], down: Down = 
                     return sport
     else:
         members = ecmp_members(plan, src, dst, down)
+        crossing = plan.pod_of(plan.nic(flow.src).block) != plan.pod_of(plan.nic(flow.dst).block)
+        supers = range(plan.spec.super_spines) if crossing else (None,)
         for spine in members:
-            if path == path_via(plan, flow, spine):
-                return source_port_for_spine(plan, flow, spine, start, skip, members)
+            for superspine in supers:
+                if path == path_via(plan, flow, spine, superspine):
+                    return source_port_for_spine(plan, flow, spine, start, skip, members, superspine)
     raise ValueError(f"no UDP source port in {lo}..{hi} puts {flow.src}->{flow.dst} "
                      f"onto {'-'.join(path)}")

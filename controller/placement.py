@@ -23,7 +23,7 @@ are placed together, largest first:
 Nothing moves unless the result is better than leaving every flow where it is: its
 projected link utilisations, highest first, must be lower at the first place they
 differ (so a peak the movers can lower counts, although a higher one elsewhere stays). Only the links in ``capacity`` are judged (GOR
-passes the leaf-spine links that are up): a flow's own NIC links carry it on every
+passes the switch-to-switch links that are up): a flow's own NIC links carry it on every
 path, so they cannot decide between paths.
 """
 

@@ -6,7 +6,8 @@ source ports, including what only the controller knows -- the cables that are do
 and the ECMP groups the leaves use because of them:
 
 * ``fabric``: the spec (sizes, rates, ECN profile, hash algorithm, sampling);
-* ``hash``: algorithm, the field list in order with widths, and every leaf's salt;
+* ``hash``: algorithm (the leaves'; ``algorithms``: per tier that chooses), the field
+  list in order with widths, and every switch's salt;
 * ``switches``, ``nics``, ``links``: the addressing plan;
 * ``down``: failed cables; ``groups``: per source leaf, per destination leaf, the
   spine numbers of the ECMP group (member = hash % len(group));
@@ -27,7 +28,7 @@ import yaml
 
 from controller.routes import Down, ecmp_members
 from topo.addressing import AddressPlan
-from topo.hashmodel import HASH_FIELDS
+from topo.hashmodel import HASH_FIELDS, tier_algorithm
 from topo.spec import FabricSpec
 
 FILENAME = "gor-topology.json"
@@ -39,7 +40,9 @@ def topology_document(plan: AddressPlan, down: Down, version: int) -> dict[str, 
     return {
         "version": version,
         "fabric": dataclasses.asdict(plan.spec),
-        "hash": {"algorithm": plan.spec.ecmp_hash, "fields": [list(f) for f in HASH_FIELDS],
+        "hash": {"algorithm": plan.spec.ecmp_hash,
+                 "algorithms": {role: tier_algorithm(plan.spec, role) for role in ("leaf", "spine")},
+                 "fields": [list(f) for f in HASH_FIELDS],
                  "salts": {sw.name: sw.salt for sw in plan.switches}},
         "switches": [{"name": sw.name, "role": sw.role, "id": sw.switch_id, "mac": sw.mac}
                      for sw in plan.switches],

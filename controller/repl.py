@@ -219,28 +219,35 @@ class GorCLI(CLI):
     def do_switches(self, _line: str) -> None:
         """List every switch: role, id, MAC, P4Runtime address, ECMP salt, and whether
         GOR's session with it is up."""
-        self.out(f"{'switch':<8} {'role':<6} {'id':>3} {'mac':<18} {'p4runtime':<16} {'salt':<10} session")
+        self.out(f"{'switch':<8} {'role':<10} {'id':>3} {'mac':<18} {'p4runtime':<16} {'salt':<10} session")
         for sw in self.fabric.plan.switches:
             session = self.gor.fleet.switches[sw.name]
             up = ("up" if session.is_primary else "up, BACKUP") if self.gor.fleet.is_up(sw.name) else "down"
-            self.out(f"{sw.name:<8} {sw.role:<6} {sw.switch_id:>3} {sw.mac:<18} {sw.grpc_address:<16} "
+            self.out(f"{sw.name:<8} {sw.role:<10} {sw.switch_id:>3} {sw.mac:<18} {sw.grpc_address:<16} "
                      f"0x{sw.salt:08x} {up} (pushed {self.gor.fleet.pushes[sw.name]}x)")
 
     def do_topology(self, _line: str) -> None:
-        """Show the fabric: sizes, rates, every leaf's spines (x = cable down), and
-        where the published topology file is."""
+        """Show the fabric: sizes, rates, every leaf's spines (x = cable down), every
+        spine's super-spines (three tiers), and where the published topology file is."""
         plan = self.fabric.plan
         s = plan.spec
+        tier3 = (f" in {s.pods} pods, {len(plan.super_spines)} super-spines (spine uplink "
+                 f"{s.links.spine_uplink_mbps:g} Mbit/s)") if s.tiers == 3 else ""
         self.out(f"fabric {s.name!r}: {s.blocks} blocks x {s.servers_per_block} servers x {s.rails} rails, "
-                 f"{len(plan.leaves)} leaves, {len(plan.spines)} spines; NIC {s.links.host_mbps:g} Mbit/s, "
+                 f"{len(plan.leaves)} leaves, {len(plan.spines)} spines{tier3}; NIC {s.links.host_mbps:g} Mbit/s, "
                  f"uplink {s.links.uplink_mbps:g} Mbit/s; ECMP {s.ecmp_hash}, sampling 1/{s.sample_rate}")
         for leaf in plan.leaves:
             spines = []
-            for k, spine in enumerate(plan.spines):
+            for k in range(s.spines):
+                spine = plan.spine(leaf.pod, k)
                 mark = "x" if frozenset((leaf.name, spine.name)) in self.gor.down else "-"
                 spines.append(f"{mark}{spine.name}(port {plan.uplink_port(k)})")
             servers = sorted({n.server for n in plan.nics() if n.leaf == leaf.name})
             self.out(f"  {leaf.name:<8} servers {','.join(servers):<20} uplinks {' '.join(spines)}")
+        for spine in plan.spines if s.tiers == 3 else ():
+            ups = " ".join(f"-{plan.super_spine(spine.spine, j).name}(port {plan.spine_uplink_port(j)})"
+                           for j in range(s.super_spines))
+            self.out(f"  {spine.name:<8} pod {spine.pod} plane {spine.spine:<10} uplinks {ups}")
         self.out(f"published: {self.gor.agent_dir / 'gor-topology.json'} (version {self.gor.routes.version})")
 
     # --- views -----------------------------------------------------------------------
@@ -291,7 +298,7 @@ class GorCLI(CLI):
             return
         self.out(f"{'id':>3} {'flow':<32} {'agent':<10} {'Mbit/s':>7} {'via':<8} {'state':<8} pin")
         for f, path in rows:
-            via = path[2] if path and len(path) == 5 else "-"
+            via = "/".join(path[2:len(path) // 2 + 1]) if path and len(path) >= 5 else "-"
             self.out(f"{f.id:>3} {f.label:<32} {f.server or '(sampled)':<10} {f.rate_bps / 1e6:>7.2f} "
                      f"{via:<8} {f.state or '-':<8} {'yes' if f.pinned else ''}")
 

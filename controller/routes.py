@@ -10,14 +10,20 @@ Two halves, so that GOR can reuse either:
   program; `program_switch` does one switch on an already-open finsy connection.
 
 Roles: a leaf routes its own NICs (/32) to their ports and everything else in
-10.0.0.0/8 to ECMP group 1 (one member per spine); a spine routes each (rail, block)
-/24 to that leaf. Every hop rewrites the MACs to (own MAC -> next hop's MAC).
+10.0.0.0/8 to ECMP group 1 (one member per spine of its pod); a spine routes each
+(rail, block) /24 of its pod to that leaf and, in a three-tier fabric, everything else
+to ECMP group 1 (one member per super-spine of its plane, hashed with the spines' own
+algorithm: `spine_ecmp_select`); a super-spine routes each pod's (rail) prefixes to
+the spine of its plane in that pod. Every hop rewrites the MACs to (own MAC -> next
+hop's MAC).
 
 Failed cables (``down``: leaf-spine cables as pairs of node names) are routed around:
 a leaf's group 1 holds only the spines it still reaches; where a destination leaf is
 reachable through fewer spines than that, the leaf gets a /24 route per destination
 (rail, block) subnet to a group of just the spines that reach both (ids from 2 up), or
-a drop route if none does; a spine stops routing to a leaf it lost. `ecmp_members`
+a drop route if none does; a spine stops routing to a leaf it lost (three tiers: drops
+traffic for it, which would otherwise take the default route back up).
+Spine-super-spine cables are not watched for failures. `ecmp_members`
 says which spines a flow hashes over, so the controller predicts paths with failures.
 `program_updates` turns an old and a new program into the P4Runtime writes between them.
 """
@@ -40,6 +46,8 @@ from topo.spec import EcnProfile
 MAX_QDEPTH = (1 << 19) - 1
 # The marking threshold is compared with random(0..65534): 65535 marks every packet.
 ALWAYS_MARK = 65535
+# astral.p4's ECMP action per tier that chooses (each hashes with its tier's algorithm).
+ECMP_ACTIONS = {"leaf": "ecmp_select", "spine": "spine_ecmp_select"}
 
 
 # Cables that are down, each the frozenset of its two node names.
@@ -49,14 +57,16 @@ NO_FAILURES: Down = frozenset()
 
 @dataclass(frozen=True)
 class Route:
-    """An ipv4_lpm entry: ``prefix`` -> forward(port, mac), ecmp_select(group, size),
-    or drop() when neither is given (a destination that no usable path reaches)."""
+    """An ipv4_lpm entry: ``prefix`` -> forward(port, mac), the ECMP action of tier
+    ``tier`` (`ECMP_ACTIONS`) with (group, size), or drop() when neither is given (a
+    destination that no usable path reaches)."""
 
     prefix: str
     port: int | None = None
     mac: str | None = None
     group: int | None = None
     size: int | None = None
+    tier: str = "leaf"
 
     @property
     def is_ecmp(self) -> bool:
@@ -127,14 +137,17 @@ def cable(a: str, b: str) -> frozenset[str]:
 
 
 def reachable_spines(plan: AddressPlan, leaf: str, down: Down = NO_FAILURES) -> tuple[int, ...]:
-    """Spine numbers whose cable to ``leaf`` is up, in order."""
-    return tuple(k for k, spine in enumerate(plan.spines) if cable(leaf, spine.name) not in down)
+    """Numbers of the spines of ``leaf``'s pod whose cable to it is up, in order."""
+    pod = plan.switch(leaf).pod
+    return tuple(k for k in range(plan.spec.spines) if cable(leaf, plan.spine(pod, k).name) not in down)
 
 
 def ecmp_members(plan: AddressPlan, src_leaf: str, dst_leaf: str,
                  down: Down = NO_FAILURES) -> tuple[int, ...]:
     """The spines (in group order) that ``src_leaf``'s ECMP group for destinations on
-    ``dst_leaf`` holds: the flow's member is ``hash % len(members)``."""
+    ``dst_leaf`` holds: the flow's member is ``hash % len(members)``. Across pods
+    spine number k means plane k: up spine k of the source pod, down spine k of the
+    destination pod."""
     ups = reachable_spines(plan, dst_leaf, down)
     return tuple(k for k in reachable_spines(plan, src_leaf, down) if k in ups)
 
@@ -157,13 +170,40 @@ def _leaf_program(plan: AddressPlan, sw: SwitchInfo, down: Down) -> SwitchProgra
             continue
         group = groups.setdefault(members, UPLINK_GROUP + len(groups))
         routes.append(Route(subnet, group=group, size=len(members)))
-    hops = tuple(NextHop(group, i, plan.uplink_port(k), plan.spines[k].mac)
+    hops = tuple(NextHop(group, i, plan.uplink_port(k), plan.spine(sw.pod, k).mac)
                  for members, group in groups.items() for i, k in enumerate(members))
     gateway = local[0].gateway_ip
     # Every uplink is sampled, failed or not: a repaired cable needs no new entry.
-    uplinks = tuple(plan.uplink_port(k) for k in range(len(plan.spines)))
+    uplinks = tuple(plan.uplink_port(k) for k in range(plan.spec.spines))
     return SwitchProgram(sw, plan.spec.sample_rate, tuple(routes), hops, ecn_steps(plan.spec.ecn),
                          (ArpAnswer(gateway, sw.mac),), uplinks)
+
+
+def _spine_program(plan: AddressPlan, sw: SwitchInfo, down: Down) -> SwitchProgram:
+    leaves = [leaf for leaf in plan.leaves if leaf.pod == sw.pod]
+    three = plan.spec.tiers == 3
+    routes = [Route(plan.rail_block_subnet(leaf.rail, leaf.block),
+                    port=plan.spine_port(leaf.block, leaf.rail), mac=leaf.mac)
+              if cable(sw.name, leaf.name) not in down else Route(plan.rail_block_subnet(leaf.rail, leaf.block))
+              for leaf in leaves if three or cable(sw.name, leaf.name) not in down]
+    ports = [plan.spine_port(leaf.block, leaf.rail) for leaf in leaves]
+    hops: tuple[NextHop, ...] = ()
+    if three:
+        supers = range(plan.spec.super_spines)
+        routes.append(Route(str(FABRIC_NET), group=UPLINK_GROUP, size=len(supers), tier="spine"))
+        hops = tuple(NextHop(UPLINK_GROUP, j, plan.spine_uplink_port(j), plan.super_spine(sw.spine, j).mac)
+                     for j in supers)
+        ports += [plan.spine_uplink_port(j) for j in supers]
+    return SwitchProgram(sw, plan.spec.sample_rate, tuple(routes), hops, ecn_steps(plan.spec.ecn),
+                         sampled_ports=tuple(ports))
+
+
+def _super_spine_program(plan: AddressPlan, sw: SwitchInfo) -> SwitchProgram:
+    routes = tuple(Route(prefix, port=plan.super_port(pod), mac=plan.spine(pod, sw.spine).mac)
+                   for pod in range(plan.spec.pods) for rail in range(plan.spec.rails)
+                   for prefix in plan.pod_subnets(rail, pod))
+    return SwitchProgram(sw, plan.spec.sample_rate, routes, (), ecn_steps(plan.spec.ecn),
+                         sampled_ports=tuple(plan.super_port(pod) for pod in range(plan.spec.pods)))
 
 
 def switch_program(plan: AddressPlan, name: str, down: Down = NO_FAILURES) -> SwitchProgram:
@@ -171,12 +211,9 @@ def switch_program(plan: AddressPlan, name: str, down: Down = NO_FAILURES) -> Sw
     sw = plan.switch(name)
     if sw.role == "leaf":
         return _leaf_program(plan, sw, down)
-    routes = tuple(Route(plan.rail_block_subnet(leaf.rail, leaf.block),
-                         port=plan.spine_port(leaf.block, leaf.rail), mac=leaf.mac)
-                   for leaf in plan.leaves if cable(name, leaf.name) not in down)
-    downlinks = tuple(plan.spine_port(leaf.block, leaf.rail) for leaf in plan.leaves)
-    return SwitchProgram(sw, plan.spec.sample_rate, routes, (), ecn_steps(plan.spec.ecn),
-                         sampled_ports=downlinks)
+    if sw.role == "spine":
+        return _spine_program(plan, sw, down)
+    return _super_spine_program(plan, sw)
 
 
 def fabric_programs(plan: AddressPlan, down: Down = NO_FAILURES) -> dict[str, SwitchProgram]:
@@ -199,7 +236,7 @@ logging.getLogger("finsy").addFilter(_NoGnmiWarning())
 def route_entity(route: Route) -> Any:
     """One ipv4_lpm entry as a finsy entity."""
     if route.is_ecmp:
-        action = fy.P4TableAction("ecmp_select", group=route.group, size=route.size)
+        action = fy.P4TableAction(ECMP_ACTIONS[route.tier], group=route.group, size=route.size)
     elif route.is_drop:
         action = fy.P4TableAction("drop")
     else:

@@ -71,6 +71,11 @@ class EmulationClock:
         """Emulated microseconds at CLOCK_MONOTONIC time ``ns`` (`now_us`'s unit)."""
         return int((ns - self.origin_ns) / (self.dilation * 1e3))
 
+    def shifted(self, offset_ns: int) -> "EmulationClock":
+        """The same clock read on a machine whose CLOCK_MONOTONIC is ``offset_ns`` ahead
+        of this one's (`emulation.clocksync`): same emulated instant, same dilation."""
+        return EmulationClock(self.origin_ns + offset_ns, self.dilation)
+
     # ---- waiting
 
     def wall_s(self, emulated_s: float) -> float:

@@ -12,6 +12,8 @@ keeps the machine usable even if a real-time process spins.
 
 from __future__ import annotations
 
+import gc
+
 
 def realtime_prefix(priority: int) -> list[str]:
     """``chrt -r PRIORITY`` (SCHED_RR, inherited by every thread of the process) to put
@@ -22,3 +24,15 @@ def realtime_prefix(priority: int) -> list[str]:
 def agent_priority(switch_priority: int) -> int:
     """The agents' SCHED_RR priority beside switches at ``switch_priority`` (0: normal)."""
     return max(1, switch_priority - 1) if switch_priority else 0
+
+
+def settle_heap() -> None:
+    """Collect once, then exempt every object that exists from later collections
+    (`gc.freeze`): call it when a process has set up and before its packets flow.
+
+    A full collection walks every object of the process: in an agent that has imported
+    its libraries and built its job (~70 000 objects) one took 30-45 ms, at the start
+    of the job's traffic -- several packet times at 10 Mbit/s, with the NICs' frames
+    waiting. Afterwards the collector walks only what the run itself allocates."""
+    gc.collect()
+    gc.freeze()

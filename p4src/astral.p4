@@ -2,17 +2,23 @@
  *
  * The role of a switch is chosen by its table entries, not by the program:
  *   - ipv4_lpm: a leaf maps its directly attached NICs (/32) to `forward`, and the rest
- *     to `ecmp_select`; a spine maps each rail/block subnet to `forward` (its leaf).
+ *     to `ecmp_select`; a spine maps each rail/block subnet of its pod to `forward` (its
+ *     leaf) and, in a three-tier fabric, the rest to `spine_ecmp_select` (up to the
+ *     super-spines of its plane); a super-spine maps each pod's subnets to `forward`.
  *   - ecmp_nhop: (group, index) -> port. index = hash(salt, 5-tuple) % group size, so
  *     the controller and the host agents can predict the uplink of a flow off-switch.
+ *     Leaves hash with ECMP_HASH_ALGO, spines with SPINE_HASH_ALGO, a different CRC:
+ *     CRC is linear, so one CRC at both tiers, told apart only by the salt, would lock
+ *     a spine's choice to its leaf's (polarization); two polynomials do not.
  *   - ecn_threshold: egress queue depth -> marking threshold out of 65536, filled by
  *     the controller from the DCQCN profile (Kmin, Kmax, Pmax).
  *   - switch_config: per-switch salt, switch id and the 1-in-N sampling rate.
  *   - sampled_port: the egress ports (fabric links) whose RoCE data packets are sampled.
  *   - arp_reply: a leaf answers ARP requests for its rail gateway address itself
  *     (proxy ARP), so hosts resolve their first hop without any other ARP speaker.
- * Standard P4-16 that p4c accepts unchanged. The ECMP hash algorithm is chosen at
- * compile time (-DECMP_HASH_ALGO=crc16), as the fabric spec's `ecmp_hash` says.
+ * Standard P4-16 that p4c accepts unchanged. The ECMP hash algorithms are chosen at
+ * compile time (-DECMP_HASH_ALGO=crc16 -DSPINE_HASH_ALGO=crc32), as the fabric spec's
+ * `ecmp_hash` says (topo/hashmodel.py: tier_algorithm).
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -34,6 +40,10 @@ const bit<32> NUM_PORTS = 64;
 /* HashAlgorithm member used by ECMP; topo/hashmodel.py mirrors it bit for bit. */
 #ifndef ECMP_HASH_ALGO
 #define ECMP_HASH_ALGO crc32
+#endif
+/* The spines' HashAlgorithm (going up to the super-spines): not the leaves'. */
+#ifndef SPINE_HASH_ALGO
+#define SPINE_HASH_ALGO crc16
 #endif
 const bit<16> ARP_REQUEST = 1;
 const bit<16> ARP_REPLY = 2;
@@ -248,9 +258,17 @@ control AstralIngress(inout headers_t hdr, inout metadata_t meta,
              size);
     }
 
+    action spine_ecmp_select(bit<16> group, bit<16> size) {
+        meta.ecmp_group = group;
+        hash(meta.ecmp_index, HashAlgorithm.SPINE_HASH_ALGO, (bit<16>)0,
+             { meta.salt, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr, hdr.ipv4.protocol,
+               meta.l4_src, meta.l4_dst },
+             size);
+    }
+
     table ipv4_lpm {
         key = { hdr.ipv4.dstAddr: lpm; }
-        actions = { forward; ecmp_select; drop; }
+        actions = { forward; ecmp_select; spine_ecmp_select; drop; }
         size = 1024;
         default_action = drop();
     }
@@ -326,7 +344,8 @@ control AstralIngress(inout headers_t hdr, inout metadata_t meta,
         }
         switch_config.apply();
         switch (ipv4_lpm.apply().action_run) {
-            ecmp_select: { ecmp_nhop.apply(); }
+            ecmp_select:
+            spine_ecmp_select: { ecmp_nhop.apply(); }
             drop: { no_route_counter.count((bit<32>)standard_metadata.ingress_port); }
         }
         /* CNPs jump the queue when the switch runs priority queues. */

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from emulation.clock import ENV as CLOCK_ENV
 from emulation.clock import ClockError, EmulationClock
+from emulation.realtime import settle_heap
 from p4sim.switch.ports import PortError
 from tccl import collectives as C
 from tccl import ports as P
@@ -162,6 +163,7 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
     ready_path(run_dir, server).unlink(missing_ok=True)
     with engine:
         control = ControlServer(engine, socket_path(run_dir, server)).start()
+        settle_heap()
         ready_path(run_dir, server).touch()
         try:
             _barrier(engine, job, run_dir)

@@ -7,8 +7,9 @@ Service ``tccl.Agent`` (equivalent .proto in docs/tccl.md):
   boundary; the reply comes once the flow uses the new port (the acknowledgement);
 * ``GetStats``       -> agent-wide counters.
 
-Unknown flows answer NOT_FOUND, invalid ports INVALID_ARGUMENT, a change not applied
-within the deadline DEADLINE_EXCEEDED -- each with a message naming the flow or port.
+Unknown flows answer NOT_FOUND, invalid ports or timeouts and request bytes that do not
+decode INVALID_ARGUMENT, a change not applied within the deadline DEADLINE_EXCEEDED --
+each with a message naming the flow, port or field.
 
 Why no generated code: grpcio-tools (protoc) is not among the project's pinned
 packages, so the messages are declared here as a FileDescriptorProto and turned into
@@ -25,10 +26,12 @@ from typing import Any, Callable
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from p4sim.runtime.lenient import unary_handler
 from tccl.engine import Engine, QueuePair
 
 SERVICE = "tccl.Agent"
 APPLY_TIMEOUT = 10.0          # default wait for a port change to reach a message boundary (s)
+MAX_APPLY_TIMEOUT = 3600.0    # longest wait a request may ask for: a job's lifetime, not forever
 
 _T = descriptor_pb2.FieldDescriptorProto
 _TYPES = {"uint32": _T.TYPE_UINT32, "uint64": _T.TYPE_UINT64, "double": _T.TYPE_DOUBLE,
@@ -107,11 +110,8 @@ class ControlServer:
     def start(self) -> "ControlServer":
         self.path.unlink(missing_ok=True)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        handlers = {}
-        for method, (req, rep) in _METHODS.items():
-            handlers[method] = grpc.unary_unary_rpc_method_handler(
-                getattr(self, method), request_deserializer=MESSAGES[req].FromString,
-                response_serializer=MESSAGES[rep].SerializeToString)
+        handlers = {method: unary_handler(getattr(self, method), MESSAGES[req], MESSAGES[rep])
+                    for method, (req, rep) in _METHODS.items()}
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         server.add_insecure_port(f"unix:{self.path}")
         server.start()
@@ -164,6 +164,10 @@ class ControlServer:
                           f"invalid source port {port}: must be 1024..65535")
         if not request.HasField("flow"):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no flow given (qpn or src_ip/dst_ip)")
+        if not 0 <= request.timeout_s <= MAX_APPLY_TIMEOUT:   # NaN fails both comparisons
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"invalid timeout_s {request.timeout_s}: must be 0 (default {APPLY_TIMEOUT:g} s) "
+                          f"to {MAX_APPLY_TIMEOUT:g}")
 
         def request_change() -> Any:
             qp = self._find(request.flow)
@@ -216,4 +220,4 @@ class AgentClient:
         """Move a flow (by QPN, or by its addresses and current port) to ``sport``."""
         ref = MESSAGES["FlowRef"](qpn=qpn, src_ip=src_ip, dst_ip=dst_ip, sport=current_sport)
         req = MESSAGES["SetSourcePortRequest"](flow=ref, sport=sport, timeout_s=timeout_s)
-        return self._stubs["SetSourcePort"](req, timeout=max(self.timeout, timeout_s + 5))
+        return self._stubs["SetSourcePort"](req, timeout=max(self.timeout, min(timeout_s, MAX_APPLY_TIMEOUT) + 5))

@@ -4,21 +4,24 @@
 share the filesystem), starts ``python -m tccl.agent`` inside every server's Mininet
 host, waits for all of them and returns their results; on a failure or timeout every
 agent still running is terminated by PID. Used by the tests and ``make bench``.
-Every agent gets the same emulation clock (``--clock``), so their times agree with
-each other and with the switches'.
+Every agent gets the same emulation clock (``--clock``, as its machine reads it:
+``fabric.clock_on``), so their times agree with each other and with the switches'.
 """
 
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
 from emulation.clock import EmulationClock
 from emulation.realtime import agent_priority, realtime_prefix
+from tccl.control import socket_path
 from tccl.job import Job
 from topo.processes import stop_process
 
@@ -34,6 +37,8 @@ class HostsProvider(Protocol):
 
     def host(self, name: str) -> Any: ...
 
+    def clock_on(self, node: str) -> EmulationClock: ...
+
 
 def default_run_dir(fabric: HostsProvider) -> Path:
     """Where agents run unless told otherwise: ``<fabric run dir>/tccl``. GOR finds the
@@ -42,14 +47,24 @@ def default_run_dir(fabric: HostsProvider) -> Path:
 
 
 class LaunchError(RuntimeError):
-    """An agent failed or did not finish; the message carries its output."""
+    """An agent failed or did not finish; the message carries its output.
+
+    ``failed_ranks`` names the ranks whose agents failed on their own (exited non-zero,
+    were killed, or did not finish in time), by server: the job could not complete
+    without them, so the other agents were stopped (as mpirun aborts a job whose
+    process died) and are not counted as failed."""
+
+    def __init__(self, message: str, failed_ranks: Mapping[str, tuple[int, ...]] | None = None) -> None:
+        super().__init__(message)
+        self.failed_ranks = dict(failed_ranks or {})
 
 
 def agent_command(fabric: HostsProvider, job_path: Path, server: str, run_dir: Path,
                   clock: EmulationClock | None = None) -> list[str]:
     """The command line of ``server``'s agent: at the agents' real-time priority beside
-    the fabric's switches, on the fabric's clock (or ``clock``)."""
-    clock = clock or fabric.clock or EmulationClock.from_env()
+    the fabric's switches, on the fabric's clock as ``server``'s machine reads it (or
+    ``clock``)."""
+    clock = clock or (fabric.clock_on(server) if fabric.clock else EmulationClock.from_env())
     return realtime_prefix(agent_priority(fabric.spec.rt_priority)) + [
         sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
         "--run-dir", str(run_dir), "--clock", clock.encode()]
@@ -78,11 +93,13 @@ def run_jobs(fabric: HostsProvider, jobs: Mapping[Path, Job], run_dir: Path, tim
     """Start the agents of every job (its saved file -> the job) at once in ``run_dir``
     and wait for all of them; results by server (`run_on_fabric`'s arguments). The
     jobs must not share a server: agents, their sockets and results are per server.
-    Raises LaunchError naming an agent that failed or did not finish in time."""
-    clock = clock or fabric.clock or EmulationClock.from_env()
+    Raises LaunchError naming the agents (and their ranks) that failed or did not
+    finish in time; the other agents are then stopped."""
+    timing = clock or fabric.clock or EmulationClock.from_env()
     by_server = {server: path for path, job in jobs.items() for server in sorted({r.server for r in job.ranks})}
     if len(by_server) != sum(len({r.server for r in job.ranks}) for job in jobs.values()):
         raise ValueError("jobs run together must not share a server (agents are per server)")
+    ranks = {server: tuple(r.rank for r in jobs[path].ranks if r.server == server) for server, path in by_server.items()}
     procs: dict[str, subprocess.Popen] = {}
     for server in by_server:    # leftovers of an earlier job would pass the start barrier
         (run_dir / f"results-{server}.json").unlink(missing_ok=True)
@@ -93,19 +110,48 @@ def run_jobs(fabric: HostsProvider, jobs: Mapping[Path, Job], run_dir: Path, tim
                                                       cwd=str(ROOT), text=True)
         if on_started is not None:
             on_started({server: proc.pid for server, proc in procs.items()})
-        end = time.monotonic() + clock.wall_s(timeout)
-        for server, proc in procs.items():
-            try:
-                out, err = proc.communicate(timeout=max(0.1, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                raise LaunchError(f"agent {server} did not finish within {timeout:.0f}s") from None
-            (run_dir / f"agent-{server}.log").write_text(out + err, encoding="utf-8")
-            if proc.returncode != 0:
-                raise LaunchError(f"agent {server} exited with {proc.returncode}:\n{out}{err}")
+        failed = _wait_all(procs, run_dir, timing.wall_s(timeout))
+        if failed:
+            names = ", ".join(f"{server} (ranks {', '.join(map(str, ranks[server]))}) {why}"
+                              for server, why in failed.items())
+            logs = "".join(log.read_text(encoding="utf-8") for log in (run_dir / f"agent-{s}.log" for s in failed)
+                           if log.exists())
+            raise LaunchError(f"agents failed: {names}; the others were stopped\n{logs}",
+                              {server: ranks[server] for server in failed})
     finally:
-        for proc in procs.values():
+        for server, proc in procs.items():
             stop_process(proc, 5)
+            # An agent killed or stopped by a signal leaves its control socket behind.
+            socket_path(run_dir, server).unlink(missing_ok=True)
     return {s: json.loads((run_dir / f"results-{s}.json").read_text(encoding="utf-8")) for s in by_server}
+
+
+def _wait_all(procs: Mapping[str, subprocess.Popen], run_dir: Path, wall_s: float) -> dict[str, str]:
+    """Wait for every agent, each one's output into ``agent-<server>.log``; the agents
+    that failed (why, by server), as soon as one has: without it the others cannot
+    finish. One reader thread per agent, so no agent blocks on a full pipe and the
+    first failure is seen whichever agent it is."""
+    done: queue.Queue[str] = queue.Queue()
+
+    def read(server: str, proc: subprocess.Popen) -> None:
+        out, err = proc.communicate()
+        (run_dir / f"agent-{server}.log").write_text(out + err, encoding="utf-8")
+        done.put(server)
+
+    for server, proc in procs.items():
+        threading.Thread(target=read, args=(server, proc), daemon=True).start()
+    end = time.monotonic() + wall_s
+    finished = 0
+    while finished < len(procs):
+        try:
+            server = done.get(timeout=max(0.0, end - time.monotonic()))
+        except queue.Empty:
+            return {s: "did not finish in time" for s, p in procs.items() if p.poll() is None}
+        finished += 1
+        code = procs[server].returncode
+        if code != 0:
+            return {server: f"killed by signal {-code}" if code < 0 else f"exited with {code}"}
+    return {}
 
 
 def parse_size(text: str) -> int:

@@ -11,8 +11,12 @@ the only field a RoCE sender can choose is the UDP source port. Two modes:
   distinct uplink and every flow into a destination leaf a distinct spine downlink.
   Bipartite graphs are colourable with max-degree colours (Koenig), found here by the
   alternating-path (Kempe chain) method; beyond that, colours are reused least-loaded
-  first. Then, per flow, the hash model (`topo.hashmodel`, bit-exact with the data
-  plane) finds a source port that the leaf maps onto the chosen spine.
+  first. In a three-tier fabric the flows that leave their pod are coloured once more,
+  on the spine tier: a flow up spine k of pod p down to spine k of pod q is an edge
+  between the two, and a super-spine of plane k is a colour, so every spine uplink and
+  every super-spine downlink carries one flow where degrees allow. Then, per flow, the
+  hash model (`topo.hashmodel`, bit-exact with the data plane) finds a source port
+  that the leaf maps onto the chosen spine and that spine onto the chosen super-spine.
 
 When GOR has published its topology document (failed cables change the leaves' ECMP
 groups), the planner uses those groups: a flow only gets a spine its group holds, and
@@ -128,8 +132,8 @@ def orthogonal_ports(plan: AddressPlan, flows: Sequence[tuple[str, ...]], seed: 
     crossing = set(up)
     out = {f: rng.randint(*PORT_RANGE) for f in flows if f not in crossing}
     used: set[int] = set()
-    for f, spine in zip(up, colors):
-        out[f] = port_for_spine(plan, f[0], f[1], spine, rng.randint(*PORT_RANGE), used, groups)
+    for f, spine, superspine in zip(up, colors, _super_colors(plan, up, colors)):
+        out[f] = port_for_spine(plan, f[0], f[1], spine, rng.randint(*PORT_RANGE), used, groups, superspine)
         used.add(out[f])
     return out
 
@@ -142,6 +146,22 @@ def _leaf_of(plan: AddressPlan, ip: str) -> str:
             and 0 <= index < plan.spec.servers_per_block):
         return plan.nic(ip).leaf         # not a NIC: the plan's own error
     return plan.leaf(block, rail).name
+
+
+def _super_colors(plan: AddressPlan, flows: Sequence[tuple[str, ...]], spines: Sequence[int]
+                  ) -> list[int | None]:
+    """The super-spine of each flow that leaves its pod (None for the others): an edge
+    colouring of (source pod's spine, destination pod's spine) edges, one colour per
+    super-spine of the plane."""
+    out: list[int | None] = [None] * len(flows)
+    pods = [(plan.pod_of(plan.nic(f[0]).block), plan.pod_of(plan.nic(f[1]).block)) for f in flows]
+    leaving = [i for i, (a, b) in enumerate(pods) if a != b]
+    if not leaving:
+        return out
+    edges = [(("up", pods[i][0], spines[i]), ("down", pods[i][1], spines[i])) for i in leaving]
+    for i, j in zip(leaving, color_bipartite(edges, plan.spec.super_spines)):
+        out[i] = j
+    return out
 
 
 def _color_constrained(edges: Sequence[tuple[Hashable, Hashable]], allowed: Sequence[Sequence[int]]
@@ -162,11 +182,13 @@ def _color_constrained(edges: Sequence[tuple[Hashable, Hashable]], allowed: Sequ
 
 
 def port_for_spine(plan: AddressPlan, src: str, dst: str, spine: int, start: int,
-                   avoid: set[int] | None = None, groups: Groups | None = None) -> int:
+                   avoid: set[int] | None = None, groups: Groups | None = None,
+                   superspine: int | None = None) -> int:
     """The first dynamic port from ``start`` (wrapping around) that the source leaf's
-    ECMP hash sends onto ``spine``; ports in ``avoid`` are skipped."""
+    ECMP hash sends onto ``spine`` (and, across pods, that spine's onto ``superspine``);
+    ports in ``avoid`` are skipped."""
     return source_port_for_spine(plan, FiveTuple(src, dst), spine, start, avoid or frozenset(),
-                                 members(plan, src, dst, groups))
+                                 members(plan, src, dst, groups), superspine)
 
 
 def uplink_of(plan: AddressPlan, src: str, dst: str, sport: int, groups: Groups | None = None) -> int | None:

@@ -5,7 +5,8 @@ its hosts, starts GOR (the controller: telemetry, alarms, rerouting), then runs 
 prompt (`controller.repl`, Mininet's CLI plus GOR's commands) -- which reads its
 commands from a pipe or file as well (``echo links | make run``). Leaving the prompt,
 Ctrl-C, SIGTERM or an error tear everything down (GOR, agents, fabric). A bad spec
-gives one error and starts nothing.
+gives one error and starts nothing. A spec with a ``cluster`` section (or ``--servers``)
+runs the fabric over those machines on Mininet's cluster mode (`topo.cluster`).
 
 The fabric is brought up with no programming step: GOR's P4Runtime sessions push the
 pipeline and the routes to each switch as it connects (the same path that re-pushes a
@@ -20,6 +21,7 @@ this is an interactive session.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -34,10 +36,11 @@ from controller.repl import GorCLI
 from controller.switches import SwitchFleetError
 from p4sim.compiler import CompileError
 from testbed.clients import p4runtime_shell
-from topo.net import Fabric, FabricError
+from topo.cluster import fabric_for
+from topo.net import FabricError
 from topo.nodes import BACKENDS
 from topo.pipeline import PROGRAM
-from topo.spec import SpecError, load_spec, replace
+from topo.spec import ClusterSpec, FabricSpec, SpecError, load_spec, replace
 
 DEFAULT_FABRIC = "topo/fabrics/default.yaml"
 
@@ -71,18 +74,30 @@ def _wake_main_thread_on_signals() -> None:
     threading.Thread(target=forward, name="signal-wake", daemon=True).start()
 
 
+def with_servers(spec: FabricSpec, servers: str) -> FabricSpec:
+    """``spec`` run on ``servers`` (``--servers``): its cluster section's other keys kept."""
+    names = tuple(servers.replace(",", " ").split())
+    cluster = spec.cluster or ClusterSpec(servers=names)
+    return replace(spec, cluster=dataclasses.replace(cluster, servers=names))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testbed.run", description=__doc__.splitlines()[0])
     parser.add_argument("--fabric", default=DEFAULT_FABRIC, help=f"fabric spec (default {DEFAULT_FABRIC})")
     parser.add_argument("--backend", choices=sorted(BACKENDS), default="p4sim",
                         help="switch implementation (default p4sim)")
     parser.add_argument("--pcap", action="store_true", help="capture every switch port (build/run/pcap)")
+    parser.add_argument("--servers", default="",
+                        help="machines to run the fabric on, space- or comma-separated (the spec's "
+                             "cluster.servers; localhost = this one); docs/fabric.md")
     args = parser.parse_args(argv)
     try:
         spec = load_spec(args.fabric)
         if args.pcap:
             spec = replace(spec, pcap=True)
-        fabric = Fabric(spec, backend=args.backend)
+        if args.servers.strip():
+            spec = with_servers(spec, args.servers)
+        fabric = fabric_for(spec, backend=args.backend)
     except (SpecError, FabricError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -100,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         first, last = fabric.plan.servers[0], fabric.plan.servers[-1]
         print(f"*** Fabric '{spec.name}' ready in {time.monotonic() - started:.1f} s: "
               f"{len(fabric.plan.servers)} servers x {spec.rails} rails, {spec.leaves} leaves, "
-              f"{spec.spines} spines ({args.backend}, {PROGRAM.name}, ECMP {spec.ecmp_hash}); "
+              f"{spec.spine_switches} spines"
+              + (f" in {spec.pods} pods, {spec.super_spine_switches} super-spines" if spec.tiers == 3 else "")
+              + f" ({args.backend}, {PROGRAM.name}, ECMP {spec.ecmp_hash}); "
               f"GOR polling every {gor.config.interval_s:g} s; emulated time at dilation "
               f"{fabric.clock.dilation:g} (wall s per emulated s, docs/fabric.md).\n"
               f"*** Try: help, links, alarms, flows, job allreduce 1M --wait, sleep 2, p4sh {fabric.plan.leaves[0].name}, watch, nics, pingall, "

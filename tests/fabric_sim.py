@@ -8,14 +8,22 @@ model together, exactly as the switches would run them (minus the queues).
 from __future__ import annotations
 
 import ipaddress
+import random
 from functools import lru_cache
 from pathlib import Path
 
-from controller.routes import SwitchProgram, fabric_programs
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+from controller.routes import ECMP_ACTIONS, SwitchProgram, fabric_programs
 from p4sim.compiler import compile_file
 from p4sim.switch.match import Exact, Lpm, Range
 from p4sim.switch.v1model import V1Switch, run_to_completion
 from topo.addressing import AddressPlan
+from topo.hashmodel import PORT_RANGE, FiveTuple
+from topo.pipeline import hash_defines
+from topo.spec import FabricSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4src" / "astral.p4"
@@ -23,8 +31,10 @@ PROGRAM = ROOT / "p4src" / "astral.p4"
 
 @lru_cache(maxsize=None)
 def compiled(algorithm: str) -> dict:
-    """BMv2 JSON of astral.p4 compiled with ECMP_HASH_ALGO=algorithm (cached per run)."""
-    return compile_file(str(PROGRAM), defines={"ECMP_HASH_ALGO": algorithm}).bmv2_json
+    """BMv2 JSON of astral.p4 compiled for a fabric whose ``ecmp_hash`` is ``algorithm``
+    (each tier's HashAlgorithm as `topo.pipeline` picks them; cached per run)."""
+    spec = FabricSpec(blocks=1, servers_per_block=1, rails=1, spines=1, ecmp_hash=algorithm)
+    return compile_file(str(PROGRAM), defines=hash_defines(spec)).bmv2_json
 
 
 def mac_int(mac: str) -> int:
@@ -48,8 +58,10 @@ def install(sw: V1Switch, program: SwitchProgram) -> None:
         net = ipaddress.IPv4Network(route.prefix)
         match = [Lpm(int(net.network_address), net.prefixlen)]
         if route.is_ecmp:
-            sw.table_add("AstralIngress.ipv4_lpm", "AstralIngress.ecmp_select", match,
+            sw.table_add("AstralIngress.ipv4_lpm", f"AstralIngress.{ECMP_ACTIONS[route.tier]}", match,
                          [route.group, route.size])
+        elif route.is_drop:
+            sw.table_add("AstralIngress.ipv4_lpm", "AstralIngress.drop", match, [])
         else:
             sw.table_add("AstralIngress.ipv4_lpm", "AstralIngress.forward", match,
                          [route.port, mac_int(route.mac)])
@@ -93,3 +105,25 @@ class FabricSim:
                 path.append(node)
                 return path, data
         raise AssertionError(f"frame still in the fabric after {max_hops} hops: {path}")
+
+    def send_udp(self, flow: FiveTuple, ttl: int = 64) -> tuple[list[str], Ether]:
+        """Send one UDP frame of ``flow`` from its source NIC (to its leaf's MAC); the
+        nodes it visited and the frame delivered, whose MACs and TTL were rewritten
+        hop by hop (asserted here)."""
+        src, dst = self.plan.nic(flow.src), self.plan.nic(flow.dst)
+        frame = (Ether(src=src.mac, dst=self.plan.switch(src.leaf).mac) / IP(src=flow.src, dst=flow.dst, ttl=ttl)
+                 / UDP(sport=flow.sport, dport=flow.dport) / Raw(b"u" * 16))
+        path, out = self.send(src.ip, bytes(frame))
+        assert out is not None, f"{flow} dropped at {path[-1]}"
+        delivered = Ether(out)
+        assert (delivered.dst, delivered.src) == (dst.mac, self.plan.switch(dst.leaf).mac), path
+        assert delivered[IP].ttl == ttl - (len(path) - 2), path
+        return path, delivered
+
+
+def random_flows(plan: AddressPlan, n: int, seed: int) -> list[FiveTuple]:
+    """``n`` RoCE flows between random pairs of NICs, with random dynamic source ports."""
+    rng = random.Random(seed)
+    nics = list(plan.nics())
+    return [FiveTuple(src.ip, dst.ip, 17, rng.randint(*PORT_RANGE), 4791)
+            for src, dst in (rng.sample(nics, 2) for _ in range(n))]

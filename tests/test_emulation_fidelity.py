@@ -53,6 +53,19 @@ def test_fidelity_bounds():
     assert Fidelity.from_json(verdict.to_json()).to_json() == verdict.to_json()
 
 
+@pytest.mark.parametrize("late, faithful, on_time", [(0.25, True, 1.0), (0.26, True, 0.0),
+                                                     (0.95, True, 0.0), (1.0, True, 0.0),
+                                                     (1.05, False, 0.0)])
+def test_verdicts_at_the_bounds_are_exact(late, faithful, on_time):
+    """The bounds are bucket edges, so a p99 just under one packet time is faithful
+    and one just over is not (a bucket straddling the bound would judge both alike)."""
+    hist = LatenessHistogram()
+    for _ in range(100):
+        hist.add(late)
+    assert Fidelity(hist).faithful is faithful
+    assert Fidelity(hist).on_time == on_time
+
+
 def test_agents_are_held_to_the_same_bound_as_the_switches():
     """A run whose switches kept the schedule is still unfaithful when an agent's NICs
     did not: each part is judged on its own, so the many switch departures cannot hide

@@ -25,46 +25,28 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
 from bench.gor_scenario import (endpoints, loop_steps, measure_loop, tenant_jobs, two_flow_job,  # noqa: E402
                                 wait_cleared)
 from controller.events import loop_latencies, read_events  # noqa: E402
-from controller.config import GorConfig, default_thresholds  # noqa: E402
 from controller.gor import Gor  # noqa: E402
 from controller.paths import predict  # noqa: E402
 from controller.publish import write_spec  # noqa: E402
-from topo.freeports import free_port_base  # noqa: E402
+from gor_fixtures import gor_on, small_fabric  # noqa: E402
 from topo.hashmodel import FiveTuple  # noqa: E402
 from topo.net import Fabric  # noqa: E402
-from topo.spec import FabricSpec, LinkRates  # noqa: E402
 
 SENDER_MBPS = 6.0      # well under the NIC link, so the NIC link itself never queues
-UPLINK_MBPS = 10.0     # one flow fits (60 % < 75 % safety), two do not
 REPEATS = 5
 ITERS = 40         # 100 KB messages: ~7 s per job (the elephant runs end earlier)
 
 
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory) -> Iterator[Fabric]:
-    # 1-in-4 sampling: at RoCE MTU 4096 a flow sends a quarter of the frames it sent at
-    # MTU 1024, so this keeps the samples per second GOR verifies a move from (was 1-in-16).
-    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2, name="gor",
-                      links=LinkRates(host_mbps=10, uplink_mbps=UPLINK_MBPS), sample_rate=4,
-                      node_prefix=f"g{os.getpid() % 1000}", grpc_port_base=free_port_base(4))
-    fab = Fabric(spec, run_dir=tmp_path_factory.mktemp("fabric"))
-    try:
-        fab.start()
+    with small_fabric("gor", "g", tmp_path_factory.mktemp("fabric")) as fab:
         yield fab
-    finally:
-        fab.stop()
 
 
 @pytest.fixture
 def gor(fabric: Fabric, tmp_path: Path) -> Iterator[Gor]:
-    assert fabric.pipeline is not None
-    g = Gor(fabric.plan, fabric.pipeline, tmp_path,
-            GorConfig(thresholds=default_thresholds(fabric.plan)), fabric=fabric)
-    try:
-        g.start()
+    with gor_on(fabric, tmp_path) as g:
         yield g
-    finally:
-        g.stop()
 
 
 def wait_for(what: str, condition: Callable[[], object], timeout: float, step: float = 0.05,

@@ -32,8 +32,9 @@ from hypothesis import strategies as st
 
 from p4sim.proto import p4i, p4r, rpc_code
 
-from runtime_fixtures.harness import (CPU_PORT, DEVICE_ID, ClosedByServer, Runtime, Stream, batch_errors, load_artefacts,
-                                      packet)
+from fuzzkit import count, overwrite
+from runtime_fixtures.harness import (CPU_PORT, DEVICE_ID, EVERYTHING, ClosedByServer, Runtime, Stream, batch_errors,
+                                      load_artefacts, packet)
 
 P4INFO, DEVICE_CONFIG = load_artefacts("hand-written")
 INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
@@ -287,14 +288,6 @@ def write_requests(draw) -> p4r.WriteRequest:
     return request
 
 
-def _mutate(data: bytes, flips: list[tuple[int, int]]) -> bytes:
-    out = bytearray(data)
-    for pos, byte in flips:
-        if out:
-            out[pos % len(out)] = byte
-    return bytes(out)
-
-
 json_values = st.recursive(st.none() | st.booleans() | st.integers(-2, 2**40) | st.text(max_size=4),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
                            max_leaves=6)
@@ -336,7 +329,7 @@ def pipeline_configs(draw) -> p4r.SetForwardingPipelineConfigRequest:
     elif how == "structure":
         device_config = draw(mutated_bmv2())
     elif how == "garbage":
-        device_config = _mutate(DEVICE_CONFIG, draw(st.lists(st.tuples(u32, st.integers(0, 255)), min_size=1, max_size=8)))
+        device_config = overwrite(DEVICE_CONFIG, draw(st.lists(st.tuples(u32, st.integers(0, 255)), min_size=1, max_size=8)))
     elif how == "sizes":
         p4info.counters[0].size = draw(st.integers(0, 2**40))
     elif how == "widths":
@@ -358,26 +351,13 @@ operations = st.lists(st.one_of(
     write_requests().map(lambda r: ("write", r)),
     write_requests().map(lambda r: ("write", r)),
     st.tuples(write_requests(), st.lists(st.tuples(u32, st.integers(0, 255)), min_size=1, max_size=6)).map(
-        lambda t: ("raw_write", _mutate(t[0].SerializeToString(), t[1]))),
+        lambda t: ("raw_write", overwrite(t[0].SerializeToString(), t[1]))),
     st.binary(max_size=40).map(lambda b: ("raw_write", b)),
     read_requests.map(lambda r: ("read", r)),
     pipeline_configs().map(lambda r: ("pipeline", r)),
 ), min_size=3, max_size=8)
 
 # -- the two servers ---------------------------------------------------------------------------
-
-EVERYTHING = [
-    p4r.Entity(table_entry=p4r.TableEntry(counter_data={}, meter_config={})),
-    p4r.Entity(action_profile_member=p4r.ActionProfileMember()),
-    p4r.Entity(action_profile_group=p4r.ActionProfileGroup()),
-    p4r.Entity(counter_entry=p4r.CounterEntry()),
-    p4r.Entity(meter_entry=p4r.MeterEntry()),
-    p4r.Entity(register_entry=p4r.RegisterEntry()),
-    p4r.Entity(value_set_entry=p4r.ValueSetEntry()),
-    p4r.Entity(digest_entry=p4r.DigestEntry()),
-    p4r.Entity(packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(multicast_group_entry={})),
-    p4r.Entity(packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(clone_session_entry={})),
-]
 
 
 def state(rt: Runtime) -> tuple:
@@ -408,12 +388,22 @@ def _check_status(err: grpc.RpcError, what: str) -> list[p4r.Error]:
     """An error answer is never INTERNAL/UNKNOWN, except a failed batch's UNKNOWN with
     per-update codes (returned) that are neither."""
     code = err.code()
+    count("hangs", code == grpc.StatusCode.DEADLINE_EXCEEDED)
+    count("crashes", code == grpc.StatusCode.UNAVAILABLE)
     if code == grpc.StatusCode.UNKNOWN and what == "write":
         errors = batch_errors(err)
+        count("internal_errors", sum(e.canonical_code in BAD_RPC_CODES for e in errors))
         assert not any(e.canonical_code in BAD_RPC_CODES for e in errors), errors
         return errors
+    count("internal_errors", code in BAD_CODES)
     assert code not in BAD_CODES, f"{what}: {code} {err.details()}"
     return []
+
+
+def _unchanged(target: Runtime, before: tuple, what: str) -> None:
+    after = state(target)
+    count("corrupted_states", after != before)
+    assert after == before, f"a rejected {what} changed the switch"
 
 
 def _write(target: Runtime, oracle: Runtime, request: p4r.WriteRequest, raw: bytes | None = None) -> None:
@@ -429,7 +419,7 @@ def _write(target: Runtime, oracle: Runtime, request: p4r.WriteRequest, raw: byt
         errors = _check_status(err, "write")
         accepted = [u for u, e in zip(request.updates, errors) if e.canonical_code == rpc_code.OK]
     if not accepted:
-        assert state(target) == before, "a rejected write changed the switch"
+        _unchanged(target, before, "write")
         return
     for update in accepted:  # the oracle must accept exactly these, one by one
         oracle.write(update, election_id=PRIMARY_ID)
@@ -441,7 +431,7 @@ def _pipeline(target: Runtime, oracle: Runtime, request: p4r.SetForwardingPipeli
         target.stub.SetForwardingPipelineConfig(request, timeout=30)
     except grpc.RpcError as err:
         _check_status(err, "pipeline")
-        assert state(target) == before, "a rejected pipeline config changed the switch"
+        _unchanged(target, before, "pipeline config")
         return
     oracle.stub.SetForwardingPipelineConfig(request, timeout=30)
 
@@ -458,6 +448,8 @@ def test_fuzzed_requests_never_break_the_server(servers, ops) -> None:
     target, oracle = servers
     _fresh(target, oracle)
     for kind, request in ops:
+        count("requests_fuzzed")
+        count("updates_fuzzed", len(request.updates) if kind == "write" else 0)
         if kind == "write":
             _write(target, oracle, request)
         elif kind == "raw_write":
@@ -466,6 +458,7 @@ def test_fuzzed_requests_never_break_the_server(servers, ops) -> None:
             except Exception:  # noqa: BLE001 - garbage: the server must say INVALID_ARGUMENT
                 with pytest.raises(grpc.RpcError) as exc:
                     target.channel.unary_unary("/p4.v1.P4Runtime/Write")(request, timeout=10)
+                _check_status(exc.value, "garbage write")
                 assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             else:
                 _write(target, oracle, parsed, raw=request)
@@ -476,7 +469,9 @@ def test_fuzzed_requests_never_break_the_server(servers, ops) -> None:
                 _check_status(err, "read")
         else:
             _pipeline(target, oracle, request)
-    assert state(target) == state(oracle), "the target's state is not what its accepted requests built"
+    built = state(oracle)
+    count("corrupted_states", state(target) != built)
+    assert state(target) == built, "the target's state is not what its accepted requests built"
     metered = any(e.meter_entry.HasField("config") for e in oracle.read(p4r.Entity(meter_entry=p4r.MeterEntry())))
     if not metered:  # meters are time-dependent; otherwise forwarding is a function of the state
         assert _probe(target) == _probe(oracle)
@@ -512,6 +507,7 @@ def test_fuzzed_stream_messages_never_break_arbitration(servers, messages, from_
         if from_primary and msg.WhichOneof("update") == "arbitration":
             continue  # the primary's own re-arbitration is exercised by the arbitration tests
         stream.send(msg)
+        count("requests_fuzzed")
     # a PacketOut with good metadata behind them: every earlier message has been handled
     # (or the stream ended) once it is forwarded or refused
     final = packet(dst="10.0.42.1")
@@ -519,7 +515,9 @@ def test_fuzzed_stream_messages_never_break_arbitration(servers, messages, from_
                                                               metadata=[p4r.PacketMetadata(metadata_id=1, value=b"\x05")])))
     deadline = time.monotonic() + 10
     while not any(data == final for _, data in target.dataplane.sent):
-        assert time.monotonic() < deadline, "the stream neither forwarded nor refused the last PacketOut"
+        if time.monotonic() > deadline:
+            count("hangs")
+            pytest.fail("the stream neither forwarded nor refused the last PacketOut")
         item = stream.poll()
         if item is None:
             time.sleep(0.005)
@@ -527,9 +525,11 @@ def test_fuzzed_stream_messages_never_break_arbitration(servers, messages, from_
             raise item
         elif isinstance(item, grpc.RpcError):
             assert not from_primary, f"the primary's stream ended: {item.code()} {item.details()}"
+            count("internal_errors", item.code() in BAD_CODES)
             assert item.code() not in BAD_CODES, f"stream ended with {item.code()} {item.details()}"
             break
         elif item.WhichOneof("update") == "error":
+            count("internal_errors", item.error.canonical_code in BAD_RPC_CODES)
             assert item.error.canonical_code not in BAD_RPC_CODES, item.error
             if item.error.packet_out.packet_out.payload == final:
                 break  # refused (a backup's PacketOut): everything before it was handled

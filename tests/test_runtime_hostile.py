@@ -18,23 +18,11 @@ import pytest
 from p4sim.proto import p4i, p4r, rpc_code
 from p4sim.runtime.service import MAX_STREAMS, TRAILER_LIMIT
 
-from runtime_fixtures.harness import DEVICE_ID, Runtime, Stream, batch_errors, packet
+from runtime_fixtures.harness import DEVICE_ID, EVERYTHING, Runtime, Stream, batch_errors, packet, read_all
 from runtime_fixtures.harness import rt  # noqa: F401 - fixture
 
 INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
 Action = p4r.SetForwardingPipelineConfigRequest
-EVERYTHING = [
-    p4r.Entity(table_entry=p4r.TableEntry(counter_data={})),
-    p4r.Entity(action_profile_member=p4r.ActionProfileMember()),
-    p4r.Entity(action_profile_group=p4r.ActionProfileGroup()),
-    p4r.Entity(counter_entry=p4r.CounterEntry()),
-    p4r.Entity(meter_entry=p4r.MeterEntry()),
-    p4r.Entity(register_entry=p4r.RegisterEntry()),
-    p4r.Entity(value_set_entry=p4r.ValueSetEntry()),
-    p4r.Entity(digest_entry=p4r.DigestEntry()),
-    p4r.Entity(packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(multicast_group_entry={})),
-    p4r.Entity(packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(clone_session_entry={})),
-]
 
 
 @pytest.fixture
@@ -57,11 +45,6 @@ def route(rt: Runtime, port: int, prefix: bytes = b"\x0a\x00\x01\x00") -> p4r.Ta
     entry.action.action.params.add(param_id=1, value=b"\x0b")
     entry.action.action.params.add(param_id=2, value=bytes([port]))
     return entry
-
-
-def snapshot(rt: Runtime) -> list[p4r.Entity]:
-    """Everything a Read returns, for "the rejected request changed nothing" checks."""
-    return rt.read(*EVERYTHING)
 
 
 def forwards_to(rt: Runtime) -> list[int]:
@@ -131,7 +114,7 @@ def test_idle_streams_cannot_starve_the_primary(ready: Runtime) -> None:
 @pytest.mark.parametrize("kind", [4, 99, -1])
 def test_unknown_update_type_is_invalid_argument_per_update(ready: Runtime, kind: int) -> None:
     rt = ready
-    before = snapshot(rt)
+    before = read_all(rt)
     errors = rejected(
         rt,
         upd(kind, table_entry=route(rt, 5)),
@@ -140,30 +123,30 @@ def test_unknown_update_type_is_invalid_argument_per_update(ready: Runtime, kind
     )
     assert [e.canonical_code for e in errors] == [rpc_code.INVALID_ARGUMENT, rpc_code.INVALID_ARGUMENT, rpc_code.OK]
     assert all(f"update type {kind}" in e.message for e in errors[:2])
-    after = snapshot(rt)
+    after = read_all(rt)
     assert len(after) == len(before) + 1 and forwards_to(rt) == [2]
 
 
 @pytest.mark.parametrize("action", [6, 99, -1])
 def test_unknown_pipeline_action_is_invalid_argument(ready: Runtime, action: int) -> None:
     rt = ready
-    before = snapshot(rt)
+    before = read_all(rt)
     with pytest.raises(grpc.RpcError) as exc:
         rt.set_pipeline(action)
     assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert f"action {action} is not valid" in exc.value.details()
-    assert snapshot(rt) == before and forwards_to(rt) == [2]
+    assert read_all(rt) == before and forwards_to(rt) == [2]
 
 
 def _assert_config_refused(rt: Runtime, message: str, **config) -> None:
     """VERIFY_AND_COMMIT of a bad config: INVALID_ARGUMENT naming it, old pipeline kept."""
-    before = snapshot(rt)
+    before = read_all(rt)
     with pytest.raises(grpc.RpcError) as exc:
         rt.set_pipeline(Action.VERIFY_AND_COMMIT, cookie=99, **config)
     assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT, exc.value
     assert message in exc.value.details()
     cookie = rt.stub.GetForwardingPipelineConfig(p4r.GetForwardingPipelineConfigRequest(device_id=DEVICE_ID)).config.cookie
-    assert cookie.cookie == 7 and snapshot(rt) == before and forwards_to(rt) == [2]
+    assert cookie.cookie == 7 and read_all(rt) == before and forwards_to(rt) == [2]
 
 
 def test_deeply_nested_json_is_invalid_argument(ready: Runtime) -> None:
@@ -233,7 +216,7 @@ def test_garbage_request_bytes_are_invalid_argument(ready: Runtime) -> None:
 
 def test_is_const_in_a_write_is_invalid_argument(ready: Runtime) -> None:
     rt = ready
-    before = snapshot(rt)
+    before = read_all(rt)
     updates = []
     for kind, port in ((INSERT, 4), (MODIFY, 4), (DELETE, 2)):
         entry = route(rt, port, prefix=b"\x0a\x00\x09\x00" if kind == INSERT else b"\x0a\x00\x01\x00")
@@ -242,12 +225,12 @@ def test_is_const_in_a_write_is_invalid_argument(ready: Runtime) -> None:
     errors = rejected(rt, *updates)
     assert [e.canonical_code for e in errors] == [rpc_code.INVALID_ARGUMENT] * 3
     assert all("is_const" in e.message for e in errors)
-    assert snapshot(rt) == before and forwards_to(rt) == [2]
+    assert read_all(rt) == before and forwards_to(rt) == [2]
 
 
 def test_idle_timeout_fields_are_refused_where_the_table_has_none(ready: Runtime) -> None:
     rt = ready
-    before = snapshot(rt)
+    before = read_all(rt)
     hit = route(rt, 4)
     hit.time_since_last_hit.elapsed_ns = 5
     fresh = route(rt, 4, prefix=b"\x0a\x00\x09\x00")
@@ -261,7 +244,7 @@ def test_idle_timeout_fields_are_refused_where_the_table_has_none(ready: Runtime
     assert [e.canonical_code for e in errors] == [rpc_code.INVALID_ARGUMENT] * 4
     assert "time_since_last_hit" in errors[0].message and "time_since_last_hit" in errors[1].message
     assert all("default entry has no idle timeout" in e.message for e in errors[2:])
-    assert snapshot(rt) == before and forwards_to(rt) == [2]
+    assert read_all(rt) == before and forwards_to(rt) == [2]
 
 
 def test_reading_time_since_last_hit_of_a_table_without_idle_timeout_is_invalid_argument(ready: Runtime) -> None:
@@ -276,7 +259,7 @@ def test_non_zero_meter_counter_data_is_invalid_argument(ready: Runtime) -> None
     rt = ready
     meter = rt.object_id("meters", "MyIngress.port_meter")
     config = p4r.MeterConfig(cir=1000, cburst=10, pir=2000, pburst=20)
-    before = snapshot(rt)
+    before = read_all(rt)
     red = p4r.MeterCounterData()
     red.red.packet_count = 3
     on_entry = route(rt, 2)
@@ -288,7 +271,7 @@ def test_non_zero_meter_counter_data_is_invalid_argument(ready: Runtime) -> None
     )
     assert [e.canonical_code for e in errors] == [rpc_code.INVALID_ARGUMENT] * 2
     assert "meter_counter_data.red must be zero" in errors[0].message and "meter_counter_data" in errors[1].message
-    assert snapshot(rt) == before
+    assert read_all(rt) == before
     # zero counters are a reset the spec allows: accepted with the config
     rt.write(upd(MODIFY, meter_entry=p4r.MeterEntry(meter_id=meter, index=p4r.Index(index=1), config=config,
                                                      counter_data=p4r.MeterCounterData())))
@@ -299,7 +282,7 @@ def test_non_zero_meter_counter_data_is_invalid_argument(ready: Runtime) -> None
 def test_negative_counter_values_are_invalid_argument(ready: Runtime) -> None:
     rt = ready
     counter = rt.object_id("counters", "MyIngress.port_pkts")
-    before = snapshot(rt)
+    before = read_all(rt)
     negative = p4r.CounterData(packet_count=-1, byte_count=5)
     entry = route(rt, 2)
     entry.counter_data.CopyFrom(negative)
@@ -312,14 +295,14 @@ def test_negative_counter_values_are_invalid_argument(ready: Runtime) -> None:
     )
     assert [e.canonical_code for e in errors] == [rpc_code.INVALID_ARGUMENT] * 4
     assert all("must not be negative" in e.message for e in errors)
-    assert snapshot(rt) == before
+    assert read_all(rt) == before
 
 
 def test_out_of_range_indexes_and_values_get_out_of_range(ready: Runtime) -> None:
     rt = ready
     counter = rt.object_id("counters", "MyIngress.port_pkts")
     register = rt.object_id("registers", "MyIngress.last_src")
-    before = snapshot(rt)
+    before = read_all(rt)
     errors = rejected(
         rt,
         upd(MODIFY, counter_entry=p4r.CounterEntry(counter_id=counter, index=p4r.Index(index=64))),
@@ -334,7 +317,7 @@ def test_out_of_range_indexes_and_values_get_out_of_range(ready: Runtime) -> Non
     with pytest.raises(grpc.RpcError) as exc:
         rt.read(p4r.Entity(register_entry=p4r.RegisterEntry(register_id=register, index=p4r.Index(index=1000))))
     assert exc.value.code() == grpc.StatusCode.OUT_OF_RANGE
-    assert snapshot(rt) == before
+    assert read_all(rt) == before
 
 
 # -- the error trailer ---------------------------------------------------------------------------

@@ -3,37 +3,18 @@ flows are queue pairs created directly, the engine loop turns in a thread."""
 
 from __future__ import annotations
 
-import threading
-
 import grpc
 import pytest
 
-from tccl.control import AgentClient, ControlServer, socket_path
-from tccl.engine import Engine, QueuePair
-from tccl.job import Job, RankInfo, Transport, Workload, qpn
+from tccl.job import qpn
 
-RANKS = (RankInfo(0, "a", 0, 0, "eth0", "10.0.0.1", "02:00:00:00:00:01", "02:ff:00:00:00:01"),
-         RankInfo(1, "b", 1, 0, "eth0", "10.0.1.1", "02:00:00:00:00:02", "02:ff:00:00:00:02"))
+from agent_fixtures import serving_agent
 
 
 @pytest.fixture
 def agent(tmp_path):
-    engine = Engine(Job(ranks=RANKS, transport=Transport(), workload=Workload()), "a")
-    qp = QueuePair(engine, RANKS[0], RANKS[1], 50000, engine.clock())
-    engine.qps[qp.qpn] = qp
-    server = ControlServer(engine, socket_path(tmp_path, "a")).start()
-    stop = threading.Event()
-    loop = threading.Thread(target=lambda: engine.run_until(stop.is_set, 60), daemon=True)
-    loop.start()
-    client = AgentClient(socket_path(tmp_path, "a"), timeout=5)
-    try:
-        yield engine, qp, client
-    finally:
-        client.close()
-        engine.call(stop.set)           # the loop sleeps until something wakes it
-        loop.join(5)
-        server.stop()
-        engine.close()
+    with serving_agent(tmp_path) as serving:
+        yield serving
 
 
 def test_list_flows_and_stats(agent):

@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from emulation.clock import EmulationClock
 from tccl import agent
 from tccl.engine import Engine
 from tccl.job import Job, RankInfo, Transport, Workload
-from tccl.launch import run_on_fabric
+from tccl.launch import LaunchError, run_on_fabric
 
 RANKS = tuple(RankInfo(rank=i, server="s", block=0, rail=i, iface=f"eth{i}", ip=f"10.{i}.0.1",
                        mac=f"02:00:00:00:00:{i:02x}", gateway_mac="02:ff:00:00:00:01") for i in range(2))
@@ -82,23 +84,49 @@ class RecordingHost:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
 
 
+class FakeFabric:
+    """What the launcher needs of a fabric, with hosts made by ``host``."""
+
+    spec = SimpleNamespace(rt_priority=0)   # normal scheduling: no chrt before python
+    clock = None
+
+    def __init__(self, run_dir: Path, host) -> None:
+        self.run_dir, self.host = run_dir, host
+
+
+TWO_SERVERS = (RANKS[0], RankInfo(1, "t", 0, 0, "eth0", "10.1.0.1", "02:00:00:00:01:00", "02:ff:00:00:00:01"))
+
+
 def test_launcher_gives_every_agent_the_same_clock(tmp_path):
     commands: list[list[str]] = []
-
-    class Fabric:
-        run_dir = tmp_path
-        spec = SimpleNamespace(rt_priority=0)   # normal scheduling: no chrt before python
-        clock = None
-
-        def host(self, name: str) -> RecordingHost:
-            return RecordingHost(commands)
-
-    ranks = (RANKS[0], RankInfo(1, "t", 0, 0, "eth0", "10.1.0.1", "02:00:00:00:01:00", "02:ff:00:00:00:01"))
     clock = EmulationClock.start(3.0)
-    results = run_on_fabric(Fabric(), Job(ranks=ranks, workload=Workload(op="sendrecv")), tmp_path / "run",
-                            clock=clock)
+    results = run_on_fabric(FakeFabric(tmp_path, lambda name: RecordingHost(commands)),
+                            Job(ranks=TWO_SERVERS, workload=Workload(op="sendrecv")), tmp_path / "run", clock=clock)
     assert set(results) == {"s", "t"} and len(commands) == 2
     for cmd in commands:
         assert cmd[cmd.index("--clock") + 1] == clock.encode()
     assert json.loads((tmp_path / "run" / "results-s.json").read_text()) == {}
 
+
+
+def test_launcher_names_the_failed_ranks_at_once_and_stops_the_others(tmp_path):
+    """Agent t dies while agent s (started first) waits for it, as a peer of a killed
+    agent does: the launcher reports t's ranks as soon as t is gone and stops s."""
+    procs: dict[str, subprocess.Popen] = {}
+
+    class Host:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def popen(self, cmd: list[str], **kwargs) -> subprocess.Popen:
+            code = "import sys; sys.exit(3)" if self.name == "t" else "import time; time.sleep(600)"
+            procs[self.name] = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                                stderr=subprocess.PIPE, **kwargs)
+            return procs[self.name]
+
+    with pytest.raises(LaunchError) as exc:
+        run_on_fabric(FakeFabric(tmp_path, Host), Job(ranks=TWO_SERVERS, workload=Workload(op="sendrecv")),
+                      tmp_path / "run", timeout=120)
+    assert exc.value.failed_ranks == {"t": (1,)}
+    assert "t (ranks 1) exited with 3" in str(exc.value)
+    assert procs["s"].poll() is not None, "the surviving agent was left running"

@@ -10,9 +10,17 @@ import random
 import zlib
 from collections import Counter
 
+import finsy as fy
 import pytest
+from scapy.layers.inet import ICMP, IP
+from scapy.layers.l2 import Ether
 
+from controller.paths import candidate_paths, find_port, predict
+from controller.routes import cable, entities, fabric_programs, switch_program
+from fabric_sim import FabricSim, random_flows
+from tccl.ports import orthogonal_ports
 from topo.addressing import AddressPlan, nic_address, nic_location
+from topo.pipeline import build_pipeline
 from topo.hashmodel import (HASHES, PORT_RANGE, FiveTuple, ecmp_index, hash_input, path_via,
                             predict_path, source_port_for_spine, spine_uplink, tier_algorithm, uplink)
 from topo.spec import FabricSpec, SpecError, parse_spec
@@ -309,3 +317,81 @@ def test_spine_hash_is_no_function_of_the_leaf_hash():
     salted = _linear_rows(lambda d: zlib.crc32(b"\x12\x34\x56\x78" + d[4:]), 17, 32)
     unsalted = _linear_rows(lambda d: zlib.crc32(b"\xab\xcd\xef\x01" + d[4:]), 17, 32)
     assert salted == unsalted
+
+
+# --- the data plane --------------------------------------------------------------------
+
+@pytest.mark.parametrize("algorithm", ["crc32", "crc16"])
+def test_paths_through_the_three_tier_fabric_equal_the_model(algorithm):
+    """300 random 5-tuples between random NICs through sixteen programmed engines: the
+    hop-by-hop path is the predicted one (leaves and spines hashing with their own
+    CRCs, bit for bit), MACs and TTL rewritten at every hop."""
+    plan = AddressPlan(FabricSpec(**THREE, ecmp_hash=algorithm))
+    sim = FabricSim(plan)
+    climbed = set()
+    for flow in random_flows(plan, 300, 13):
+        path, _ = sim.send_udp(flow)
+        assert path == predict_path(plan, flow), flow
+        climbed.update([(path[2], path[3])] if len(path) == 7 else [])
+    # every (spine, super-spine) pair of pod 0 and pod 1 going up is used
+    assert len(climbed) == 2 * 2 * 2
+
+
+def test_ping_crosses_pods_and_a_lost_leaf_is_dropped_not_bounced():
+    plan = PLAN
+    a, b = plan.server("b0h0").nics[0], plan.server("b3h1").nics[1]
+    frame = bytes(Ether(src=a.mac, dst=plan.switch(a.leaf).mac) / IP(src=a.ip, dst=b.ip) / ICMP(id=1, seq=1))
+    path, out = FabricSim(plan).send(a.ip, frame)
+    assert path[0] == "b0h0" and path[-1] == "b3h1" and len(path) == 7 and path[3].startswith("ss")
+    assert Ether(out)[ICMP].type == 8
+    # The spine of plane 0 in pod 1 lost its cable to b3l1: it drops what comes down for it.
+    spine = plan.spine(1, 0).name
+    program = switch_program(plan, spine, frozenset({cable(spine, "b3l1")}))
+    lost = [r for r in program.routes if r.prefix == plan.rail_block_subnet(1, 3)]
+    assert len(lost) == 1 and lost[0].is_drop
+    assert [r.tier for r in program.routes if r.is_ecmp] == ["spine"]
+
+
+def test_programs_of_every_tier_encode_against_the_p4info(tmp_path):
+    schema = fy.P4Schema(build_pipeline(PLAN.spec, tmp_path).p4info)
+    actions = set()
+    for program in fabric_programs(PLAN).values():
+        for message in (e.encode(schema) for e in entities(program)):
+            if message.HasField("table_entry") and message.table_entry.action.HasField("action"):
+                actions.add(schema.actions[message.table_entry.action.action.action_id].alias)
+    assert {"ecmp_select", "spine_ecmp_select", "forward"} <= actions
+
+
+# --- GOR's path search and TCCL's orthogonal ports across pods ---------------------------
+
+def test_gor_candidates_are_every_spine_and_super_spine_and_ports_land_on_each():
+    plan = PLAN
+    a, b = plan.server("b1h0").nics[0], plan.server("b2h1").nics[0]
+    flow = FiveTuple(a.ip, b.ip, sport=50000)
+    paths = candidate_paths(plan, flow)
+    assert sorted((p[2], p[3]) for p in paths) == [("sp0", "ss0"), ("sp0", "ss1"), ("sp1", "ss2"), ("sp1", "ss3")]
+    assert predict(plan, flow) in paths
+    for path in paths:
+        sport = find_port(plan, flow, path)
+        assert predict(plan, FiveTuple(a.ip, b.ip, sport=sport)) == path
+    # a failed leaf-spine cable leaves the paths through the other plane
+    down = frozenset({cable("b1l0", "sp0")})
+    assert {p[2] for p in candidate_paths(plan, flow, down)} == {"sp1"}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_orthogonal_ports_put_one_flow_on_every_uplink_of_both_tiers(seed):
+    """Pod 0's rail-0 leaves each send two flows to pod 1: every leaf uplink, every
+    spine uplink and every super-spine downlink carries exactly one."""
+    plan = PLAN
+    flows = [(plan.server_at(b, 0).nics[0].ip, plan.server_at(b + 2, 0).nics[0].ip, qp)
+             for b in (0, 1) for qp in (0, 1)]
+    ports = orthogonal_ports(plan, flows, seed)
+    per_link = Counter()
+    for f in flows:
+        path = predict_path(plan, FiveTuple(f[0], f[1], sport=ports[f]))
+        per_link.update(zip(path[1:-2], path[2:-1]))
+    ups = [(leaf.name, plan.spine(0, k).name) for leaf in plan.leaves[:4:2] for k in range(2)]
+    spine_ups = [(plan.spine(0, k).name, plan.super_spine(k, j).name) for k in range(2) for j in range(2)]
+    super_downs = [(plan.super_spine(k, j).name, plan.spine(1, k).name) for k in range(2) for j in range(2)]
+    assert [per_link[link] for link in ups + spine_ups + super_downs] == [1] * 12, per_link

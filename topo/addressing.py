@@ -18,7 +18,8 @@ programming, GOR and the TCCL agents all ask an `AddressPlan` instead of recompu
   of plane k): switch id ``leaves + pods*spines + 1 + m``; port ``1 + pod`` faces spine k
   of that pod;
 * every switch: MAC ``02:ff:00:00:{id>>8}:{id&255}``, P4Runtime device id = switch id,
-  gRPC port ``grpc_port_base + id - 1``, ECMP salt `salt_of(id)`;
+  gRPC port ``grpc_port_base + id - 1`` on 127.0.0.1 (in cluster mode on the address
+  of the switch's machine, `topo.placement`), ECMP salt `salt_of(id)`;
 * the interface of any node's port p is ``<node>-eth{p}`` (`AddressPlan.intf`).
 
 A two-tier spec (one pod, no super-spines) gets exactly the names and numbers it always
@@ -38,6 +39,7 @@ from typing import Any, Iterator
 
 import networkx as nx
 
+from topo.placement import LOOPBACK, grpc_host, switch_server
 from topo.spec import HOST_BITS, FabricSpec, validate
 
 # Addresses of the fabric: 10.rail.block.host. Routes on spines are per (rail, block) /24.
@@ -130,6 +132,7 @@ class SwitchInfo:
     spine: int | None = None    # spines: number in the pod; super-spines: the plane
     pod: int | None = None      # leaves and spines
     superspine: int | None = None   # super-spines only: number in the plane
+    grpc_host: str = LOOPBACK   # where its P4Runtime server listens (`topo.placement.grpc_host`)
 
     @property
     def device_id(self) -> int:
@@ -137,7 +140,7 @@ class SwitchInfo:
 
     @property
     def grpc_address(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
+        return f"{self.grpc_host}:{self.grpc_port}"
 
 
 @dataclass(frozen=True)
@@ -175,9 +178,12 @@ class AddressPlan:
         self._switches = {sw.name: sw for sw in self.switches}
 
     def _switch(self, name: str, role: str, switch_id: int, **where: int) -> SwitchInfo:
+        machine = switch_server(self.spec, role, where.get("block"), where.get("pod"),
+                                where.get("spine"), where.get("superspine"))
         return SwitchInfo(name=name, role=role, switch_id=switch_id,
                           mac=mac_str(0x02FF00000000 | switch_id), salt=salt_of(switch_id),
-                          grpc_port=self.spec.grpc_port_base + switch_id - 1, **where)
+                          grpc_port=self.spec.grpc_port_base + switch_id - 1,
+                          grpc_host=grpc_host(machine), **where)
 
     def _nic(self, block: int, index: int, rail: int) -> Nic:
         address = nic_address(self.spec, block, index, rail)
@@ -321,6 +327,12 @@ class AddressPlan:
                 out.append(Link(spine.name, self.spine_uplink_port(j), self.super_spine(spine.spine, j).name,
                                 self.super_port(spine.pod), rates.spine_uplink_mbps))
         return tuple(out)
+
+    @property
+    def switch_links(self) -> tuple[Link, ...]:
+        """The cables between two switches (leaf-spine, spine-super-spine): the fabric
+        links whose load GOR can change by moving flows."""
+        return self.links[self.spec.blocks * self.spec.servers_per_block * self.spec.rails:]
 
     def peer(self, node: str, port: int) -> tuple[str, int]:
         """What is at the other end of ``node``'s port ``port``: (node, port)."""

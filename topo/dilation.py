@@ -51,15 +51,20 @@ REFERENCE_CORES = 2
 REFERENCE_WORK_S = 0.037
 # Frame-hops per second of the default fabric at line rate (`frame_hops`), for scaling.
 _DEFAULT = FabricSpec(blocks=2, servers_per_block=2, rails=4, spines=2)
-# A fabric's frames cross at most three switches (leaf, spine, leaf).
-MAX_HOPS = 3
+
+
+def max_hops(spec: FabricSpec) -> int:
+    """The most switches a frame crosses: leaf, spine, leaf; with three tiers leaf,
+    spine, super-spine, spine, leaf."""
+    return 2 * spec.tiers - 1
 
 
 def frame_hops(spec: FabricSpec) -> float:
-    """Frames per second all switches forward when every NIC sends at line rate."""
+    """Frames per second all switches forward when every NIC sends at line rate (every
+    frame on the longest path: the worst case a job can make)."""
     nics = spec.blocks * spec.servers_per_block * spec.rails
     frames_per_nic = spec.links.host_mbps * 1e6 / 8 / (spec.mtu + ROCE_DATA_OVERHEAD)
-    return nics * frames_per_nic * MAX_HOPS
+    return nics * frames_per_nic * max_hops(spec)
 
 
 def _packet_work(rounds: int = 80000) -> float:

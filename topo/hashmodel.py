@@ -253,17 +253,21 @@ def source_port_for_spine(plan: AddressPlan, flow: FiveTuple, spine: int, start:
     if superspine is not None and not (_crosses_pods(plan, flow) and 0 <= superspine < plan.spec.super_spines):
         raise ValueError(f"{flow.src}->{flow.dst} does not cross pods by super-spine {superspine}")
     want = group.index(spine)
-    leaf = plan.switch(plan.nic(flow.src).leaf)
-    leaf_hash = HASHES[tier_algorithm(plan.spec, "leaf")]
-    # The hash input but the ports, packed once: only the last four bytes change.
-    head = hash_input(leaf.salt, FiveTuple(flow.src, flow.dst, PROTO_UDP, 0, flow.dport))[:-4]
+    src = plan.nic(flow.src)
+    leaf = plan.switch(src.leaf)
+    leaf_hash, spine_hash = HASHES[tier_algorithm(plan.spec, "leaf")], HASHES[tier_algorithm(plan.spec, "spine")]
+    up = plan.spine(plan.pod_of(src.block), spine)
+    # Each tier's hash input but the ports, packed once: only the last four bytes change.
+    leaf_head, up_head = (hash_input(sw.salt, FiveTuple(flow.src, flow.dst, PROTO_UDP, 0, flow.dport))[:-4]
+                          for sw in (leaf, up))
     for sport in ports_from(start):
         if sport in avoid:
             continue
-        # ecmp_index over the candidate's input, without building it from strings.
-        if (leaf_hash(head + _PORTS.pack(sport, flow.dport)) % len(group)) & 0xFFFF == want and \
-                (superspine is None or
-                 spine_uplink(plan, FiveTuple(flow.src, flow.dst, PROTO_UDP, sport, flow.dport), spine) == superspine):
+        # ecmp_index of the candidate at the leaf (and the spine), not built from strings.
+        ports = _PORTS.pack(sport, flow.dport)
+        if (leaf_hash(leaf_head + ports) % len(group)) & 0xFFFF == want and (
+                superspine is None or
+                (spine_hash(up_head + ports) % plan.spec.super_spines) & 0xFFFF == superspine):
             return sport
     lo, hi = PORT_RANGE
     where = f"spine {spine}" if superspine is None else f"spine {spine}, super-spine {superspine}"

@@ -81,6 +81,9 @@ class Fabric:
             raise FabricError(f"unknown backend {backend!r}; one of {', '.join(BACKENDS)}")
         if backend == "bmv2" and not (BMv2Switch.available() and shutil.which("p4c")):
             raise FabricError(f"backend bmv2 needs {BMv2Switch.executable} and p4c on PATH")
+        if spec.cluster is not None and not self.spans_machines:
+            raise FabricError(f"cluster: fabric {spec.name!r} runs over {', '.join(spec.cluster.servers)}: "
+                              f"bring it up with topo.cluster.fabric_for (make run)")
         self.spec = spec
         self.plan = AddressPlan(spec)
         self.backend = backend
@@ -91,6 +94,9 @@ class Fabric:
         self.timings: dict[str, float] = {}
         # The fabric's one emulation clock; made at start, when the dilation is known.
         self.clock: EmulationClock | None = None
+
+    # A fabric on this machine only; topo.cluster.ClusterFabric spans several.
+    spans_machines = False
 
     @property
     def pcap_dir(self) -> Path | None:
@@ -122,17 +128,28 @@ class Fabric:
             self.pcap_dir.mkdir(parents=True, exist_ok=True)
         # dilation 0 is the spec's "auto": calibrated on this machine (topo/dilation.py).
         self.clock = EmulationClock.start(self.spec.dilation or dilation_for(self.spec))
-        switch_cls = functools.partial(BACKENDS[self.backend], run_dir=self.run_dir,
-                                       pcap_dir=str(self.pcap_dir) if self.pcap_dir else None,
-                                       clock=self.clock.encode(), rt_priority=self.spec.rt_priority)
-        self.net = Mininet(topo=FabricTopo(plan=self.plan), switch=switch_cls, host=Host,
-                           controller=None, build=False, autoSetMacs=False, autoStaticArp=False)
+        self.net = self._network(dict(run_dir=self.run_dir,
+                                      pcap_dir=str(self.pcap_dir) if self.pcap_dir else None,
+                                      clock=self.clock.encode(), rt_priority=self.spec.rt_priority))
         self._step("build", self.net.build)
         self._step("mtu", self._set_mtu)
         self._step("switches", self.net.start)
         self._step("hosts", self._configure_hosts)
         if self.program is not None:
             self._step("program", self.program, self.plan, self.pipeline)
+
+    def _network(self, switch_options: dict[str, Any]) -> Mininet:
+        """The fabric's Mininet network, not built yet; its switches get
+        ``switch_options`` (cluster mode builds a MininetCluster instead: topo.cluster)."""
+        switch_cls = functools.partial(BACKENDS[self.backend], **switch_options)
+        return Mininet(topo=FabricTopo(plan=self.plan), switch=switch_cls, host=Host,
+                       controller=None, build=False, autoSetMacs=False, autoStaticArp=False)
+
+    def clock_on(self, node: str) -> EmulationClock:
+        """The fabric's clock as the machine running ``node`` reads it (on one machine:
+        `clock` itself; across machines each has its own CLOCK_MONOTONIC: topo.cluster)."""
+        assert self.clock is not None, "fabric not started"
+        return self.clock
 
     def _set_mtu(self) -> None:
         """Every cable's two interfaces get the spec's interface MTU (jumbo frames for

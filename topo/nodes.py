@@ -5,7 +5,7 @@ Both classes take the same constructor arguments (what `topo.mininet_topo` puts 
 each switch's options) and differ only in their command line; their base overrides
 Mininet's ``start``/``stop`` and batch hooks: ``start`` launches the process on the
 switch's interfaces (the switch stays in the root namespace, like the tutorials'
-switches; its gRPC port is on 127.0.0.1), `batchStartup` -- which Mininet
+switches; its gRPC port is on 127.0.0.1, or its server's address in cluster mode), `batchStartup` -- which Mininet
 calls for all switches of a class after starting them -- waits until every gRPC port
 answers, so the processes boot in parallel. ``stop`` ends the process by its PID. The
 PID is also written to ``<run_dir>/<name>.pid`` so that `make stop` can find leftovers.
@@ -25,6 +25,7 @@ from typing import Sequence
 from mininet.node import Switch
 
 from emulation.realtime import realtime_prefix
+from topo.placement import LOOPBACK
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_DIR = ROOT / "build" / "run"
@@ -57,6 +58,10 @@ class P4ProcessSwitch(Switch):
     Subclasses give `command()`; everything else (launch, readiness, PID file,
     logs, stop) is shared.
     """
+
+    # Where the P4Runtime server listens: this machine's loopback, or in cluster mode
+    # the address of the switch's server (topo.cluster).
+    grpc_host = LOOPBACK
 
     def __init__(self, name: str, *, device_id: int, grpc_port: int,
                  port_rates: dict[int, float] | None = None, queue_depth: int = 64,
@@ -93,10 +98,15 @@ class P4ProcessSwitch(Switch):
 
     def start(self, controllers: Sequence = ()) -> None:
         """Launch the switch process (without waiting for it: see `batchStartup`)."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         # The root namespace must not speak on the fabric's cables (IPv6 autoconf).
         self.cmd("sysctl -qw " + " ".join(f"net.ipv6.conf.{iface}.disable_ipv6=1"
                                           for iface in self.data_ports().values()))
+        self.launch()
+
+    def launch(self) -> None:
+        """Start `command()` as a child of this process (a switch on another machine
+        starts it there instead: `topo.cluster`)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             # A session of its own: Ctrl-C at the CLI must not reach the switches.
             self.process = subprocess.Popen(realtime_prefix(self.rt_priority) + self.command(),
@@ -105,13 +115,18 @@ class P4ProcessSwitch(Switch):
                                             start_new_session=True)
         self.pid_path.write_text(f"{self.process.pid}\n")
 
+    def exit_status(self) -> int | None:
+        """The process's exit status; None while it runs."""
+        assert self.process is not None, f"{self.name} was not started"
+        return self.process.poll()
+
     def wait_ready(self, deadline: float) -> None:
         """Block until the gRPC port answers; `SwitchStartError` if the process dies
         or ``deadline`` (time.monotonic()) passes."""
-        assert self.process is not None, f"{self.name} was not started"
-        while not port_answers(self.grpc_port):
-            if self.process.poll() is not None:
-                raise SwitchStartError(f"{self.name} exited with status {self.process.returncode} "
+        while not port_answers(self.grpc_port, self.grpc_host):
+            status = self.exit_status()
+            if status is not None:
+                raise SwitchStartError(f"{self.name} exited with status {status} "
                                        f"before opening gRPC port {self.grpc_port}:\n{self.log_tail()}")
             if time.monotonic() > deadline:
                 raise SwitchStartError(f"{self.name} did not open gRPC port {self.grpc_port} "
@@ -171,7 +186,7 @@ class P4SimSwitch(P4ProcessSwitch):
         for port, iface in self.data_ports().items():
             cmd += ["-i", f"{port}@{iface}"]
         cmd += ["--device-id", str(self.device_id),
-                "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}",
+                "--grpc-server-addr", f"{self.grpc_host}:{self.grpc_port}",
                 "--queue-depth", str(self.queue_depth),
                 "--priority-queues", str(self.priority_queues)]
         if self.cpu_port is not None:
@@ -217,7 +232,7 @@ class BMv2Switch(P4ProcessSwitch):
         if self.pcap_dir:
             cmd += ["--pcap", self.pcap_dir]
         cmd.append("--no-p4")
-        cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}",
+        cmd += ["--", "--grpc-server-addr", f"{self.grpc_host}:{self.grpc_port}",
                 "--priority-queues", str(self.priority_queues)]
         if self.cpu_port is not None:
             cmd += ["--cpu-port", str(self.cpu_port)]

@@ -65,6 +65,9 @@ ROCE_MTUS = (256, 512, 1024, 2048, 4096)
 ROCE_IFACE_HEADROOM = 104
 # SCHED_RR priorities chrt accepts.
 MAX_RT_PRIORITY = 99
+# Mininet cluster mode's links between servers (mininet.examples.cluster): RemoteGRELink,
+# RemoteSSHLink (topo/cluster.py; docs/fabric.md says when to use which).
+CLUSTER_LINKS = ("gre", "ssh")
 
 
 class SpecError(ValueError):
@@ -107,6 +110,18 @@ class NvlinkLink:
 
 
 @dataclass(frozen=True)
+class ClusterSpec:
+    """Mininet's cluster mode: the fabric runs on ``servers`` (reached as root over ssh,
+    ``localhost`` = this machine), whole blocks per server (`topo.placement`), the
+    links between servers are Mininet's ``link`` tunnels; ``ssh_config`` is an ssh
+    client config file (``ssh -F``) for reaching the servers, "" for ssh's own."""
+
+    servers: tuple[str, ...]
+    link: str = "gre"
+    ssh_config: str = ""
+
+
+@dataclass(frozen=True)
 class FabricSpec:
     """One fabric: ``blocks`` x ``servers_per_block`` servers with ``rails`` NICs each,
     one leaf per (block, rail), every leaf linked to every spine of its pod. With
@@ -143,6 +158,8 @@ class FabricSpec:
     # The cluster tier: 1 pod and no super-spines is the two-tier fabric.
     pods: int = 1
     super_spines: int = 0
+    # More than one machine (Mininet cluster mode); None: everything on this machine.
+    cluster: ClusterSpec | None = None
 
     @property
     def iface_mtu(self) -> int:
@@ -203,7 +220,7 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
     "pcap": bool, "nvlink": dict, "time_factor": (int, float), "mtu": int,
     "dilation": (int, float, str), "rt_priority": int, "pods": int, "super_spines": int,
-    "oversubscription": dict,
+    "oversubscription": dict, "cluster": (dict, type(None)),
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
 _LINK_KEYS = {"host_mbps": (int, float), "uplink_mbps": (int, float),
@@ -212,6 +229,7 @@ _LINK_KEYS = {"host_mbps": (int, float), "uplink_mbps": (int, float),
 _OVERSUB_KEYS = {"leaf": (int, float), "spine": (int, float)}
 _ECN_KEYS = {"kmin": int, "kmax": int, "pmax": (int, float)}
 _NVLINK_KEYS = {"gbps": (int, float), "latency_us": (int, float)}
+_CLUSTER_KEYS = {"servers": list, "link": str, "ssh_config": str}
 
 
 def load_spec(path: str | Path, emulated: bool = True) -> FabricSpec:
@@ -245,9 +263,11 @@ def parse_spec(data: Any, source: str = "fabric.yaml", emulated: bool = True) ->
     oversub = data.get("oversubscription", {})
     _check_keys(oversub, _OVERSUB_KEYS, source, "oversubscription.")
     top = {k: (float(v) if k == "time_factor" else v) for k, v in data.items()
-           if k not in ("links", "ecn", "nvlink", "dilation", "oversubscription")}
+           if k not in ("links", "ecn", "nvlink", "dilation", "oversubscription", "cluster")}
     if "dilation" in data:
         top["dilation"] = _dilation(data["dilation"], source)
+    if data.get("cluster") is not None:   # `cluster:` left empty (or a dumped spec's null): none
+        top["cluster"] = _cluster(data["cluster"], source)
     rates = _link_rates(data, links, oversub, source)
     spec = FabricSpec(links=rates,
                       ecn=EcnProfile(**{k: (float(v) if k == "pmax" else v) for k, v in ecn.items()}),
@@ -292,6 +312,19 @@ def _dilation(value: Any, source: str) -> float:
     if isinstance(value, str):
         raise SpecError(f"{source}: dilation: a number >= 1 or 'auto', got {value!r}")
     return float(value)
+
+
+def _cluster(data: Any, source: str) -> ClusterSpec:
+    """The ``cluster`` section: ``servers`` (required, a list of host names or
+    addresses), ``link``, ``ssh_config``."""
+    _check_keys(data, _CLUSTER_KEYS, source, "cluster.")
+    if "servers" not in data:
+        raise SpecError(f"{source}: cluster.servers: missing (the machines the fabric runs on)")
+    servers = data["servers"]
+    for i, server in enumerate(servers):
+        if not isinstance(server, str) or not server.strip() or any(c.isspace() for c in server):
+            raise SpecError(f"{source}: cluster.servers[{i}]: a host name or address, got {server!r}")
+    return ClusterSpec(servers=tuple(servers), **{k: v for k, v in data.items() if k != "servers"})
 
 
 def _check_keys(data: Any, known: Mapping[str, type | tuple[type, ...]], source: str,
@@ -361,6 +394,8 @@ def validate(spec: FabricSpec, source: str = "fabric spec", emulated: bool = Tru
     if not 0 <= spec.rt_priority <= MAX_RT_PRIORITY:
         fail("rt_priority", f"a SCHED_RR priority 1..{MAX_RT_PRIORITY}, or 0 for normal "
              f"scheduling, got {spec.rt_priority}")
+    if spec.cluster is not None:
+        _validate_cluster(spec, fail)
     ecn = spec.ecn
     if ecn.kmin < 0:
         fail("ecn.kmin", f"must be >= 0 packets, got {ecn.kmin}")
@@ -377,6 +412,19 @@ def validate(spec: FabricSpec, source: str = "fabric spec", emulated: bool = Tru
     if len(spec.node_prefix) > MAX_PREFIX or not (spec.node_prefix == "" or spec.node_prefix.isalnum()):
         fail("node_prefix", f"at most {MAX_PREFIX} letters/digits (interface names are short), "
              f"got {spec.node_prefix!r}")
+
+
+def _validate_cluster(spec: FabricSpec, fail: Any) -> None:
+    servers = spec.cluster.servers
+    if not servers:
+        fail("cluster.servers", "at least one server")
+    if len(set(servers)) != len(servers):
+        fail("cluster.servers", f"each server once, got {', '.join(servers)}")
+    if len(servers) > spec.blocks:
+        fail("cluster.servers", f"whole blocks go to a server, so at most blocks = {spec.blocks} "
+             f"servers, got {len(servers)}")
+    if spec.cluster.link not in CLUSTER_LINKS:
+        fail("cluster.link", f"one of {', '.join(CLUSTER_LINKS)}, got {spec.cluster.link!r}")
 
 
 def _validate_emulated(spec: FabricSpec, fail: Callable[[str, str], None]) -> None:

@@ -27,6 +27,8 @@ from typing import Any, Callable, Protocol
 import grpc
 from google.protobuf import json_format, struct_pb2
 
+from p4sim.runtime.lenient import unary_handler
+
 SERVICE = "p4sim.QueueControl"
 
 
@@ -56,8 +58,8 @@ def _port(req: dict, required: bool) -> int | None:
         if required:
             raise ValueError("'port' is required")
         return None
-    if not float(port).is_integer() or port < 0:
-        raise ValueError(f"'port' must be a port number, got {port}")
+    if isinstance(port, bool) or not isinstance(port, (int, float)) or not float(port).is_integer() or port < 0:
+        raise ValueError(f"'port' must be a port number, got {port!r}")
     return int(port)
 
 
@@ -104,9 +106,7 @@ def handler(control: QueueControl) -> grpc.GenericRpcHandler:
             except ValueError as exc:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
 
-        return grpc.unary_unary_rpc_method_handler(
-            call, request_deserializer=struct_pb2.Struct.FromString, response_serializer=struct_pb2.Struct.SerializeToString
-        )
+        return unary_handler(call, struct_pb2.Struct, struct_pb2.Struct)
 
     return grpc.method_handlers_generic_handler(
         SERVICE,

@@ -1,12 +1,15 @@
 """Start and stop a P4Runtime gRPC server for one device.
 
-    server = RuntimeServer(device, "0.0.0.0:9559", device_id=1, queue_control=device)
+    server = RuntimeServer(device, "127.0.0.1:9559", device_id=1, queue_control=device)
     server.start()          # returns once listening; server.port is the bound port
     ...
     server.stop()
 
 9559 is the IANA port for P4Runtime (and simple_switch_grpc's default); an address
-ending in ``:0`` binds a free port (tests). The queue-control service (queues.py) is
+ending in ``:0`` binds a free port (tests). The default host is loopback, not
+simple_switch_grpc's 0.0.0.0: a testbed switch is programmed from the same machine, and
+a server on every interface would take writes from anyone who can reach it (give
+``0.0.0.0:9559`` to serve a remote controller). The queue-control service (queues.py) is
 served on the same address when a `QueueControl` is given. Real switches serve
 P4Runtime over TLS; ``tls=TlsConfig.from_files(cert, key)`` does the same (with
 ``client_ca``, clients must present a certificate that CA signed).
@@ -24,7 +27,7 @@ from p4sim.runtime import queues
 from p4sim.runtime.dataplane import Dataplane
 from p4sim.runtime.service import MAX_STREAMS, P4RuntimeService, rpc_handler
 
-DEFAULT_ADDRESS = "0.0.0.0:9559"
+DEFAULT_ADDRESS = "127.0.0.1:9559"
 # Every StreamChannel holds a worker for its lifetime and the service refuses streams
 # beyond MAX_STREAMS, so these workers always remain for Read, Write and the rest.
 UNARY_WORKERS = 16

@@ -25,7 +25,6 @@ from typing import Callable, Iterator
 
 import grpc
 from google.protobuf import any_pb2
-from google.protobuf.message import DecodeError
 
 from p4sim.proto import p4r, p4r_grpc, rpc_code, rpc_status
 from p4sim.runtime import codec
@@ -43,6 +42,7 @@ from p4sim.runtime.errors import (
     ResourceExhausted,
     Unimplemented,
 )
+from p4sim.runtime.lenient import Undecodable, lenient
 from p4sim.runtime.pipeline import Pipeline
 from p4sim.runtime.schema import DigestInfo
 
@@ -147,33 +147,10 @@ def error_status(errors: list[P4RuntimeError | None]) -> rpc_status.Status:
     return status
 
 
-@dataclass(frozen=True)
-class Undecodable:
-    """Request bytes that are not the message the method takes (decoded leniently, see
-    `rpc_handler`)."""
-
-    type_name: str
-    error: str
-
-    def error_for_client(self) -> InvalidArgument:
-        return InvalidArgument(f"request is not a serialized {self.type_name}: {self.error}")
-
-
-def _lenient(cls: type) -> Callable[[bytes], object]:
-    """A request deserializer that returns `Undecodable` instead of raising."""
-    def decode(data: bytes) -> object:
-        try:
-            return cls.FromString(data)
-        except (DecodeError, RecursionError) as exc:
-            return Undecodable(cls.DESCRIPTOR.full_name, str(exc) or type(exc).__name__)
-
-    return decode
-
-
 def _unary(method: Callable) -> Callable:
     def run(request, context: grpc.ServicerContext):
         if isinstance(request, Undecodable):
-            _abort(context, request.error_for_client())
+            _abort(context, InvalidArgument(request.message))
         return method(request, context)
 
     return run
@@ -197,7 +174,7 @@ def rpc_handler(service: "P4RuntimeService") -> grpc.GenericRpcHandler:
         behaviour = getattr(service, name)
         if make is not grpc.stream_stream_rpc_method_handler:
             behaviour = _unary(behaviour)
-        handlers[name] = make(behaviour, request_deserializer=_lenient(request),
+        handlers[name] = make(behaviour, request_deserializer=lenient(request),
                               response_serializer=response.SerializeToString)
     return grpc.method_handlers_generic_handler("p4.v1.P4Runtime", handlers)
 
@@ -421,7 +398,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             try:
                 for request in request_iterator:
                     if isinstance(request, Undecodable):
-                        outgoing.put(request.error_for_client())
+                        outgoing.put(InvalidArgument(request.message))
                         return
                     try:
                         failure = self._stream_request(ctl, request)

@@ -6,17 +6,17 @@ own queue settings::
 
     p4sim switch -i 1@s1-eth1 -i 2@s1-eth2 --device-id 1 --pcap pcaps \\
         --log-file s1.log --log-level info build/prog.json \\
-        -- --grpc-server-addr 0.0.0.0:50051 --cpu-port 255 \\
+        -- --grpc-server-addr 127.0.0.1:50051 --cpu-port 255 \\
         --port-rate 1=20 --port-rate 2=20 --queue-depth 64
 
 ``--port-rate`` is in Mbit/s of Ethernet frame bytes (what a capture shows), the
 queue depth in packets per queue, ``--queue-rate`` in packets/s for every port (BMv2's
 ``set_queue_rate``). P4Runtime is served on ``--grpc-server-addr`` (default
-0.0.0.0:9559 like simple_switch_grpc; ``unix:PATH`` works too), together with the
-``p4sim.QueueControl`` service that changes port rates and queue depths at run time
-(p4sim/runtime/queues.py). ``--pcap DIR`` writes ``<iface>_in.pcap`` and
-``<iface>_out.pcap`` per port (``cpu_*.pcap`` for the CPU port). The process runs
-until SIGINT or SIGTERM and logs its counters when it stops.
+127.0.0.1:9559: loopback, where simple_switch_grpc listens on 0.0.0.0; ``unix:PATH``
+works too), together with the ``p4sim.QueueControl`` service that changes port rates
+and queue depths at run time (p4sim/runtime/queues.py). ``--pcap DIR`` writes
+``<iface>_in.pcap`` and ``<iface>_out.pcap`` per port (``cpu_*.pcap`` for the CPU
+port). The process runs until SIGINT or SIGTERM and logs its counters when it stops.
 """
 
 from __future__ import annotations

@@ -204,6 +204,27 @@ def packet(src: str = "10.0.0.1", dst: str = "10.0.1.5") -> bytes:
     return bytes(Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:aa") / IP(src=src, dst=dst) / UDP() / b"x")
 
 
+EVERYTHING = [
+    p4r.Entity(table_entry=p4r.TableEntry(counter_data={}, meter_config={})),
+    p4r.Entity(action_profile_member=p4r.ActionProfileMember()),
+    p4r.Entity(action_profile_group=p4r.ActionProfileGroup()),
+    p4r.Entity(counter_entry=p4r.CounterEntry()),
+    p4r.Entity(meter_entry=p4r.MeterEntry()),
+    p4r.Entity(register_entry=p4r.RegisterEntry()),
+    p4r.Entity(value_set_entry=p4r.ValueSetEntry()),
+    p4r.Entity(digest_entry=p4r.DigestEntry()),
+    p4r.Entity(packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(multicast_group_entry={})),
+    p4r.Entity(packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(clone_session_entry={})),
+]
+"""A wildcard read of every kind of entity (table entries with their direct counter and
+meter data): a full read-back, for "a rejected request changed nothing" checks."""
+
+
+def read_all(rt: "Runtime") -> list[p4r.Entity]:
+    """Everything a wildcard Read of `EVERYTHING` returns."""
+    return rt.read(*EVERYTHING)
+
+
 def batch_errors(err: grpc.RpcError) -> list[p4r.Error]:
     """The per-update p4.v1.Error list of a failed Write (grpc-status-details-bin)."""
     for key, value in err.trailing_metadata() or ():
