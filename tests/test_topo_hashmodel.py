@@ -17,8 +17,8 @@ from fabric_sim import FabricSim, compiled
 from p4sim.switch.match import Exact, Lpm
 from p4sim.switch.v1model import V1Switch, run_to_completion
 from topo.addressing import AddressPlan
-from topo.hashmodel import (HASHES, PORT_RANGE, FiveTuple, ecmp_index, ecmp_indices, hash_input, path_via, ports_from,
-                            predict_path, source_port_for_spine, uplink)
+from topo.hashmodel import (HASHES, PORT_RANGE, FiveTuple, ecmp_index, ecmp_indices, hash_input, path_via,
+                            port_indices, ports_from, predict_path, source_port_for_spine, spine_uplink, uplink)
 from topo.spec import EcnProfile, FabricSpec
 
 SPEC = FabricSpec(blocks=2, servers_per_block=2, rails=4, spines=2)
@@ -166,3 +166,37 @@ def test_the_vectorised_hash_equals_the_scalar_one(algorithm):
     assert got.tolist() == want
     with pytest.raises(ValueError, match="at least one member"):
         ecmp_indices(algorithm, np.array([1]), np.array([1]), np.array([1]), np.array([1]), 0)
+
+
+@pytest.mark.parametrize("algorithm", sorted(HASHES))
+def test_the_port_search_is_the_scalar_search(algorithm):
+    """`source_port_for_spine` (hashing every candidate port at once, `port_indices`)
+    returns what trying `ports_from(start)` one by one with `ecmp_index` and
+    `spine_uplink` returns, on two tiers and across pods, with ports to avoid."""
+    two = AddressPlan(FabricSpec(blocks=2, servers_per_block=2, rails=4, spines=3, ecmp_hash=algorithm))
+    three = AddressPlan(FabricSpec(blocks=4, servers_per_block=2, rails=2, spines=2, pods=2, super_spines=4,
+                                   ecmp_hash=algorithm))
+    rng = random.Random(algorithm)
+    for plan in (two, three):
+        nics = list(plan.nics())
+        for _ in range(40):
+            a, b = rng.sample(nics, 2)
+            if a.leaf == b.leaf:
+                continue
+            flow = FiveTuple(a.ip, b.ip)
+            spine = rng.randrange(plan.spec.spines)
+            across = plan.pod_of(a.block) != plan.pod_of(b.block)
+            superspine = rng.randrange(plan.spec.super_spines) if across else None
+            start = rng.randint(*PORT_RANGE)
+            avoid = {rng.randint(*PORT_RANGE) for _ in range(2000)}
+
+            def lands(sport):
+                f = FiveTuple(a.ip, b.ip, sport=sport)
+                return uplink(plan, f) == spine and (superspine is None or spine_uplink(plan, f, spine) == superspine)
+
+            want = next(p for p in ports_from(start) if p not in avoid and lands(p))
+            assert source_port_for_spine(plan, flow, spine, start, avoid, superspine=superspine) == want
+            sports = np.array([rng.randint(*PORT_RANGE) for _ in range(50)])
+            salt = plan.switch(a.leaf).salt
+            assert port_indices(algorithm, salt, flow, sports, 7).tolist() == \
+                [ecmp_index(algorithm, salt, FiveTuple(a.ip, b.ip, sport=int(p)), 7) for p in sports]

@@ -50,8 +50,6 @@ PORT_RANGE = (49152, 65535)
 # agents (controller.publish) so that they can check they hash what the switches hash.
 HASH_FIELDS = (("salt", 32), ("src_ip", 32), ("dst_ip", 32), ("proto", 8), ("sport", 16), ("dport", 16))
 _HASH_INPUT = Header("ecmp_hash_input", HASH_FIELDS).struct()
-# The input's last two fields, the UDP ports (a source-port search varies only these).
-_PORTS = Header("ecmp_hash_ports", HASH_FIELDS[-2:]).struct()
 
 
 def _crc16_arc(data: bytes) -> int:
@@ -162,14 +160,35 @@ def ecmp_indices(algorithm: str, salts: np.ndarray, srcs: np.ndarray, dsts: np.n
     return (((reg ^ np.uint32(final)).astype(np.int64) % sizes) & 0xFFFF).astype(np.int64)
 
 
+def port_indices(algorithm: str, salt: int, flow: FiveTuple, sports: np.ndarray, size: int) -> np.ndarray:
+    """`ecmp_index` of ``flow`` (UDP) with each of ``sports`` as its source port: the
+    register after the fixed fields once, then the four port bytes over the column
+    (a source-port search tries thousands of ports per flow)."""
+    table, init, final = _ARRAY_CRCS[algorithm]
+    reg = init
+    for byte in hash_input(salt, FiveTuple(flow.src, flow.dst, PROTO_UDP, 0, flow.dport))[:-4]:
+        reg = int(table[(reg ^ byte) & 0xFF]) ^ (reg >> 8)
+    regs = np.full(len(sports), reg, dtype=np.uint32)
+    sports = np.asarray(sports, dtype=np.int64)
+    for byte in (sports >> 8, sports & 0xFF, flow.dport >> 8, flow.dport & 0xFF):   # MSB first
+        regs = table[(regs ^ np.asarray(byte, dtype=np.uint32)) & 0xFF] ^ (regs >> 8)
+    return (((regs ^ np.uint32(final)).astype(np.int64) % size) & 0xFFFF).astype(np.int64)
+
+
 def ports_from(start: int) -> Iterator[int]:
     """Every port of `PORT_RANGE` once, from ``start`` up, wrapping around to the range's
     first port (searches started at different points hand out different ports)."""
+    lo, hi = _search_range(start)
+    span = hi - lo + 1
+    return (lo + (start - lo + i) % span for i in range(span))
+
+
+def _search_range(start: int) -> tuple[int, int]:
+    """`PORT_RANGE`, after checking that a search may start at ``start``."""
     lo, hi = PORT_RANGE
     if not lo <= start <= hi:
         raise ValueError(f"a source-port search starts in {lo}..{hi}, got {start}")
-    span = hi - lo + 1
-    return (lo + (start - lo + i) % span for i in range(span))
+    return lo, hi
 
 
 def _group(plan: AddressPlan, members: Sequence[int] | None) -> Sequence[int]:
@@ -255,20 +274,15 @@ def source_port_for_spine(plan: AddressPlan, flow: FiveTuple, spine: int, start:
     want = group.index(spine)
     src = plan.nic(flow.src)
     leaf = plan.switch(src.leaf)
-    leaf_hash, spine_hash = HASHES[tier_algorithm(plan.spec, "leaf")], HASHES[tier_algorithm(plan.spec, "spine")]
     up = plan.spine(plan.pod_of(src.block), spine)
-    # Each tier's hash input but the ports, packed once: only the last four bytes change.
-    leaf_head, up_head = (hash_input(sw.salt, FiveTuple(flow.src, flow.dst, PROTO_UDP, 0, flow.dport))[:-4]
-                          for sw in (leaf, up))
-    for sport in ports_from(start):
-        if sport in avoid:
-            continue
-        # ecmp_index of the candidate at the leaf (and the spine), not built from strings.
-        ports = _PORTS.pack(sport, flow.dport)
-        if (leaf_hash(leaf_head + ports) % len(group)) & 0xFFFF == want and (
-                superspine is None or
-                (spine_hash(up_head + ports) % plan.spec.super_spines) & 0xFFFF == superspine):
+    lo, hi = _search_range(start)
+    candidates = lo + (start - lo + np.arange(hi - lo + 1)) % (hi - lo + 1)   # `ports_from(start)`
+    lands = port_indices(tier_algorithm(plan.spec, "leaf"), leaf.salt, flow, candidates, len(group)) == want
+    if superspine is not None:
+        lands &= port_indices(tier_algorithm(plan.spec, "spine"), up.salt, flow, candidates,
+                              plan.spec.super_spines) == superspine
+    for sport in candidates[lands].tolist():
+        if sport not in avoid:
             return sport
-    lo, hi = PORT_RANGE
     where = f"spine {spine}" if superspine is None else f"spine {spine}, super-spine {superspine}"
     raise ValueError(f"no UDP source port in {lo}..{hi} maps {flow.src}->{flow.dst} onto {where}")
