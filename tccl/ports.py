@@ -25,9 +25,9 @@ the hash picks member ``hash % len(group)``.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import random
+import socket
 from collections import defaultdict
 from pathlib import Path
 from typing import Hashable, Iterable, Mapping, Sequence
@@ -141,7 +141,11 @@ def orthogonal_ports(plan: AddressPlan, flows: Sequence[tuple[str, ...]], seed: 
 def _leaf_of(plan: AddressPlan, ip: str) -> str:
     """The leaf of NIC address ``ip``, from the address's arithmetic (`nic_location`)
     rather than a whole `Nic` record: a 100k-GPU job asks it for every NIC."""
-    rail, block, index = nic_location(plan.spec, int(ipaddress.IPv4Address(ip)))
+    try:                                 # inet_aton also takes "10.1": dotted quads only
+        rail, block, index = nic_location(plan.spec, int.from_bytes(socket.inet_aton(ip), "big")) \
+            if ip.count(".") == 3 else (-1, -1, -1)
+    except OSError:
+        rail = block = index = -1
     if not (0 <= rail < plan.spec.rails and 0 <= block < plan.spec.blocks
             and 0 <= index < plan.spec.servers_per_block):
         return plan.nic(ip).leaf         # not a NIC: the plan's own error
