@@ -11,7 +11,7 @@ import pytest
 
 from tccl import ports
 from topo.addressing import AddressPlan
-from topo.spec import load_spec
+from topo.spec import FabricSpec, load_spec
 
 FABRICS = Path(__file__).resolve().parent.parent / "topo" / "fabrics"
 
@@ -161,3 +161,13 @@ def test_orthogonal_ports_follow_gors_degraded_groups(tmp_path):
     bad.write_text("{}")
     with pytest.raises(ValueError, match="no `groups`"):
         ports.load_groups(bad)
+
+
+def test_a_nics_leaf_from_its_address_is_the_plans():
+    for spec in (FabricSpec(blocks=2, servers_per_block=2, rails=4, spines=2),
+                 FabricSpec(blocks=300, servers_per_block=2, rails=2, spines=2, pods=3, super_spines=1)):
+        plan = AddressPlan(spec, emulated=False)
+        assert all(ports._leaf_of(plan, nic.ip) == nic.leaf for nic in plan.nics())
+        for bad in ("10.1", "10.0.0.300", "x", "10.9.0.1"):
+            with pytest.raises(KeyError, match="is not a NIC address"):
+                ports._leaf_of(plan, bad)
