@@ -25,7 +25,6 @@ max(q, ceil(F/k)) over the links.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from topo.addressing import AddressPlan
 from topo.headers import ROCE_DATA_OVERHEAD
 from topo.spec import load_spec
 
-from scale.fabric import NONE, FabricIndex
+from scale.fabric import FabricIndex
 from scale.fairness import Allocation, max_min_rates
 from scale.flows import StepFlows, job_step_flows
 from scale.gor import replan
