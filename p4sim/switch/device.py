@@ -5,9 +5,14 @@ non-blocking sockets, an eventfd (to be woken by other threads) and the traffic
 manager's next departure time as the timeout -- so an idle switch sleeps in the kernel
 and a rate-limited port is served on time without busy polling:
 
-    wait (select) -> read a batch from each ready port -> ingress pipeline -> enqueue
-                 -> dequeue what the link rates allow -> egress pipeline -> transmit
-                 -> flush captures
+    wait (select) -> read a batch from each ready port -> [MAC: PAUSE frames] ->
+                 ingress pipeline -> enqueue -> dequeue what the link rates allow
+                 -> egress pipeline -> transmit -> flush captures
+
+MAC control frames (EtherType 0x8808: PAUSE, PFC) are the MAC's, as on a hardware
+switch: they are consumed before the pipeline (captures still show them), a PFC frame
+pauses the port's queues in the traffic manager, and the PFC frames the traffic
+manager decides to send leave at once, ahead of the queues (p4sim/switch/pfc.py).
 
 Other threads (the P4Runtime server) use ``lock`` around any call into ``engine``,
 ``inject`` for PacketOut, and the ``set_*`` queue-control methods; the loop holds
@@ -33,7 +38,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from emulation.clock import EmulationClock
+from p4sim.switch.pause import is_mac_control, parse_pause, pfc_frame
 from p4sim.switch.pcap import PortCaptures
+from p4sim.switch.pfc import PfcConfig
 from p4sim.switch.ports import InterfacePort
 from p4sim.switch.traffic_manager import DEFAULT_QUEUE_DEPTH, Dequeued, TrafficManager
 from p4sim.switch.v1model import V1Switch
@@ -65,7 +72,8 @@ class Device:
     def __init__(self, ports: dict[int, str], *, device_id: int = 0, cpu_port: int | None = None,
                  priority_queues: int = 1, queue_depth: int = DEFAULT_QUEUE_DEPTH,
                  queue_rate_pps: float | None = None, port_rates: dict[int, float] | None = None,
-                 pcap_dir: str | None = None, clock: EmulationClock | None = None) -> None:
+                 pcap_dir: str | None = None, clock: EmulationClock | None = None,
+                 pfc: PfcConfig | None = None) -> None:
         if cpu_port is not None and cpu_port in ports:
             raise ValueError(f"CPU port {cpu_port} is also given an interface ({ports[cpu_port]})")
         self.device_id = device_id
@@ -73,11 +81,14 @@ class Device:
         self.emulation_clock = clock or EmulationClock.start()
         self.lock = threading.RLock()
         self.engine: V1Switch | None = None
-        self.tm = TrafficManager(self.clock, priority_queues, queue_depth, queue_rate_pps)
+        self.tm = TrafficManager(self.clock, priority_queues, queue_depth, queue_rate_pps, pfc)
+        self.tm.send_pause = self._send_pause
         self.packet_in_handler: Callable[[bytes], None] | None = None
         self.counters = {"rx": 0, "tx": 0, "no_pipeline": 0, "pipeline_errors": 0,
-                         "stale_after_reload": 0, "unknown_port": 0, "packet_in_dropped": 0}
+                         "stale_after_reload": 0, "unknown_port": 0, "packet_in_dropped": 0,
+                         "mac_control": 0}
         self._ports: dict[int, InterfacePort] = {}
+        self._macs: dict[int, bytes] = {}   # each port's own MAC: the source of its PAUSE frames
         self._by_fd: dict[int, InterfacePort] = {}
         self._injected: deque[tuple[int, bytes]] = deque()
         self._stopping = False
@@ -91,6 +102,7 @@ class Device:
                 self._by_fd[port.fileno()] = port
                 self.tm.add_port(number)
                 self.tm.set_frame_bytes(number, _frame_bytes(iface))
+                self._macs[number] = _mac(iface)
             for number, rate in (port_rates or {}).items():
                 self.tm.set_port_rate(number, rate)
             if pcap_dir is not None:
@@ -256,6 +268,13 @@ class Device:
         self.counters["rx"] += 1
         if self.captures is not None:
             self.captures.received(port, frame)
+        if is_mac_control(frame):
+            # The MAC's: never reaches the pipeline (module docstring).
+            self.counters["mac_control"] += 1
+            quanta = parse_pause(frame)
+            if quanta is not None:
+                self.tm.receive_pause(port, quanta, arrival)
+            return
         engine = self.engine
         if engine is None:
             self.counters["no_pipeline"] += 1
@@ -269,11 +288,21 @@ class Device:
             log.exception("ingress pipeline failed on a %d-byte packet from port %d",
                           len(frame), port)
             return
-        self._enqueue(engine, jobs, arrival)
+        self._enqueue(engine, jobs, arrival, port)
 
-    def _enqueue(self, engine: V1Switch, jobs: list, arrival: int | None = None) -> None:
+    def _enqueue(self, engine: V1Switch, jobs: list, arrival: int | None = None,
+                 in_port: int | None = None) -> None:
         for job in jobs:
-            self.tm.enqueue(job.port, job.priority, (engine, job), arrival)
+            self.tm.enqueue(job.port, job.priority, (engine, job), arrival, job.length, in_port)
+
+    def _send_pause(self, port: int, quanta: dict[int, int]) -> None:
+        """The MAC sends a PFC frame out of ``port`` (the traffic manager decided)."""
+        iface = self._ports.get(port)
+        if iface is None:
+            return  # the CPU port has no peer to pause
+        frame = pfc_frame(self._macs[port], quanta)
+        if iface.send(frame) and self.captures is not None:
+            self.captures.sent(port, frame)
 
     def _transmit(self, d: Dequeued) -> int:
         engine, job = d.item
@@ -344,6 +373,14 @@ class Device:
         if self._wakeup >= 0:
             os.close(self._wakeup)
             self._wakeup = -1
+
+
+def _mac(iface: str) -> bytes:
+    """The interface's MAC address (zeros if it has none to read)."""
+    try:
+        return bytes.fromhex(Path(f"/sys/class/net/{iface}/address").read_text().strip().replace(":", ""))
+    except (OSError, ValueError):
+        return bytes(6)
 
 
 def _frame_bytes(iface: str) -> int:
