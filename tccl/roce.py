@@ -35,7 +35,7 @@ from scapy.layers.l2 import Ether
 
 from topo import headers
 # The wire's numbers, from the frame layout; the transport names them roce.<NAME>.
-from topo.headers import (ACKNOWLEDGE, CNP, ECN_CE, ECN_ECT0, ECN_NOT_ECT, ETHERTYPE_IPV4,  # noqa: F401
+from topo.headers import (ACKNOWLEDGE, CNP, CNP_DSCP, ECN_CE, ECN_ECT0, ECN_NOT_ECT, ETHERTYPE_IPV4,  # noqa: F401
                           ICRC_LEN, PROTO_UDP, ROCE_UDP_PORT, SEND_FIRST, SEND_LAST, SEND_MIDDLE, SEND_ONLY,
                           WRITE_FIRST, WRITE_LAST, WRITE_MIDDLE, WRITE_ONLY)
 
@@ -56,8 +56,6 @@ LAST_OPCODES = frozenset({SEND_LAST, SEND_ONLY, WRITE_LAST, WRITE_ONLY})
 AETH_ACK = 0x1F
 AETH_NAK_SEQ = 0x60
 
-# CNPs travel in DSCP 48 (CS6), the value RoCE NICs use for them by default.
-CNP_DSCP = 48
 PSN_MASK = _BTH.mask("psn")
 _FF8 = b"\xff" * 8
 _CRC_FF8 = zlib.crc32(_FF8)

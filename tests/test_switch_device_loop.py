@@ -37,6 +37,10 @@ class Job:
     priority: int
     data: bytes
 
+    @property
+    def length(self) -> int:
+        return len(self.data)
+
 
 class WireEngine:
     """Port 1 <-> port 2; frames from the CPU port go out of the port named in byte 14."""

@@ -17,9 +17,12 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
+
+from p4sim.switch.pfc import DEFAULT_HEADROOM, DEFAULT_XOFF, DEFAULT_XON
+from topo.headers import CNP_DSCP, ROCE_PRIORITY, dscp_priority
 
 # Port numbers index the program's per-port counters and registers (NUM_PORTS = 64 in
 # p4src/astral.p4), so every switch port number must stay below this.
@@ -47,6 +50,11 @@ ROCE_MTUS = (256, 512, 1024, 2048, 4096)
 # Interface MTU for a RoCE path MTU: IPv4 + UDP + BTH + RETH + ICRC headers (60 bytes)
 # with room to spare, as RoCE NICs pair path MTU 4096 with an Ethernet MTU of 4200.
 ROCE_IFACE_HEADROOM = 104
+# Ethernet header, one VLAN tag and the FCS around an interface MTU: the largest frame.
+FRAME_OVERHEAD = 18
+# A PFC watchdog's default detection (and restoration) time, emulated ms: some 300
+# frame times of the default fabric, far beyond any pause an incast causes.
+DEFAULT_PFC_WATCHDOG_MS = 1000.0
 # SCHED_RR priorities chrt accepts.
 MAX_RT_PRIORITY = 99
 
@@ -85,6 +93,23 @@ class NvlinkLink:
 
 
 @dataclass(frozen=True)
+class PfcSpec:
+    """Priority flow control (IEEE 802.1Qbb) on every switch port: ``priority`` (the
+    RoCE traffic's, DSCP class selector) is lossless. Thresholds are bytes queued per
+    ingress port and priority: PAUSE above ``xoff``, resume at ``xon``, ``headroom``
+    admitted above XOFF for what is in flight (docs/fabric.md: 2 x (cable + MTU +
+    response)). A queue paused for ``watchdog_ms`` (emulated; 0: off) with packets
+    waiting stops being lossless (a pause storm)."""
+
+    enabled: bool = False
+    priority: int = ROCE_PRIORITY
+    xoff: int = DEFAULT_XOFF
+    xon: int = DEFAULT_XON
+    headroom: int = DEFAULT_HEADROOM
+    watchdog_ms: float = DEFAULT_PFC_WATCHDOG_MS
+
+
+@dataclass(frozen=True)
 class FabricSpec:
     """One fabric: ``blocks`` x ``servers_per_block`` servers with ``rails`` NICs each,
     one leaf per (block, rail), every leaf linked to every spine."""
@@ -103,6 +128,7 @@ class FabricSpec:
     node_prefix: str = ""
     pcap: bool = False
     nvlink: NvlinkLink = field(default_factory=NvlinkLink)
+    pfc: PfcSpec = field(default_factory=PfcSpec)
     # Real-world timers (DCQCN's, the CNP interval) x this = the emulation's; rates
     # scale by links.host_mbps / 400 Gbit/s. Jobs on the fabric take it (tccl.job).
     time_factor: float = DEFAULT_TIME_FACTOR
@@ -122,6 +148,11 @@ class FabricSpec:
         return max(1500, self.mtu + ROCE_IFACE_HEADROOM)
 
     @property
+    def frame_bytes(self) -> int:
+        """The largest frame on a cable (interface MTU + Ethernet header, tag, FCS)."""
+        return self.iface_mtu + FRAME_OVERHEAD
+
+    @property
     def leaves(self) -> int:
         return self.blocks * self.rails
 
@@ -137,12 +168,14 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "links": dict, "queue_depth": int, "ecn": dict,
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
     "pcap": bool, "nvlink": dict, "time_factor": (int, float), "mtu": int,
-    "dilation": (int, float, str), "rt_priority": int,
+    "dilation": (int, float, str), "rt_priority": int, "pfc": dict,
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
 _LINK_KEYS = {"host_mbps": (int, float), "uplink_mbps": (int, float)}
 _ECN_KEYS = {"kmin": int, "kmax": int, "pmax": (int, float)}
 _NVLINK_KEYS = {"gbps": (int, float), "latency_us": (int, float)}
+_PFC_KEYS = {"enabled": bool, "priority": int, "xoff": int, "xon": int, "headroom": int,
+             "watchdog_ms": (int, float)}
 
 
 def load_spec(path: str | Path) -> FabricSpec:
@@ -173,13 +206,16 @@ def parse_spec(data: Any, source: str = "fabric.yaml") -> FabricSpec:
     _check_keys(ecn, _ECN_KEYS, source, "ecn.")
     nvlink = data.get("nvlink", {})
     _check_keys(nvlink, _NVLINK_KEYS, source, "nvlink.")
+    pfc = data.get("pfc", {})
+    _check_keys(pfc, _PFC_KEYS, source, "pfc.")
     top = {k: (float(v) if k == "time_factor" else v) for k, v in data.items()
-           if k not in ("links", "ecn", "nvlink", "dilation")}
+           if k not in ("links", "ecn", "nvlink", "pfc", "dilation")}
     if "dilation" in data:
         top["dilation"] = _dilation(data["dilation"], source)
     spec = FabricSpec(links=LinkRates(**{k: float(v) for k, v in links.items()}),
                       ecn=EcnProfile(**{k: (float(v) if k == "pmax" else v) for k, v in ecn.items()}),
                       nvlink=NvlinkLink(**{k: float(v) for k, v in nvlink.items()}),
+                      pfc=PfcSpec(**{k: (float(v) if k == "watchdog_ms" else v) for k, v in pfc.items()}),
                       **top)
     validate(spec, source)
     return spec
@@ -262,6 +298,7 @@ def validate(spec: FabricSpec, source: str = "fabric spec") -> None:
         fail("ecn.kmax", f"kmax - kmin must be at most {MAX_ECN_RAMP} packets, got {ecn.kmax - ecn.kmin}")
     if not 0 < ecn.pmax <= 1:
         fail("ecn.pmax", f"a probability in (0, 1], got {ecn.pmax}")
+    _validate_pfc(spec, fail)
     if spec.ecmp_hash not in HASH_ALGORITHMS:
         fail("ecmp_hash", f"one of {', '.join(HASH_ALGORITHMS)}, got {spec.ecmp_hash!r}")
     if spec.sample_rate < 0:
@@ -272,6 +309,31 @@ def validate(spec: FabricSpec, source: str = "fabric spec") -> None:
     if len(spec.node_prefix) > MAX_PREFIX or not (spec.node_prefix == "" or spec.node_prefix.isalnum()):
         fail("node_prefix", f"at most {MAX_PREFIX} letters/digits (interface names are short), "
              f"got {spec.node_prefix!r}")
+
+
+def min_headroom(spec: FabricSpec) -> int:
+    """The least PFC headroom the spec's links need: 2 x (cable + MTU + response) with
+    no cable delay (veth pairs) and a response of one frame time (docs/fabric.md)."""
+    return 2 * (0 + spec.frame_bytes + spec.frame_bytes)
+
+
+def _validate_pfc(spec: FabricSpec, fail: Callable[[str, str], None]) -> None:
+    pfc = spec.pfc
+    cnp = dscp_priority(CNP_DSCP)
+    if not 0 <= pfc.priority < cnp:
+        fail("pfc.priority", f"the RoCE traffic's priority, 0..{cnp - 1} (below the CNPs' {cnp}), "
+             f"got {pfc.priority}")
+    if pfc.xoff < spec.frame_bytes:
+        fail("pfc.xoff", f"bytes per ingress port and priority: at least one frame "
+             f"({spec.frame_bytes} bytes at mtu {spec.mtu}), got {pfc.xoff}")
+    if not 0 <= pfc.xon < pfc.xoff:
+        fail("pfc.xon", f"bytes, 0 <= xon < pfc.xoff ({pfc.xoff}), got {pfc.xon}")
+    if pfc.headroom < min_headroom(spec):
+        fail("pfc.headroom", f"bytes above XOFF for what is in flight: at least 2 x (cable 0 + "
+             f"frame + response of one frame) = {min_headroom(spec)} at mtu {spec.mtu}, "
+             f"got {pfc.headroom}")
+    if not (pfc.watchdog_ms >= 0 and math.isfinite(pfc.watchdog_ms)):
+        fail("pfc.watchdog_ms", f"emulated ms, >= 0 (0: no watchdog), got {pfc.watchdog_ms}")
 
 
 def replace(spec: FabricSpec, **changes: Any) -> FabricSpec:

@@ -173,6 +173,12 @@ class Device:
         with self.lock:
             self.tm.set_queue_depth(port, packets)
 
+    def set_pfc(self, config: PfcConfig | None) -> None:
+        """Change which priorities are lossless, and their thresholds (None: no PFC)."""
+        with self.lock:
+            self.tm.set_pfc(config)
+        self._wake()
+
     def queue_stats(self) -> dict[int, dict[str, Any]]:
         """Per-port queue settings and counters (depth, drops, sent bytes...), each with
         ``t_us``, the emulated time they were read: a reader's rates then need no

@@ -239,6 +239,18 @@ class TrafficManager:
         if config is not None and max(config.priorities) >= self.priorities:
             raise ValueError(f"PFC priority {max(config.priorities)} needs --priority-queues "
                              f"{max(config.priorities) + 1} or more (the switch has {self.priorities})")
+        now = self.clock()
+        keep = config.priorities if config is not None else frozenset()
+        for port, state in self._ports.items():
+            for p in range(len(state.pfc.xoff)):
+                if p in keep:
+                    continue
+                if state.pfc.xoff[p]:   # no longer lossless: let the peer go
+                    state.pfc.xoff[p] = False
+                    self._pause_out(port, p, 0, now)
+                if state.pfc.paused(p, now):
+                    state.pfc.pause(p, now, now)
+                state.pfc.storm[p] = False
         self.pfc = config
 
     # ---- data path
