@@ -88,7 +88,6 @@ class Device:
                          "stale_after_reload": 0, "unknown_port": 0, "packet_in_dropped": 0,
                          "mac_control": 0}
         self._ports: dict[int, InterfacePort] = {}
-        self._macs: dict[int, bytes] = {}   # each port's own MAC: the source of its PAUSE frames
         self._by_fd: dict[int, InterfacePort] = {}
         self._injected: deque[tuple[int, bytes]] = deque()
         self._stopping = False
@@ -102,7 +101,6 @@ class Device:
                 self._by_fd[port.fileno()] = port
                 self.tm.add_port(number)
                 self.tm.set_frame_bytes(number, _frame_bytes(iface))
-                self._macs[number] = _mac(iface)
             for number, rate in (port_rates or {}).items():
                 self.tm.set_port_rate(number, rate)
             if pcap_dir is not None:
@@ -306,7 +304,7 @@ class Device:
         iface = self._ports.get(port)
         if iface is None:
             return  # the CPU port has no peer to pause
-        frame = pfc_frame(self._macs[port], quanta)
+        frame = pfc_frame(iface.mac, quanta)
         if iface.send(frame) and self.captures is not None:
             self.captures.sent(port, frame)
 
@@ -379,14 +377,6 @@ class Device:
         if self._wakeup >= 0:
             os.close(self._wakeup)
             self._wakeup = -1
-
-
-def _mac(iface: str) -> bytes:
-    """The interface's MAC address (zeros if it has none to read)."""
-    try:
-        return bytes.fromhex(Path(f"/sys/class/net/{iface}/address").read_text().strip().replace(":", ""))
-    except (OSError, ValueError):
-        return bytes(6)
 
 
 def _frame_bytes(iface: str) -> int:

@@ -83,6 +83,7 @@ ETH_P_8021AD = 0x88A8
 ETH_P_IPV4 = 0x0800
 ETH_P_IPV6 = 0x86DD
 SIOCGIFMTU = 0x8921
+SIOCGIFHWADDR = 0x8927
 # Offset of the checksum field in the L4 header, by IP protocol number.
 L4_CHECKSUM_AT = {6: 16, 17: 6}  # TCP, UDP
 # Plain ints: socket.MSG_TRUNC is an IntFlag, and enum arithmetic per packet is slow.
@@ -175,6 +176,10 @@ class InterfacePort:
         self._sock = sock
         ifreq = fcntl.ioctl(sock, SIOCGIFMTU, struct.pack("16si12x", iface.encode(), 0))
         self._max_frame = struct.unpack_from("i", ifreq, 16)[0] + 18  # Ethernet + one tag
+        # The interface's MAC (struct sockaddr in the ifreq: family, then the address):
+        # the source of frames the port's MAC makes itself (PAUSE).
+        ifreq = fcntl.ioctl(sock, SIOCGIFHWADDR, struct.pack("16s16x", iface.encode()))
+        self.mac = ifreq[18:24]
         self._next = 0  # ring slot the kernel fills next, in order
         # Where each slot starts in the mapping (blocks may end in unused bytes).
         self._slots = [b * RING_BLOCK + f * RING_FRAME
