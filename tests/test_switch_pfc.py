@@ -8,6 +8,7 @@ import pytest
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl, MACControlPause
 from scapy.layers.l2 import Ether
 
+from p4sim.switch.command import UsageError, build_parser, parse_pfc
 from p4sim.switch.pause import MAX_QUANTA, parse_pause, pfc_frame
 from p4sim.switch.pfc import PfcConfig
 from p4sim.switch.traffic_manager import Dequeued, TrafficManager
@@ -158,3 +159,15 @@ def test_pfc_frame_decodes_with_scapy_mac_control():
     assert parse_pause(frame) == {3: MAX_QUANTA, 6: 0}
     classic = bytes(Ether(src="02:00:00:00:00:02", dst="01:80:c2:00:00:01") / MACControlPause(pause_time=7))
     assert parse_pause(classic) == {p: 7 for p in range(8)}
+
+
+def test_switch_flags_build_the_pfc_config():
+    parse = build_parser().parse_args
+    assert parse_pfc(parse(["--no-p4"])) is None
+    assert parse_pfc(parse(["--no-p4", "--pfc", "3,4", "--pfc-xoff", "9000", "--pfc-xon", "3000",
+                            "--pfc-headroom", "5000", "--pfc-watchdog-ms", "200"])) == \
+        PfcConfig(frozenset({3, 4}), 9000, 3000, 5000, 200_000.0)
+    for flags, words in ((["--pfc", "three"], "expected priorities"), (["--pfc", "8"], "0..7"),
+                         (["--pfc", "3", "--pfc-xon", "99999"], "xon")):
+        with pytest.raises(UsageError, match=words):
+            parse_pfc(parse(["--no-p4", *flags]))
