@@ -11,11 +11,15 @@ the spec's ``pfc`` thresholds, so nothing else differs. The fabric's queue depth
 spec's, lowered to `INCAST_QUEUE_DEPTH` when it would hold every sender's window (then
 the incast could not overflow it, with or without PFC).
 
-Per run: ``completion_s`` (the slowest rank's time per iteration), ``drops`` (packets
+Per run (the table: medians over the repeats): ``completion_s`` (the slowest rank's time per iteration), ``drops`` (packets
 every switch dropped), ``resends`` (frames go-back-N sent again) and ``timeouts``,
 ``pauses`` (PAUSE frames the switches sent), ``paused_s`` (seconds the senders' NICs
 stood paused, summed) and ``switch_paused_s`` (the same for switch queues), and the
-headroom drops and watchdog storms, which a sound configuration keeps at 0.
+headroom drops and watchdog storms, which a sound configuration keeps at 0, and the
+run's fidelity (emulation/fidelity.py; the table says how many repeats were faithful):
+a switch or NIC that reacts to PAUSE late because the CPU was busy needs more headroom
+than the link's round trip, so headroom drops from an unfaithful run say nothing of
+the sizing.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ from typing import Any, Mapping
 import grpc
 
 from experiments.runner import write_spec
-from p4sim.runtime.queues import QueueControlClient
+from emulation.fidelity import switches_window
+from p4sim.runtime.queues import QueueControlClient, fidelity_of
+from tccl.fidelity import agents_window
 from tccl.job import WINDOW_BYTES, Job, Transport, Workload, job_from_fabric
 from tccl.launch import run_on_fabric
 from topo.addressing import AddressPlan
@@ -81,12 +87,14 @@ def set_pfc(clients: Mapping[str, QueueControlClient], spec: FabricSpec, on: boo
 
 
 def switch_counters(clients: Mapping[str, QueueControlClient]) -> dict[str, float]:
-    """Cumulative drops and PFC counters summed over every port of every switch."""
+    """Cumulative drops and PFC counters summed over every port of every switch, and
+    each switch's drops (``drops@<switch>``: where the losses were)."""
     total = {"drops": 0.0, "pauses": 0.0, "switch_paused_s": 0.0, "headroom_drops": 0.0, "storms": 0.0}
-    for client in clients.values():
+    for name, client in clients.items():
         for st in client.queue_stats().values():
             pfc = st["pfc"]
             total["drops"] += st["drops"]
+            total[f"drops@{name}"] = total.get(f"drops@{name}", 0.0) + st["drops"]
             total["pauses"] += sum(pfc["pause_tx"])
             total["switch_paused_s"] += sum(pfc["paused_s"])
             total["headroom_drops"] += pfc["headroom_drops"]
@@ -98,19 +106,23 @@ def incast_run(fabric: Any, clients: Mapping[str, QueueControlClient], job: Job,
                pfc: bool) -> dict[str, Any]:
     """One run of ``job`` with PFC on or off: the numbers of the module docstring."""
     set_pfc(clients, fabric.spec, pfc)
-    before = switch_counters(clients)
+    before, fidelity_before = switch_counters(clients), fidelity_of(clients)
     results = run_on_fabric(fabric, job, run_dir, timeout=TIMEOUT_S)
     after = switch_counters(clients)
+    fidelity = switches_window(fidelity_before, fidelity_of(clients)).with_agents(
+        *agents_window({s: r["fidelity"] for s, r in results.items()}))
     flows = [f for r in results.values() for f in r["flows"]]
-    numbers: dict[str, Any] = {k: round(after[k] - before[k], 6) for k in after}
-    for k in ("drops", "pauses", "headroom_drops", "storms"):
-        numbers[k] = int(numbers[k])
+    delta = {k: after[k] - before.get(k, 0.0) for k in after}
+    numbers: dict[str, Any] = {k: int(delta[k]) for k in ("drops", "pauses", "headroom_drops", "storms")}
+    numbers["switch_paused_s"] = round(delta["switch_paused_s"], 6)
+    numbers["drops_by_switch"] = {k.split("@", 1)[1]: int(v) for k, v in delta.items() if k.startswith("drops@") and v}
     numbers.update(
         completion_s=max(row["time_us"] for r in results.values() for row in r["rows"]) / 1e6,
         wrong=sum(max(0, row["wrong"]) for r in results.values() for row in r["rows"]),
         resends=sum(f["retransmits"] for f in flows), timeouts=sum(f["timeouts"] for f in flows),
         nic_pauses=sum(n["pause_rx"] for r in results.values() for n in r["pfc"].values()),
-        paused_s=round(sum(n["paused_s"] for r in results.values() for n in r["pfc"].values()), 4))
+        paused_s=round(sum(n["paused_s"] for r in results.values() for n in r["pfc"].values()), 4),
+        faithful=fidelity.faithful, p99_lateness_pkt=round(fidelity.p99, 3), fidelity=fidelity.line())
     return numbers
 
 
@@ -127,7 +139,7 @@ def queue_clients(fabric: Any) -> tuple[dict[str, QueueControlClient], list[grpc
 COLUMNS = (("completion s", "completion_s", ".3f"), ("drops", "drops", "d"), ("resends", "resends", "d"),
            ("timeouts", "timeouts", "d"), ("PAUSE sent", "pauses", "d"), ("NIC paused s", "paused_s", ".3f"),
            ("switch paused s", "switch_paused_s", ".3f"), ("headroom drops", "headroom_drops", "d"),
-           ("storms", "storms", "d"))
+           ("storms", "storms", "d"), ("faithful", "faithful", ""))
 
 
 def format_incast_table(runs: Mapping[str, Mapping[str, Any]]) -> str:
@@ -167,11 +179,15 @@ def run_incast(fabric_file: Path, out: Path, repeats: int = 3, size: int = INCAS
                     numbers = incast_run(fabric, clients, job, out / name / f"rep{rep + 1}", name == "pfc")
                     per_run[name].append(numbers)
                     log(f"repeat {rep + 1}/{repeats} {name:7s} " +
-                        ", ".join(f"{k} {v}" for k, v in numbers.items()))
+                        ", ".join(f"{k} {v}" for k, v in numbers.items() if k != "fidelity"))
+                    log(f"  {numbers['fidelity']}")
         finally:
             for channel in channels:
                 channel.close()
-    medians = {name: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for name, runs in per_run.items()}
+    medians = {name: {**{k: statistics.median(r[k] for r in runs) for k in runs[0]
+                         if isinstance(runs[0][k], (int, float)) and not isinstance(runs[0][k], bool)},
+                      "faithful": f"{sum(r['faithful'] for r in runs)}/{len(runs)}"}
+               for name, runs in per_run.items()}
     summary = {"scenario": "incast", "senders": senders, "size": size, "iters": iters,
                "queue_depth": spec.queue_depth, "pfc": dataclasses.asdict(spec.pfc), "repeats": per_run,
                "runs": medians, "cpus": os.cpu_count(), "dilation": fabric.clock.dilation,

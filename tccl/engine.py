@@ -159,7 +159,7 @@ class NicPort:
                 if frame is not None:
                     self._rr = (self._rr + k + 1) % n
                     self.transmit(frame)
-                    self.tx_lateness.add(now - max(self._free_at, sendable))
+                    self.tx_lateness.add(now - max(self._free_at, sendable, self.paused_until[self.priority]))
                     gap = len(frame) * 8 / self.line_rate
                     self._free_at = now + gap
                     self.next_tx = max(self.next_tx, now - CATCHUP_FRAMES * gap) + gap

@@ -234,10 +234,14 @@ class Device:
             ready, _, _ = select.select(fds, [], [], timeout)
             woke = self.clock()
             with self.lock:
-                # What fell due while the loop slept leaves before the new arrivals
-                # are queued, so they see the queue their arrival time saw.
+                # The rings are read first and the PAUSE frames among them obeyed from
+                # their arrival, as a MAC does: what fell due while the loop slept must
+                # not leave a paused queue. Then what fell due leaves before the new
+                # arrivals are queued, so they see the queue their arrival time saw.
+                arrived, saturated = self._read(ready)
                 self.tm.service(self._transmit)
-                saturated = self._receive(ready)
+                for in_port, frame, arrival in arrived:
+                    self._ingress(in_port, frame, arrival)
                 self.tm.service(self._transmit)
                 if self.captures is not None:
                     self.captures.flush()
@@ -247,9 +251,12 @@ class Device:
             port.poll_kernel_drops()
         log.info("switch stopped: %s", self.summary())
 
-    def _receive(self, ready: Iterable[int]) -> bool:
-        """Run ingress on a batch from each ready fd; True if a port had more waiting."""
+    def _read(self, ready: Iterable[int]) -> tuple[list[tuple[int, bytes, int | None]], bool]:
+        """A batch from each ready fd, as (port, frame, arrival) for ingress, with the
+        MAC control frames among them already handled (`_mac_control`); True if a port
+        had more waiting."""
         saturated = False
+        arrived: list[tuple[int, bytes, int | None]] = []
         for fd in ready:
             if fd == self._wakeup:
                 try:
@@ -258,27 +265,34 @@ class Device:
                     pass
                 while self._injected:
                     in_port, data = self._injected.popleft()
-                    self._ingress(in_port, data)
+                    arrived.append((in_port, data, None))
                 continue
             port = self._by_fd[fd]
             frames, stamps, more = port.recv_batch(RX_BATCH)
             saturated |= more
             arrival_us = self.emulation_clock.us_at_monotonic_ns
             for frame, stamp in zip(frames, stamps):
-                self._ingress(port.number, frame, arrival_us(stamp))
-        return saturated
+                if is_mac_control(frame):
+                    self._mac_control(port.number, frame, arrival_us(stamp))
+                else:
+                    arrived.append((port.number, frame, arrival_us(stamp)))
+        return arrived, saturated
+
+    def _mac_control(self, port: int, frame: bytes, arrival: int) -> None:
+        """A MAC control frame: the MAC's, never the pipeline's (module docstring); a
+        PFC frame pauses the port's queues from its arrival."""
+        self.counters["rx"] += 1
+        self.counters["mac_control"] += 1
+        if self.captures is not None:
+            self.captures.received(port, frame)
+        quanta = parse_pause(frame)
+        if quanta is not None:
+            self.tm.receive_pause(port, quanta, arrival)
 
     def _ingress(self, port: int, frame: bytes, arrival: int | None = None) -> None:
         self.counters["rx"] += 1
         if self.captures is not None:
             self.captures.received(port, frame)
-        if is_mac_control(frame):
-            # The MAC's: never reaches the pipeline (module docstring).
-            self.counters["mac_control"] += 1
-            quanta = parse_pause(frame)
-            if quanta is not None:
-                self.tm.receive_pause(port, quanta, arrival)
-            return
         engine = self.engine
         if engine is None:
             self.counters["no_pipeline"] += 1

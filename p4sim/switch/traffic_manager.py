@@ -131,9 +131,9 @@ class _Port:
         """Recompute the packet time after a change of rate or frame size."""
         self.packet_time = self.serialisation_us(self.frame_bytes)
 
-    def depart(self, now: int, enq_ts: int, sent: int) -> None:
-        """Put a departure at ``now`` on the ideal link's schedule (module docstring)
-        and count how late it left."""
+    def depart(self, now: int, enq_ts: float, sent: int) -> None:
+        """Put a departure at ``now`` of a frame ready since ``enq_ts`` on the ideal
+        link's schedule (module docstring) and count how late it left."""
         serialisation = self.serialisation_us(sent)
         scheduled = max(enq_ts, self.free_at)
         self.free_at = max(scheduled, now - CATCHUP_US) + serialisation
@@ -339,7 +339,10 @@ class TrafficManager:
                 if sent:
                     state.sent_packets += 1
                     state.sent_bytes += sent
-                    state.depart(now, enq_ts, sent)
+                    # A frame held by a PAUSE was ready when the pause ended: the
+                    # ideal link sends it from then, not from its arrival (no burst
+                    # to make up for the paused time).
+                    state.depart(now, max(enq_ts, state.pfc.paused_until[priority]), sent)
             if not state.queued:
                 self._busy.discard(port)
 
