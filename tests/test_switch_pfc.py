@@ -171,3 +171,20 @@ def test_switch_flags_build_the_pfc_config():
                          (["--pfc", "3", "--pfc-xon", "99999"], "xon")):
         with pytest.raises(UsageError, match=words):
             parse_pfc(parse(["--no-p4", *flags]))
+
+
+def test_a_long_pause_of_an_empty_queue_leaves_no_timer_in_the_past():
+    """A queue paused longer than the watchdog bound while empty did not storm; once
+    resumed and sending, its next deadline is the link's, not the watchdog's (a past
+    deadline would make the device loop spin at real-time priority)."""
+    clock, tm, _ = make(watchdog_us=200_000)
+    tm.receive_pause(2, {LOSSLESS: MAX_QUANTA})
+    clock.now += 300_000
+    tm.receive_pause(2, {LOSSLESS: 0})
+    for k in range(2):
+        tm.enqueue(2, LOSSLESS, k, size=SIZE, in_port=1)
+    out: list = []
+    tm.service(transmit_log(clock, out))
+    assert [o[3] for o in out] == [0]
+    assert tm.next_deadline() == clock.now + 800 + 1       # the second frame, a serialisation later
+    assert tm.stats()[2]["pfc"]["storms"] == 0

@@ -358,7 +358,7 @@ class TrafficManager:
                 due = max(due, min(state.pfc.paused_until[q] for q, queue in enumerate(state.queues) if queue))
             times.append(due)
         if self.pfc is not None:
-            times += self._pfc_deadlines()
+            times += self._pfc_deadlines(self.clock())
         return int(min(times)) + 1 if times else None
 
     # ---- priority flow control (p4sim/switch/pfc.py)
@@ -400,8 +400,9 @@ class TrafficManager:
                             "its quanta last no time", port)
             state.pfc.pause(priority, now, now + state.quanta_us(q))
 
-    def _pfc_deadlines(self) -> list[float]:
-        """When XOFF refreshes, watchdog trips and storm restorations fall due."""
+    def _pfc_deadlines(self, now: float) -> list[float]:
+        """When XOFF refreshes, watchdog trips (of queues paused at ``now`` with packets
+        waiting) and storm restorations fall due."""
         pfc = self.pfc
         times = []
         for state in self._ports.values():
@@ -412,7 +413,7 @@ class TrafficManager:
                 if pfc.watchdog_us:
                     if s.storm[p]:
                         times.append(s.last_pause_rx[p] + pfc.watchdog_us)
-                    elif state.queues[p] and s.paused_until[p] > s.paused_since[p] + pfc.watchdog_us:
+                    elif state.queues[p] and s.paused(p, now):
                         times.append(s.paused_since[p] + pfc.watchdog_us)
         return times
 
