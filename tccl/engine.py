@@ -52,7 +52,7 @@ from tccl.fidelity import Lateness
 from tccl.job import Job, RankInfo, qpn, qpn_index, qpn_ranks
 from tccl.qp import Requester, Responder
 from topo.hashmodel import PORT_RANGE
-from topo.headers import dscp_priority, priority_dscp
+from topo.headers import priority_dscp
 
 MAX_RX_BATCH = 512          # frames read per NIC per turn before sending again
 MAX_TX_BATCH = 64           # frames sent per NIC per turn before reading again
@@ -109,7 +109,7 @@ class NicPort:
     def send(self, frame: bytes, now: float) -> None:
         """Transmit a responder frame (ACK, NAK, CNP) now, or hold it while its priority
         (its DSCP's) is paused."""
-        if self.held or self.paused_until[dscp_priority(frame[roce.IP_OFF + 1] >> 2)] > now:
+        if self.held or self.paused_until[roce.priority(frame)] > now:
             self.held.append(frame)
         else:
             self.transmit(frame)
@@ -145,7 +145,7 @@ class NicPort:
         """Send the frames the pacers allow at ``now``, round robin over the QPs (none
         while their priority is paused); held responder frames go first."""
         paused_until = self.paused_until
-        while self.held and paused_until[dscp_priority(self.held[0][roce.IP_OFF + 1] >> 2)] <= now:
+        while self.held and paused_until[roce.priority(self.held[0])] <= now:
             self.transmit(self.held.popleft())
         if paused_until[self.priority] > now:
             return 0
@@ -173,7 +173,7 @@ class NicPort:
         times = [t for t in (r.ready_at() for r in self.requesters) if t is not None]
         due = max(self.next_tx, min(times), self.paused_until[self.priority]) if times else None
         if self.held:
-            resume = self.paused_until[dscp_priority(self.held[0][roce.IP_OFF + 1] >> 2)]
+            resume = self.paused_until[roce.priority(self.held[0])]
             due = resume if due is None else min(due, resume)
         return due
 
