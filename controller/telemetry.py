@@ -87,12 +87,12 @@ class Snapshot:
     ecn: dict[int, int] = field(default_factory=dict)
     drops: dict[int, int] = field(default_factory=dict)
     # PFC, cumulative per port: PAUSE frames sent and received, paused seconds, storms
-    pfc: dict[int, "PortPfc"] = field(default_factory=dict)
+    pfc: dict[int, "PfcCounters"] = field(default_factory=dict)
     max_qdepth: dict[int, int] = field(default_factory=dict)   # since the last poll, not cumulative
 
 
 @dataclass(frozen=True)
-class PortPfc:
+class PfcCounters:
     """A switch port's cumulative PFC counters (summed over priorities)."""
 
     pause_tx: int = 0
@@ -101,7 +101,7 @@ class PortPfc:
     storms: int = 0
 
     @classmethod
-    def of(cls, stats: dict) -> "PortPfc":
+    def of(cls, stats: dict) -> "PfcCounters":
         pfc = stats.get("pfc") or {}
         return cls(int(sum(pfc.get("pause_tx", ()))), int(sum(pfc.get("pause_rx", ()))),
                    float(sum(pfc.get("paused_s", ()))), int(pfc.get("storms", 0)))
@@ -154,7 +154,7 @@ def link_stats(links: LinkMap, old: dict[str, Snapshot], new: dict[str, Snapshot
         dt = b.time - a.time
         packets = _delta(b.tx_packets[port], a.tx_packets.get(port))
         nbytes = _delta(b.tx_bytes.get(port, 0), a.tx_bytes.get(port))
-        pa, pb = a.pfc.get(port), b.pfc.get(port, PortPfc())
+        pa, pb = a.pfc.get(port), b.pfc.get(port, PfcCounters())
         out[link] = LinkStats(link, links.capacity[link], dt, nbytes * 8 / dt, packets / dt, packets,
                               min(packets, _delta(b.ecn.get(port, 0), a.ecn.get(port))),
                               b.max_qdepth.get(port, 0), _delta(b.drops.get(port, 0), a.drops.get(port)),
@@ -167,7 +167,7 @@ def link_stats(links: LinkMap, old: dict[str, Snapshot], new: dict[str, Snapshot
         dt = b.time - a.time
         packets = _delta(b.rx_packets[port], a.rx_packets.get(port))
         nbytes = _delta(b.rx_bytes.get(port, 0), a.rx_bytes.get(port))
-        pa, pb = a.pfc.get(port), b.pfc.get(port, PortPfc())
+        pa, pb = a.pfc.get(port), b.pfc.get(port, PfcCounters())
         # NIC -> leaf: the leaf's PAUSE frames to the NIC (the NIC's paused time is its own).
         out[link] = LinkStats(link, links.capacity[link], dt, nbytes * 8 / dt, packets / dt, packets, 0, 0, 0,
                               _delta(pb.pause_tx, pa.pause_tx if pa else None))
@@ -213,7 +213,7 @@ class Telemetry:
 
     async def _snapshots(self, clock: Callable[[], float]) -> dict[str, Snapshot]:
         names = [sw.name for sw in self.plan.switches]
-        drops: asyncio.Future[list[dict[int, tuple[int, PortPfc]] | None]] | None = None
+        drops: asyncio.Future[list[dict[int, tuple[int, PfcCounters]] | None]] | None = None
         if clock() - self._drops_at >= DROPS_EVERY_S:
             self._drops_at = clock()
             # Once a second, all at once: each call is bounded by the client's timeout.
@@ -262,7 +262,7 @@ class Telemetry:
             snaps[name] = snap
         return snaps
 
-    def _queue_counters(self, name: str) -> dict[int, tuple[int, PortPfc]] | None:
+    def _queue_counters(self, name: str) -> dict[int, tuple[int, PfcCounters]] | None:
         """Cumulative tail drops and PFC counters per port; None when the switch serves
         no QueueControl or does not answer (not "no drops": the last reading stays the
         base)."""
@@ -270,7 +270,7 @@ class Telemetry:
         if client is None:
             return None
         try:
-            return {port: (int(s.get("drops", 0)), PortPfc.of(s)) for port, s in client.queue_stats().items()}
+            return {port: (int(s.get("drops", 0)), PfcCounters.of(s)) for port, s in client.queue_stats().items()}
         except grpc.RpcError:
             return None
 

@@ -25,7 +25,7 @@ from controller.elephants import Sample, SampleWindow, parse_sample
 from controller.moves import Move
 from controller.paths import candidate_paths, find_port, predict
 from controller.publish import publish, topology_document
-from controller.telemetry import LinkMap, LinkStats, PortPfc, Snapshot, link_stats
+from controller.telemetry import LinkMap, LinkStats, PfcCounters, Snapshot, link_stats
 from controller.routes import cable, ecmp_members, fabric_programs, program_updates, switch_program
 from fabric_sim import FabricSim, compiled, install
 from p4sim.switch.v1model import V1Switch
@@ -212,8 +212,8 @@ def test_link_stats_carry_the_pfc_counters_of_both_ends():
              1: {"pfc": {"pause_tx": [0, 0, 0, 9, 0, 0, 0, 0], "pause_rx": [0] * 8,
                          "paused_s": [0.0] * 8, "storms": 0}}}
     base = dict(tx_packets={up: 1}, tx_bytes={up: 1}, rx_packets={1: 1}, rx_bytes={1: 1})
-    old = {"b0l0": Snapshot(10.0, **base, pfc={up: PortPfc(0, 1, 0.05, 0), 1: PortPfc(2, 0, 0.0, 0)})}
-    new = {"b0l0": Snapshot(10.5, **base, pfc={p: PortPfc.of(st) for p, st in stats.items()})}
+    old = {"b0l0": Snapshot(10.0, **base, pfc={up: PfcCounters(0, 1, 0.05, 0), 1: PfcCounters(2, 0, 0.0, 0)})}
+    new = {"b0l0": Snapshot(10.5, **base, pfc={p: PfcCounters.of(st) for p, st in stats.items()})}
     out = link_stats(links, old, new)
     uplink, nic = out[("b0l0", "sp0")], out[("b0h0", "b0l0")]
     assert (uplink.pauses, nic.pauses) == (4, 7)
