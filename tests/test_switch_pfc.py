@@ -188,3 +188,14 @@ def test_a_long_pause_of_an_empty_queue_leaves_no_timer_in_the_past():
     assert [o[3] for o in out] == [0]
     assert tm.next_deadline() == clock.now + 800 + 1       # the second frame, a serialisation later
     assert tm.stats()[2]["pfc"]["storms"] == 0
+
+
+def test_other_and_cut_short_mac_control_frames_ask_for_nothing():
+    frame = pfc_frame(bytes(6), {3: 9})
+    assert parse_pause(frame[:20]) is None            # cut inside the class-enable vector's times
+    assert parse_pause(frame[:12] + b"\x08\x00" + frame[14:]) is None   # not MAC control
+    gate = bytearray(frame)
+    gate[14:16] = b"\x00\x02"                          # GATE (EPON): a MAC control frame, not a pause
+    assert parse_pause(bytes(gate)) is None
+    with pytest.raises(ValueError, match="0..7"):
+        pfc_frame(bytes(6), {8: 1})
