@@ -317,6 +317,14 @@ class ExprLowerer:
                 return self.short_circuit(e)
             return expr_node("and" if op == "&&" else "or", self.rv(e.left), self.rv(e.right))
         lt = base_type(e.left.type)
+        if has_call(e.right) and id(e.left) not in self.ctx.hoisted and isinstance(lt, (T.BitT, T.BoolT)):
+            first = self.evaluated_first(e.left)  # as it reads before the call's effects
+            if first is not None:
+                self.ctx.hoisted[id(e.left)] = first
+                try:
+                    return self.binary(e)
+                finally:
+                    del self.ctx.hoisted[id(e.left)]
         if op in ("==", "!="):
             if isinstance(lt, T.BoolT):
                 return expr_node(op, self.rv(e.left), self.rv(e.right))
@@ -406,6 +414,13 @@ class ExprLowerer:
 
     def call_with_result(self, e: ast.CallExpr) -> dict:
         raise CompileError("a call cannot be used as a value here", e.pos, "unsupported")
+
+    def evaluated_first(self, e: ast.Expr) -> Any:
+        """Where operand ``e``, left of a call, holds the value it reads before that
+        call runs (P4-16 8.1: operands are evaluated left to right), or None when it
+        needs no copy. An expression alone cannot run calls, so here it never does;
+        `PrimitiveLowerer` copies the operand into a temporary."""
+        return None
 
     def short_circuit(self, e: ast.BinaryExpr) -> dict:
         """``a && f()`` / ``a || f()`` where ``f`` has effects: needs control flow

@@ -17,7 +17,7 @@ from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import (
     ActionValue, BlockValue, ExternValue, FunctionValue, PacketValue, Scope, TableValue, ordered_args,
 )
-from p4sim.compiler.bmv2.expressions import const_node, d2b, to_data
+from p4sim.compiler.bmv2.expressions import const_node, d2b, has_call, to_data
 from p4sim.compiler.bmv2.externs import extern_function, extern_method, extern_method_value
 from p4sim.compiler.bmv2.jsonutil import as_param, bool_node, expr_node, hex_node
 from p4sim.compiler.bmv2.primitives import PrimitiveLowerer
@@ -349,7 +349,10 @@ class StmtLowerer(PrimitiveLowerer):
         self.aggregate_pairs(dst, rhs, headers, pairs)
         staged: list[tuple[Any, Any, ast.Expr]] = []
         for i, (d, v) in enumerate(pairs):
-            if i == 0 or const_value(v) is not None:
+            # the first element can be written last only if no later one runs a call
+            # (which could change what it reads: elements are evaluated in order)
+            first = i == 0 and not any(has_call(w) for _, w in pairs[1:])
+            if first or const_value(v) is not None:
                 staged.append((d, None, v))
                 continue
             if isinstance(d, (FieldLoc, DynFieldLoc)):
