@@ -157,6 +157,9 @@ class ParserLowerer:
             if bv is None:
                 continue
             cont = self.state_names.fresh(f"{name}_cont")
+            for d in stmts[:i]:  # the call's arguments may name variables declared before it
+                if isinstance(d, ast.VarDecl) and scope.find(d) is None:
+                    scope.bind(d, self.ctx.layout.storage(d.name, self.ctx.types.resolve(d.type_ref), d.pos))
             sub_start, entry_ops = self.inline_parser(scope, bv, st.call, cont)  # type: ignore[attr-defined]
             self.emit_state(scope, name, stmts[:i], None, lambda _: sub_start, goto=sub_start, then=entry_ops)
             self.lower_state(scope, cont, stmts[i + 1:], transition, target)
@@ -191,8 +194,15 @@ class ParserLowerer:
                 if p.direction == "out":
                     lw.invalidate(loc)
                 sub.bind(p, loc)
+            elif const_value(a) is not None:
+                sub.bind(p, ConstLoc(const_value(a), self.ctx.types.resolve(p.type_ref)))
+            elif p.direction in ("", "in") and scalar_width(a.type) is not None:
+                tmp = lw.temp(a.type)  # a value computed by the calling state, at its end
+                lw.set_field(tmp, lw.data(a))
+                sub.bind(p, tmp)
             else:
-                sub.bind(p, ConstLoc(lw.require_const(a), self.ctx.types.resolve(p.type_ref)))
+                raise CompileError(f"argument for '{p.name}' must be a storage location or a value",
+                                   a.pos, "unsupported")
         bind_ctor_params(bv.scope, sub, decl.ctor_params, bv.args)
         self.declare_locals(decl, sub)
         local = bv.name.rsplit(".", 1)[-1]
