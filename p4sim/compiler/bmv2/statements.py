@@ -10,6 +10,7 @@ produces parser ops: assignments are ``set``, everything else a ``primitive`` op
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional
 
 from p4sim.compiler import ast
@@ -70,6 +71,11 @@ class StmtLowerer(PrimitiveLowerer):
 
     def stmt(self, s: ast.Stmt) -> None:
         self.pos = s.pos
+        if isinstance(s, (ast.AssignStmt, ast.CallStmt)) and not self.parser:
+            ix = _runtime_index(s, self.ctx.hoisted)
+            if ix is not None:
+                self.unroll_index(s, ix)
+                return
         if isinstance(s, ast.AssignStmt):
             self.assign(s.lhs, s.rhs)
         elif isinstance(s, ast.CallStmt):
@@ -105,6 +111,43 @@ class StmtLowerer(PrimitiveLowerer):
             self.loops[-1][1].append(self.prim("_jump", [hex_node(0)]))
         else:
             raise CompileError(f"statement not supported here ({type(s).__name__})", s.pos, "unsupported")
+
+    def unroll_index(self, s: ast.Stmt, ix: ast.IndexExpr) -> None:
+        """A statement using stack element ``ix`` chosen at run time, as p4c's
+        HSIndexSimplifier writes it: the index is evaluated once, then the statement
+        runs with the one element it names (``if (i == 0) s[0] else if (i == 1) ...``).
+        An index past the stack's end runs none of them; an assignment that only
+        reads such an element gets an undefined value (a temporary nothing writes),
+        as p4c's ``hsVar`` does. BMv2's ``dereference_header_stack`` would instead
+        fail on an out-of-range index."""
+        stack = self.loc(ix.expr)
+        idx = self.temp(ix.index.type)
+        self.set_field(idx, self.data(ix.index))
+        w = scalar_width(ix.index.type)
+        tail, self.tail = self.tail, False
+        ends: list[dict] = []
+        for k, element in enumerate(stack.elements):
+            if k >= 1 << w:
+                break
+            test = expr_node("b2d", None, expr_node("==", idx.node(), hex_node(k, w)))
+            skip = self.prim("_jump_if_zero", [as_param(test), hex_node(0)])
+            self.ctx.hoisted[id(ix)] = element
+            try:
+                self.stmt(s)
+            finally:
+                del self.ctx.hoisted[id(ix)]
+            ends.append(self.prim("_jump", [hex_node(0)]))
+            skip["parameters"][1] = hex_node(len(self.out))
+        if isinstance(s, ast.AssignStmt) and not _contains(s.lhs, ix):
+            if isinstance(s.lhs, ast.SliceExpr):
+                self.write_slice(s.lhs, self.temp(s.lhs.type, "undefined").node())
+            elif not isinstance(s.lhs, ast.DontCareExpr):
+                dst = self.loc(s.lhs)
+                if isinstance(dst, (FieldLoc, DynFieldLoc)):
+                    self.set_field(dst, self.temp(dst.type, "undefined").node())
+        for j in ends:
+            j["parameters"][0] = hex_node(len(self.out))
+        self.tail = tail
 
     def var_decl(self, s: ast.VarDecl) -> None:
         loc = self.scope.find(s)  # control-flow lowering pre-allocates its locals
@@ -646,6 +689,38 @@ class StmtLowerer(PrimitiveLowerer):
             if isinstance(base, ExternValue):
                 return extern_method_value(self, base, t.member, e)
         return super().call_with_result(e)
+
+
+def _runtime_index(s: ast.Stmt, hoisted: dict[int, Any]) -> Optional[ast.IndexExpr]:
+    """The first header-stack element in ``s`` chosen by a run-time index (outermost
+    first), unless one being lowered already stands for it."""
+    todo: list[Any] = [s]
+    while todo:
+        n = todo.pop(0)
+        if isinstance(n, ast.IndexExpr) and id(n) not in hoisted and const_value(n.index) is None:
+            st = base_type(n.expr.type) if n.expr.type is not None else None
+            if isinstance(st, T.StackT) and isinstance(base_type(st.element), T.HeaderT):
+                return n
+        if isinstance(n, ast.Argument):
+            todo.append(n.value)
+        elif isinstance(n, (ast.Expr, ast.AssignStmt, ast.CallStmt)):
+            for f in dataclasses.fields(n):
+                v = getattr(n, f.name)
+                if isinstance(v, (ast.Expr, ast.Argument)):
+                    todo.append(v)
+                elif isinstance(v, list):
+                    todo.extend(x for x in v if isinstance(x, (ast.Expr, ast.Argument)))
+    return None
+
+
+def _contains(e: Any, target: ast.Expr) -> bool:
+    """Whether expression ``e`` has ``target`` (the very node) inside it."""
+    if e is target:
+        return True
+    if isinstance(e, ast.Expr):
+        return any(_contains(getattr(e, f.name), target) for f in dataclasses.fields(e)
+                   if isinstance(getattr(e, f.name), ast.Expr))
+    return False
 
 
 def _returns_early(body: ast.BlockStmt) -> bool:
