@@ -16,6 +16,7 @@ from itertools import product
 from typing import Any, Optional
 
 from p4sim.compiler import ast
+from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import (
     BlockValue, Context, PacketValue, Scope, direct_instance, instantiate, ordered_args,
 )
@@ -48,7 +49,12 @@ class ParserStmtLowerer(StmtLowerer):
         elif method == "advance":
             self.out.append({"op": "advance", "parameters": [as_param(self.data(args[0]))]})
         elif method == "lookahead":
-            pass  # a lookahead whose value is unused has no effect
+            # its value is unused, but it still fails on a packet too short for it
+            # (PacketTooShort): p4c's back end assigns it to a temporary too
+            w = T.width_of(c.type)
+            if w:
+                tmp = self.temp(T.BitT(w, False))
+                self.set_field(tmp, {"type": "lookahead", "value": [0, w]})
         else:
             raise CompileError(f"packet_in.{method} is not supported by the BMv2 back end", c.pos, "unsupported")
 
