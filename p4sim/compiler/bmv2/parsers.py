@@ -63,7 +63,10 @@ class ParserStmtLowerer(StmtLowerer):
             base = self.loc(e.expr)
             if isinstance(base, StackLoc):
                 return {"type": "stack", "value": base.name}
-        loc = self.loc(e)
+        if isinstance(e, ast.DontCareExpr):  # extract<H>(_): into a header nothing reads
+            loc = self.ctx.layout.storage("tmp_hdr", e.type, e.pos)
+        else:
+            loc = self.loc(e)
         if isinstance(loc, HeaderLoc):
             return {"type": "regular", "value": loc.name}
         raise CompileError("extract needs a header", e.pos)
