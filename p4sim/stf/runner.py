@@ -170,7 +170,8 @@ class StfRunner:
         for port, data in outputs:
             if port not in self.ports:
                 self._say(f"{cmd.loc}: note: a packet left on port {port}, which no packet or expect line "
-                          f"names: dropped, as on p4c's simple_switch that has no such port: {_hex(data) or '(no bytes)'}")
+                          "names: dropped, as on p4c's simple_switch that has no such port: "
+                          f"{_hex(data) or '(no bytes)'}")
                 continue
             self.received.setdefault(port, []).append(_Received(data, cmd.loc))
             self._note(f"  out port {port}: {_hex(data)}")
