@@ -10,7 +10,6 @@ produces parser ops: assignments are ``set``, everything else a ``primitive`` op
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Optional
 
 from p4sim.compiler import ast
@@ -18,7 +17,7 @@ from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import (
     ActionValue, BlockValue, ExternValue, FunctionValue, PacketValue, Scope, TableValue, ordered_args,
 )
-from p4sim.compiler.bmv2.expressions import const_node, d2b, has_call, to_data
+from p4sim.compiler.bmv2.expressions import const_node, d2b, has_call, sub_expressions, to_data
 from p4sim.compiler.bmv2.externs import extern_function, extern_method, extern_method_value
 from p4sim.compiler.bmv2.jsonutil import as_param, bool_node, expr_node, hex_node
 from p4sim.compiler.bmv2.primitives import PrimitiveLowerer
@@ -138,7 +137,7 @@ class StmtLowerer(PrimitiveLowerer):
                 del self.ctx.hoisted[id(ix)]
             ends.append(self.prim("_jump", [hex_node(0)]))
             skip["parameters"][1] = hex_node(len(self.out))
-        if isinstance(s, ast.AssignStmt) and not _contains(s.lhs, ix):
+        if isinstance(s, ast.AssignStmt) and not any(x is ix for x in sub_expressions(s.lhs)):
             if isinstance(s.lhs, ast.SliceExpr):
                 self.write_slice(s.lhs, self.temp(s.lhs.type, "undefined").node())
             elif not isinstance(s.lhs, ast.DontCareExpr):
@@ -694,33 +693,12 @@ class StmtLowerer(PrimitiveLowerer):
 def _runtime_index(s: ast.Stmt, hoisted: dict[int, Any]) -> Optional[ast.IndexExpr]:
     """The first header-stack element in ``s`` chosen by a run-time index (outermost
     first), unless one being lowered already stands for it."""
-    todo: list[Any] = [s]
-    while todo:
-        n = todo.pop(0)
+    for n in sub_expressions(s):
         if isinstance(n, ast.IndexExpr) and id(n) not in hoisted and const_value(n.index) is None:
             st = base_type(n.expr.type) if n.expr.type is not None else None
             if isinstance(st, T.StackT) and isinstance(base_type(st.element), T.HeaderT):
                 return n
-        if isinstance(n, ast.Argument):
-            todo.append(n.value)
-        elif isinstance(n, (ast.Expr, ast.AssignStmt, ast.CallStmt)):
-            for f in dataclasses.fields(n):
-                v = getattr(n, f.name)
-                if isinstance(v, (ast.Expr, ast.Argument)):
-                    todo.append(v)
-                elif isinstance(v, list):
-                    todo.extend(x for x in v if isinstance(x, (ast.Expr, ast.Argument)))
     return None
-
-
-def _contains(e: Any, target: ast.Expr) -> bool:
-    """Whether expression ``e`` has ``target`` (the very node) inside it."""
-    if e is target:
-        return True
-    if isinstance(e, ast.Expr):
-        return any(_contains(getattr(e, f.name), target) for f in dataclasses.fields(e)
-                   if isinstance(getattr(e, f.name), ast.Expr))
-    return False
 
 
 def _returns_early(body: ast.BlockStmt) -> bool:
