@@ -26,7 +26,7 @@ from p4sim.compiler.bmv2.context import (
 )
 from p4sim.compiler.bmv2.expressions import ExprLowerer
 from p4sim.compiler.bmv2.jsonutil import hex_node, hexstr, source_info
-from p4sim.compiler.bmv2.statements import StmtLowerer
+from p4sim.compiler.bmv2.statements import StmtLowerer, runtime_index
 from p4sim.compiler.bmv2.storage import ConstLoc, scalar_width
 from p4sim.compiler.bmv2.tables import DEFAULT_TABLE_SIZE, convert_table
 from p4sim.compiler.consteval import const_value
@@ -280,9 +280,24 @@ class ControlLowerer:
         c = const_value(s.cond)
         if c is not None:
             return self.stmt(scope, s.then if c else s.else_, next_)
+        if runtime_index(s.cond, self.ctx.hoisted) is not None and not _applies_table(s.cond):
+            return self.condition_first(scope, s, next_)
         then_n = self.stmt(scope, s.then, next_)
         else_n = self.stmt(scope, s.else_, next_)
         return self.branch(scope, s.cond, then_n, else_n, next_)
+
+    def condition_first(self, scope: Scope, s: ast.IfStmt, next_: Optional[str]) -> Optional[str]:
+        """``if (hs[i].f == 1)`` with ``i`` known only at run time: the condition is
+        computed first into a temporary by a statement, which unrolls the index over
+        the stack's elements (`StmtLowerer.unroll_index`), so an index past the end
+        takes the ``else`` branch as in p4c's HSIndexSimplifier, instead of a
+        ``dereference_header_stack`` in the condition node, which fails there."""
+        tmp = self.ctx.layout.scalar("cond", T.BoolT(), s.pos)
+        ref = ast.PathExpr(s.cond.pos, "cond")
+        ref.type = T.BoolT()
+        self.ctx.hoisted[id(ref)] = tmp
+        test = self.if_(scope, ast.IfStmt(s.pos, ref, s.then, s.else_), next_)
+        return self.run(scope, [ast.AssignStmt(s.pos, ref, s.cond)], test)
 
     def branch(self, scope: Scope, e: ast.Expr, then_n: Optional[str], else_n: Optional[str],
                next_: Optional[str]) -> Optional[str]:

@@ -71,7 +71,7 @@ class StmtLowerer(PrimitiveLowerer):
     def stmt(self, s: ast.Stmt) -> None:
         self.pos = s.pos
         if isinstance(s, (ast.AssignStmt, ast.CallStmt)) and not self.parser:
-            ix = _runtime_index(s, self.ctx.hoisted)
+            ix = runtime_index(s, self.ctx.hoisted)
             if ix is not None:
                 self.unroll_index(s, ix)
                 return
@@ -690,7 +690,7 @@ class StmtLowerer(PrimitiveLowerer):
         return super().call_with_result(e)
 
 
-def _runtime_index(s: ast.Stmt, hoisted: dict[int, Any]) -> Optional[ast.IndexExpr]:
+def runtime_index(s: ast.Stmt, hoisted: dict[int, Any]) -> Optional[ast.IndexExpr]:
     """The first header-stack element in ``s`` chosen by a run-time index (outermost
     first), unless one being lowered already stands for it."""
     for n in sub_expressions(s):
