@@ -30,6 +30,7 @@ from p4sim.compiler.bmv2.statements import StmtLowerer, runtime_index
 from p4sim.compiler.bmv2.storage import ConstLoc, scalar_width
 from p4sim.compiler.bmv2.tables import DEFAULT_TABLE_SIZE, convert_table
 from p4sim.compiler.consteval import const_value
+from p4sim.compiler.midend.copyinout import path_of
 from p4sim.compiler.diagnostics import CompileError
 
 
@@ -399,13 +400,24 @@ class ControlLowerer:
         # inside it cannot appear twice in a BMv2 pipeline, which `table` reports.
         lw = StmtLowerer(scope)
         bindings: dict[int, Any] = {}
-        for p, a in zip(decl.params, ordered_args(decl.params, c.args, c.pos)):
+        args = ordered_args(decl.params, c.args, c.pos)
+        overlapping = _overlapping_args(decl.params, args)
+        copy_out = StmtLowerer(scope)
+        for p, a in zip(decl.params, args):
             if a is None:
                 raise CompileError(f"missing argument for '{p.name}'", c.pos)
             pt = self.ctx.types.resolve(p.type_ref)
             v = const_value(a) if p.direction in (None, "in") else None
             if v is not None:
                 bindings[id(p)] = ConstLoc(v, pt)
+            elif id(a) in overlapping:  # copied in and out, as P4-16 6.8 says, so the two do not alias
+                loc = lw.loc(a)
+                tmp = self.ctx.layout.storage(p.name, pt, a.pos)
+                if p.direction != "out":
+                    lw.copy(tmp, loc, a)
+                if p.direction in ("out", "inout"):
+                    copy_out.copy(loc, tmp, a)
+                bindings[id(p)] = tmp
             elif isinstance(a, (ast.PathExpr, ast.MemberExpr, ast.IndexExpr)):
                 bindings[id(p)] = lw.loc(a)
                 if p.direction == "out":  # its headers start invalid (P4-16 6.8)
@@ -414,6 +426,9 @@ class ControlLowerer:
                 tmp = self.ctx.layout.storage(p.name, pt, a.pos)
                 lw.assign_to(tmp, a)
                 bindings[id(p)] = tmp
+        if copy_out.out:
+            aname, aid = synthesized_action(self.ctx, "act", copy_out.out)
+            next_ = self.synth_table(f"tbl_{aname}", aname, aid, [], next_)
         sub = bv.inner
         sub.bindings.update(bindings)
         first = self.lower_control(decl, sub, next_)
@@ -591,3 +606,18 @@ def bind_ctor_params(arg_scope: Scope, scope: Scope, params: list[ast.Param], ar
             scope.bind(p, arg_scope.lookup(a.ref, a))
         else:
             raise CompileError("constructor arguments must be constants or instances", a.pos, "unsupported")
+
+
+def _overlapping_args(params: list[ast.Param], args: list[Any]) -> set[int]:
+    """Ids of the arguments of a control call that share storage with another
+    argument one of which the callee may write (``c.apply(hdr, hdr.h)``): bound to
+    the caller's storage, each would see the other's writes at once, which copy-in/
+    copy-out rules out, so these are copied (P4-16 6.8)."""
+    paths = [(p, a, path_of(a) if a is not None else None) for p, a in zip(params, args)]
+    found: set[int] = set()
+    for i, (p, a, pa) in enumerate(paths):
+        for q, b, pb in paths[i + 1:]:
+            if pa is not None and pb is not None and pa.overlaps(pb) \
+                    and "out" in (p.direction or "") + (q.direction or ""):
+                found.update((id(a), id(b)))
+    return found
