@@ -609,15 +609,18 @@ def bind_ctor_params(arg_scope: Scope, scope: Scope, params: list[ast.Param], ar
 
 
 def _overlapping_args(params: list[ast.Param], args: list[Any]) -> set[int]:
-    """Ids of the arguments of a control call that share storage with another
-    argument one of which the callee may write (``c.apply(hdr, hdr.h)``): bound to
-    the caller's storage, each would see the other's writes at once, which copy-in/
-    copy-out rules out, so these are copied (P4-16 6.8)."""
-    paths = [(p, a, path_of(a) if a is not None else None) for p, a in zip(params, args)]
+    """Ids of the arguments of a control call that must be copied because they share
+    storage with another argument the control may write (P4-16 6.8): an ``in``
+    argument is read as it was at the call (``c.apply(hdr, hdr.h.a)``: a snapshot
+    suffices, the written one stays bound); two written ones are both copied in and
+    out, so neither sees the other's writes before the call returns."""
+    written = [p.direction in ("out", "inout") for p in params]
+    paths = [path_of(a) if a is not None else None for a in args]
     found: set[int] = set()
-    for i, (p, a, pa) in enumerate(paths):
-        for q, b, pb in paths[i + 1:]:
-            if pa is not None and pb is not None and pa.overlaps(pb) \
-                    and "out" in (p.direction or "") + (q.direction or ""):
-                found.update((id(a), id(b)))
+    for i in range(len(args)):
+        for j in range(i + 1, len(args)):
+            pa, pb = paths[i], paths[j]
+            if pa is None or pb is None or not pa.overlaps(pb) or not (written[i] or written[j]):
+                continue
+            found.update(id(args[k]) for k in (i, j) if written[i] == written[j] or not written[k])
     return found
