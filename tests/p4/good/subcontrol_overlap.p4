@@ -1,6 +1,6 @@
-// Two arguments of a sub-control call that share storage (a header and one of its
+// Arguments of a sub-control call that share storage (a header and one of its
 // fields): copy-in/copy-out (P4-16 6.8) means the control's writes through one do
-// not show through the other until it returns.
+// not show through the other until it returns; the copies go back left to right.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -11,6 +11,7 @@ header h_t {
 
 struct headers {
     h_t h;
+    h_t g;
 }
 
 struct metadata { }
@@ -22,10 +23,19 @@ control Bump(inout h_t x, in bit<8> v) {
     }
 }
 
+control Two(inout bit<8> p, inout h_t q) {
+    apply {
+        q.b = p;
+        p = 9;
+        q.a = q.a + 1;  // q.a is still the value p had at the call
+    }
+}
+
 parser MyParser(packet_in packet, out headers hdr, inout metadata meta,
                 inout standard_metadata_t standard_metadata) {
     state start {
         packet.extract(hdr.h);
+        packet.extract(hdr.g);
         transition accept;
     }
 }
@@ -35,8 +45,10 @@ control MyVerifyChecksum(inout headers hdr, inout metadata meta) { apply { } }
 control MyIngress(inout headers hdr, inout metadata meta,
                   inout standard_metadata_t standard_metadata) {
     Bump() bump;
+    Two() two;
     apply {
         bump.apply(hdr.h, hdr.h.a);
+        two.apply(hdr.g.a, hdr.g);
         standard_metadata.egress_spec = 1;
     }
 }
@@ -51,6 +63,7 @@ control MyComputeChecksum(inout headers hdr, inout metadata meta) { apply { } }
 control MyDeparser(packet_out packet, in headers hdr) {
     apply {
         packet.emit(hdr.h);
+        packet.emit(hdr.g);
     }
 }
 
