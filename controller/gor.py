@@ -243,6 +243,11 @@ class Gor:
         assert self.telemetry is not None
         stats = self.telemetry.poll(self.clock, self.config.interval_s / 2)
         now = self.clock()
+        while self.telemetry.storms:
+            switch, port, trips = self.telemetry.storms.pop(0)
+            # A pause storm: the switch's PFC watchdog took a queue out of lossless service.
+            LOG.warning("PFC watchdog on %s port %d: %d pause storm(s)", switch, port, trips)
+            self.events.emit("pfc_storm", switch=switch, port=port, storms=trips)
         self._check_cables()
         with self.lock:
             samples = {link: LinkSample(s.ecn_fraction, s.queue_depth, s.packets)

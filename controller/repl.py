@@ -255,12 +255,14 @@ class GorCLI(CLI):
     def do_links(self, line: str) -> None:
         """links [all|NAME...]: every leaf-spine link (``all``: NIC links too; names:
         links touching those nodes) with utilisation, rate, ECN-marked fraction, max
-        queue depth and alarm level of the last telemetry interval, and the tail drops
-        the last drop reading found (they are read once a second)."""
+        queue depth and alarm level of the last telemetry interval, and what the last
+        queue reading found (once a second): tail drops, PFC PAUSE frames the link's
+        receiver sent back and the seconds its sender stood paused."""
         self.out(self._links_table(line.split()))
 
     def _links_table(self, words: list[str]) -> str:
-        rows = [f"{'link':<20} {'util':>6} {'Mbit/s':>7} {'ecn':>6} {'maxq':>5} {'drops':>6} alarm"]
+        head = ("link", "util", "Mbit/s", "ecn", "maxq", "drops", "pause", "paused")
+        rows = [f"{head[0]:<20} " + " ".join(f"{h:>6}" for h in head[1:]) + " alarm"]
         show_all = "all" in words
         names = [w for w in words if w != "all"]
         for link, stats, level in self.gor.link_rows():
@@ -270,10 +272,11 @@ class GorCLI(CLI):
                 continue
             state = "DOWN" if frozenset(link) in self.gor.down else LEVELS[level]
             if stats is None:
-                rows.append(f"{'->'.join(link):<20} {'-':>6} {'-':>7} {'-':>6} {'-':>5} {'-':>6} {state}")
-                continue
-            rows.append(f"{'->'.join(link):<20} {stats.util:>6.0%} {stats.bps / 1e6:>7.2f} "
-                        f"{stats.ecn_fraction:>6.1%} {stats.queue_depth:>5} {stats.drops:>6} {state}")
+                cells = ["-"] * (len(head) - 1)
+            else:
+                cells = [f"{stats.util:.0%}", f"{stats.bps / 1e6:.2f}", f"{stats.ecn_fraction:.1%}",
+                         str(stats.queue_depth), str(stats.drops), str(stats.pauses), f"{stats.paused_s:.2f}"]
+            rows.append(f"{'->'.join(link):<20} " + " ".join(f"{c:>6}" for c in cells) + f" {state}")
         return "\n".join(rows)
 
     def do_alarms(self, _line: str) -> None:

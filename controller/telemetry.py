@@ -10,8 +10,11 @@ What one poll reads from each switch (one ReadRequest, then one register reset):
 * ``max_qdepth`` register: the deepest the port's queue got since the last poll --
   read, then written back to 0 (a packet between the two is not seen; the next
   packet of a congested queue sees the same depth);
-* p4sim's QueueControl ``GetQueueStats`` (when the switch serves it): tail drops, at
-  most every ``DROPS_EVERY_S``.
+* p4sim's QueueControl ``GetQueueStats`` (when the switch serves it): tail drops and
+  the PFC counters (PAUSE frames, paused time, watchdog storms), at most every
+  ``DROPS_EVERY_S``. A link's ``pauses`` are the PAUSE frames its receiving end sent
+  back (counted where a switch is at either end) and ``paused_s`` how long the sending
+  switch's queues stood paused by them.
 
 A link is directed: (from node, to node). Counters that go backwards (a switch that
 restarted) count from zero.
@@ -23,7 +26,7 @@ import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TypeVar
 
 import finsy as fy
 import grpc
@@ -34,6 +37,7 @@ from p4sim.runtime.queues import QueueControlClient, fidelity_of
 from topo.addressing import AddressPlan
 
 LOG = logging.getLogger("controller.telemetry")
+N = TypeVar("N", int, float)   # a cumulative counter
 
 
 # Tail drops are read this often (s), not every poll: each read is one more RPC the
@@ -58,6 +62,8 @@ class LinkStats:
     ecn_marked: int
     queue_depth: int
     drops: int
+    pauses: int = 0
+    paused_s: float = 0.0
 
     @property
     def util(self) -> float:
@@ -80,10 +86,28 @@ class Snapshot:
     rx_bytes: dict[int, int] = field(default_factory=dict)
     ecn: dict[int, int] = field(default_factory=dict)
     drops: dict[int, int] = field(default_factory=dict)
+    # PFC, cumulative per port: PAUSE frames sent and received, paused seconds, storms
+    pfc: dict[int, "PfcCounters"] = field(default_factory=dict)
     max_qdepth: dict[int, int] = field(default_factory=dict)   # since the last poll, not cumulative
 
 
-def _delta(new: int, old: int | None) -> int:
+@dataclass(frozen=True)
+class PfcCounters:
+    """A switch port's cumulative PFC counters (summed over priorities)."""
+
+    pause_tx: int = 0
+    pause_rx: int = 0
+    paused_s: float = 0.0
+    storms: int = 0
+
+    @classmethod
+    def of(cls, stats: dict) -> "PfcCounters":
+        pfc = stats.get("pfc") or {}
+        return cls(int(sum(pfc.get("pause_tx", ()))), int(sum(pfc.get("pause_rx", ()))),
+                   float(sum(pfc.get("paused_s", ()))), int(pfc.get("storms", 0)))
+
+
+def _delta(new: N, old: N | None) -> N:
     return new if old is None or new < old else new - old
 
 
@@ -130,9 +154,12 @@ def link_stats(links: LinkMap, old: dict[str, Snapshot], new: dict[str, Snapshot
         dt = b.time - a.time
         packets = _delta(b.tx_packets[port], a.tx_packets.get(port))
         nbytes = _delta(b.tx_bytes.get(port, 0), a.tx_bytes.get(port))
+        pa, pb = a.pfc.get(port), b.pfc.get(port, PfcCounters())
         out[link] = LinkStats(link, links.capacity[link], dt, nbytes * 8 / dt, packets / dt, packets,
                               min(packets, _delta(b.ecn.get(port, 0), a.ecn.get(port))),
-                              b.max_qdepth.get(port, 0), _delta(b.drops.get(port, 0), a.drops.get(port)))
+                              b.max_qdepth.get(port, 0), _delta(b.drops.get(port, 0), a.drops.get(port)),
+                              _delta(pb.pause_rx, pa.pause_rx if pa else None),
+                              _delta(pb.paused_s, pa.paused_s if pa else None))
     for (switch, port), link in links.rx.items():
         a, b = old.get(switch), new.get(switch)
         if a is None or b is None or b.time <= a.time or port not in b.rx_packets:
@@ -140,7 +167,10 @@ def link_stats(links: LinkMap, old: dict[str, Snapshot], new: dict[str, Snapshot
         dt = b.time - a.time
         packets = _delta(b.rx_packets[port], a.rx_packets.get(port))
         nbytes = _delta(b.rx_bytes.get(port, 0), a.rx_bytes.get(port))
-        out[link] = LinkStats(link, links.capacity[link], dt, nbytes * 8 / dt, packets / dt, packets, 0, 0, 0)
+        pa, pb = a.pfc.get(port), b.pfc.get(port, PfcCounters())
+        # NIC -> leaf: the leaf's PAUSE frames to the NIC (the NIC's paused time is its own).
+        out[link] = LinkStats(link, links.capacity[link], dt, nbytes * 8 / dt, packets / dt, packets, 0, 0, 0,
+                              _delta(pb.pause_tx, pa.pause_tx if pa else None))
     return out
 
 
@@ -161,7 +191,9 @@ class Telemetry:
                 self._queues[sw.name] = QueueControlClient(channel, timeout=2.0)
         self.latest: dict[LinkId, LinkStats] = {}
         self._drops_at = -DROPS_EVERY_S
-        self._recent_drops: dict[LinkId, int] = {}
+        self._recent_drops: dict[LinkId, tuple[int, int, float]] = {}   # drops, pauses, paused_s
+        # PFC watchdog trips seen since GOR last took them: (switch, port, how many).
+        self.storms: list[tuple[str, int, int]] = []
         # The switch whose counters give each link's stats.
         self._sender = {link: switch for (switch, _), link in [*self.links.tx.items(), *self.links.rx.items()]}
         # Only the cells of ports with a link: a wildcard read answers every one of the
@@ -181,11 +213,11 @@ class Telemetry:
 
     async def _snapshots(self, clock: Callable[[], float]) -> dict[str, Snapshot]:
         names = [sw.name for sw in self.plan.switches]
-        drops: asyncio.Future[list[dict[int, int] | None]] | None = None
+        drops: asyncio.Future[list[dict[int, tuple[int, PfcCounters]] | None]] | None = None
         if clock() - self._drops_at >= DROPS_EVERY_S:
             self._drops_at = clock()
             # Once a second, all at once: each call is bounded by the client's timeout.
-            drops = asyncio.gather(*(asyncio.to_thread(self._drops, n) for n in names))
+            drops = asyncio.gather(*(asyncio.to_thread(self._queue_counters, n) for n in names))
         replies = {}
         # One switch after the other, not all at once: ten switch processes answering
         # together on two cores stall every forwarding loop of the fabric for
@@ -212,9 +244,11 @@ class Telemetry:
         for name, (when, reply) in replies.items():
             drop = read.get(name)
             if drop is None:  # not read now, or unreadable: the cumulative counts of the last reading
-                snap = Snapshot(when, drops=self._last[name].drops if name in self._last else {})
+                last = self._last.get(name)
+                snap = Snapshot(when, drops=last.drops if last else {}, pfc=last.pfc if last else {})
             else:
-                snap = Snapshot(when, drops_read=True, drops=drop)
+                snap = Snapshot(when, drops_read=True, drops={p: d for p, (d, _) in drop.items()},
+                                pfc={p: pfc for p, (_, pfc) in drop.items()})
             for e in reply:
                 if isinstance(e, fy.P4CounterEntry) and e.data is not None and e.index is not None:
                     if e.counter_id == "tx_port_counter":
@@ -228,14 +262,15 @@ class Telemetry:
             snaps[name] = snap
         return snaps
 
-    def _drops(self, name: str) -> dict[int, int] | None:
-        """Cumulative tail drops per port; None when the switch serves no QueueControl
-        or does not answer (not "no drops": the last reading stays the base)."""
+    def _queue_counters(self, name: str) -> dict[int, tuple[int, PfcCounters]] | None:
+        """Cumulative tail drops and PFC counters per port; None when the switch serves
+        no QueueControl or does not answer (not "no drops": the last reading stays the
+        base)."""
         client = self._queues.get(name)
         if client is None:
             return None
         try:
-            return {port: int(s.get("drops", 0)) for port, s in client.queue_stats().items()}
+            return {port: (int(s.get("drops", 0)), PfcCounters.of(s)) for port, s in client.queue_stats().items()}
         except grpc.RpcError:
             return None
 
@@ -252,12 +287,19 @@ class Telemetry:
         snaps = {n: s for n, s in snaps.items()
                  if n not in self._last or s.time - self._last[n].time >= min_interval}
         stats = link_stats(self.links, self._last, snaps)
+        for name, snap in snaps.items():
+            last = self._last.get(name)
+            for port, pfc in snap.pfc.items():
+                before = last.pfc[port].storms if last and port in last.pfc else 0
+                if snap.drops_read and pfc.storms > before:
+                    self.storms.append((name, port, pfc.storms - before))
         # Between two drop readings a link shows what the last one found.
         for link, st in list(stats.items()):
             if snaps[self._sender[link]].drops_read:
-                self._recent_drops[link] = st.drops
+                self._recent_drops[link] = (st.drops, st.pauses, st.paused_s)
             else:
-                stats[link] = dataclasses.replace(st, drops=self._recent_drops.get(link, 0))
+                drops, pauses, paused_s = self._recent_drops.get(link, (0, 0, 0.0))
+                stats[link] = dataclasses.replace(st, drops=drops, pauses=pauses, paused_s=paused_s)
         self._last.update(snaps)
         if stats:
             self.latest = {**self.latest, **stats}

@@ -1,6 +1,7 @@
 """``python -m experiments`` (``make demo``): run the configurations, print the table,
 write results/<run>/summary.json, plots and report.html; ``--scenario failure`` runs the
-cable failure instead, ``--scenario tenants`` two tenants' jobs on one fabric
+cable failure instead, ``--scenario tenants`` two tenants' jobs on one fabric,
+``--scenario incast`` N senders to one receiver without and with PFC
 (docs/experiments.md)."""
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="sample 1 in N frames leaving by fabric links (default %(default)s; "
                          "-1: the fabric spec's own rate)")
     ap.add_argument("--out", type=Path, help="run directory (default results/<date-time>)")
-    ap.add_argument("--scenario", choices=("configs", "failure", "tenants"), default="configs",
+    ap.add_argument("--scenario", choices=("configs", "failure", "tenants", "incast"), default="configs",
                     help="configs: the comparison (default); failure: a spine cable fails mid-job; "
-                         "tenants: two jobs planned apart share the fabric, without and with GOR")
+                         "tenants: two jobs planned apart share the fabric, without and with GOR; "
+                         "incast: N senders to one receiver, without and with PFC")
     ap.add_argument("--pcap", action="store_true",
                     help="per-port captures into each run's pcap/ (a fabric per run; for python -m insight)")
     return ap
@@ -68,6 +70,14 @@ def main(argv: list[str] | None = None) -> int:
                                  "the tenants scenario keeps one fabric")
             from experiments.tenants import run_tenants
             run_tenants(settings)
+        elif args.scenario == "incast":
+            if args.pcap:
+                raise ValueError("--pcap: captures are for --scenario configs (a fabric per run); "
+                                 "the incast scenario keeps one fabric")
+            from experiments.incast import run_incast
+            run_incast(args.fabric, settings.out, settings.repeats, seed=args.seed)
+            print(f"wrote {settings.out / 'summary.json'}")
+            return 0
         else:
             run(prepare(settings))
         print(f"wrote {write_report(settings.out)}")

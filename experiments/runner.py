@@ -120,7 +120,8 @@ class Experiment:
         return "->".join(n[len(p):] if p and n.startswith(p) else n for n in node.split("->"))
 
 
-def _write_spec(spec: FabricSpec, path: Path) -> Path:
+def write_spec(spec: FabricSpec, path: Path) -> Path:
+    """Save ``spec`` as YAML at ``path`` (a file `topo.spec.load_spec` reads back)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(dataclasses.asdict(spec), sort_keys=False), encoding="utf-8")
     return path
@@ -135,10 +136,10 @@ def prepare(settings: Settings, log: Callable[[str], None] = print) -> Experimen
     if settings.sample_rate is not None:
         base = replace(base, sample_rate=settings.sample_rate)
     # The logical fabric, for `python -m insight` on the run directory.
-    _write_spec(dataclasses.replace(base, pcap=False), out / "fabric.yaml")
+    write_spec(dataclasses.replace(base, pcap=False), out / "fabric.yaml")
     spec = replace(base, node_prefix=f"x{os.getpid() % 1000}", pcap=False,
                    grpc_port_base=free_port_base(len(AddressPlan(base).switches)))
-    spec_file = _write_spec(spec, out / "fabric" / "spec.yaml")
+    spec_file = write_spec(spec, out / "fabric" / "spec.yaml")
     trace_file = prepare_trace(settings.trace, out / "trace.yaml", settings.iterations, settings.size_scale)
     trace = load_trace(trace_file)
     plan = AddressPlan(spec)

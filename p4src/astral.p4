@@ -348,10 +348,11 @@ control AstralIngress(inout headers_t hdr, inout metadata_t meta,
             spine_ecmp_select: { ecmp_nhop.apply(); }
             drop: { no_route_counter.count((bit<32>)standard_metadata.ingress_port); }
         }
-        /* CNPs jump the queue when the switch runs priority queues. */
-        if (hdr.bth.isValid() && hdr.bth.opcode == BTH_OPCODE_CNP) {
-            standard_metadata.priority = 7;
-        }
+        /* Trust DSCP, as RoCE fabrics do: the priority (egress queue, and the PFC
+         * class) is the DSCP's class selector, its top three bits. RoCE data and
+         * ACKs ride DSCP 26 -> priority 3 (lossless with PFC), CNPs DSCP 48 ->
+         * priority 6, ahead of the data they throttle (topo/headers.py). */
+        standard_metadata.priority = (bit<3>)(hdr.ipv4.dscp >> 3);
         /* sFlow-style 1-in-N sampling of the RoCE data packets leaving by a
          * sampled_port to the CPU port. As sFlow does (RFC 3176), the number of
          * packets skipped until the next sample is random (uniform in 1..2N-1, mean

@@ -178,6 +178,7 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
             flows = [{**qp.describe(), "rx": vars(qp.responder.stats), "rx_last_sport": qp.responder.last_sport}
                      for qp in engine.qps.values()]
             fidelity = engine.fidelity()
+            pfc = engine.pfc()
             print(format_fidelity(fidelity), file=out, flush=True)
         finally:
             control.stop()
@@ -188,7 +189,7 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
             "ports": job.transport.ports, "ranks": len(ring), "local_ranks": sorted(engine.local),
             "ring": ring, "ring_hops": C.ring_hops(ring, rank_info),
             "planned_ports": planned, "gor_groups": groups is not None, "line_mbps": job.transport.line_mbps, "flows": flows,
-            "fidelity": fidelity,
+            "fidelity": fidelity, "pfc": pfc,
             "timeline": {"columns": ["t_s", "acked_bytes", "rate_bps", "retransmits", "cnps"],
                          "flows": {str(q): rows for q, rows in engine.timeline.items()}}, **extra}
     save(run_dir / f"results-{server}.json", meta, rows)

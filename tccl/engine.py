@@ -10,7 +10,11 @@ and never sooner than half a frame time after the last wake-up (`WAKE_QUANTUM_FR
 
 A NIC is the switch's `InterfacePort` bound to IPv4: frames are read from a
 PACKET_RX_RING shared with the kernel (a memory copy per frame, no system call) and
-sent on the same AF_PACKET socket. Each received frame is handled at
+sent on the same AF_PACKET socket. A second port bound to MAC control (EtherType
+0x8808) takes the PFC PAUSE frames of the leaf: the NIC honours them, as RoCE NICs do --
+frames of a paused priority (the job's RoCE data and ACKs, by their DSCP) wait until the
+pause runs out (quanta x 512 bit times at the NIC's line rate) or a resume comes; CNPs,
+on their own priority, still go. Each received frame is handled at
 its arrival time (the kernel's timestamp), not at the time the loop got to it: ACKs
 start RTOs, CNPs cut DCQCN rates and CE marks space CNPs by when they arrived.
 
@@ -41,12 +45,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from emulation.clock import EmulationClock
+from p4sim.switch.pause import ETHERTYPE_MAC_CONTROL, PRIORITIES, parse_pause, quanta_seconds
 from p4sim.switch.ports import ETH_P_IPV4, InterfacePort
 from tccl import fidelity, roce
 from tccl.fidelity import Lateness
 from tccl.job import Job, RankInfo, qpn, qpn_index, qpn_ranks
 from tccl.qp import Requester, Responder
 from topo.hashmodel import PORT_RANGE
+from topo.headers import priority_dscp
 
 MAX_RX_BATCH = 512          # frames read per NIC per turn before sending again
 MAX_TX_BATCH = 64           # frames sent per NIC per turn before reading again
@@ -63,17 +69,29 @@ WAKE_QUANTUM_FRAMES = 0.5
 # Kmin (5 packets), so that the sender's own bursts do not look like congestion.
 CATCHUP_FRAMES = 2
 NET, NVLINK = "net", "nvlink"  # the two channels between ranks
+# Receive ring of a NIC's MAC-control port (PAUSE frames): 4 blocks hold 28 frames, far
+# more than a switch sends between two turns of the loop (one per XOFF/XON change).
+PAUSE_RING_BLOCKS = 4
 
 
 class NicPort:
-    """One rank's NIC: its interface port, the line-rate pacer shared by its QPs, and
-    how late its departures and its frames' handling were (`tccl.fidelity`)."""
+    """One rank's NIC: its interface port, the line-rate pacer shared by its QPs, the
+    PFC pause state per priority, and how late its departures and its frames' handling
+    were (`tccl.fidelity`). Its QPs send on ``priority``."""
 
-    def __init__(self, info: RankInfo, line_rate_bps: float, frame_time: float) -> None:
+    def __init__(self, info: RankInfo, line_rate_bps: float, frame_time: float, priority: int) -> None:
         self.info = info
         self.line_rate = line_rate_bps
+        self.priority = priority
         self.port = InterfacePort(info.rank, info.iface, protocol=ETH_P_IPV4, promisc=False,
                                   name=f"rank {info.rank}")
+        self.mac_control = InterfacePort(info.rank, info.iface, protocol=ETHERTYPE_MAC_CONTROL,
+                                         promisc=False, name=f"rank {info.rank} MAC control",
+                                         ring_blocks=PAUSE_RING_BLOCKS)
+        self.paused_until = [float("-inf")] * PRIORITIES   # emulated s
+        self.pause_rx = 0
+        self.paused_s = 0.0          # paused time of the QPs' priority, up to paused_until
+        self.held: deque[bytes] = deque()   # responder frames waiting out a pause
         self.ip_bytes = socket.inet_aton(info.ip)
         self.requesters: list[Requester] = []
         self._rr = 0
@@ -88,12 +106,49 @@ class NicPort:
         ``tx_errors``); go-back-N recovers."""
         self.port.send(frame)
 
+    def send(self, frame: bytes, now: float) -> None:
+        """Transmit a responder frame (ACK, NAK, CNP) now, or hold it while its priority
+        (its DSCP's) is paused."""
+        if self.held or self.paused_until[roce.priority(frame)] > now:
+            self.held.append(frame)
+        else:
+            self.transmit(frame)
+
+    def receive_pause(self, arrival: Callable[[int], float]) -> int:
+        """Honour the PAUSE frames waiting, each from its arrival (``arrival`` turns a
+        kernel timestamp into emulated seconds); returns how many frames were read."""
+        frames, stamps, _ = self.mac_control.recv_batch(MAX_RX_BATCH)
+        for frame, stamp in zip(frames, stamps):
+            quanta = parse_pause(frame)
+            if quanta is None:
+                continue
+            at = arrival(stamp)
+            self.pause_rx += 1
+            for priority, q in quanta.items():
+                until = at + quanta_seconds(q, self.line_rate)
+                if priority == self.priority:
+                    # Paused time is booked up to the pause's end; a resume or a
+                    # refresh replaces the part not yet lived.
+                    self.paused_s += until - at - max(0.0, self.paused_until[priority] - at)
+                self.paused_until[priority] = until
+        return len(frames)
+
+    def paused_seconds(self, now: float) -> float:
+        """Time the QPs' priority has been paused, up to ``now``."""
+        return self.paused_s - max(0.0, self.paused_until[self.priority] - now)
+
     @property
     def tx_dropped(self) -> int:
         return self.port.tx_errors
 
     def pump(self, now: float) -> int:
-        """Send the frames the pacers allow at ``now``, round robin over the QPs."""
+        """Send the frames the pacers allow at ``now``, round robin over the QPs (none
+        while their priority is paused); held responder frames go first."""
+        paused_until = self.paused_until
+        while self.held and paused_until[roce.priority(self.held[0])] <= now:
+            self.transmit(self.held.popleft())
+        if paused_until[self.priority] > now:
+            return 0
         sent = 0
         n = len(self.requesters)
         while sent < MAX_TX_BATCH and self.next_tx <= now and n:
@@ -104,7 +159,7 @@ class NicPort:
                 if frame is not None:
                     self._rr = (self._rr + k + 1) % n
                     self.transmit(frame)
-                    self.tx_lateness.add(now - max(self._free_at, sendable))
+                    self.tx_lateness.add(now - max(self._free_at, sendable, self.paused_until[self.priority]))
                     gap = len(frame) * 8 / self.line_rate
                     self._free_at = now + gap
                     self.next_tx = max(self.next_tx, now - CATCHUP_FRAMES * gap) + gap
@@ -116,7 +171,15 @@ class NicPort:
 
     def ready_at(self) -> float | None:
         times = [t for t in (r.ready_at() for r in self.requesters) if t is not None]
-        return max(self.next_tx, min(times)) if times else None
+        due = max(self.next_tx, min(times), self.paused_until[self.priority]) if times else None
+        if self.held:
+            resume = self.paused_until[roce.priority(self.held[0])]
+            due = resume if due is None else min(due, resume)
+        return due
+
+    def close(self) -> None:
+        self.port.close()
+        self.mac_control.close()
 
 
 class QueuePair:
@@ -137,15 +200,17 @@ class QueuePair:
         dst = roce.Endpoint(local.gateway_mac, peer.ip)
         t = engine.job.transport
 
+        dscp = priority_dscp(t.priority)
+
         def make(port: int) -> roce.FrameTemplate:
-            return roce.FrameTemplate(src, dst, port, remote_qpn)
+            return roce.FrameTemplate(src, dst, port, remote_qpn, dscp=dscp)
 
         self.requester = Requester(self.qpn, make(sport), engine.dcqcn, now, mtu=t.mtu,
                                    window=t.window, rto=t.rto, make_template=make)
         # ACKs and CNPs keep the QP's first source port: they are small and their path
         # does not matter for load balance.
         self.responder = Responder(
-            self.qpn, roce.FrameTemplate(src, dst, sport, remote_qpn, ecn=roce.ECN_NOT_ECT),
+            self.qpn, roce.FrameTemplate(src, dst, sport, remote_qpn, dscp=dscp, ecn=roce.ECN_NOT_ECT),
             roce.FrameTemplate(src, dst, sport, remote_qpn, dscp=roce.CNP_DSCP, ecn=roce.ECN_NOT_ECT),
             engine.dcqcn.cnp_interval, lambda data: engine.deliver(local.rank, peer.rank, data, NET, index))
 
@@ -232,8 +297,9 @@ class Engine:
         """Open the NICs (needs CAP_NET_RAW in the server's namespace; `PortError` if
         one cannot be opened)."""
         for rank, info in self.local.items():
-            self.nics[rank] = NicPort(info, self.job.transport.line_rate_bps, self._frame_time)
-            self._fds.append(self.nics[rank].port.fileno())
+            nic = self.nics[rank] = NicPort(info, self.job.transport.line_rate_bps, self._frame_time,
+                                            self.job.transport.priority)
+            self._fds += [nic.port.fileno(), nic.mac_control.fileno()]
         # The kernel would answer every RoCE frame with ICMP port unreachable; a bound UDP
         # socket that is never read swallows them (its buffer fills, the rest are dropped).
         self._sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -244,7 +310,7 @@ class Engine:
     def close(self) -> None:
         self._fds = [self._wake_r]
         for nic in self.nics.values():
-            nic.port.close()
+            nic.close()
         self.nics.clear()
         if self._sink is not None:
             self._sink.close()
@@ -360,7 +426,7 @@ class Engine:
                 qp.requester.on_cnp(at)
             else:
                 for out in qp.responder.on_frame(pkt, frame, at):
-                    nic.transmit(out)
+                    nic.send(out, now)
 
     def _run_commands(self) -> None:
         while not self.commands.empty():
@@ -390,6 +456,8 @@ class Engine:
         self.turns += 1
         now = self._woke = self.clock()
         for nic in self.nics.values():
+            if nic.mac_control.ready() or nic.mac_control.fileno() in self._readable:
+                nic.receive_pause(self.emulation_clock.from_monotonic_ns)
             if nic.port.ready() or nic.port.fileno() in self._readable:
                 self._receive(nic)
         self._readable.clear()
@@ -476,6 +544,12 @@ class Engine:
             nics[str(rank)] = (nic.tx_lateness, nic.rx_lateness, nic.port.kernel_drops)
         return {**fidelity.report(nics, self._frame_time), "dilation": self.emulation_clock.dilation,
                 "wakeups": self.turns}
+
+    def pfc(self) -> dict[str, dict[str, float]]:
+        """Per rank's NIC: PAUSE frames received and seconds its QPs' priority was paused."""
+        now = self.clock()
+        return {str(rank): {"pause_rx": nic.pause_rx, "paused_s": round(nic.paused_seconds(now), 6)}
+                for rank, nic in self.nics.items()}
 
     def idle(self) -> bool:
         """No message waiting to be sent or acknowledged anywhere."""

@@ -26,7 +26,8 @@ import yaml
 from tccl.dcqcn import DcqcnParams, Scale
 from tccl.ranks import OPS, JobError, RankInfo, read_yaml
 from tccl.trace import load_trace
-from topo.spec import DEFAULT_TIME_FACTOR, FabricSpec, NvlinkLink, SpecError, load_spec
+from topo.headers import CNP_DSCP, dscp_priority
+from topo.spec import DEFAULT_TIME_FACTOR, FabricSpec, NvlinkLink, PfcSpec, SpecError, load_spec
 
 # QP numbers: the QP's index within its connection in bits 21-23, bit 20 set (QPN 0
 # and 1 are special in InfiniBand), then the local rank and the peer rank in 10 bits
@@ -72,6 +73,9 @@ class Transport:
     nvlink_latency_us: float | None = None
     tp_split: bool = False                # traces: tp AllReduce over NVLink and NICs at once
     qps: int = 1                          # QPs per connection (NCCL_IB_QPS_PER_CONNECTION)
+    # Priority of the RoCE data and ACKs (their DSCP's class selector, topo.headers):
+    # None = the fabric spec's `pfc.priority`, the lossless one; a `Job` holds the number.
+    priority: int | None = None
 
     @property
     def line_rate_bps(self) -> float:
@@ -142,7 +146,7 @@ def _resolve_from_fabric(t: Transport, fabric: str | None, source: str = "job") 
     """``t`` with the NVLink settings, time factor and MTU it leaves unset taken from the
     fabric spec's ``nvlink`` section, ``time_factor`` and ``mtu`` (the spec's defaults
     when the job names no fabric)."""
-    if None not in (t.nvlink_gbps, t.nvlink_latency_us, t.time_factor, t.mtu, t.window, t.rto):
+    if None not in (t.nvlink_gbps, t.nvlink_latency_us, t.time_factor, t.mtu, t.window, t.rto, t.priority):
         return t
     try:
         spec = load_spec(fabric) if fabric else None
@@ -157,8 +161,10 @@ def _filled_from(t: Transport, spec: FabricSpec | None) -> Transport:
     link = spec.nvlink if spec else NvlinkLink()
     factor = spec.time_factor if spec else DEFAULT_TIME_FACTOR
     mtu = t.mtu if t.mtu is not None else (spec.mtu if spec else FabricSpec.mtu)
+    priority = (spec.pfc if spec else PfcSpec()).priority if t.priority is None else t.priority
     return dataclasses.replace(
-        t, nvlink_gbps=link.gbps if t.nvlink_gbps is None else t.nvlink_gbps,
+        t, priority=priority,
+        nvlink_gbps=link.gbps if t.nvlink_gbps is None else t.nvlink_gbps,
         nvlink_latency_us=link.latency_us if t.nvlink_latency_us is None else t.nvlink_latency_us,
         time_factor=factor if t.time_factor is None else t.time_factor, mtu=mtu,
         window=max(1, WINDOW_BYTES // mtu) if t.window is None else t.window,
@@ -244,6 +250,9 @@ def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> 
     if t.nvlink_gbps < 0 or t.nvlink_latency_us < 0:
         fail("transport", f"nvlink_gbps and nvlink_latency_us must be >= 0, "
              f"got {t.nvlink_gbps}, {t.nvlink_latency_us}")
+    if not 0 <= t.priority < dscp_priority(CNP_DSCP):
+        fail("transport.priority", f"0..{dscp_priority(CNP_DSCP) - 1} (below the CNPs' priority), "
+             f"got {t.priority}")
     if t.ports not in PORT_MODES:
         fail("transport.ports", f"one of {', '.join(PORT_MODES)}, got {t.ports!r}")
     if w.op not in OPS:

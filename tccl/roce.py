@@ -35,7 +35,8 @@ from scapy.layers.l2 import Ether
 
 from topo import headers
 # The wire's numbers, from the frame layout; the transport names them roce.<NAME>.
-from topo.headers import (ACKNOWLEDGE, CNP, ECN_CE, ECN_ECT0, ECN_NOT_ECT, ETHERTYPE_IPV4,  # noqa: F401
+from topo.headers import dscp_priority
+from topo.headers import (ACKNOWLEDGE, CNP, CNP_DSCP, ECN_CE, ECN_ECT0, ECN_NOT_ECT, ETHERTYPE_IPV4,  # noqa: F401
                           ICRC_LEN, PROTO_UDP, ROCE_UDP_PORT, SEND_FIRST, SEND_LAST, SEND_MIDDLE, SEND_ONLY,
                           WRITE_FIRST, WRITE_LAST, WRITE_MIDDLE, WRITE_ONLY)
 
@@ -56,8 +57,6 @@ LAST_OPCODES = frozenset({SEND_LAST, SEND_ONLY, WRITE_LAST, WRITE_ONLY})
 AETH_ACK = 0x1F
 AETH_NAK_SEQ = 0x60
 
-# CNPs travel in DSCP 48 (CS6), the value RoCE NICs use for them by default.
-CNP_DSCP = 48
 PSN_MASK = _BTH.mask("psn")
 _FF8 = b"\xff" * 8
 _CRC_FF8 = zlib.crc32(_FF8)
@@ -91,6 +90,12 @@ _SRC, _DST = _IP.span("srcAddr", IP_OFF), _IP.span("dstAddr", IP_OFF)
 _SPORT = _UDP.struct("srcPort")
 _BTH_WORDS = _BTH.struct("opcode", ("fecn", "destQP"), ("ackRequest", "psn"))
 _DQPN_MASK = _BTH.mask("destQP")
+
+
+def priority(frame: bytes | bytearray) -> int:
+    """The priority a switch gives this frame (its DSCP's class selector): what a PFC
+    PAUSE for that priority holds back."""
+    return dscp_priority(frame[IP_OFF + _TOS] >> _DSCP_SHIFT)
 
 
 def icrc(frame: bytes | bytearray | memoryview) -> int:

@@ -25,7 +25,7 @@ from controller.elephants import Sample, SampleWindow, parse_sample
 from controller.moves import Move
 from controller.paths import candidate_paths, find_port, predict
 from controller.publish import publish, topology_document
-from controller.telemetry import LinkMap, LinkStats, Snapshot, link_stats
+from controller.telemetry import LinkMap, LinkStats, PfcCounters, Snapshot, link_stats
 from controller.routes import cable, ecmp_members, fabric_programs, program_updates, switch_program
 from fabric_sim import FabricSim, compiled, install
 from p4sim.switch.v1model import V1Switch
@@ -199,6 +199,25 @@ def test_link_stats_from_counter_snapshots_including_a_restarted_switch():
     restarted = {"b0l0": Snapshot(11.0, tx_packets={up: 40}, tx_bytes={up: 40_000}, ecn={up: 0})}
     assert link_stats(links, new, restarted)[("b0l0", "sp0")].packets == 40
     assert link_stats(links, {}, new) == {}
+
+
+def test_link_stats_carry_the_pfc_counters_of_both_ends():
+    """leaf -> spine: PAUSE frames the spine sent (received by the leaf's uplink) and how
+    long the uplink's queue stood paused; NIC -> leaf: PAUSE frames the leaf sent."""
+    plan = AddressPlan(SPEC)
+    links = LinkMap(plan)
+    up = plan.uplink_port(0)
+    stats = {up: {"pfc": {"pause_tx": [0] * 8, "pause_rx": [0, 0, 0, 4, 0, 0, 1, 0],
+                          "paused_s": [0, 0, 0, 0.25, 0, 0, 0, 0], "storms": 0}},
+             1: {"pfc": {"pause_tx": [0, 0, 0, 9, 0, 0, 0, 0], "pause_rx": [0] * 8,
+                         "paused_s": [0.0] * 8, "storms": 0}}}
+    base = dict(tx_packets={up: 1}, tx_bytes={up: 1}, rx_packets={1: 1}, rx_bytes={1: 1})
+    old = {"b0l0": Snapshot(10.0, **base, pfc={up: PfcCounters(0, 1, 0.05, 0), 1: PfcCounters(2, 0, 0.0, 0)})}
+    new = {"b0l0": Snapshot(10.5, **base, pfc={p: PfcCounters.of(st) for p, st in stats.items()})}
+    out = link_stats(links, old, new)
+    uplink, nic = out[("b0l0", "sp0")], out[("b0h0", "b0l0")]
+    assert (uplink.pauses, nic.pauses) == (4, 7)
+    assert uplink.paused_s == pytest.approx(0.2) and nic.paused_s == 0.0
 
 
 # --- what GOR publishes and logs --------------------------------------------------------
@@ -422,9 +441,13 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     links = LinkMap(plan)
     hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
     gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
-                                    poll=lambda clock, min_interval=0.0: {LINK: hot})
+                                    poll=lambda clock, min_interval=0.0: {LINK: hot},
+                                    storms=[("b0l0", 3, 1)])
     gor.tick()
     assert gor.down == {cable("b1l1", "sp2")} and gor.routes.version == 1
+    storms = [e for e in gor.events.snapshot() if e["event"] == "pfc_storm"]
+    assert [(e["switch"], e["port"], e["storms"]) for e in storms] == [("b0l0", 3, 1)]
+    assert gor.telemetry.storms == []
     # The listing runs on GOR's listing thread: wait for it (with a timeout).
     wait_until(lambda: len(agents.listings) == 1)
     assert writes == [True] and agents.listings == [True]
@@ -473,7 +496,7 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path):
     links = LinkMap(plan)
     hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
     gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
-                                    poll=lambda clock, min_interval=0.0: {LINK: hot})
+                                    poll=lambda clock, min_interval=0.0: {LINK: hot}, storms=[])
     for i in range(3):
         for ft in tuples:
             gor._incoming.put(Sample(99.5 + 0.1 * i, "b0l0", 1, plan.uplink_port(0), 0, ft, 4000))

@@ -97,7 +97,7 @@ def test_links_job_reroute_and_quit_through_a_terminal(tmp_path):
         term.expect(r"ready in .*GOR polling", 90)
         term.expect(PROMPT, 30)
         links = term.command("links")
-        assert re.search(r"^link +util +Mbit/s +ecn +maxq +drops +alarm$", links, re.M), links
+        assert re.search(r"^link +util +Mbit/s +ecn +maxq +drops +pause +paused +alarm$", links, re.M), links
         end = time.monotonic() + 10      # the first rates need two telemetry polls
         while not re.search(rf"^{prefix}b0l0->{prefix}sp1 +\d+% ", links, re.M) and time.monotonic() < end:
             links = term.command("links")

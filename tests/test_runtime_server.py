@@ -14,6 +14,7 @@ from scapy.layers.l2 import Ether
 from p4sim.proto import p4r, rpc_code
 from p4sim.runtime.codec import int_to_bytes
 from p4sim.switch.device import Device
+from p4sim.switch.pfc import PfcConfig
 
 from runtime_fixtures.harness import ARTEFACTS, CPU_PORT, DEVICE_ID, Runtime, batch_errors
 
@@ -483,6 +484,31 @@ def test_queue_control_over_grpc() -> None:
         with pytest.raises(grpc.RpcError) as exc:
             client.set_queue_depth(-1, port=3)
         assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        runtime.close()
+        device.close()
+
+
+def test_pfc_switched_over_queue_control() -> None:
+    from p4sim.runtime.queues import QueueControlClient
+
+    device = Device({}, cpu_port=CPU_PORT, priority_queues=8)
+    runtime = Runtime(queue_control=device)
+    try:
+        client = QueueControlClient(runtime.channel)
+        client.set_pfc([3], xoff=30000, xon=10000, headroom=20000, watchdog_ms=500)
+        assert device.tm.pfc == PfcConfig(frozenset({3}), 30000, 10000, 20000, 500_000.0)
+        client.set_queue_depth(16, port=3)
+        assert client.queue_stats()[3]["pfc"]["pause_tx"] == [0] * 8
+        for bad, words in (({"priorities": [9], "xoff": 2, "xon": 1, "headroom": 0}, "0..7"),
+                           ({"priorities": [3], "xoff": 2, "xon": 5, "headroom": 0}, "xon"),
+                           ({"priorities": "3"}, "'priorities'")):
+            with pytest.raises(grpc.RpcError) as exc:
+                client._call("SetPfc", **bad)
+            assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT and words in exc.value.details()
+        assert device.tm.pfc is not None          # a rejected call leaves PFC as it was
+        client.set_pfc([])
+        assert device.tm.pfc is None
     finally:
         runtime.close()
         device.close()

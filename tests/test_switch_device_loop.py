@@ -19,8 +19,14 @@ from dataclasses import dataclass
 
 import pytest
 
+from scapy.contrib.mac_control import MACControl, MACControlClassBasedFlowControl
+from scapy.layers.l2 import Ether
+from scapy.utils import rdpcap
+
 from netns import receive
 from p4sim.switch.device import Device
+from p4sim.switch.pause import MAX_QUANTA, pfc_frame
+from p4sim.switch.pfc import PfcConfig
 from p4sim.switch.ports import InterfacePort
 from topo.namespaces import Netns
 
@@ -36,6 +42,10 @@ class Job:
     port: int
     priority: int
     data: bytes
+
+    @property
+    def length(self) -> int:
+        return len(self.data)
 
 
 class WireEngine:
@@ -423,3 +433,85 @@ def test_frames_carry_their_kernel_arrival_time():
         # before it was read (the last frame was sent 60 ms before the read).
         assert before <= stamp < read_at - 40_000_000
     assert stamps == sorted(stamps)
+
+
+# ---- priority flow control on the wire ------------------------------------------------
+
+LOSSLESS = 3
+
+
+class LosslessWire(WireEngine):
+    """WireEngine putting every packet on the lossless priority."""
+
+    def run_ingress(self, port: int, data: bytes) -> list[Job]:
+        return [Job(j.port, LOSSLESS, j.data) for j in super().run_ingress(port, data)]
+
+
+def pause_frames(sock, count: int, timeout: float) -> list[Ether]:
+    """PFC frames arriving on ``sock``, decoded by Scapy's MACControl layers."""
+    return [Ether(d) for _, d in receive(sock, count, timeout, lambda d: d[12:14] == b"\x88\x08")]
+
+
+def test_pfc_pauses_the_sender_on_the_wire_and_loses_nothing(net, tmp_path):
+    """h1 bursts 12 frames of 1000 bytes into a 25 kB/s port with a 2-packet queue: above
+    XOFF (3000 bytes) the switch pauses h1 on priority 3, resumes it at XON, and every
+    frame arrives. A PAUSE from h2 is the MAC's: counted, never forwarded."""
+    tx, rx = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
+    pfc = PfcConfig(frozenset({LOSSLESS}), xoff=3000, xon=1000, headroom=10_000)
+    with Running(net, LosslessWire(), priority_queues=8, queue_depth=2, port_rates={2: 25_000.0},
+                 pcap_dir=str(tmp_path), pfc=pfc) as dev:
+        for i in range(12):
+            tx.send(frame(b"P" + bytes([i]), 1000))
+        xoff, xon = pause_frames(tx, 2, timeout=15)
+        got = recv_until(rx, 12, timeout=15)
+        h2_pause = pfc_frame(bytes.fromhex("020000000002"), {LOSSLESS: 0})
+        rx.send(h2_pause)
+        wait_until(lambda: dev.counters["mac_control"] == 1)
+        stats = dev.queue_stats()
+    assert [d[15] for _, d in got] == list(range(12))
+    for pkt, quanta in ((xoff, MAX_QUANTA), (xon, 0)):
+        pfc_layer = pkt[MACControlClassBasedFlowControl]
+        assert pkt.dst == "01:80:c2:00:00:01" and pkt.src == mac_of(net, "sw", net.ifaces["s1"])
+        assert (pfc_layer.c3_enabled, pfc_layer.c3_pause_time, pfc_layer.c0_enabled) == (1, quanta, 0)
+    assert stats[1]["pfc"]["pause_tx"][LOSSLESS] == 2 and stats[2]["drops"] == 0
+    assert stats[2]["pfc"]["pause_rx"][LOSSLESS] == 1
+    # The switch's capture of port 1 holds its PAUSE frames as sent; h2's PAUSE never
+    # left through port 1.
+    sent = [p for p in rdpcap(str(tmp_path / f"{net.ifaces['s1']}_out.pcap")) if MACControl in p]
+    assert [p[MACControlClassBasedFlowControl].c3_pause_time for p in sent] == [MAX_QUANTA, 0]
+
+
+def test_pause_storm_trips_the_watchdog(net, caplog):
+    """h2 keeps pausing priority 3 every 20 ms: after the watchdog's 150 ms the switch
+    discards the queue and whatever comes for it, logs the storm, and once the PAUSEs
+    stop for 150 ms the queue is lossless again and forwards."""
+    tx, rx = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
+    pfc = PfcConfig(frozenset({LOSSLESS}), xoff=50_000, xon=10_000, headroom=10_000, watchdog_us=150_000)
+    storm = pfc_frame(bytes.fromhex("020000000002"), {LOSSLESS: MAX_QUANTA})
+    with Running(net, LosslessWire(), priority_queues=8, port_rates={2: 1_000_000.0}, pfc=pfc) as dev:
+        rx.send(storm)
+        wait_until(lambda: dev.queue_stats()[2]["pfc"]["pause_rx"][LOSSLESS] == 1)
+        for i in range(5):
+            tx.send(frame(b"S" + bytes([i]), 1000))
+        end = time.monotonic() + 5
+        while not dev.queue_stats()[2]["pfc"]["storms"] and time.monotonic() < end:
+            rx.send(storm)
+            time.sleep(0.02)
+        during = dev.queue_stats()[2]["pfc"]
+        assert during["storms"] == 1 and during["storm"][LOSSLESS] and during["storm_drops"] == 5
+        assert recv_until(rx, 1, timeout=0.3) == []           # paused, then discarded
+        wait_until(lambda: not dev.queue_stats()[2]["pfc"]["storm"][LOSSLESS])   # PAUSEs stopped
+        tx.send(frame(b"T", 1000))
+        assert len(recv_until(rx, 1, timeout=5)) == 1
+    assert any("pause storm" in r.getMessage() for r in caplog.records)
+
+
+def mac_of(net, ns: str, iface: str) -> str:
+    return net.run(ns, "cat", f"/sys/class/net/{iface}/address").stdout.strip()
+
+
+def wait_until(cond, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "condition not met in time"
+        time.sleep(0.01)

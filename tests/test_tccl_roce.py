@@ -9,6 +9,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from tccl import roce
+from topo.headers import CNP_DSCP, priority_dscp
 
 SRC = roce.Endpoint("02:00:0a:00:00:01", "10.0.0.1")
 DST = roce.Endpoint("02:00:0a:00:00:02", "10.0.1.2")
@@ -117,3 +118,14 @@ def test_psn_diff_wraps():
     assert roce.psn_diff(0, 0xFFFFFF) == 1
     assert roce.psn_diff(0xFFFFFF, 0) == -1
     assert roce.psn_diff(10, 3) == 7
+
+
+def test_frame_priority_is_the_dscp_class_selector():
+    """What a NIC holds back under a PFC PAUSE: RoCE data and ACKs on the job's
+    priority, CNPs on theirs (as astral.p4 queues them)."""
+    data = roce.FrameTemplate(SRC, DST, sport=50000, dqpn=5, dscp=priority_dscp(3))
+    cnp = roce.FrameTemplate(SRC, DST, sport=50000, dqpn=5, dscp=CNP_DSCP, ecn=roce.ECN_NOT_ECT)
+    assert roce.priority(data.frame(roce.SEND_ONLY, 1, b"x" * 64)) == 3
+    assert roce.priority(data.ack(1, 1)) == 3
+    assert roce.priority(cnp.cnp()) == 6
+    assert IP(cnp.cnp()[roce.ETH_LEN:]).tos >> 2 == CNP_DSCP

@@ -15,7 +15,7 @@ from fabric_sim import compiled, install
 from p4sim.switch.v1model import V1Switch, run_to_completion
 from topo.addressing import CPU_PORT, AddressPlan
 from topo.hashmodel import FiveTuple, predict_path
-from topo.headers import PACKET_IN
+from topo.headers import CNP_DSCP, PACKET_IN, ROCE_PRIORITY, dscp_priority, priority_dscp
 from topo.pipeline import build_pipeline
 from topo.spec import EcnProfile, FabricSpec
 
@@ -115,13 +115,16 @@ def test_sampling_does_not_alias_with_flows_that_take_turns():
     assert all(200 < n < 300 for n in per_flow.values()), per_flow
 
 
-def test_cnps_ride_the_high_priority_queue():
+def test_priority_is_the_dscp_class_selector():
+    """RoCE data (DSCP 26) on the lossless priority 3, CNPs (DSCP 48) above it on 6,
+    unmarked traffic on 0 -- whatever the BTH opcode says."""
     plan = AddressPlan(SPEC)
     sw = leaf_engine(plan, "b0l0")
     src, dst = plan.server_at(0, 0).nics[0], plan.server_at(1, 0).nics[0]
-    (cnp,) = sw.run_ingress(src.leaf_port, roce(plan, src, dst, 7, opcode=0x81))
-    (data,) = sw.run_ingress(src.leaf_port, roce(plan, src, dst, 7, opcode=4))
-    assert (cnp.priority, data.priority) == (7, 0)
+    (cnp,) = sw.run_ingress(src.leaf_port, roce(plan, src, dst, 7, opcode=0x81, tos=CNP_DSCP << 2))
+    (data,) = sw.run_ingress(src.leaf_port, roce(plan, src, dst, 7, opcode=4, tos=priority_dscp(3) << 2 | 2))
+    (plain,) = sw.run_ingress(src.leaf_port, roce(plan, src, dst, 7, opcode=0x81))
+    assert (cnp.priority, data.priority, plain.priority) == (dscp_priority(CNP_DSCP), ROCE_PRIORITY, 0) == (6, 3, 0)
 
 
 def test_pipeline_build_is_reused_and_per_hash_algorithm(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 from emulation.realtime import agent_priority, realtime_prefix
 from topo.nodes import BMv2Switch, P4ProcessSwitch, P4SimSwitch, SwitchStartError
+from topo.spec import PfcSpec
 
 
 def _node(cls: type[P4ProcessSwitch], **attrs) -> P4ProcessSwitch:
@@ -17,7 +18,7 @@ def _node(cls: type[P4ProcessSwitch], **attrs) -> P4ProcessSwitch:
     node = cls.__new__(cls)
     node.__dict__.update({"name": "b0l2", "device_id": 3, "grpc_port": 50053, "port_rates": {1: 10.0, 2: 2.5},
                           "queue_depth": 64, "priority_queues": 8, "cpu_port": 255, "pcap_dir": None,
-                          "clock": "123:2.0", "rt_priority": 10, **attrs})
+                          "clock": "123:2.0", "rt_priority": 10, "pfc": None, **attrs})
     node.data_ports = lambda: {1: "b0l2-eth1", 2: "b0l2-eth2"}
     return node
 
@@ -37,6 +38,16 @@ def test_switch_command_lines():
     target = bmv2[bmv2.index("--") + 1:]   # simple_switch_grpc's target options follow "--"
     assert target == ["--grpc-server-addr", "127.0.0.1:50053", "--priority-queues", "8", "--cpu-port", "255"]
     assert "--pcap" in bmv2[:bmv2.index("--")]
+    assert "--pfc" not in joined
+
+
+def test_pfc_flags_follow_the_spec():
+    pfc = PfcSpec(enabled=True, priority=2, xoff=40000, xon=20000, headroom=30000, watchdog_ms=500)
+    joined = " ".join(_node(P4SimSwitch, pfc=pfc).command())
+    assert "--pfc 2 --pfc-xoff 40000 --pfc-xon 20000 --pfc-headroom 30000 --pfc-watchdog-ms 500" in joined
+    with pytest.raises(SwitchStartError, match="no priority flow control"):
+        node = _node(BMv2Switch, pfc=pfc)
+        node.start()
 
 
 def test_bmv2_switches_get_thrift_ports_of_their_own():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from topo.spec import FabricSpec, SpecError, load_spec, parse_spec, replace
+from topo.spec import FabricSpec, PfcSpec, SpecError, load_spec, min_headroom, parse_spec, replace
 
 FABRICS = Path(__file__).resolve().parent.parent / "topo" / "fabrics"
 MINIMAL = {"blocks": 2, "servers_per_block": 2, "rails": 4, "spines": 2}
@@ -56,6 +56,14 @@ def test_defaults_fill_optional_keys():
     ({"dilation": 0.5}, "dilation", ">= 1 or 'auto'"),
     ({"dilation": "fast"}, "dilation", ">= 1 or 'auto'"),
     ({"rt_priority": 100}, "rt_priority", "1..99"),
+    ({"pfc": {"enabled": 1}}, "pfc.enabled", "expected bool"),
+    ({"pfc": {"priority": 6}}, "pfc.priority", "below the CNPs' 6"),
+    ({"pfc": {"xoff": 1000}}, "pfc.xoff", "at least one frame (4218 bytes"),
+    ({"pfc": {"xon": 32768}}, "pfc.xon", "xon < pfc.xoff (32768)"),
+    ({"pfc": {"headroom": 8000}}, "pfc.headroom", "= 16872 at mtu 4096"),
+    ({"pfc": {"watchdog_ms": -1}}, "pfc.watchdog_ms", ">= 0"),
+    ({"pfc": {"xof": 1}}, "pfc.xof", "unknown key"),
+    ({"pfc": True}, "pfc", "expected dict"),
 ])
 def test_bad_values_name_the_key(change, key, words):
     with pytest.raises(SpecError) as err:
@@ -69,6 +77,15 @@ def test_nvlink_keys_are_read():
     spec = parse_spec({**MINIMAL, "nvlink": {"gbps": 2, "latency_us": 1.5}})
     assert (spec.nvlink.gbps, spec.nvlink.latency_us) == (2.0, 1.5)
     assert parse_spec(MINIMAL).nvlink.gbps == 0.0           # absent: no NVLink
+
+
+def test_pfc_keys_are_read():
+    spec = parse_spec({**MINIMAL, "pfc": {"enabled": True, "priority": 2, "xoff": 40000, "xon": 0,
+                                          "headroom": 20000, "watchdog_ms": 0}})
+    assert spec.pfc == PfcSpec(True, 2, 40000, 0, 20000, 0.0)
+    assert not parse_spec(MINIMAL).pfc.enabled                # absent: no PFC
+    # A smaller MTU needs less headroom (2 x (frame + frame), frame = 1500 + 18).
+    assert min_headroom(parse_spec({**MINIMAL, "mtu": 1024})) == 4 * 1518
 
 
 def test_emulation_keys_are_read():

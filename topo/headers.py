@@ -29,6 +29,25 @@ ROCE_UDP_PORT = 4791
 # ECN codepoints (RFC 3168): RoCEv2 data is ECT(0); switches rewrite it to CE.
 ECN_NOT_ECT, ECN_ECT0, ECN_CE = 0, 2, 3
 
+# QoS (astral.p4 trusts DSCP): a packet's priority -- its egress queue and its PFC
+# class -- is the DSCP's class selector, the top three bits. RoCE NICs' defaults put
+# data and ACKs in DSCP 26 (AF31, priority 3: the lossless one) and CNPs in DSCP 48
+# (CS6, priority 6: above the data they throttle).
+ROCE_PRIORITY, CNP_DSCP = 3, 48
+DSCP_PRIORITY_SHIFT = 3
+
+
+def dscp_priority(dscp: int) -> int:
+    """The priority astral.p4 gives a packet of this DSCP."""
+    return dscp >> DSCP_PRIORITY_SHIFT
+
+
+def priority_dscp(priority: int) -> int:
+    """The DSCP RoCE traffic of ``priority`` is sent with: AF<priority>1 (26 for 3, the
+    NICs' default); its class selector is ``priority``."""
+    return priority << DSCP_PRIORITY_SHIFT | 2
+
+
 # BTH opcodes (IBA vol. 1, table 38; RC = transport 0b000) and the RoCEv2 CNP (annex
 # A17, astral.p4's BTH_OPCODE_CNP).
 SEND_FIRST, SEND_MIDDLE, SEND_LAST, SEND_ONLY = 0x00, 0x01, 0x02, 0x04

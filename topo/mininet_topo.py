@@ -12,8 +12,9 @@ from mininet.topo import Topo
 
 from topo.addressing import CPU_PORT, AddressPlan
 
-# Strict-priority egress queues per port: v1model's priority is 3 bits, astral.p4 puts
-# CNPs at 7, and the traffic manager (BMv2's too) drops priorities >= the queue count.
+# Strict-priority egress queues per port: v1model's priority is 3 bits, astral.p4 takes
+# it from the DSCP (CNPs at 6), and the traffic manager (BMv2's too) drops priorities
+# >= the queue count.
 PRIORITY_QUEUES = 8
 
 
@@ -29,7 +30,7 @@ class FabricTopo(Topo):
             self.addSwitch(sw.name, dpid=f"{sw.switch_id:016x}", device_id=sw.device_id,
                            grpc_port=sw.grpc_port, port_rates=plan.port_rates(sw.name),
                            queue_depth=spec.queue_depth, priority_queues=PRIORITY_QUEUES,
-                           cpu_port=CPU_PORT)
+                           cpu_port=CPU_PORT, pfc=spec.pfc if spec.pfc.enabled else None)
         for nic in plan.nics():
             self.addLink(nic.server, nic.leaf, port1=nic.port, port2=nic.leaf_port,
                          intfName1=nic.intf, intfName2=plan.intf(nic.leaf, nic.leaf_port), addr1=nic.mac)

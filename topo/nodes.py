@@ -26,6 +26,7 @@ from mininet.node import Switch
 
 from emulation.realtime import realtime_prefix
 from topo.placement import LOOPBACK
+from topo.spec import PfcSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_DIR = ROOT / "build" / "run"
@@ -67,7 +68,8 @@ class P4ProcessSwitch(Switch):
                  port_rates: dict[int, float] | None = None, queue_depth: int = 64,
                  priority_queues: int = 8, cpu_port: int | None = 255,
                  pcap_dir: str | None = None, run_dir: str | Path = RUN_DIR,
-                 clock: str | None = None, rt_priority: int = 0, **params) -> None:
+                 clock: str | None = None, rt_priority: int = 0, pfc: PfcSpec | None = None,
+                 **params) -> None:
         super().__init__(name, **params)
         self.device_id = device_id
         self.grpc_port = grpc_port
@@ -79,6 +81,7 @@ class P4ProcessSwitch(Switch):
         self.run_dir = Path(run_dir)
         self.clock = clock              # the fabric's EmulationClock, encoded
         self.rt_priority = rt_priority  # SCHED_RR priority, 0 = normal scheduling
+        self.pfc = pfc                  # lossless priority (None: no PFC)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -197,6 +200,10 @@ class P4SimSwitch(P4ProcessSwitch):
             cmd += ["--pcap", self.pcap_dir]
         if self.clock:
             cmd += ["--clock", self.clock]
+        if self.pfc is not None:
+            cmd += ["--pfc", str(self.pfc.priority), "--pfc-xoff", str(self.pfc.xoff),
+                    "--pfc-xon", str(self.pfc.xon), "--pfc-headroom", str(self.pfc.headroom),
+                    "--pfc-watchdog-ms", f"{self.pfc.watchdog_ms:g}"]
         cmd.append("--no-p4")  # the controller pushes the pipeline over P4Runtime
         return cmd
 
@@ -268,6 +275,9 @@ class BMv2Switch(P4ProcessSwitch):
         switch), then launch as every node does."""
         if port_answers(self.thrift_port):
             raise SwitchStartError(f"{self.name}: Thrift port {self.thrift_port} is already in use")
+        if self.pfc is not None:
+            raise SwitchStartError(f"{self.name}: simple_switch has no priority flow control: "
+                                   f"run the p4sim backend or set pfc.enabled: false in the spec")
         super().start(controllers)
 
     @classmethod

@@ -30,6 +30,9 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
+from p4sim.switch.pfc import DEFAULT_HEADROOM, DEFAULT_XOFF, DEFAULT_XON
+from topo.headers import CNP_DSCP, ROCE_PRIORITY, dscp_priority
+
 # Port numbers index the program's per-port counters and registers (NUM_PORTS = 64 in
 # p4src/astral.p4), so every switch port number must stay below this.
 MAX_PORT = 63
@@ -63,6 +66,11 @@ ROCE_MTUS = (256, 512, 1024, 2048, 4096)
 # Interface MTU for a RoCE path MTU: IPv4 + UDP + BTH + RETH + ICRC headers (60 bytes)
 # with room to spare, as RoCE NICs pair path MTU 4096 with an Ethernet MTU of 4200.
 ROCE_IFACE_HEADROOM = 104
+# Ethernet header, one VLAN tag and the FCS around an interface MTU: the largest frame.
+FRAME_OVERHEAD = 18
+# A PFC watchdog's default detection (and restoration) time, emulated ms: some 300
+# frame times of the default fabric, far beyond any pause an incast causes.
+DEFAULT_PFC_WATCHDOG_MS = 1000.0
 # SCHED_RR priorities chrt accepts.
 MAX_RT_PRIORITY = 99
 # Mininet cluster mode's links between servers (mininet.examples.cluster): RemoteGRELink,
@@ -122,6 +130,23 @@ class ClusterSpec:
 
 
 @dataclass(frozen=True)
+class PfcSpec:
+    """Priority flow control (IEEE 802.1Qbb) on every switch port: ``priority`` (the
+    RoCE traffic's, DSCP class selector) is lossless. Thresholds are bytes queued per
+    ingress port and priority: PAUSE above ``xoff``, resume at ``xon``, ``headroom``
+    admitted above XOFF for what is in flight (docs/fabric.md: 2 x (cable + MTU +
+    response)). A queue paused for ``watchdog_ms`` (emulated; 0: off) with packets
+    waiting stops being lossless (a pause storm)."""
+
+    enabled: bool = False
+    priority: int = ROCE_PRIORITY
+    xoff: int = DEFAULT_XOFF
+    xon: int = DEFAULT_XON
+    headroom: int = DEFAULT_HEADROOM
+    watchdog_ms: float = DEFAULT_PFC_WATCHDOG_MS
+
+
+@dataclass(frozen=True)
 class FabricSpec:
     """One fabric: ``blocks`` x ``servers_per_block`` servers with ``rails`` NICs each,
     one leaf per (block, rail), every leaf linked to every spine of its pod. With
@@ -143,6 +168,7 @@ class FabricSpec:
     node_prefix: str = ""
     pcap: bool = False
     nvlink: NvlinkLink = field(default_factory=NvlinkLink)
+    pfc: PfcSpec = field(default_factory=PfcSpec)
     # Real-world timers (DCQCN's, the CNP interval) x this = the emulation's; rates
     # scale by links.host_mbps / 400 Gbit/s. Jobs on the fabric take it (tccl.job).
     time_factor: float = DEFAULT_TIME_FACTOR
@@ -165,6 +191,11 @@ class FabricSpec:
     def iface_mtu(self) -> int:
         """The interface MTU of every cable (host NICs and switch ports)."""
         return max(1500, self.mtu + ROCE_IFACE_HEADROOM)
+
+    @property
+    def frame_bytes(self) -> int:
+        """The largest frame on a cable (interface MTU + Ethernet header, tag, FCS)."""
+        return self.iface_mtu + FRAME_OVERHEAD
 
     @property
     def leaves(self) -> int:
@@ -220,7 +251,7 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
     "pcap": bool, "nvlink": dict, "time_factor": (int, float), "mtu": int,
     "dilation": (int, float, str), "rt_priority": int, "pods": int, "super_spines": int,
-    "oversubscription": dict, "cluster": (dict, type(None)),
+    "oversubscription": dict, "cluster": (dict, type(None)), "pfc": dict,
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
 _LINK_KEYS = {"host_mbps": (int, float), "uplink_mbps": (int, float),
@@ -230,6 +261,8 @@ _OVERSUB_KEYS = {"leaf": (int, float), "spine": (int, float)}
 _ECN_KEYS = {"kmin": int, "kmax": int, "pmax": (int, float)}
 _NVLINK_KEYS = {"gbps": (int, float), "latency_us": (int, float)}
 _CLUSTER_KEYS = {"servers": list, "link": str, "ssh_config": str}
+_PFC_KEYS = {"enabled": bool, "priority": int, "xoff": int, "xon": int, "headroom": int,
+             "watchdog_ms": (int, float)}
 
 
 def load_spec(path: str | Path, emulated: bool = True) -> FabricSpec:
@@ -262,8 +295,10 @@ def parse_spec(data: Any, source: str = "fabric.yaml", emulated: bool = True) ->
     _check_keys(nvlink, _NVLINK_KEYS, source, "nvlink.")
     oversub = data.get("oversubscription", {})
     _check_keys(oversub, _OVERSUB_KEYS, source, "oversubscription.")
+    pfc = data.get("pfc", {})
+    _check_keys(pfc, _PFC_KEYS, source, "pfc.")
     top = {k: (float(v) if k == "time_factor" else v) for k, v in data.items()
-           if k not in ("links", "ecn", "nvlink", "dilation", "oversubscription", "cluster")}
+           if k not in ("links", "ecn", "nvlink", "pfc", "dilation", "oversubscription", "cluster")}
     if "dilation" in data:
         top["dilation"] = _dilation(data["dilation"], source)
     if data.get("cluster") is not None:   # `cluster:` left empty (or a dumped spec's null): none
@@ -272,6 +307,7 @@ def parse_spec(data: Any, source: str = "fabric.yaml", emulated: bool = True) ->
     spec = FabricSpec(links=rates,
                       ecn=EcnProfile(**{k: (float(v) if k == "pmax" else v) for k, v in ecn.items()}),
                       nvlink=NvlinkLink(**{k: float(v) for k, v in nvlink.items()}),
+                      pfc=PfcSpec(**{k: (float(v) if k == "watchdog_ms" else v) for k, v in pfc.items()}),
                       **top)
     validate(spec, source, emulated)
     return spec
@@ -405,6 +441,7 @@ def validate(spec: FabricSpec, source: str = "fabric spec", emulated: bool = Tru
         fail("ecn.kmax", f"kmax - kmin must be at most {MAX_ECN_RAMP} packets, got {ecn.kmax - ecn.kmin}")
     if not 0 < ecn.pmax <= 1:
         fail("ecn.pmax", f"a probability in (0, 1], got {ecn.pmax}")
+    _validate_pfc(spec, fail)
     if spec.ecmp_hash not in HASH_ALGORITHMS:
         fail("ecmp_hash", f"one of {', '.join(HASH_ALGORITHMS)}, got {spec.ecmp_hash!r}")
     if spec.sample_rate < 0:
@@ -450,6 +487,31 @@ def _validate_emulated(spec: FabricSpec, fail: Callable[[str, str], None]) -> No
     if not 1024 <= spec.grpc_port_base <= 65535 - spec.switches:
         fail("grpc_port_base", f"ports {spec.grpc_port_base}..{spec.grpc_port_base + spec.switches - 1} "
              f"must lie in 1024..65535")
+
+
+def min_headroom(spec: FabricSpec) -> int:
+    """The least PFC headroom the spec's links need: 2 x (cable + MTU + response) with
+    no cable delay (veth pairs) and a response of one frame time (docs/fabric.md)."""
+    return 2 * (0 + spec.frame_bytes + spec.frame_bytes)
+
+
+def _validate_pfc(spec: FabricSpec, fail: Callable[[str, str], None]) -> None:
+    pfc = spec.pfc
+    cnp = dscp_priority(CNP_DSCP)
+    if not 0 <= pfc.priority < cnp:
+        fail("pfc.priority", f"the RoCE traffic's priority, 0..{cnp - 1} (below the CNPs' {cnp}), "
+             f"got {pfc.priority}")
+    if pfc.xoff < spec.frame_bytes:
+        fail("pfc.xoff", f"bytes per ingress port and priority: at least one frame "
+             f"({spec.frame_bytes} bytes at mtu {spec.mtu}), got {pfc.xoff}")
+    if not 0 <= pfc.xon < pfc.xoff:
+        fail("pfc.xon", f"bytes, 0 <= xon < pfc.xoff ({pfc.xoff}), got {pfc.xon}")
+    if pfc.headroom < min_headroom(spec):
+        fail("pfc.headroom", f"bytes above XOFF for what is in flight: at least 2 x (cable 0 + "
+             f"frame + response of one frame) = {min_headroom(spec)} at mtu {spec.mtu}, "
+             f"got {pfc.headroom}")
+    if not (pfc.watchdog_ms >= 0 and math.isfinite(pfc.watchdog_ms)):
+        fail("pfc.watchdog_ms", f"emulated ms, >= 0 (0: no watchdog), got {pfc.watchdog_ms}")
 
 
 def replace(spec: FabricSpec, **changes: Any) -> FabricSpec:

@@ -756,6 +756,9 @@ class ExprChecker:
                                    f"{len(e.type_args)}", e.pos)
             for n, tr in zip(tparams, e.type_args):
                 bindings[n] = self.type_of(tr, scope)
+            if proto.name == "lookahead" and not _fixed_width(bindings[tparams[0]]):
+                raise CompileError("the type argument of lookahead must be a fixed-width type (no varbit "
+                                   "field, no header union), as P4-16 and p4c require", e.type_args[0].pos)
         self.arguments(e.args, proto.params, bindings, proto.name, e.pos, scope)
         ret = self.subst(proto.return_type.type, bindings)
         e.target.type = T.MethodT(tuple(self.subst(p.type_ref.type, bindings) for p in proto.params), ret)
@@ -903,3 +906,17 @@ class ExprChecker:
             self.arguments(e.args, decl.params, {}, decl.name, e.pos, scope)
             return t
         raise CompileError(f"type {fmt(t)} cannot be instantiated", e.pos)
+
+
+def _fixed_width(t: T.Type) -> bool:
+    """Whether ``t`` has one width for every value: no varbit, no header union in it."""
+    bt = t.base if isinstance(t, T.NewT) else t
+    if isinstance(bt, T.HeaderUnionT):
+        return False
+    if isinstance(bt, T.StructLikeT):
+        return all(_fixed_width(f.type) for f in bt.fields)
+    try:
+        T.width_of(bt)
+    except TypeError:
+        return False
+    return True

@@ -237,10 +237,15 @@ class Checker(ExprChecker):
             if isinstance(k, (ast.DefaultExpr, ast.DontCareExpr)):
                 k.type = T.DontCareT()
             elif isinstance(k, ast.BinaryExpr) and k.op in ("&&&", ".."):
-                self.expect(k.left, scope, kt, "keyset value")
                 mt = kt
                 if k.op == "&&&" and isinstance(kt, T.EnumT) and kt.underlying is not None:
-                    mt = kt.underlying  # a mask is a bit pattern, not an enum member (p4c agrees)
+                    # value and mask are bit patterns of the enum's type (p4c accepts
+                    # ``(bit<16>)E.X &&& 0xff00`` as well as ``E.X &&& 0xff00``)
+                    mt = kt.underlying
+                    vt = self.expr(k.left, scope, kt)
+                    self.coerce(k.left, vt, mt if self.compatible(mt, vt) else kt, "keyset value")
+                else:
+                    self.expect(k.left, scope, kt, "keyset value")
                 self.expect(k.right, scope, mt, "keyset mask" if k.op == "&&&" else "keyset bound")
                 k.type = kt
             else:

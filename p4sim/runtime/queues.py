@@ -11,7 +11,10 @@ SetPortRate     port, rate_mbps (null: unlimited)         line rate of the port
 SetQueueRate    port (absent: all), pps (null: unlimited) packets/s limit (BMv2's
                                                           set_queue_rate)
 SetQueueDepth   port (absent: all), packets               queue capacity in packets
+SetPfc          priorities ([] : off), xoff, xon,         PFC (p4sim/switch/pfc.py)
+                headroom (bytes), watchdog_ms
 GetQueueStats   (none)                                    {"ports": {"<port>": {...}}}
+                                                          (with each port's "pfc" counters)
 GetFidelity     (none)                                    cumulative fidelity counters
                                                           (emulation/fidelity.py)
 =============== ========================================= ===============================
@@ -28,6 +31,7 @@ import grpc
 from google.protobuf import json_format, struct_pb2
 
 from p4sim.runtime.lenient import unary_handler
+from p4sim.switch.pfc import PfcConfig
 
 SERVICE = "p4sim.QueueControl"
 
@@ -40,6 +44,8 @@ class QueueControl(Protocol):
     def set_queue_rate(self, port: int | None, pps: float | None) -> None: ...
 
     def set_queue_depth(self, port: int | None, packets: int) -> None: ...
+
+    def set_pfc(self, config: PfcConfig | None) -> None: ...
 
     def queue_stats(self) -> dict[int, dict[str, Any]]: ...
 
@@ -93,6 +99,20 @@ def handler(control: QueueControl) -> grpc.GenericRpcHandler:
         control.set_queue_depth(_port(req, False), int(packets))
         return {}
 
+    def set_pfc(req: dict) -> dict:
+        priorities = req.get("priorities")
+        if not isinstance(priorities, list) or not all(isinstance(p, (int, float)) and float(p).is_integer()
+                                                       for p in priorities):
+            raise ValueError(f"'priorities' must be a list of priorities (empty: PFC off), got {priorities!r}")
+        if not priorities:
+            control.set_pfc(None)
+            return {}
+        numbers = {k: _number(req, k, allow_null=False) for k in ("xoff", "xon", "headroom")}
+        watchdog = _number(req, "watchdog_ms", allow_null=False) if "watchdog_ms" in req else 0.0
+        control.set_pfc(PfcConfig(frozenset(int(p) for p in priorities), int(numbers["xoff"]),
+                                  int(numbers["xon"]), int(numbers["headroom"]), watchdog * 1e3))
+        return {}
+
     def queue_stats(req: dict) -> dict:
         return {"ports": {str(p): s for p, s in control.queue_stats().items()}}
 
@@ -114,6 +134,7 @@ def handler(control: QueueControl) -> grpc.GenericRpcHandler:
             "SetPortRate": wrap(set_port_rate),
             "SetQueueRate": wrap(set_queue_rate),
             "SetQueueDepth": wrap(set_queue_depth),
+            "SetPfc": wrap(set_pfc),
             "GetQueueStats": wrap(queue_stats),
             "GetFidelity": wrap(fidelity),
         },
@@ -131,7 +152,7 @@ class QueueControlClient:
                 request_serializer=struct_pb2.Struct.SerializeToString,
                 response_deserializer=struct_pb2.Struct.FromString,
             )
-            for name in ("SetPortRate", "SetQueueRate", "SetQueueDepth", "GetQueueStats",
+            for name in ("SetPortRate", "SetQueueRate", "SetQueueDepth", "SetPfc", "GetQueueStats",
                          "GetFidelity")
         }
 
@@ -146,6 +167,12 @@ class QueueControlClient:
 
     def set_queue_depth(self, packets: int, port: int | None = None) -> None:
         self._call("SetQueueDepth", packets=packets, **({} if port is None else {"port": port}))
+
+    def set_pfc(self, priorities: list[int], xoff: int = 0, xon: int = 0, headroom: int = 0,
+                watchdog_ms: float = 0.0) -> None:
+        """Make ``priorities`` lossless with these thresholds (bytes); [] turns PFC off."""
+        self._call("SetPfc", priorities=list(priorities), xoff=xoff, xon=xon, headroom=headroom,
+                   watchdog_ms=watchdog_ms)
 
     def queue_stats(self) -> dict[int, dict[str, Any]]:
         return {int(p): s for p, s in self._call("GetQueueStats").get("ports", {}).items()}

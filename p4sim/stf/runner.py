@@ -6,7 +6,9 @@ lines form a per-port queue compared *in order* with what came out of that port 
 position of an ``expect`` relative to its ``packet`` does not matter); a packet needs
 only match the expected bytes as a prefix unless the pattern ends in ``$``; at the end
 every missing and every unexpected packet is a failure. ``expect PORT`` without data
-accepts anything on that port.
+accepts anything on that port. The switch has only the ports that ``packet`` and
+``expect`` lines name, as p4c's runner starts simple_switch with exactly those
+interfaces: a packet sent to any other port is dropped (and said so), not judged.
 
 Where p4c leaves a command to the target, this runner fixes it so that results are
 reproducible: the engine runs on a virtual clock that advances 1 us per packet and
@@ -109,11 +111,13 @@ class StfRunner:
         self.expected: dict[int, list[Expect]] = {}
         self.any_ports: dict[int, Loc] = {}
         self.reported_extra: set[tuple[int, int]] = set()
+        self.ports: set[int] = set()  # the switch's ports: those the STF names
         self.cli = SwitchCli(self.switch, self.program, self._say, self._note)
 
     # ------------------------------------------------------------ driver
 
     def run(self, commands: list[Command]) -> StfResult:
+        self.ports = {c.port for c in commands if isinstance(c, (Packet, Expect))}
         for cmd in commands:
             self._note(f"{cmd.loc}: {type(cmd).__name__.lower()}")
             try:
@@ -164,6 +168,11 @@ class StfRunner:
         finally:
             self.now_us += PACKET_GAP_US
         for port, data in outputs:
+            if port not in self.ports:
+                self._say(f"{cmd.loc}: note: a packet left on port {port}, which no packet or expect line "
+                          "names: dropped, as on p4c's simple_switch that has no such port: "
+                          f"{_hex(data) or '(no bytes)'}")
+                continue
             self.received.setdefault(port, []).append(_Received(data, cmd.loc))
             self._note(f"  out port {port}: {_hex(data)}")
         for name, messages in self.switch.pop_digests():

@@ -34,6 +34,7 @@ from emulation.clock import ClockError, EmulationClock
 from p4sim.runtime.server import DEFAULT_ADDRESS, RuntimeServer
 from p4sim.switch.device import Device
 from p4sim.switch.errors import ProgramError
+from p4sim.switch.pfc import DEFAULT_HEADROOM, DEFAULT_XOFF, DEFAULT_XON, PfcConfig
 from p4sim.switch.ports import PortError
 from p4sim.switch.traffic_manager import DEFAULT_QUEUE_DEPTH
 
@@ -73,6 +74,21 @@ def parse_port_rate(text: str) -> tuple[int, float]:
     return int(number), rate * 1e6 / 8
 
 
+def parse_pfc(args: argparse.Namespace) -> PfcConfig | None:
+    """The --pfc flags as a PfcConfig (None without --pfc)."""
+    if args.pfc is None:
+        return None
+    try:
+        priorities = frozenset(int(p) for p in args.pfc.split(","))
+    except ValueError:
+        raise UsageError(f"--pfc {args.pfc!r}: expected priorities 0..7, e.g. 3 or 3,4") from None
+    try:
+        return PfcConfig(priorities, args.pfc_xoff, args.pfc_xon, args.pfc_headroom,
+                         args.pfc_watchdog_ms * 1e3)
+    except ValueError as e:
+        raise UsageError(f"--pfc: {e}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="p4sim switch",
@@ -101,6 +117,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"packets per egress queue before tail drop (default {DEFAULT_QUEUE_DEPTH})")
     p.add_argument("--queue-rate", type=float, metavar="PPS",
                    help="packets/s limit of every egress queue (default unlimited)")
+    p.add_argument("--pfc", metavar="PRIO[,PRIO...]",
+                   help="make these priorities lossless: priority flow control (IEEE 802.1Qbb) "
+                        "with per-ingress-port accounting (needs --priority-queues above them)")
+    p.add_argument("--pfc-xoff", type=int, default=DEFAULT_XOFF, metavar="BYTES",
+                   help=f"send PAUSE above this many bytes queued from one ingress port and "
+                        f"priority (default {DEFAULT_XOFF})")
+    p.add_argument("--pfc-xon", type=int, default=DEFAULT_XON, metavar="BYTES",
+                   help=f"send the resume at or below this (default {DEFAULT_XON})")
+    p.add_argument("--pfc-headroom", type=int, default=DEFAULT_HEADROOM, metavar="BYTES",
+                   help=f"admitted above XOFF before dropping: what the link's round trip "
+                        f"holds (default {DEFAULT_HEADROOM})")
+    p.add_argument("--pfc-watchdog-ms", type=float, default=0.0, metavar="MS",
+                   help="a lossless queue paused this long (emulated ms) with packets waiting "
+                        "loses its lossless status (default 0: no watchdog)")
     p.add_argument("--clock", metavar="ORIGIN_NS:DILATION",
                    help=f"the fabric's emulation clock (default ${CLOCK_ENV}, else a fresh "
                         "undilated clock): CLOCK_MONOTONIC origin and wall seconds per "
@@ -159,6 +189,7 @@ def main(argv: list[str]) -> int:
         if args.json is not None and args.no_p4:
             raise UsageError("--no-p4 and a JSON file exclude each other")
         pipeline = load_json(args.json) if args.json else None
+        pfc = parse_pfc(args)
         clock = (EmulationClock.decode(args.clock, "--clock") if args.clock
                  else EmulationClock.from_env())
     except (UsageError, ClockError) as e:
@@ -172,7 +203,7 @@ def main(argv: list[str]) -> int:
         device = Device(ports, device_id=args.device_id, cpu_port=args.cpu_port,
                         priority_queues=args.priority_queues, queue_depth=args.queue_depth,
                         queue_rate_pps=args.queue_rate, port_rates=rates, pcap_dir=args.pcap,
-                        clock=clock)
+                        clock=clock, pfc=pfc)
     except (PortError, ValueError, OSError) as e:
         log.error("%s", e)
         return 1

@@ -5,9 +5,14 @@ non-blocking sockets, an eventfd (to be woken by other threads) and the traffic
 manager's next departure time as the timeout -- so an idle switch sleeps in the kernel
 and a rate-limited port is served on time without busy polling:
 
-    wait (select) -> read a batch from each ready port -> ingress pipeline -> enqueue
-                 -> dequeue what the link rates allow -> egress pipeline -> transmit
-                 -> flush captures
+    wait (select) -> read a batch from each ready port -> [MAC: PAUSE frames] ->
+                 ingress pipeline -> enqueue -> dequeue what the link rates allow
+                 -> egress pipeline -> transmit -> flush captures
+
+MAC control frames (EtherType 0x8808: PAUSE, PFC) are the MAC's, as on a hardware
+switch: they are consumed before the pipeline (captures still show them), a PFC frame
+pauses the port's queues in the traffic manager, and the PFC frames the traffic
+manager decides to send leave at once, ahead of the queues (p4sim/switch/pfc.py).
 
 Other threads (the P4Runtime server) use ``lock`` around any call into ``engine``,
 ``inject`` for PacketOut, and the ``set_*`` queue-control methods; the loop holds
@@ -33,7 +38,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from emulation.clock import EmulationClock
+from p4sim.switch.pause import is_mac_control, parse_pause, pfc_frame
 from p4sim.switch.pcap import PortCaptures
+from p4sim.switch.pfc import PfcConfig
 from p4sim.switch.ports import InterfacePort
 from p4sim.switch.traffic_manager import DEFAULT_QUEUE_DEPTH, Dequeued, TrafficManager
 from p4sim.switch.v1model import V1Switch
@@ -65,7 +72,8 @@ class Device:
     def __init__(self, ports: dict[int, str], *, device_id: int = 0, cpu_port: int | None = None,
                  priority_queues: int = 1, queue_depth: int = DEFAULT_QUEUE_DEPTH,
                  queue_rate_pps: float | None = None, port_rates: dict[int, float] | None = None,
-                 pcap_dir: str | None = None, clock: EmulationClock | None = None) -> None:
+                 pcap_dir: str | None = None, clock: EmulationClock | None = None,
+                 pfc: PfcConfig | None = None) -> None:
         if cpu_port is not None and cpu_port in ports:
             raise ValueError(f"CPU port {cpu_port} is also given an interface ({ports[cpu_port]})")
         self.device_id = device_id
@@ -73,10 +81,12 @@ class Device:
         self.emulation_clock = clock or EmulationClock.start()
         self.lock = threading.RLock()
         self.engine: V1Switch | None = None
-        self.tm = TrafficManager(self.clock, priority_queues, queue_depth, queue_rate_pps)
+        self.tm = TrafficManager(self.clock, priority_queues, queue_depth, queue_rate_pps, pfc)
+        self.tm.send_pause = self._send_pause
         self.packet_in_handler: Callable[[bytes], None] | None = None
         self.counters = {"rx": 0, "tx": 0, "no_pipeline": 0, "pipeline_errors": 0,
-                         "stale_after_reload": 0, "unknown_port": 0, "packet_in_dropped": 0}
+                         "stale_after_reload": 0, "unknown_port": 0, "packet_in_dropped": 0,
+                         "mac_control": 0}
         self._ports: dict[int, InterfacePort] = {}
         self._by_fd: dict[int, InterfacePort] = {}
         self._injected: deque[tuple[int, bytes]] = deque()
@@ -161,6 +171,12 @@ class Device:
         with self.lock:
             self.tm.set_queue_depth(port, packets)
 
+    def set_pfc(self, config: PfcConfig | None) -> None:
+        """Change which priorities are lossless, and their thresholds (None: no PFC)."""
+        with self.lock:
+            self.tm.set_pfc(config)
+        self._wake()
+
     def queue_stats(self) -> dict[int, dict[str, Any]]:
         """Per-port queue settings and counters (depth, drops, sent bytes...), each with
         ``t_us``, the emulated time they were read: a reader's rates then need no
@@ -218,10 +234,14 @@ class Device:
             ready, _, _ = select.select(fds, [], [], timeout)
             woke = self.clock()
             with self.lock:
-                # What fell due while the loop slept leaves before the new arrivals
-                # are queued, so they see the queue their arrival time saw.
+                # The rings are read first and the PAUSE frames among them obeyed from
+                # their arrival, as a MAC does: what fell due while the loop slept must
+                # not leave a paused queue. Then what fell due leaves before the new
+                # arrivals are queued, so they see the queue their arrival time saw.
+                arrived, saturated = self._read(ready)
                 self.tm.service(self._transmit)
-                saturated = self._receive(ready)
+                for in_port, frame, arrival in arrived:
+                    self._ingress(in_port, frame, arrival)
                 self.tm.service(self._transmit)
                 if self.captures is not None:
                     self.captures.flush()
@@ -231,9 +251,12 @@ class Device:
             port.poll_kernel_drops()
         log.info("switch stopped: %s", self.summary())
 
-    def _receive(self, ready: Iterable[int]) -> bool:
-        """Run ingress on a batch from each ready fd; True if a port had more waiting."""
+    def _read(self, ready: Iterable[int]) -> tuple[list[tuple[int, bytes, int | None]], bool]:
+        """A batch from each ready fd, as (port, frame, arrival) for ingress, with the
+        MAC control frames among them already handled (`_mac_control`); True if a port
+        had more waiting."""
         saturated = False
+        arrived: list[tuple[int, bytes, int | None]] = []
         for fd in ready:
             if fd == self._wakeup:
                 try:
@@ -242,15 +265,29 @@ class Device:
                     pass
                 while self._injected:
                     in_port, data = self._injected.popleft()
-                    self._ingress(in_port, data)
+                    arrived.append((in_port, data, None))
                 continue
             port = self._by_fd[fd]
             frames, stamps, more = port.recv_batch(RX_BATCH)
             saturated |= more
             arrival_us = self.emulation_clock.us_at_monotonic_ns
             for frame, stamp in zip(frames, stamps):
-                self._ingress(port.number, frame, arrival_us(stamp))
-        return saturated
+                if is_mac_control(frame):
+                    self._mac_control(port.number, frame, arrival_us(stamp))
+                else:
+                    arrived.append((port.number, frame, arrival_us(stamp)))
+        return arrived, saturated
+
+    def _mac_control(self, port: int, frame: bytes, arrival: int) -> None:
+        """A MAC control frame: the MAC's, never the pipeline's (module docstring); a
+        PFC frame pauses the port's queues from its arrival."""
+        self.counters["rx"] += 1
+        self.counters["mac_control"] += 1
+        if self.captures is not None:
+            self.captures.received(port, frame)
+        quanta = parse_pause(frame)
+        if quanta is not None:
+            self.tm.receive_pause(port, quanta, arrival)
 
     def _ingress(self, port: int, frame: bytes, arrival: int | None = None) -> None:
         self.counters["rx"] += 1
@@ -269,11 +306,21 @@ class Device:
             log.exception("ingress pipeline failed on a %d-byte packet from port %d",
                           len(frame), port)
             return
-        self._enqueue(engine, jobs, arrival)
+        self._enqueue(engine, jobs, arrival, port)
 
-    def _enqueue(self, engine: V1Switch, jobs: list, arrival: int | None = None) -> None:
+    def _enqueue(self, engine: V1Switch, jobs: list, arrival: int | None = None,
+                 in_port: int | None = None) -> None:
         for job in jobs:
-            self.tm.enqueue(job.port, job.priority, (engine, job), arrival)
+            self.tm.enqueue(job.port, job.priority, (engine, job), arrival, job.length, in_port)
+
+    def _send_pause(self, port: int, quanta: dict[int, int]) -> None:
+        """The MAC sends a PFC frame out of ``port`` (the traffic manager decided)."""
+        iface = self._ports.get(port)
+        if iface is None:
+            return  # the CPU port has no peer to pause
+        frame = pfc_frame(iface.mac, quanta)
+        if iface.send(frame) and self.captures is not None:
+            self.captures.sent(port, frame)
 
     def _transmit(self, d: Dequeued) -> int:
         engine, job = d.item

@@ -83,6 +83,7 @@ ETH_P_8021AD = 0x88A8
 ETH_P_IPV4 = 0x0800
 ETH_P_IPV6 = 0x86DD
 SIOCGIFMTU = 0x8921
+SIOCGIFHWADDR = 0x8927
 # Offset of the checksum field in the L4 header, by IP protocol number.
 L4_CHECKSUM_AT = {6: 16, 17: 6}  # TCP, UDP
 # Plain ints: socket.MSG_TRUNC is an IntFlag, and enum arithmetic per packet is slow.
@@ -123,12 +124,14 @@ class InterfacePort:
 
     A switch port takes every frame (``protocol`` ETH_P_ALL, ``promisc``); a host's NIC
     takes what is addressed to it, of one ethertype (e.g. ETH_P_IPV4, promisc off).
-    ``name`` is what messages call it (default ``port <number>``).
+    ``name`` is what messages call it (default ``port <number>``); ``ring_blocks`` sizes
+    the receive ring (a port for a few small frames, e.g. PAUSE, needs less).
     """
 
     def __init__(self, number: int, iface: str, protocol: int = ETH_P_ALL, promisc: bool = True,
-                 name: str | None = None) -> None:
+                 name: str | None = None, ring_blocks: int = RING_BLOCKS) -> None:
         self.number = number
+        self._ring_frames = RING_FRAMES_PER_BLOCK * ring_blocks
         self.iface = iface
         self.name = name or f"port {number}"
         self.tx_errors = 0
@@ -157,8 +160,8 @@ class InterfacePort:
             sock.setsockopt(SOL_PACKET, PACKET_COPY_THRESH, 1)
             sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
             sock.setsockopt(SOL_PACKET, PACKET_RX_RING,
-                            struct.pack("IIII", RING_BLOCK, RING_BLOCKS, RING_FRAME, RING_FRAMES))
-            self._ring = mmap.mmap(sock.fileno(), RING_BLOCK * RING_BLOCKS, mmap.MAP_SHARED,
+                            struct.pack("IIII", RING_BLOCK, ring_blocks, RING_FRAME, self._ring_frames))
+            self._ring = mmap.mmap(sock.fileno(), RING_BLOCK * ring_blocks, mmap.MAP_SHARED,
                                    mmap.PROT_READ | mmap.PROT_WRITE)
             sock.bind((iface, protocol))
             if promisc:
@@ -173,10 +176,14 @@ class InterfacePort:
         self._sock = sock
         ifreq = fcntl.ioctl(sock, SIOCGIFMTU, struct.pack("16si12x", iface.encode(), 0))
         self._max_frame = struct.unpack_from("i", ifreq, 16)[0] + 18  # Ethernet + one tag
+        # The interface's MAC (struct sockaddr in the ifreq: family, then the address):
+        # the source of frames the port's MAC makes itself (PAUSE).
+        ifreq = fcntl.ioctl(sock, SIOCGIFHWADDR, struct.pack("16s16x", iface.encode()))
+        self.mac = ifreq[18:24]
         self._next = 0  # ring slot the kernel fills next, in order
         # Where each slot starts in the mapping (blocks may end in unused bytes).
         self._slots = [b * RING_BLOCK + f * RING_FRAME
-                       for b in range(RING_BLOCKS) for f in range(RING_FRAMES_PER_BLOCK)]
+                       for b in range(ring_blocks) for f in range(RING_FRAMES_PER_BLOCK)]
         self._buf = bytearray(MAX_FRAME)
         self._view = memoryview(self._buf)
         self._anc_size = socket.CMSG_SPACE(AUXDATA.size)
@@ -215,7 +222,7 @@ class InterfacePort:
             else:
                 frame = self._as_on_wire(ring[at + mac:at + mac + snaplen], status, tci, tpid)
             ring[at:at + 4] = _KERNEL_OWNED  # hand the slot back
-            slot = (slot + 1) % RING_FRAMES
+            slot = (slot + 1) % self._ring_frames
             if frame is not None:
                 frames.append(frame)
                 stamps.append(sec * 1_000_000_000 + nsec - realtime_ahead)

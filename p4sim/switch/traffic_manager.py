@@ -38,6 +38,11 @@ against that schedule -- ``max(arrival, free_at)`` -- and its lateness, in packe
 times of the port (an MTU frame's serialisation), is counted in the port's histogram. A departure less than half a serialisation time after
 the previous one on a backlogged port is a *burst*: what the catch-up above sends when
 the process was late, and what a real link never does.
+
+Priority flow control (``pfc``, p4sim/switch/pfc.py): lossless priorities are admitted
+by per-ingress-port accounting instead of the egress tail drop, PAUSE frames go out
+through ``send_pause`` (the device's MAC) and paused queues are skipped by the
+scheduler until their pause runs out on this clock.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from emulation.fidelity import LatenessHistogram
+from p4sim.switch.pause import MAX_QUANTA, MIN_FRAME, QUANTUM_BITS
+from p4sim.switch.pfc import PfcConfig, PortPfc
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +70,9 @@ DEFAULT_FRAME_BYTES = 1518
 # A departure this fraction of a serialisation time (or less) after the previous one
 # on a backlogged port is a burst (see the module docstring).
 BURST_GAP = 0.5
+# A port in XOFF repeats its PAUSE when this fraction of the pause it asked for is over,
+# so the peer never resumes on its own while the ingress stays above XON.
+XOFF_REFRESH = 0.5
 
 
 @dataclass(slots=True)
@@ -83,7 +93,8 @@ class _Port:
 
     __slots__ = ("queues", "queued", "depth", "byte_rate", "pkt_rate", "drops", "enqueued",
                  "sent_packets", "sent_bytes", "max_qdepth", "frame_bytes", "packet_time", "free_at",
-                 "last_departure", "last_serialisation", "lateness", "bursts", "bad_priority_reported")
+                 "last_departure", "last_serialisation", "lateness", "bursts", "bad_priority_reported",
+                 "pfc", "no_rate_pause_reported")
 
     def __init__(self, priorities: int, depth: int) -> None:
         self.queues: list[deque] = [deque() for _ in range(priorities)]
@@ -104,6 +115,8 @@ class _Port:
         self.lateness = LatenessHistogram()
         self.bursts = 0
         self.bad_priority_reported = False
+        self.pfc = PortPfc()
+        self.no_rate_pause_reported = False
 
     def serialisation_us(self, size: int) -> float:
         """Time ``size`` bytes take on the link at its rates (0: no rate set)."""
@@ -118,9 +131,9 @@ class _Port:
         """Recompute the packet time after a change of rate or frame size."""
         self.packet_time = self.serialisation_us(self.frame_bytes)
 
-    def depart(self, now: int, enq_ts: int, sent: int) -> None:
-        """Put a departure at ``now`` on the ideal link's schedule (module docstring)
-        and count how late it left."""
+    def depart(self, now: int, enq_ts: float, sent: int) -> None:
+        """Put a departure at ``now`` of a frame ready since ``enq_ts`` on the ideal
+        link's schedule (module docstring) and count how late it left."""
         serialisation = self.serialisation_us(sent)
         scheduled = max(enq_ts, self.free_at)
         self.free_at = max(scheduled, now - CATCHUP_US) + serialisation
@@ -133,10 +146,15 @@ class _Port:
         self.last_departure = now
         self.last_serialisation = serialisation
 
-    def head(self) -> tuple[int, deque] | None:
-        """The highest-priority non-empty queue and its priority, or None."""
+    def quanta_us(self, quanta: int) -> float:
+        """How long ``quanta`` pause quanta last at the port's rate (0 without a byte rate)."""
+        return quanta * QUANTUM_BITS / 8 / self.byte_rate * 1e6 if self.byte_rate else 0.0
+
+    def head(self, now: float) -> tuple[int, deque] | None:
+        """The highest-priority non-empty queue not paused at ``now``, and its priority."""
+        paused_until = self.pfc.paused_until
         for priority in range(len(self.queues) - 1, -1, -1):
-            if self.queues[priority]:
+            if self.queues[priority] and paused_until[priority] <= now:
                 return priority, self.queues[priority]
         return None
 
@@ -149,7 +167,8 @@ class TrafficManager:
     """
 
     def __init__(self, clock: Callable[[], int], priorities: int = 1,
-                 depth: int = DEFAULT_QUEUE_DEPTH, queue_rate_pps: float | None = None) -> None:
+                 depth: int = DEFAULT_QUEUE_DEPTH, queue_rate_pps: float | None = None,
+                 pfc: PfcConfig | None = None) -> None:
         if priorities < 1:
             raise ValueError(f"priority queues per port must be >= 1, got {priorities}")
         _check_depth(depth)
@@ -159,6 +178,11 @@ class TrafficManager:
         self.default_pps = _check_rate(queue_rate_pps, "queue rate (pps)")
         self._ports: dict[int, _Port] = {}
         self._busy: set[int] = set()  # ports with a non-empty queue
+        self.pfc: PfcConfig | None = None
+        # The MAC: sends a PFC frame (priority -> quanta) out of a port at once.
+        self.send_pause: Callable[[int, dict[int, int]], None] | None = None
+        if pfc is not None:
+            self.set_pfc(pfc)
 
     # ---- configuration (also used at run time by the P4Runtime queue-control call)
 
@@ -209,14 +233,38 @@ class TrafficManager:
         for state in (self._ports.values() if port is None else [self._port(port)]):
             state.depth = packets
 
+    def set_pfc(self, config: PfcConfig | None) -> None:
+        """Make ``config.priorities`` lossless (None: none). Every lossless priority
+        needs its own queue."""
+        if config is not None and max(config.priorities) >= self.priorities:
+            raise ValueError(f"PFC priority {max(config.priorities)} needs --priority-queues "
+                             f"{max(config.priorities) + 1} or more (the switch has {self.priorities})")
+        now = self.clock()
+        keep = config.priorities if config is not None else frozenset()
+        for port, state in self._ports.items():
+            for p in range(len(state.pfc.xoff)):
+                if p in keep:
+                    continue
+                if state.pfc.xoff[p]:   # no longer lossless: let the peer go
+                    state.pfc.xoff[p] = False
+                    self._pause_out(port, p, 0, now)
+                if state.pfc.paused(p, now):
+                    state.pfc.pause(p, now, now)
+                state.pfc.storm[p] = False
+        self.pfc = config
+
     # ---- data path
 
-    def enqueue(self, port: int, priority: int, item: Any, arrival: int | None = None) -> bool:
-        """Queue ``item`` for ``port``; False if it was dropped (queue full, bad priority).
+    def enqueue(self, port: int, priority: int, item: Any, arrival: int | None = None,
+                size: int = 0, in_port: int | None = None) -> bool:
+        """Queue ``item`` for ``port``; False if it was dropped (queue full, bad priority,
+        lossless headroom exhausted, a queue the PFC watchdog took out of service).
 
         ``arrival`` is when the packet arrived at the switch (clock microseconds; the
         kernel's receive time, so a frame that waited for the process is scheduled
-        from when it was on the wire); default now."""
+        from when it was on the wire); default now. ``size`` (bytes) and ``in_port``
+        feed the PFC accounting of a lossless priority (no ``in_port``: a packet made
+        by the switch, e.g. a clone, which no peer can be paused for)."""
         state = self._port(port)
         if not 0 <= priority < self.priorities:
             # simple_switch drops such a packet too ("Priority out of range"); said once
@@ -232,14 +280,31 @@ class TrafficManager:
             return False
         queue = state.queues[priority]
         qdepth = len(queue)
-        if qdepth >= state.depth:
+        pfc = self.pfc
+        lossless = pfc is not None and in_port is not None and priority in pfc.priorities
+        if lossless:
+            if state.pfc.storm[priority]:
+                state.drops += 1
+                state.pfc.storm_drops += 1
+                return False
+            ingress = self._port(in_port).pfc
+            if ingress.ingress_bytes[priority] + size > pfc.xoff + pfc.headroom:
+                state.drops += 1
+                ingress.headroom_drops += 1
+                return False
+        elif qdepth >= state.depth:
             state.drops += 1
             return False
-        now = self.clock()
+        now = clock_now = self.clock()
         if arrival is not None and arrival < now:
             now = arrival
         self._busy.add(port)
-        queue.append((item, now, qdepth))
+        queue.append((item, now, qdepth, in_port if lossless else None, size))
+        if lossless:
+            ingress.ingress_bytes[priority] += size
+            if not ingress.xoff[priority] and ingress.ingress_bytes[priority] >= pfc.xoff:
+                ingress.xoff[priority] = True
+                self._pause_out(in_port, priority, MAX_QUANTA, clock_now)
         state.queued += 1
         state.enqueued += 1
         if qdepth + 1 > state.max_qdepth:
@@ -253,29 +318,142 @@ class TrafficManager:
         put on the port's link, which move the port's schedule on by their
         serialisation time.
         """
+        if self.pfc is not None:
+            self._pfc_timers(self.clock())
         for port in list(self._busy):
             state = self._ports[port]
             while state.queued:
                 now = self.clock()
                 if now < state.free_at:
                     break
-                priority, queue = state.head()
-                item, enq_ts, enq_qdepth = queue.popleft()
+                head = state.head(now)
+                if head is None:
+                    break  # every queue with packets is paused
+                priority, queue = head
+                item, enq_ts, enq_qdepth, in_port, size = queue.popleft()
                 state.queued -= 1
+                if in_port is not None:
+                    self._release(in_port, priority, size, now)
                 sent = transmit(Dequeued(port, priority, item, enq_ts, enq_qdepth,
                                          len(queue), now - enq_ts))
                 if sent:
                     state.sent_packets += 1
                     state.sent_bytes += sent
-                    state.depart(now, enq_ts, sent)
+                    # A frame held by a PAUSE was ready when the pause ended: the
+                    # ideal link sends it from then, not from its arrival (no burst
+                    # to make up for the paused time).
+                    state.depart(now, max(enq_ts, state.pfc.paused_until[priority]), sent)
             if not state.queued:
                 self._busy.discard(port)
 
     def next_deadline(self) -> int | None:
-        """Clock time (us) when some queued packet may leave; None if all queues are empty."""
-        if not self._busy:
-            return None
-        return int(min(self._ports[p].free_at for p in self._busy)) + 1
+        """Clock time (us) when some queued packet may leave or a PFC timer (XOFF
+        refresh, watchdog) falls due; None if there is nothing to wait for."""
+        times = []
+        for p in self._busy:
+            state = self._ports[p]
+            due = state.free_at
+            if self.pfc is not None:
+                # A paused queue waits for its pause to run out.
+                due = max(due, min(state.pfc.paused_until[q] for q, queue in enumerate(state.queues) if queue))
+            times.append(due)
+        if self.pfc is not None:
+            times += self._pfc_deadlines(self.clock())
+        return int(min(times)) + 1 if times else None
+
+    # ---- priority flow control (p4sim/switch/pfc.py)
+
+    def _pause_out(self, port: int, priority: int, quanta: int, now: float) -> None:
+        """Send a PFC frame for ``priority`` out of ``port`` (the MAC puts it between two
+        frames: the link's schedule makes room for it)."""
+        state = self._port(port)
+        state.pfc.pause_tx[priority] += 1
+        lasts = state.quanta_us(quanta)
+        state.pfc.refresh_at[priority] = now + XOFF_REFRESH * lasts if lasts else 0.0
+        state.free_at = max(state.free_at, now) + state.serialisation_us(MIN_FRAME)
+        if self.send_pause is not None:
+            self.send_pause(port, {priority: quanta})
+
+    def _release(self, in_port: int, priority: int, size: int, now: float) -> None:
+        """A lossless packet left its queue: its ingress port's account goes down, and a
+        port in XOFF at or below XON sends the resume."""
+        ingress = self._ports[in_port].pfc
+        ingress.ingress_bytes[priority] -= size
+        if ingress.xoff[priority] and ingress.ingress_bytes[priority] <= self.pfc.xon:
+            ingress.xoff[priority] = False
+            self._pause_out(in_port, priority, 0, now)
+
+    def receive_pause(self, port: int, quanta: dict[int, int], arrival: int | None = None) -> None:
+        """A PAUSE came in by ``port`` (priority -> quanta; 0 resumes): its queues of the
+        lossless priorities stop for that long. PAUSE for a lossy priority is ignored,
+        as a switch without PFC on that priority ignores it; it is still counted."""
+        state = self._port(port)
+        now = self.clock() if arrival is None else min(arrival, self.clock())
+        for priority, q in quanta.items():
+            state.pfc.pause_rx[priority] += 1
+            state.pfc.last_pause_rx[priority] = now
+            if self.pfc is None or priority not in self.pfc.priorities or state.pfc.storm[priority]:
+                continue
+            if q and not state.byte_rate and not state.no_rate_pause_reported:
+                state.no_rate_pause_reported = True
+                log.warning("port %d: PAUSE received but the port has no line rate (--port-rate): "
+                            "its quanta last no time", port)
+            state.pfc.pause(priority, now, now + state.quanta_us(q))
+
+    def _pfc_deadlines(self, now: float) -> list[float]:
+        """When XOFF refreshes, watchdog trips (of queues paused at ``now`` with packets
+        waiting) and storm restorations fall due."""
+        pfc = self.pfc
+        times = []
+        for state in self._ports.values():
+            s = state.pfc
+            for p in pfc.priorities:
+                if s.xoff[p] and s.refresh_at[p] > 0:
+                    times.append(s.refresh_at[p])
+                if pfc.watchdog_us:
+                    if s.storm[p]:
+                        times.append(s.last_pause_rx[p] + pfc.watchdog_us)
+                    elif state.queues[p] and s.paused(p, now):
+                        times.append(s.paused_since[p] + pfc.watchdog_us)
+        return times
+
+    def _pfc_timers(self, now: float) -> None:
+        """Refresh the XOFFs due, trip the watchdog on queues paused too long, restore
+        queues whose storm is over."""
+        pfc = self.pfc
+        for port, state in self._ports.items():
+            s = state.pfc
+            for p in pfc.priorities:
+                if s.xoff[p] and 0 < s.refresh_at[p] <= now:
+                    self._pause_out(port, p, MAX_QUANTA, now)
+                if not pfc.watchdog_us:
+                    continue
+                if s.storm[p]:
+                    if now - s.last_pause_rx[p] >= pfc.watchdog_us:
+                        s.storm[p] = False
+                        log.warning("PFC watchdog: port %d priority %d: no PAUSE for %.0f ms, "
+                                    "lossless again", port, p, pfc.watchdog_us / 1e3)
+                elif state.queues[p] and s.paused(p, now) and now - s.paused_since[p] >= pfc.watchdog_us:
+                    self._storm(port, state, p, now)
+
+    def _storm(self, port: int, state: _Port, priority: int, now: float) -> None:
+        """The watchdog's action: the queue stops being lossless and is emptied."""
+        s = state.pfc
+        s.storm[priority] = True
+        s.storms += 1
+        s.pause(priority, now, now)
+        queue = state.queues[priority]
+        dropped = len(queue)
+        while queue:
+            _, _, _, in_port, size = queue.popleft()
+            if in_port is not None:
+                self._release(in_port, priority, size, now)
+        state.queued -= dropped
+        state.drops += dropped
+        s.storm_drops += dropped
+        log.warning("PFC watchdog: port %d priority %d paused for %.0f ms with packets waiting "
+                    "(a pause storm): no longer lossless, %d packets discarded and the next ones "
+                    "too until the PAUSEs stop", port, priority, (now - s.paused_since[priority]) / 1e3, dropped)
 
     # ---- observation
 
@@ -305,12 +483,14 @@ class TrafficManager:
 
     def stats(self) -> dict[int, dict[str, float | int | None]]:
         """Per-port counters and settings, for logs and the queue-control API."""
+        now = self.clock()
         return {
             port: {
                 "rate_bytes_per_s": s.byte_rate, "rate_pps": s.pkt_rate, "depth": s.depth,
                 "qdepth": s.queued, "max_qdepth": s.max_qdepth, "enqueued": s.enqueued,
                 "drops": s.drops, "sent_packets": s.sent_packets, "sent_bytes": s.sent_bytes,
                 "frame_bytes": s.frame_bytes, "bursts": s.bursts, "lateness": s.lateness.to_json(),
+                "pfc": s.pfc.to_json(now),
             }
             for port, s in sorted(self._ports.items())
         }

@@ -26,10 +26,11 @@ from p4sim.compiler.bmv2.context import (
 )
 from p4sim.compiler.bmv2.expressions import ExprLowerer
 from p4sim.compiler.bmv2.jsonutil import hex_node, hexstr, source_info
-from p4sim.compiler.bmv2.statements import StmtLowerer
+from p4sim.compiler.bmv2.statements import StmtLowerer, runtime_index
 from p4sim.compiler.bmv2.storage import ConstLoc, scalar_width
 from p4sim.compiler.bmv2.tables import DEFAULT_TABLE_SIZE, convert_table
 from p4sim.compiler.consteval import const_value
+from p4sim.compiler.midend.copyinout import path_of
 from p4sim.compiler.diagnostics import CompileError
 
 
@@ -280,9 +281,24 @@ class ControlLowerer:
         c = const_value(s.cond)
         if c is not None:
             return self.stmt(scope, s.then if c else s.else_, next_)
+        if runtime_index(s.cond, self.ctx.hoisted) is not None and not _applies_table(s.cond):
+            return self.condition_first(scope, s, next_)
         then_n = self.stmt(scope, s.then, next_)
         else_n = self.stmt(scope, s.else_, next_)
         return self.branch(scope, s.cond, then_n, else_n, next_)
+
+    def condition_first(self, scope: Scope, s: ast.IfStmt, next_: Optional[str]) -> Optional[str]:
+        """``if (hs[i].f == 1)`` with ``i`` known only at run time: the condition is
+        computed first into a temporary by a statement, which unrolls the index over
+        the stack's elements (`StmtLowerer.unroll_index`), so an index past the end
+        takes the ``else`` branch as in p4c's HSIndexSimplifier, instead of a
+        ``dereference_header_stack`` in the condition node, which fails there."""
+        tmp = self.ctx.layout.scalar("cond", T.BoolT(), s.pos)
+        ref = ast.PathExpr(s.cond.pos, "cond")
+        ref.type = T.BoolT()
+        self.ctx.hoisted[id(ref)] = tmp
+        test = self.if_(scope, ast.IfStmt(s.pos, ref, s.then, s.else_), next_)
+        return self.run(scope, [ast.AssignStmt(s.pos, ref, s.cond)], test)
 
     def branch(self, scope: Scope, e: ast.Expr, then_n: Optional[str], else_n: Optional[str],
                next_: Optional[str]) -> Optional[str]:
@@ -384,13 +400,24 @@ class ControlLowerer:
         # inside it cannot appear twice in a BMv2 pipeline, which `table` reports.
         lw = StmtLowerer(scope)
         bindings: dict[int, Any] = {}
-        for p, a in zip(decl.params, ordered_args(decl.params, c.args, c.pos)):
+        args = ordered_args(decl.params, c.args, c.pos)
+        overlapping = _overlapping_args(decl.params, args)
+        copy_out = StmtLowerer(scope)
+        for p, a in zip(decl.params, args):
             if a is None:
                 raise CompileError(f"missing argument for '{p.name}'", c.pos)
             pt = self.ctx.types.resolve(p.type_ref)
             v = const_value(a) if p.direction in (None, "in") else None
             if v is not None:
                 bindings[id(p)] = ConstLoc(v, pt)
+            elif id(a) in overlapping:  # copied in and out, as P4-16 6.8 says, so the two do not alias
+                loc = lw.loc(a)
+                tmp = self.ctx.layout.storage(p.name, pt, a.pos)
+                if p.direction != "out":
+                    lw.copy(tmp, loc, a)
+                if p.direction in ("out", "inout"):
+                    copy_out.copy(loc, tmp, a)
+                bindings[id(p)] = tmp
             elif isinstance(a, (ast.PathExpr, ast.MemberExpr, ast.IndexExpr)):
                 bindings[id(p)] = lw.loc(a)
                 if p.direction == "out":  # its headers start invalid (P4-16 6.8)
@@ -399,6 +426,9 @@ class ControlLowerer:
                 tmp = self.ctx.layout.storage(p.name, pt, a.pos)
                 lw.assign_to(tmp, a)
                 bindings[id(p)] = tmp
+        if copy_out.out:
+            aname, aid = synthesized_action(self.ctx, "act", copy_out.out)
+            next_ = self.synth_table(f"tbl_{aname}", aname, aid, [], next_)
         sub = bv.inner
         sub.bindings.update(bindings)
         first = self.lower_control(decl, sub, next_)
@@ -576,3 +606,21 @@ def bind_ctor_params(arg_scope: Scope, scope: Scope, params: list[ast.Param], ar
             scope.bind(p, arg_scope.lookup(a.ref, a))
         else:
             raise CompileError("constructor arguments must be constants or instances", a.pos, "unsupported")
+
+
+def _overlapping_args(params: list[ast.Param], args: list[Any]) -> set[int]:
+    """Ids of the arguments of a control call that must be copied because they share
+    storage with another argument the control may write (P4-16 6.8): an ``in``
+    argument is read as it was at the call (``c.apply(hdr, hdr.h.a)``: a snapshot
+    suffices, the written one stays bound); two written ones are both copied in and
+    out, so neither sees the other's writes before the call returns."""
+    written = [p.direction in ("out", "inout") for p in params]
+    paths = [path_of(a) if a is not None else None for a in args]
+    found: set[int] = set()
+    for i in range(len(args)):
+        for j in range(i + 1, len(args)):
+            pa, pb = paths[i], paths[j]
+            if pa is None or pb is None or not pa.overlaps(pb) or not (written[i] or written[j]):
+                continue
+            found.update(id(args[k]) for k in (i, j) if written[i] == written[j] or not written[k])
+    return found

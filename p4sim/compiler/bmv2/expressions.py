@@ -15,7 +15,8 @@ l-value lives (`storage.Loc`) or what a name denotes (`context` values).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from collections import deque
+from typing import Any, Iterator, Optional
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
@@ -36,26 +37,34 @@ def const_node(value: int, t: T.Type) -> dict:
     return hex_node(value, scalar_width(bt))
 
 
+def sub_expressions(root: Any) -> Iterator[ast.Expr]:
+    """Every expression in ``root`` (an expression, an assignment or a call
+    statement), outermost first, call arguments included."""
+    todo: deque[Any] = deque([root])
+    while todo:
+        n = todo.popleft()
+        if isinstance(n, ast.Argument):
+            todo.append(n.value)
+            continue
+        if isinstance(n, ast.Expr):
+            yield n
+        elif not isinstance(n, (ast.AssignStmt, ast.CallStmt)):
+            continue
+        for f in dataclasses.fields(n):
+            v = getattr(n, f.name)
+            if isinstance(v, (ast.Expr, ast.Argument)):
+                todo.append(v)
+            elif isinstance(v, list):
+                todo.extend(x for x in v if isinstance(x, (ast.Expr, ast.Argument)))
+
+
 def has_call(e: Any) -> bool:
     """Whether evaluating ``e`` runs a call with possible effects (a function body, an
     extern method), i.e. anything but ``isValid()``: such operands must not be
     evaluated when ``&&``/``||``/``?:`` skip them."""
-    todo = [e]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, ast.CallExpr):
-            if not (isinstance(n.target, ast.MemberExpr) and n.target.member == "isValid"):
-                return True
-        if isinstance(n, ast.Argument):
-            todo.append(n.value)
-        elif isinstance(n, ast.Expr):
-            for f in dataclasses.fields(n):
-                v = getattr(n, f.name)
-                if isinstance(v, (ast.Expr, ast.Argument)):
-                    todo.append(v)
-                elif isinstance(v, list):
-                    todo.extend(x for x in v if isinstance(x, (ast.Expr, ast.Argument)))
-    return False
+    return any(isinstance(n, ast.CallExpr)
+               and not (isinstance(n.target, ast.MemberExpr) and n.target.member == "isValid")
+               for n in sub_expressions(e))
 
 
 def to_data(node: dict, t: T.Type) -> dict:
@@ -317,6 +326,14 @@ class ExprLowerer:
                 return self.short_circuit(e)
             return expr_node("and" if op == "&&" else "or", self.rv(e.left), self.rv(e.right))
         lt = base_type(e.left.type)
+        if has_call(e.right) and id(e.left) not in self.ctx.hoisted and isinstance(lt, (T.BitT, T.BoolT)):
+            first = self.evaluated_first(e.left)  # as it reads before the call's effects
+            if first is not None:
+                self.ctx.hoisted[id(e.left)] = first
+                try:
+                    return self.binary(e)
+                finally:
+                    del self.ctx.hoisted[id(e.left)]
         if op in ("==", "!="):
             if isinstance(lt, T.BoolT):
                 return expr_node(op, self.rv(e.left), self.rv(e.right))
@@ -406,6 +423,13 @@ class ExprLowerer:
 
     def call_with_result(self, e: ast.CallExpr) -> dict:
         raise CompileError("a call cannot be used as a value here", e.pos, "unsupported")
+
+    def evaluated_first(self, e: ast.Expr) -> Any:
+        """Where operand ``e``, left of a call, holds the value it reads before that
+        call runs (P4-16 8.1: operands are evaluated left to right), or None when it
+        needs no copy. An expression alone cannot run calls, so here it never does;
+        `PrimitiveLowerer` copies the operand into a temporary."""
+        return None
 
     def short_circuit(self, e: ast.BinaryExpr) -> dict:
         """``a && f()`` / ``a || f()`` where ``f`` has effects: needs control flow

@@ -16,14 +16,15 @@ from itertools import product
 from typing import Any, Optional
 
 from p4sim.compiler import ast
+from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import (
     BlockValue, Context, PacketValue, Scope, direct_instance, instantiate, ordered_args,
 )
 from p4sim.compiler.bmv2.controls import bind_ctor_params
 from p4sim.compiler.bmv2.expressions import lookahead_field
-from p4sim.compiler.bmv2.jsonutil import as_param, mask, nbytes
+from p4sim.compiler.bmv2.jsonutil import as_param, bool_node, hex_node, mask, nbytes
 from p4sim.compiler.bmv2.statements import StmtLowerer
-from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StackLoc, scalar_width
+from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StackLoc, UnionStackLoc, scalar_width
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
 from p4sim.compiler.midend.controlplane import CPValueSet
@@ -48,7 +49,12 @@ class ParserStmtLowerer(StmtLowerer):
         elif method == "advance":
             self.out.append({"op": "advance", "parameters": [as_param(self.data(args[0]))]})
         elif method == "lookahead":
-            pass  # a lookahead whose value is unused has no effect
+            # its value is unused, but it still fails on a packet too short for it
+            # (PacketTooShort): p4c's back end assigns it to a temporary too
+            w = T.width_of(c.type)
+            if w:
+                tmp = self.temp(T.BitT(w, False))
+                self.set_field(tmp, {"type": "lookahead", "value": [0, w]})
         else:
             raise CompileError(f"packet_in.{method} is not supported by the BMv2 back end", c.pos, "unsupported")
 
@@ -57,7 +63,10 @@ class ParserStmtLowerer(StmtLowerer):
             base = self.loc(e.expr)
             if isinstance(base, StackLoc):
                 return {"type": "stack", "value": base.name}
-        loc = self.loc(e)
+        if isinstance(e, ast.DontCareExpr):  # extract<H>(_): into a header nothing reads
+            loc = self.ctx.layout.storage("tmp_hdr", e.type, e.pos)
+        else:
+            loc = self.loc(e)
         if isinstance(loc, HeaderLoc):
             return {"type": "regular", "value": loc.name}
         raise CompileError("extract needs a header", e.pos)
@@ -68,6 +77,7 @@ class ParserLowerer:
         self.ctx = ctx
         self.states: list[dict] = []
         self.state_names = ctx.names  # unique across the JSON file
+        self.union_next: dict[str, FieldLoc] = {}  # stack of header unions -> its next index
 
     def lower(self, decl: ast.ParserDecl, scope: Scope) -> dict:
         self.declare_locals(decl, scope)
@@ -153,15 +163,67 @@ class ParserLowerer:
                 self.lower_state(scope, no, [st.else_] if st.else_ is not None else [], join, lambda n: n)
                 self.lower_state(scope, join, stmts[i + 1:], transition, target)
                 return
+            next_of = self.union_stack_next(scope, st)
+            if next_of is not None:
+                self.extract_union_next(scope, name, stmts, i, next_of, transition, target)
+                return
             bv = self.sub_parser_call(scope, st)
             if bv is None:
                 continue
             cont = self.state_names.fresh(f"{name}_cont")
+            for d in stmts[:i]:  # the call's arguments may name variables declared before it
+                if isinstance(d, ast.VarDecl) and scope.find(d) is None:
+                    scope.bind(d, self.ctx.layout.storage(d.name, self.ctx.types.resolve(d.type_ref), d.pos))
             sub_start, entry_ops = self.inline_parser(scope, bv, st.call, cont)  # type: ignore[attr-defined]
             self.emit_state(scope, name, stmts[:i], None, lambda _: sub_start, goto=sub_start, then=entry_ops)
             self.lower_state(scope, cont, stmts[i + 1:], transition, target)
             return
         self.emit_state(scope, name, stmts, transition, target)
+
+    def union_stack_next(self, scope: Scope, st: ast.Stmt) -> Optional[tuple[UnionStackLoc, str]]:
+        """``pkt.extract(u.next.m)`` on a stack of header unions: (the stack, ``m``)."""
+        if not (isinstance(st, ast.CallStmt) and isinstance(st.call.target, ast.MemberExpr)
+                and st.call.target.member == "extract" and len(st.call.args) == 1):
+            return None
+        arg = st.call.args[0].value
+        if isinstance(arg, ast.MemberExpr) and isinstance(arg.expr, ast.MemberExpr) and arg.expr.member == "next":
+            stack = ParserStmtLowerer(scope).loc(arg.expr.expr)
+            if isinstance(stack, UnionStackLoc):
+                return stack, arg.member
+        return None
+
+    def extract_union_next(self, scope: Scope, name: str, stmts: list[ast.Stmt], i: int,
+                           next_of: tuple[UnionStackLoc, str], transition: Any, target: Any) -> None:
+        """``extract(u.next.m)``: p4sim keeps a stack of header unions as one union per
+        element, so the stack's next index is a metadata field of its own (0 for each
+        packet) and the state is split on it: ``<state>_next<k>`` extracts element
+        ``k``'s member and counts it, a full stack fails with StackOutOfBounds (as
+        BMv2's extract on a full stack does), and all continue at ``<state>_join``."""
+        stack, member = next_of
+        counter = self.union_next.get(stack.name)
+        if counter is None:
+            counter = self.union_next[stack.name] = self.ctx.layout.scalar(f"{stack.name}_next", T.BitT(32))
+        join = self.state_names.fresh(f"{name}_join")
+        full = self.state_names.fresh(f"{name}_full")
+        lw = ParserStmtLowerer(scope)
+        lw.stmts(stmts[:i])
+        cases = []
+        for k, union in enumerate(stack.elements):
+            state = self.state_names.fresh(f"{name}_next{k}")
+            cases.append({"type": "hexstr", "value": f"0x{k:08x}", "mask": None, "next_state": state})
+            if member not in union.members:
+                raise CompileError(f"header union has no member '{member}'", stmts[i].pos)
+            ops = [{"op": "extract", "parameters": [{"type": "regular", "value": union.members[member].name}]},
+                   {"op": "set", "parameters": [counter.node(), as_param(hex_node(k + 1, 32))]}]
+            self.states.append({"name": state, "id": len(self.states), "parser_ops": ops,
+                                "transitions": [_default(join)], "transition_key": []})
+        self.states.append({"name": name, "id": len(self.states), "parser_ops": lw.out,
+                            "transitions": cases + [_default(full)], "transition_key": [counter.node()]})
+        fail = [{"op": "verify", "parameters": [bool_node(False),
+                                                hex_node(self.ctx.error_value("StackOutOfBounds", stmts[i].pos), 32)]}]
+        self.states.append({"name": full, "id": len(self.states), "parser_ops": fail,
+                            "transitions": [_default(join)], "transition_key": []})
+        self.lower_state(scope, join, stmts[i + 1:], transition, target)
 
     def sub_parser_call(self, scope: Scope, st: ast.Stmt) -> Optional[BlockValue]:
         if isinstance(st, ast.CallStmt) and isinstance(st.call.target, ast.MemberExpr) \
@@ -191,8 +253,15 @@ class ParserLowerer:
                 if p.direction == "out":
                     lw.invalidate(loc)
                 sub.bind(p, loc)
+            elif const_value(a) is not None:
+                sub.bind(p, ConstLoc(const_value(a), self.ctx.types.resolve(p.type_ref)))
+            elif p.direction in ("", "in") and scalar_width(a.type) is not None:
+                tmp = lw.temp(a.type)  # a value computed by the calling state, at its end
+                lw.set_field(tmp, lw.data(a))
+                sub.bind(p, tmp)
             else:
-                sub.bind(p, ConstLoc(lw.require_const(a), self.ctx.types.resolve(p.type_ref)))
+                raise CompileError(f"argument for '{p.name}' must be a storage location or a value",
+                                   a.pos, "unsupported")
         bind_ctor_params(bv.scope, sub, decl.ctor_params, bv.args)
         self.declare_locals(decl, sub)
         local = bv.name.rsplit(".", 1)[-1]

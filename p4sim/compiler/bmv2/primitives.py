@@ -10,12 +10,12 @@ context; extern calls therefore need nothing of the statement lowering itself.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import Scope
-from p4sim.compiler.bmv2.expressions import ExprLowerer
+from p4sim.compiler.bmv2.expressions import ExprLowerer, to_data
 from p4sim.compiler.bmv2.jsonutil import as_param, expr_node, hex_node, mask, source_info
 from p4sim.compiler.bmv2.storage import DynFieldLoc, FieldLoc, base_type, scalar_width
 from p4sim.compiler.consteval import const_value
@@ -49,6 +49,15 @@ class PrimitiveLowerer(ExprLowerer):
 
     def temp(self, t: T.Type, base: str = "tmp") -> FieldLoc:
         return self.ctx.layout.scalar(base, t)
+
+    def evaluated_first(self, e: ast.Expr) -> Optional[FieldLoc]:
+        """``x + f(x)`` where ``f`` writes ``x``: the left operand is read before the
+        call runs, as p4c's side-effect ordering copies it into a temporary."""
+        if const_value(e) is not None:
+            return None
+        tmp = self.temp(e.type)
+        self.set_field(tmp, to_data(self.rv(e), e.type))
+        return tmp
 
     def require_const(self, e: ast.Expr) -> int:
         v = const_value(e)

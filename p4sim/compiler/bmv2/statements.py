@@ -17,7 +17,7 @@ from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import (
     ActionValue, BlockValue, ExternValue, FunctionValue, PacketValue, Scope, TableValue, ordered_args,
 )
-from p4sim.compiler.bmv2.expressions import const_node, d2b, to_data
+from p4sim.compiler.bmv2.expressions import const_node, d2b, has_call, sub_expressions, to_data
 from p4sim.compiler.bmv2.externs import extern_function, extern_method, extern_method_value
 from p4sim.compiler.bmv2.jsonutil import as_param, bool_node, expr_node, hex_node
 from p4sim.compiler.bmv2.primitives import PrimitiveLowerer
@@ -70,6 +70,11 @@ class StmtLowerer(PrimitiveLowerer):
 
     def stmt(self, s: ast.Stmt) -> None:
         self.pos = s.pos
+        if isinstance(s, (ast.AssignStmt, ast.CallStmt)) and not self.parser:
+            ix = runtime_index(s, self.ctx.hoisted)
+            if ix is not None:
+                self.unroll_index(s, ix)
+                return
         if isinstance(s, ast.AssignStmt):
             self.assign(s.lhs, s.rhs)
         elif isinstance(s, ast.CallStmt):
@@ -105,6 +110,43 @@ class StmtLowerer(PrimitiveLowerer):
             self.loops[-1][1].append(self.prim("_jump", [hex_node(0)]))
         else:
             raise CompileError(f"statement not supported here ({type(s).__name__})", s.pos, "unsupported")
+
+    def unroll_index(self, s: ast.Stmt, ix: ast.IndexExpr) -> None:
+        """A statement using stack element ``ix`` chosen at run time, as p4c's
+        HSIndexSimplifier writes it: the index is evaluated once, then the statement
+        runs with the one element it names (``if (i == 0) s[0] else if (i == 1) ...``).
+        An index past the stack's end runs none of them; an assignment that only
+        reads such an element gets an undefined value (a temporary nothing writes),
+        as p4c's ``hsVar`` does. BMv2's ``dereference_header_stack`` would instead
+        fail on an out-of-range index."""
+        stack = self.loc(ix.expr)
+        idx = self.temp(ix.index.type)
+        self.set_field(idx, self.data(ix.index))
+        w = scalar_width(ix.index.type)
+        tail, self.tail = self.tail, False
+        ends: list[dict] = []
+        for k, element in enumerate(stack.elements):
+            if k >= 1 << w:
+                break
+            test = expr_node("b2d", None, expr_node("==", idx.node(), hex_node(k, w)))
+            skip = self.prim("_jump_if_zero", [as_param(test), hex_node(0)])
+            self.ctx.hoisted[id(ix)] = element
+            try:
+                self.stmt(s)
+            finally:
+                del self.ctx.hoisted[id(ix)]
+            ends.append(self.prim("_jump", [hex_node(0)]))
+            skip["parameters"][1] = hex_node(len(self.out))
+        if isinstance(s, ast.AssignStmt) and not any(x is ix for x in sub_expressions(s.lhs)):
+            if isinstance(s.lhs, ast.SliceExpr):
+                self.write_slice(s.lhs, self.temp(s.lhs.type, "undefined").node())
+            elif not isinstance(s.lhs, ast.DontCareExpr):
+                dst = self.loc(s.lhs)
+                if isinstance(dst, (FieldLoc, DynFieldLoc)):
+                    self.set_field(dst, self.temp(dst.type, "undefined").node())
+        for j in ends:
+            j["parameters"][0] = hex_node(len(self.out))
+        self.tail = tail
 
     def var_decl(self, s: ast.VarDecl) -> None:
         loc = self.scope.find(s)  # control-flow lowering pre-allocates its locals
@@ -349,7 +391,10 @@ class StmtLowerer(PrimitiveLowerer):
         self.aggregate_pairs(dst, rhs, headers, pairs)
         staged: list[tuple[Any, Any, ast.Expr]] = []
         for i, (d, v) in enumerate(pairs):
-            if i == 0 or const_value(v) is not None:
+            # the first element can be written last only if no later one runs a call
+            # (which could change what it reads: elements are evaluated in order)
+            first = i == 0 and not any(has_call(w) for _, w in pairs[1:])
+            if first or const_value(v) is not None:
                 staged.append((d, None, v))
                 continue
             if isinstance(d, (FieldLoc, DynFieldLoc)):
@@ -643,6 +688,17 @@ class StmtLowerer(PrimitiveLowerer):
             if isinstance(base, ExternValue):
                 return extern_method_value(self, base, t.member, e)
         return super().call_with_result(e)
+
+
+def runtime_index(s: ast.Stmt, hoisted: dict[int, Any]) -> Optional[ast.IndexExpr]:
+    """The first header-stack element in ``s`` chosen by a run-time index (outermost
+    first), unless one being lowered already stands for it."""
+    for n in sub_expressions(s):
+        if isinstance(n, ast.IndexExpr) and id(n) not in hoisted and const_value(n.index) is None:
+            st = base_type(n.expr.type) if n.expr.type is not None else None
+            if isinstance(st, T.StackT) and isinstance(base_type(st.element), T.HeaderT):
+                return n
+    return None
 
 
 def _returns_early(body: ast.BlockStmt) -> bool:

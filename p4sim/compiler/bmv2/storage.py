@@ -281,6 +281,11 @@ class Layout:
             return StructLoc(t, {f.name: self.storage(f"{name}.{f.name}", f.type, pos) for f in bt.fields})
         if isinstance(bt, T.TupleT):
             return StructLoc(t, {str(i): self.storage(f"{name}.{i}", e, pos) for i, e in enumerate(bt.elements)})
+        if isinstance(bt, T.VarbitT):
+            # BMv2 has variable-length fields only in headers: a varbit variable is the
+            # one field of a header instance of its own (never emitted, so never on the wire)
+            vt = T.HeaderT(f"varbit_{bt.max_width}_t", (T.FieldT("value", bt),))
+            return self.header_instance(name, vt).field("value", pos)
         return self.scalar(name, t, pos)
 
     def finish(self) -> None:

@@ -1,5 +1,6 @@
 // Serializable enum values as table keys in const entries, with masks (P4-16 14.2.1.4):
-// a member, a member with a bit mask, and a value cast to the enum with a mask.
+// a member, a member with a bit mask, a value cast to the enum with a mask, and a
+// value of the enum's underlying type with a mask (p4c accepts that too).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -40,6 +41,7 @@ control MyIngress(inout headers hdr, inout metadata meta,
             Kind.A : set(1);
             Kind.C &&& 0xf0 : set(2);
             (Kind)8w2 &&& 8w0xff : set(3);
+            ((bit<8>)Kind.B + 8w4) &&& 8w0xfe : set(4);
         }
     }
     apply {
