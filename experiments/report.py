@@ -50,6 +50,17 @@ def _png(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def _line_chart_png(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str) -> str:
+    """A line chart's axes labelled from zero up, with its legend, as a data: URI."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    return _png(fig)
+
+
 def _png_of(draw: Callable[[Path], Path], scratch: Path) -> str:
     """An insight plot (which writes a file) as a data: URI."""
     path = draw(scratch)
@@ -116,13 +127,8 @@ def iteration_busbw(summary: Mapping[str, Any]) -> str | None:
     if not drawn:
         plt.close(fig)
         return None
-    ax.set_xlabel("iteration (repeats one after another)")
-    ax.set_ylabel("busbw / bottleneck link")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
-    ax.set_title("busbw of every iteration")
-    fig.tight_layout()
-    return _png(fig)
+    return _line_chart_png(fig, ax, "iteration (repeats one after another)", "busbw / bottleneck link",
+                           "busbw of every iteration")
 
 
 def gor_timeline(runs: Mapping[str, list[dict[str, Any]]], t0: Mapping[str, float]) -> str | None:
@@ -182,13 +188,8 @@ def failure_throughput(logs: Mapping[str, list[dict[str, Any]]], events: Mapping
                 ax.axvline(e["ts"] - logs[name][0]["ts"], color=TIMELINE[e["event"]][0], linestyle="--",
                            label=f"{e['event']} ({name})" if (name, e["event"]) not in labelled else None)
                 labelled.add((name, e["event"]))
-    ax.set_xlabel("seconds since the run's first telemetry round")
-    ax.set_ylabel("received by all hosts (Mbit/s)")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
-    ax.set_title("throughput over time through the cable failure")
-    fig.tight_layout()
-    return _png(fig)
+    return _line_chart_png(fig, ax, "seconds since the run's first telemetry round",
+                           "received by all hosts (Mbit/s)", "throughput over time through the cable failure")
 
 
 def _table(summary: Mapping[str, Any]) -> str:
