@@ -30,7 +30,7 @@ from p4sim.compiler.bmv2.statements import StmtLowerer, runtime_index
 from p4sim.compiler.bmv2.storage import ConstLoc, scalar_width
 from p4sim.compiler.bmv2.tables import DEFAULT_TABLE_SIZE, convert_table
 from p4sim.compiler.consteval import const_value
-from p4sim.compiler.midend.copyinout import path_of
+from p4sim.compiler.midend.copyinout import overlapping_arguments
 from p4sim.compiler.diagnostics import CompileError
 
 
@@ -401,7 +401,7 @@ class ControlLowerer:
         lw = StmtLowerer(scope)
         bindings: dict[int, Any] = {}
         args = ordered_args(decl.params, c.args, c.pos)
-        overlapping = _overlapping_args(decl.params, args)
+        overlapping = overlapping_arguments(decl.params, args)
         copy_out = StmtLowerer(scope)
         for p, a in zip(decl.params, args):
             if a is None:
@@ -606,21 +606,3 @@ def bind_ctor_params(arg_scope: Scope, scope: Scope, params: list[ast.Param], ar
             scope.bind(p, arg_scope.lookup(a.ref, a))
         else:
             raise CompileError("constructor arguments must be constants or instances", a.pos, "unsupported")
-
-
-def _overlapping_args(params: list[ast.Param], args: list[Any]) -> set[int]:
-    """Ids of the arguments of a control call that must be copied because they share
-    storage with another argument the control may write (P4-16 6.8): an ``in``
-    argument is read as it was at the call (``c.apply(hdr, hdr.h.a)``: a snapshot
-    suffices, the written one stays bound); two written ones are both copied in and
-    out, so neither sees the other's writes before the call returns."""
-    written = [p.direction in ("out", "inout") for p in params]
-    paths = [path_of(a) if a is not None else None for a in args]
-    found: set[int] = set()
-    for i in range(len(args)):
-        for j in range(i + 1, len(args)):
-            pa, pb = paths[i], paths[j]
-            if pa is None or pb is None or not pa.overlaps(pb) or not (written[i] or written[j]):
-                continue
-            found.update(id(args[k]) for k in (i, j) if written[i] == written[j] or not written[k])
-    return found

@@ -6,14 +6,22 @@ Each state's statements become parser ops (``extract``, ``extract_VL``, ``advanc
 fields (JSON_format.md). ``transition accept`` (and ``reject``, as p4c emits it) has
 ``next_state`` null. Ranges are expanded into value/mask pairs; a key that is not a
 field or a lookahead is first copied into a ``scalars`` temporary by a ``set`` op.
-A sub-parser applied in a state is inlined: the state is split around the call and
-the sub-parser's states are added with its ``accept`` leading to the continuation.
+
+A BMv2 state cannot branch, so a P4 state is split where it does (see
+`ParserLowerer.lower_state`): at an ``if``, at a call to a function with ``if``
+statements or an early return (whose body is inlined into the state first), at a
+sub-parser call (the sub-parser's states are inlined, its ``accept`` leading to the
+continuation). The statements being split are `Item`s: each carries the `Frame` it is
+lowered in (the parser's scope, or an inlined function's).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from itertools import product
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
@@ -28,6 +36,7 @@ from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StackLoc,
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
 from p4sim.compiler.midend.controlplane import CPValueSet
+from p4sim.compiler.midend.copyinout import overlapping_arguments
 from p4sim.compiler.midend.names import control_plane_name
 
 
@@ -70,6 +79,29 @@ class ParserStmtLowerer(StmtLowerer):
         if isinstance(loc, HeaderLoc):
             return {"type": "regular", "value": loc.name}
         raise CompileError("extract needs a header", e.pos)
+
+
+@dataclass
+class Frame:
+    """Where a statement of a parser state is lowered: the scope its names are bound
+    in and, in the body of a function inlined into the state, where the function's
+    value goes and the state its early returns continue at."""
+
+    scope: Scope
+    result: Any = None
+    ret_state: Optional[str] = None
+
+
+@dataclass
+class Item:
+    """One step of a parser state: a statement (with the values of the calls in it
+    that were inlined before it: call id -> location), or operations made when the
+    state is lowered (``run``: argument copies of an inlined call)."""
+
+    frame: Frame
+    stmt: Optional[ast.Stmt] = None
+    results: dict[int, Any] = field(default_factory=dict)
+    run: Optional[Callable[[ParserStmtLowerer], None]] = None
 
 
 class ParserLowerer:
@@ -135,50 +167,187 @@ class ParserLowerer:
                 lhs = ast.PathExpr(d.pos, d.name)
                 lhs.ref, lhs.type = d, self.ctx.types.resolve(d.type_ref)
                 inits.append(ast.AssignStmt(d.pos, lhs, d.init))
+        frame = Frame(scope)
         for s in decl.states:
             stmts = (inits if s.name == "start" else []) + list(s.stmts)
-            self.lower_state(scope, names[s.name], stmts, s.transition, target)
+            self.lower_state(frame, names[s.name], [Item(frame, st) for st in stmts], s.transition, target)
         return names["start"]
 
-    def lower_state(self, scope: Scope, name: str, stmts: list[ast.Stmt], transition: Any, target: Any) -> None:
-        """Emit state ``name``. BMv2 parser states are straight-line operations and
-        one select, so a state is split where that cannot hold: at a sub-parser
-        call (its states are inlined between the halves) and at an ``if`` (a select
-        on the condition into ``<name>_true``/``<name>_false``, both continuing at
-        ``<name>_join``, as p4c's parser control-flow pass does)."""
-        stmts = _flatten_blocks(stmts)
-        for i, st in enumerate(stmts):
+    def lower_state(self, frame: Frame, name: str, items: list[Item], transition: Any, target: Any,
+                    key_results: Optional[dict[int, Any]] = None) -> None:
+        """Emit state ``name`` (``frame``: the parser's own, for the transition).
+        BMv2 parser states are straight-line operations and one select, so a state
+        is split where that cannot hold, as p4c's inliner and parser control-flow
+        pass split it: at a call to a function with control flow (its body joins
+        the state's statements, see `inline_call`), at an ``if`` (a select on the
+        condition into ``<name>_true``/``<name>_false``, both continuing at
+        ``<name>_join``), at a ``return`` of such a function that is not its last
+        statement (a transition to the state after the call), at a sub-parser call
+        (its states are inlined between the halves)."""
+        items = _flatten_blocks(items)
+        for i, it in enumerate(items):
+            st = it.stmt
+            if st is None:
+                continue
+            c = self.stateful_call(it)
+            if c is not None:
+                entry, exits, ret, result = self.inline_call(name, it, c)
+                rest = [] if isinstance(st, ast.CallStmt) and st.call is c \
+                    else [Item(it.frame, st, {**it.results, id(c): result})]
+                self.continue_after(frame, name, items[:i] + entry, ret, exits + rest + items[i + 1:],
+                                    transition, target, key_results)
+                return
             if isinstance(st, ast.IfStmt):
-                c = const_value(st.cond)
-                if c is not None:
-                    branch = st.then if c else st.else_
-                    self.lower_state(scope, name, stmts[:i] + ([branch] if branch else []) + stmts[i + 1:],
-                                     transition, target)
-                    return
-                yes = self.state_names.fresh(f"{name}_true")
-                no = self.state_names.fresh(f"{name}_false")
-                join = self.state_names.fresh(f"{name}_join")
-                self.emit_branch(scope, name, stmts[:i], st.cond, yes, no)
-                self.lower_state(scope, yes, [st.then], join, lambda n: n)
-                self.lower_state(scope, no, [st.else_] if st.else_ is not None else [], join, lambda n: n)
-                self.lower_state(scope, join, stmts[i + 1:], transition, target)
+                self.split_on_if(frame, name, items, i, transition, target, key_results)
                 return
-            next_of = self.union_stack_next(scope, st)
+            if isinstance(st, ast.ReturnStmt) and it.frame.ret_state is not None:
+                self.emit_state(frame, name, items[:i + 1], None, None, goto=it.frame.ret_state)
+                return
+            if isinstance(st, ast.SwitchStmt):
+                raise CompileError("switch statements are not supported in parser states", st.pos, "unsupported")
+            next_of = self.union_stack_next(it.frame.scope, st)
             if next_of is not None:
-                self.extract_union_next(scope, name, stmts, i, next_of, transition, target)
+                self.extract_union_next(frame, name, items, i, next_of, transition, target, key_results)
                 return
-            bv = self.sub_parser_call(scope, st)
+            bv = self.sub_parser_call(it.frame.scope, st)
             if bv is None:
                 continue
             cont = self.state_names.fresh(f"{name}_cont")
-            for d in stmts[:i]:  # the call's arguments may name variables declared before it
-                if isinstance(d, ast.VarDecl) and scope.find(d) is None:
-                    scope.bind(d, self.ctx.layout.storage(d.name, self.ctx.types.resolve(d.type_ref), d.pos))
-            sub_start, entry_ops = self.inline_parser(scope, bv, st.call, cont)  # type: ignore[attr-defined]
-            self.emit_state(scope, name, stmts[:i], None, lambda _: sub_start, goto=sub_start, then=entry_ops)
-            self.lower_state(scope, cont, stmts[i + 1:], transition, target)
+            for x in items[:i]:  # the call's arguments may name variables declared before it
+                d = x.stmt
+                if isinstance(d, ast.VarDecl) and x.frame.scope.find(d) is None:
+                    x.frame.scope.bind(d, self.ctx.layout.storage(d.name, self.ctx.types.resolve(d.type_ref), d.pos))
+            sub_start, entry_ops, exit_ops = self.inline_parser(it.frame.scope, bv, st.call, cont)  # type: ignore[attr-defined]
+            self.emit_state(frame, name, items[:i] + [_ops(it.frame, entry_ops)], None, None, goto=sub_start)
+            self.lower_state(frame, cont, [_ops(it.frame, exit_ops)] + items[i + 1:], transition, target, key_results)
             return
-        self.emit_state(scope, name, stmts, transition, target)
+        c = self.stateful_key_call(transition, key_results or {})
+        if c is not None:  # a select key calls a function with control flow: its value is computed first
+            entry, exits, ret, result = self.inline_call(name, Item(frame, results=key_results or {}), c)
+            self.continue_after(frame, name, items + entry, ret, exits, transition, target,
+                                {**(key_results or {}), id(c): result})
+            return
+        self.emit_state(frame, name, items, transition, target, key_results=key_results)
+
+    def split_on_if(self, frame: Frame, name: str, items: list[Item], i: int, transition: Any, target: Any,
+                    key_results: Optional[dict[int, Any]]) -> None:
+        it = items[i]
+        st = it.stmt
+        assert isinstance(st, ast.IfStmt)
+        c = const_value(st.cond)
+        if c is not None:
+            branch = st.then if c else st.else_
+            chosen = [Item(it.frame, branch)] if branch is not None else []
+            self.lower_state(frame, name, items[:i] + chosen + items[i + 1:], transition, target, key_results)
+            return
+        yes = self.state_names.fresh(f"{name}_true")
+        no = self.state_names.fresh(f"{name}_false")
+        join = self.state_names.fresh(f"{name}_join")
+        self.emit_branch(frame, name, items[:i], it, yes, no)
+        self.lower_state(frame, yes, [Item(it.frame, st.then)], join, _same)
+        self.lower_state(frame, no, [Item(it.frame, st.else_)] if st.else_ is not None else [], join, _same)
+        self.lower_state(frame, join, items[i + 1:], transition, target, key_results)
+
+    def stateful_call(self, it: Item) -> Optional[ast.CallExpr]:
+        """The first call (in evaluation order) item ``it``'s statement makes, not yet
+        inlined, to a function whose body needs states of its own (`_needs_states`).
+        Its value is computed before the statement; that is exact unless the
+        statement would have skipped it (``&&``, ``||``, ``?:``), or the call is an
+        operand and may write what the statement reads before it (an ``out`` or
+        ``inout`` parameter): those are refused."""
+        st = it.stmt
+        whole: Optional[ast.Expr] = None
+        exprs: list[Optional[ast.Expr]] = []
+        if isinstance(st, ast.IfStmt):
+            exprs = [st.cond]
+        elif isinstance(st, ast.AssignStmt):
+            exprs, whole = [st.lhs, st.rhs], st.rhs
+        elif isinstance(st, ast.CallStmt):
+            exprs, whole = [st.call], st.call
+        elif isinstance(st, (ast.VarDecl, ast.ReturnStmt)):
+            whole = st.init if isinstance(st, ast.VarDecl) else st.value
+            exprs = [whole]
+        for e in exprs:
+            c = self.first_stateful(e, it.results, whole)
+            if c is not None:
+                return c
+        return None
+
+    def stateful_key_call(self, transition: Any, done: dict[int, Any]) -> Optional[ast.CallExpr]:
+        if isinstance(transition, str):
+            return None
+        for k in transition.keys:
+            c = self.first_stateful(k, done, None)
+            if c is not None:
+                return c
+        return None
+
+    def first_stateful(self, e: Optional[ast.Expr], done: dict[int, Any],
+                       whole: Optional[ast.Expr]) -> Optional[ast.CallExpr]:
+        for c, skippable in _calls_in_order(e, False):
+            f = _called_function(c)
+            if f is None or id(c) in done or not _needs_states(f):
+                continue
+            if skippable:
+                raise CompileError(f"a call to '{f.name}' (a function with if statements or an early return) "
+                                   "that '&&', '||' or '?:' may skip is not supported in a parser state",
+                                   c.pos, "unsupported")
+            if c is not whole and any(p.direction in ("out", "inout") for p in f.params):
+                raise CompileError(f"a call to '{f.name}' (a function with if statements or an early return, "
+                                   "and out or inout parameters) inside an expression is not supported in a "
+                                   "parser state; call it as a statement", c.pos, "unsupported")
+            return c
+        return None
+
+    def inline_call(self, name: str, caller: Item, c: ast.CallExpr) -> tuple[list[Item], list[Item], Optional[str], Any]:
+        """Inline call ``c`` to a function with control flow (p4c's function inliner,
+        then its parser control-flow pass): its arguments are bound as for any call
+        (`StmtLowerer.bind_params`: copies where P4-16 6.8 needs them), its body's
+        statements join the state's, so that its ``if`` statements split the state
+        like the state's own, and the copy-outs follow. Returns the items up to the
+        body's end, the copy-out items, the state an early ``return`` continues at
+        (``<name>_ret``, holding the copy-outs and what follows the call; None if
+        the function has none) and where its value goes."""
+        f = _called_function(c)
+        assert f is not None
+        rt = self.ctx.types.resolve(f.return_type)
+        result = None if isinstance(rt, T.VoidT) else self.ctx.layout.storage("retval", rt, c.pos)
+        ret = self.state_names.fresh(f"{name}_ret") if _returns_early(f.body) else None
+        body = Frame(Scope(self.ctx, "", self.ctx.globals), result, ret)
+        pending: list[tuple[Any, Any]] = []
+
+        def bind(lw: ParserStmtLowerer) -> None:
+            lw.pos = c.pos
+            pending.extend(lw.bind_params(body.scope, f.params, c))
+
+        def copy_out(lw: ParserStmtLowerer) -> None:
+            lw.copy_out(pending, c)
+
+        entry = [Item(caller.frame, run=bind, results=caller.results)] + [Item(body, s) for s in f.body.stmts]
+        return entry, [Item(caller.frame, run=copy_out)], ret, result
+
+    def continue_after(self, frame: Frame, name: str, head: list[Item], ret: Optional[str], tail: list[Item],
+                       transition: Any, target: Any, key_results: Optional[dict[int, Any]]) -> None:
+        """Lower ``head`` then ``tail`` from state ``name``; with ``ret``, ``tail``
+        is state ``ret`` of its own, which the end of ``head`` transitions to."""
+        if ret is None:
+            self.lower_state(frame, name, head + tail, transition, target, key_results)
+            return
+        self.lower_state(frame, name, head, ret, _same)
+        self.lower_state(frame, ret, tail, transition, target, key_results)
+
+    def lower_items(self, lw: ParserStmtLowerer, items: list[Item]) -> None:
+        for it in items:
+            lw.scope = it.frame.scope
+            with _hoisted(self.ctx, it.results):
+                if it.run is not None:
+                    it.run(lw)
+                elif isinstance(it.stmt, ast.ReturnStmt):  # the end of an inlined function
+                    lw.pos = it.stmt.pos
+                    if it.stmt.value is not None:
+                        lw.assign_to(it.frame.result, it.stmt.value)
+                else:
+                    lw.stmt(it.stmt)
 
     def union_stack_next(self, scope: Scope, st: ast.Stmt) -> Optional[tuple[UnionStackLoc, str]]:
         """``pkt.extract(u.next.m)`` on a stack of header unions: (the stack, ``m``)."""
@@ -192,27 +361,29 @@ class ParserLowerer:
                 return stack, arg.member
         return None
 
-    def extract_union_next(self, scope: Scope, name: str, stmts: list[ast.Stmt], i: int,
-                           next_of: tuple[UnionStackLoc, str], transition: Any, target: Any) -> None:
+    def extract_union_next(self, frame: Frame, name: str, items: list[Item], i: int,
+                           next_of: tuple[UnionStackLoc, str], transition: Any, target: Any,
+                           key_results: Optional[dict[int, Any]]) -> None:
         """``extract(u.next.m)``: p4sim keeps a stack of header unions as one union per
         element, so the stack's next index is a metadata field of its own (0 for each
         packet) and the state is split on it: ``<state>_next<k>`` extracts element
         ``k``'s member and counts it, a full stack fails with StackOutOfBounds (as
         BMv2's extract on a full stack does), and all continue at ``<state>_join``."""
         stack, member = next_of
+        pos = items[i].stmt.pos  # type: ignore[union-attr]
         counter = self.union_next.get(stack.name)
         if counter is None:
             counter = self.union_next[stack.name] = self.ctx.layout.scalar(f"{stack.name}_next", T.BitT(32))
         join = self.state_names.fresh(f"{name}_join")
         full = self.state_names.fresh(f"{name}_full")
-        lw = ParserStmtLowerer(scope)
-        lw.stmts(stmts[:i])
+        lw = ParserStmtLowerer(frame.scope)
+        self.lower_items(lw, items[:i])
         cases = []
         for k, union in enumerate(stack.elements):
             state = self.state_names.fresh(f"{name}_next{k}")
             cases.append({"type": "hexstr", "value": f"0x{k:08x}", "mask": None, "next_state": state})
             if member not in union.members:
-                raise CompileError(f"header union has no member '{member}'", stmts[i].pos)
+                raise CompileError(f"header union has no member '{member}'", pos)
             ops = [{"op": "extract", "parameters": [{"type": "regular", "value": union.members[member].name}]},
                    {"op": "set", "parameters": [counter.node(), as_param(hex_node(k + 1, 32))]}]
             self.states.append({"name": state, "id": len(self.states), "parser_ops": ops,
@@ -220,10 +391,10 @@ class ParserLowerer:
         self.states.append({"name": name, "id": len(self.states), "parser_ops": lw.out,
                             "transitions": cases + [_default(full)], "transition_key": [counter.node()]})
         fail = [{"op": "verify", "parameters": [bool_node(False),
-                                                hex_node(self.ctx.error_value("StackOutOfBounds", stmts[i].pos), 32)]}]
+                                                hex_node(self.ctx.error_value("StackOutOfBounds", pos), 32)]}]
         self.states.append({"name": full, "id": len(self.states), "parser_ops": fail,
                             "transitions": [_default(join)], "transition_key": []})
-        self.lower_state(scope, join, stmts[i + 1:], transition, target)
+        self.lower_state(frame, join, items[i + 1:], transition, target, key_results)
 
     def sub_parser_call(self, scope: Scope, st: ast.Stmt) -> Optional[BlockValue]:
         if isinstance(st, ast.CallStmt) and isinstance(st.call.target, ast.MemberExpr) \
@@ -236,19 +407,37 @@ class ParserLowerer:
         return None
 
     def inline_parser(self, scope: Scope, bv: BlockValue, c: ast.CallExpr,
-                      accept: str) -> tuple[Optional[str], list[dict]]:
-        """Inline sub-parser ``bv``'s states, continuing at ``accept``. Returns its
-        start state and the operations the calling state ends with: the headers of
-        ``out`` arguments start invalid (P4-16 6.8)."""
+                      accept: str) -> tuple[Optional[str], list[dict], list[dict]]:
+        """Inline sub-parser ``bv``'s states, continuing at ``accept``, as p4c's
+        inliner does. Returns its start state, the operations the calling state
+        ends with and those the continuation starts with. Arguments are bound to
+        the caller's storage but where P4-16 6.8's copies can be told apart
+        (`overlapping_arguments`: two arguments sharing storage, one written):
+        those are copied into fresh storage at the call and written ones back at
+        the continuation, which a sub-parser ending in ``reject`` never reaches.
+        The headers of ``out`` arguments start invalid (P4-16 6.8)."""
         decl = bv.decl
         if not isinstance(decl, ast.ParserDecl):
             raise CompileError("only parsers can be applied in a parser", c.pos)
         sub = Scope(self.ctx, bv.name, self.ctx.globals, block=scope.block)
         lw = ParserStmtLowerer(scope)
-        for p, a in zip(decl.params, ordered_args(decl.params, c.args, c.pos)):
+        copy_out = ParserStmtLowerer(scope)
+        args = ordered_args(decl.params, c.args, c.pos)
+        copied = overlapping_arguments(decl.params, args, may_reject=True)
+        for p, a in zip(decl.params, args):
             if a is None:
                 raise CompileError(f"missing argument for '{p.name}'", c.pos)
-            if isinstance(a, (ast.PathExpr, ast.MemberExpr, ast.IndexExpr)):
+            if id(a) in copied:
+                loc = lw.loc(a)
+                tmp = self.ctx.layout.storage(p.name, self.ctx.types.resolve(p.type_ref), a.pos)
+                if p.direction == "out":
+                    lw.invalidate(tmp)
+                else:
+                    lw.copy(tmp, loc, a)
+                if p.direction in ("out", "inout"):
+                    copy_out.copy(loc, tmp, a)
+                sub.bind(p, tmp)
+            elif isinstance(a, (ast.PathExpr, ast.MemberExpr, ast.IndexExpr)):
                 loc = lw.loc(a)
                 if p.direction == "out":
                     lw.invalidate(loc)
@@ -265,13 +454,13 @@ class ParserLowerer:
         bind_ctor_params(bv.scope, sub, decl.ctor_params, bv.args)
         self.declare_locals(decl, sub)
         local = bv.name.rsplit(".", 1)[-1]
-        return self.lower_states(decl, sub, f"{local}_", accept), lw.out
+        return self.lower_states(decl, sub, f"{local}_", accept), lw.out, copy_out.out
 
-    def emit_state(self, scope: Scope, name: str, stmts: list[ast.Stmt], transition: Any, target: Any,
-                   goto: Optional[str] = None, then: Optional[list[dict]] = None) -> None:
-        lw = ParserStmtLowerer(scope)
-        lw.stmts(stmts)
-        lw.out.extend(then or [])
+    def emit_state(self, frame: Frame, name: str, items: list[Item], transition: Any, target: Any,
+                   goto: Optional[str] = None, key_results: Optional[dict[int, Any]] = None) -> None:
+        lw = ParserStmtLowerer(frame.scope)
+        self.lower_items(lw, items)
+        lw.scope = frame.scope
         keys: list[dict] = []
         transitions: list[dict] = []
         if goto is not None or isinstance(transition, str):
@@ -279,21 +468,25 @@ class ParserLowerer:
             transitions.append(_default(nxt))
         else:
             widths = []
-            for k in transition.keys:
-                node, w = self.key(lw, k)
-                keys.append(node)
-                widths.append(w)
+            with _hoisted(self.ctx, key_results or {}):
+                for k in transition.keys:
+                    node, w = self.key(lw, k)
+                    keys.append(node)
+                    widths.append(w)
             for case in transition.cases:
                 transitions.extend(self.case(lw, case, widths, target(case.next_state)))
         self.states.append({"name": name, "id": len(self.states), "parser_ops": lw.out,
                             "transitions": transitions, "transition_key": keys})
 
-    def emit_branch(self, scope: Scope, name: str, stmts: list[ast.Stmt], cond: ast.Expr,
-                    yes: str, no: str) -> None:
-        """State ``name``: ``stmts``, then ``select (cond) { true: yes; default: no; }``."""
-        lw = ParserStmtLowerer(scope)
-        lw.stmts(stmts)
-        node, _ = self.key(lw, cond)
+    def emit_branch(self, frame: Frame, name: str, items: list[Item], cond: Item, yes: str, no: str) -> None:
+        """State ``name``: ``items``, then ``select (cond) { true: yes; default: no; }``
+        (``cond``: the ``if`` statement's item)."""
+        lw = ParserStmtLowerer(frame.scope)
+        self.lower_items(lw, items)
+        lw.scope = cond.frame.scope
+        assert isinstance(cond.stmt, ast.IfStmt)
+        with _hoisted(self.ctx, cond.results):
+            node, _ = self.key(lw, cond.stmt.cond)
         transitions = [{"type": "hexstr", "value": "0x01", "mask": None, "next_state": yes}, _default(no)]
         self.states.append({"name": name, "id": len(self.states), "parser_ops": lw.out,
                             "transitions": transitions, "transition_key": [node]})
@@ -346,13 +539,100 @@ class ValueSetValue:
         self.name = name
 
 
-def _flatten_blocks(stmts: list[ast.Stmt]) -> list[ast.Stmt]:
-    """Block statements spliced into their state (one scope per parser: the
-    declarations in them are distinct variables already)."""
-    out: list[ast.Stmt] = []
-    for st in stmts:
-        out.extend(_flatten_blocks(st.stmts) if isinstance(st, ast.BlockStmt) else [st])
+def _flatten_blocks(items: list[Item]) -> list[Item]:
+    """Block statements spliced into their state (one scope per parser or inlined
+    function: the declarations in them are distinct variables already)."""
+    out: list[Item] = []
+    for it in items:
+        if isinstance(it.stmt, ast.BlockStmt):
+            out.extend(_flatten_blocks([Item(it.frame, s) for s in it.stmt.stmts]))
+        else:
+            out.append(it)
     return out
+
+
+def _ops(frame: Frame, ops: list[dict]) -> Item:
+    return Item(frame, run=lambda lw: lw.out.extend(ops))
+
+
+def _same(state: str) -> str:
+    return state
+
+
+@contextmanager
+def _hoisted(ctx: Context, results: dict[int, Any]) -> Iterator[None]:
+    """Expressions read as the locations ``results`` gives while inside."""
+    ctx.hoisted.update(results)
+    try:
+        yield
+    finally:
+        for k in results:
+            ctx.hoisted.pop(k, None)
+
+
+def _called_function(c: ast.CallExpr) -> Optional[ast.FunctionDecl]:
+    t = c.target
+    return t.ref if isinstance(t, ast.PathExpr) and isinstance(t.ref, ast.FunctionDecl) else None
+
+
+def _calls_in_order(e: Any, skippable: bool) -> Iterator[tuple[ast.CallExpr, bool]]:
+    """The calls in expression ``e`` in evaluation order (arguments before their
+    call, left operands before right ones), each with whether evaluation may skip it
+    (the right operand of ``&&``/``||``, a branch of ``?:``)."""
+    if isinstance(e, ast.Argument):
+        e = e.value
+    if isinstance(e, (list, tuple)):
+        for x in e:
+            yield from _calls_in_order(x, skippable)
+        return
+    if not isinstance(e, ast.Expr):
+        return
+    if isinstance(e, ast.BinaryExpr) and e.op in ("&&", "||"):
+        yield from _calls_in_order(e.left, skippable)
+        yield from _calls_in_order(e.right, True)
+        return
+    if isinstance(e, ast.TernaryExpr):
+        yield from _calls_in_order(e.cond, skippable)
+        yield from _calls_in_order([e.then, e.else_], True)
+        return
+    for f in dataclasses.fields(e):
+        if f.name not in ("pos", "ref", "type"):
+            yield from _calls_in_order(getattr(e, f.name), skippable)
+    if isinstance(e, ast.CallExpr):
+        yield e, skippable
+
+
+def _needs_states(f: ast.FunctionDecl) -> bool:
+    """Whether function ``f``, called from a parser state, needs states of its own:
+    its body (or that of a function it calls) has an ``if`` on a run-time condition,
+    an early return or a ``switch``."""
+    def walk(n: Any) -> bool:
+        if isinstance(n, ast.IfStmt) and const_value(n.cond) is None or isinstance(n, ast.SwitchStmt):
+            return True
+        if isinstance(n, ast.CallExpr):
+            g = _called_function(n)
+            if g is not None and _needs_states(g):
+                return True
+        if isinstance(n, list):
+            return any(walk(x) for x in n)
+        if isinstance(n, (ast.Stmt, ast.Expr, ast.Argument)):
+            return any(walk(getattr(n, x.name)) for x in dataclasses.fields(n)
+                       if x.name not in ("pos", "ref", "type", "type_ref"))
+        return False
+    return _returns_early(f.body) or walk(f.body)
+
+
+def _returns_early(body: ast.BlockStmt) -> bool:
+    """Whether a function body has a return anywhere but as its last statement."""
+    def walk(st: Any, last: bool) -> bool:
+        if isinstance(st, ast.ReturnStmt):
+            return not last
+        if isinstance(st, ast.BlockStmt):
+            return any(walk(x, last and i == len(st.stmts) - 1) for i, x in enumerate(st.stmts))
+        if isinstance(st, ast.IfStmt):
+            return walk(st.then, False) or (st.else_ is not None and walk(st.else_, False))
+        return False
+    return walk(body, True)
 
 
 def _default(nxt: Optional[str]) -> dict:

@@ -17,9 +17,9 @@ from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.context import (
     ActionValue, BlockValue, ExternValue, FunctionValue, PacketValue, Scope, TableValue, ordered_args,
 )
-from p4sim.compiler.bmv2.expressions import const_node, d2b, has_call, sub_expressions, to_data
+from p4sim.compiler.bmv2.expressions import const_node, has_call, sub_expressions, to_data
 from p4sim.compiler.bmv2.externs import extern_function, extern_method, extern_method_value
-from p4sim.compiler.bmv2.jsonutil import as_param, bool_node, expr_node, hex_node
+from p4sim.compiler.bmv2.jsonutil import as_param, expr_node, hex_node
 from p4sim.compiler.bmv2.primitives import PrimitiveLowerer
 from p4sim.compiler.bmv2.storage import (
     ConstLoc, DynFieldLoc, DynHeaderLoc, FieldLoc, HeaderLoc, ParamLoc, StackLoc, StructLoc, UnionLoc,
@@ -46,13 +46,6 @@ class StmtLowerer(PrimitiveLowerer):
         # ``exited``; after the call, a set flag keeps leaving.
         self.call_depth = 0
         self.exited: Optional[FieldLoc] = None
-        # Parser states have no jumps: an if (or an early return) inside a function
-        # called from a parser state is predicated instead, as p4c's Predication
-        # pass does in actions: ``pred`` is the 1-bit "this code runs" every
-        # assignment is guarded by (``x = pred ? v : x``); one "has returned" flag
-        # per inlined function body (None outside a function).
-        self.pred: Optional[FieldLoc] = None
-        self.ret_flags: list[Optional[FieldLoc]] = []
 
     # ------------------------------------------------------------------ statements
     def stmts(self, stmts: list[ast.Stmt]) -> None:
@@ -163,9 +156,8 @@ class StmtLowerer(PrimitiveLowerer):
             if branch is not None:
                 self.stmt(branch)
             return
-        if self.parser:
-            self.predicated_if(s)
-            return
+        if self.parser:  # `parsers` splits the state at an if, also in an inlined function
+            raise CompileError("if statements here are not supported in a parser state", s.pos, "unsupported")
         jz = self.prim("_jump_if_zero", [as_param(to_data(self.rv(s.cond), T.BoolT())), hex_node(0)])
         self.stmt(s.then)
         if s.else_ is not None:
@@ -207,51 +199,6 @@ class StmtLowerer(PrimitiveLowerer):
         for j in breaks + ([exit_test] if exit_test is not None else []):
             j["parameters"][-1] = hex_node(len(self.out))
 
-    # ------------------------------------------------------------------ predication (parser states)
-    def guard(self, cond: dict) -> FieldLoc:
-        """A fresh predicate: ``cond`` (a bool expression) and the current one."""
-        if self.pred is not None:
-            cond = expr_node("and", d2b(self.pred.node()), cond)
-        flag = self.temp(T.BoolT(), "pred")
-        PrimitiveLowerer.set_field(self, flag, expr_node("b2d", None, cond))  # unguarded
-        return flag
-
-    def predicated_if(self, s: ast.IfStmt) -> None:
-        if not self.ret_flags:
-            raise CompileError("if statements in parser states are lowered by splitting the state; this "
-                               "one could not be", s.pos, "unsupported")
-        cond = self.temp(T.BoolT(), "cond")
-        PrimitiveLowerer.set_field(self, cond, to_data(self.rv(s.cond), T.BoolT()))
-        outer = self.pred
-        self.pred = self.guard(d2b(cond.node()))
-        self.stmt(s.then)
-        if s.else_ is not None:
-            self.pred = outer
-            self.pred = self.guard(expr_node("not", None, d2b(cond.node())))
-            self.stmt(s.else_)
-        self.pred = outer
-        self.after_returns()
-
-    def after_returns(self) -> None:
-        """Code after a statement that may have returned runs only if it did not."""
-        flag = self.ret_flags[-1] if self.ret_flags else None
-        if flag is not None:
-            self.pred = self.guard(expr_node("not", None, d2b(flag.node())))
-
-    def set_field(self, dst: Any, value: dict) -> None:
-        if self.pred is not None:
-            if not isinstance(dst, FieldLoc) or isinstance(base_type(dst.type), T.VarbitT):
-                raise CompileError("only assignments to fields may depend on a condition in a function "
-                                   "called from a parser state", self.pos, "unsupported")
-            value = expr_node("?", value, dst.node(), cond=d2b(self.pred.node()))
-        super().set_field(dst, value)
-
-    def prim(self, op: str, params: list[dict]) -> dict:
-        if self.pred is not None:
-            raise CompileError("only assignments may depend on a condition in a function called from a "
-                               "parser state", self.pos, "unsupported")
-        return super().prim(op, params)
-
     def switch_on_value(self, s: ast.SwitchStmt) -> None:
         """``switch (x) { 1: {...} 2: {...} default: {...} }`` as an if-chain."""
         if isinstance(s.expr.type, (T.ActionEnumT,)):
@@ -286,14 +233,7 @@ class StmtLowerer(PrimitiveLowerer):
             if result is None:
                 raise CompileError("this return must not have a value", s.pos)
             self.assign_to(result, s.value)
-        if self.parser:
-            flag = self.ret_flags[-1] if self.ret_flags else None
-            if flag is not None:  # an early return: the rest of the body runs only without it
-                taken = d2b(self.pred.node()) if self.pred is not None else bool_node(True)
-                PrimitiveLowerer.set_field(self, flag, expr_node(
-                    "b2d", None, expr_node("or", d2b(flag.node()), taken)))
-                self.pred = self.guard(expr_node("not", None, d2b(flag.node())))
-            jumps.append({"parser_return": True})
+        if self.parser:  # a function's last statement: parser states have no jumps (see `parsers`)
             return
         jumps.append(self.prim("_jump", [hex_node(0)]))
 
@@ -349,9 +289,9 @@ class StmtLowerer(PrimitiveLowerer):
                 and rhs.target.member == "lookahead" and isinstance(dst, HeaderLoc):
             self.lookahead_header(dst, rhs)
             return
-        if isinstance(rhs, ast.CallExpr):
+        if isinstance(rhs, ast.CallExpr) and id(rhs) not in self.ctx.hoisted:
             src = self.call_result_loc(rhs)
-        else:
+        else:  # also a call whose value was computed before the statement
             src = self.loc(rhs)
         self.copy(dst, src, rhs)
 
@@ -610,13 +550,6 @@ class StmtLowerer(PrimitiveLowerer):
         tail = self.tail
         body_tail = tail and not self.returns  # an inlined callee's end is not the action's
         self.returns.append((jumps, result))
-        outer_pred = self.pred
-        if self.parser:  # a function in a parser state: returns are predicated (see `pred`)
-            flag = None
-            if _returns_early(body):
-                flag = self.temp(T.BoolT(), "returned")
-                PrimitiveLowerer.set_field(self, flag, hex_node(0, 1))
-            self.ret_flags.append(flag)
         try:
             stmts = body.stmts
             for i, s in enumerate(stmts):
@@ -626,17 +559,13 @@ class StmtLowerer(PrimitiveLowerer):
             self.returns.pop()
             self.scope = saved
             self.tail = tail
-            self.pred = outer_pred
-            if self.parser:
-                self.ret_flags.pop()
         # a return that ends the body would jump to where it already is: drop it
         if body.stmts and isinstance(body.stmts[-1], ast.ReturnStmt) and jumps \
                 and self.out and self.out[-1] is jumps[-1]:
             self.out.pop()
             jumps.pop()
         for j in jumps:
-            if "parameters" in j:
-                j["parameters"][0] = hex_node(len(self.out))
+            j["parameters"][0] = hex_node(len(self.out))
 
     def exit_flag(self) -> FieldLoc:
         if self.exited is None:
@@ -699,19 +628,6 @@ def runtime_index(s: ast.Stmt, hoisted: dict[int, Any]) -> Optional[ast.IndexExp
             if isinstance(st, T.StackT) and isinstance(base_type(st.element), T.HeaderT):
                 return n
     return None
-
-
-def _returns_early(body: ast.BlockStmt) -> bool:
-    """Whether a function body has a return anywhere but as its last statement."""
-    def walk(st: Any, last: bool) -> bool:
-        if isinstance(st, ast.ReturnStmt):
-            return not last
-        if isinstance(st, ast.BlockStmt):
-            return any(walk(x, last and i == len(st.stmts) - 1) for i, x in enumerate(st.stmts))
-        if isinstance(st, ast.IfStmt):
-            return walk(st.then, False) or (st.else_ is not None and walk(st.else_, False))
-        return False
-    return walk(body, True)
 
 
 def _may_exit(decl: ast.ActionDecl) -> bool:

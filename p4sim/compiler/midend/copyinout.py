@@ -15,9 +15,11 @@ happens only when
 * the argument's l-value has a run-time index (``hdr.s[hdr.m.i]``) whose inputs the
   callee may change: the copy-out must go to the element chosen at the call.
 
-`copied_arguments` returns the `ast.Argument`s (by id) the back end must copy, and
-`snapshot_indexes` those whose run-time indexes it must evaluate once, at the call.
-Scalars are always copied by the back end; for them only the index snapshot matters.
+`plan_copies` returns the `ast.Argument`s (by id) of action and function calls the
+back end must copy, and those whose run-time indexes it must evaluate once, at the
+call. Scalars are always copied by the back end; for them only the index snapshot
+matters. Sub-controls and sub-parsers reach nothing of the caller's but their
+arguments, so only overlapping arguments are copied there (`overlapping_arguments`).
 """
 
 from __future__ import annotations
@@ -228,6 +230,28 @@ def _tables(program: ast.Program) -> list[ast.TableDecl]:
     for d in program.decls:
         if isinstance(d, ast.ControlDecl):
             found.extend(x for x in d.locals if isinstance(x, ast.TableDecl))
+    return found
+
+
+def overlapping_arguments(params: list[ast.Param], args: list[Any], may_reject: bool = False) -> set[int]:
+    """Ids of the arguments of a sub-control or sub-parser call that must be copied
+    because they share storage with another argument the callee may write (P4-16
+    6.8). An ``in`` argument is read as it was at the call (``c.apply(hdr, hdr.h.a)``:
+    a snapshot suffices); two written ones are both copied in and out, so neither
+    sees the other's writes before the call returns. A written argument that
+    overlaps an ``in`` one stays bound to the caller's storage -- unless the callee
+    ``may_reject``: a sub-parser that ends in ``reject`` never returns, and p4c's
+    inliner (which copies both) leaves the caller's storage as it was then."""
+    written = [p.direction in ("out", "inout") for p in params]
+    paths = [path_of(a) if a is not None else None for a in args]
+    found: set[int] = set()
+    for i in range(len(args)):
+        for j in range(i + 1, len(args)):
+            pa, pb = paths[i], paths[j]
+            if pa is None or pb is None or not pa.overlaps(pb) or not (written[i] or written[j]):
+                continue
+            found.update(id(args[k]) for k in (i, j)
+                         if may_reject or written[i] == written[j] or not written[k])
     return found
 
 
