@@ -13,8 +13,10 @@ The pipeline has p4c's shape, one package per stage:
   primitive list and field writes), `externs` (extern calls), `statements`
   (inlining of actions and functions), `actions`, `tables`, `controls` (apply
   blocks -> tables/conditionals, ``tbl_act`` synthesized tables, sub-control
-  inlining), `parsers` (sub-parser inlining), `ordering` (p4c's reading order and
-  names), `program` (the whole document);
+  inlining), `parsercalls` (calls in parser states to functions that need states
+  of their own), `parsers` (parse states: split at ifs, such calls and sub-parser
+  calls, which are inlined), `ordering` (p4c's reading order and names), `program`
+  (the whole document);
 * `consteval` evaluates constant expressions for every stage (one evaluator, so a
   constant has one value from the type checker to the JSON);
 * `p4info.py` builds the P4Runtime schema from the control-plane inventory the back

@@ -17,7 +17,6 @@ lowered in (the parser's scope, or an inlined function's).
 
 from __future__ import annotations
 
-import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import product
@@ -31,6 +30,7 @@ from p4sim.compiler.bmv2.context import (
 from p4sim.compiler.bmv2.controls import bind_ctor_params
 from p4sim.compiler.bmv2.expressions import lookahead_field
 from p4sim.compiler.bmv2.jsonutil import as_param, bool_node, hex_node, mask, nbytes
+from p4sim.compiler.bmv2.parsercalls import called_function, returns_early, stateful_call, stateful_key_call
 from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StackLoc, UnionStackLoc, scalar_width
 from p4sim.compiler.consteval import const_value
@@ -189,7 +189,7 @@ class ParserLowerer:
             st = it.stmt
             if st is None:
                 continue
-            c = self.stateful_call(it)
+            c = stateful_call(st, it.results)
             if c is not None:
                 entry, exits, ret, result = self.inline_call(name, it, c)
                 rest = [] if isinstance(st, ast.CallStmt) and st.call is c \
@@ -221,7 +221,7 @@ class ParserLowerer:
             self.emit_state(frame, name, items[:i] + [_ops(it.frame, entry_ops)], None, None, goto=sub_start)
             self.lower_state(frame, cont, [_ops(it.frame, exit_ops)] + items[i + 1:], transition, target, key_results)
             return
-        c = self.stateful_key_call(transition, key_results or {})
+        c = stateful_key_call(transition, key_results or {})
         if c is not None:  # a select key calls a function with control flow: its value is computed first
             entry, exits, ret, result = self.inline_call(name, Item(frame, results=key_results or {}), c)
             self.continue_after(frame, name, items + entry, ret, exits, transition, target,
@@ -248,57 +248,6 @@ class ParserLowerer:
         self.lower_state(frame, no, [Item(it.frame, st.else_)] if st.else_ is not None else [], join, _same)
         self.lower_state(frame, join, items[i + 1:], transition, target, key_results)
 
-    def stateful_call(self, it: Item) -> Optional[ast.CallExpr]:
-        """The first call (in evaluation order) item ``it``'s statement makes, not yet
-        inlined, to a function whose body needs states of its own (`_needs_states`).
-        Its value is computed before the statement; that is exact unless the
-        statement would have skipped it (``&&``, ``||``, ``?:``), or the call is an
-        operand and may write what the statement reads before it (an ``out`` or
-        ``inout`` parameter): those are refused."""
-        st = it.stmt
-        whole: Optional[ast.Expr] = None
-        exprs: list[Optional[ast.Expr]] = []
-        if isinstance(st, ast.IfStmt):
-            exprs = [st.cond]
-        elif isinstance(st, ast.AssignStmt):
-            exprs, whole = [st.lhs, st.rhs], st.rhs
-        elif isinstance(st, ast.CallStmt):
-            exprs, whole = [st.call], st.call
-        elif isinstance(st, (ast.VarDecl, ast.ReturnStmt)):
-            whole = st.init if isinstance(st, ast.VarDecl) else st.value
-            exprs = [whole]
-        for e in exprs:
-            c = self.first_stateful(e, it.results, whole)
-            if c is not None:
-                return c
-        return None
-
-    def stateful_key_call(self, transition: Any, done: dict[int, Any]) -> Optional[ast.CallExpr]:
-        if isinstance(transition, str):
-            return None
-        for k in transition.keys:
-            c = self.first_stateful(k, done, None)
-            if c is not None:
-                return c
-        return None
-
-    def first_stateful(self, e: Optional[ast.Expr], done: dict[int, Any],
-                       whole: Optional[ast.Expr]) -> Optional[ast.CallExpr]:
-        for c, skippable in _calls_in_order(e, False):
-            f = _called_function(c)
-            if f is None or id(c) in done or not _needs_states(f):
-                continue
-            if skippable:
-                raise CompileError(f"a call to '{f.name}' (a function with if statements or an early return) "
-                                   "that '&&', '||' or '?:' may skip is not supported in a parser state",
-                                   c.pos, "unsupported")
-            if c is not whole and any(p.direction in ("out", "inout") for p in f.params):
-                raise CompileError(f"a call to '{f.name}' (a function with if statements or an early return, "
-                                   "and out or inout parameters) inside an expression is not supported in a "
-                                   "parser state; call it as a statement", c.pos, "unsupported")
-            return c
-        return None
-
     def inline_call(self, name: str, caller: Item, c: ast.CallExpr) -> tuple[list[Item], list[Item], Optional[str], Any]:
         """Inline call ``c`` to a function with control flow (p4c's function inliner,
         then its parser control-flow pass): its arguments are bound as for any call
@@ -308,11 +257,11 @@ class ParserLowerer:
         body's end, the copy-out items, the state an early ``return`` continues at
         (``<name>_ret``, holding the copy-outs and what follows the call; None if
         the function has none) and where its value goes."""
-        f = _called_function(c)
+        f = called_function(c)
         assert f is not None
         rt = self.ctx.types.resolve(f.return_type)
         result = None if isinstance(rt, T.VoidT) else self.ctx.layout.storage("retval", rt, c.pos)
-        ret = self.state_names.fresh(f"{name}_ret") if _returns_early(f.body) else None
+        ret = self.state_names.fresh(f"{name}_ret") if returns_early(f.body) else None
         body = Frame(Scope(self.ctx, "", self.ctx.globals), result, ret)
         pending: list[tuple[Any, Any]] = []
 
@@ -568,71 +517,6 @@ def _hoisted(ctx: Context, results: dict[int, Any]) -> Iterator[None]:
     finally:
         for k in results:
             ctx.hoisted.pop(k, None)
-
-
-def _called_function(c: ast.CallExpr) -> Optional[ast.FunctionDecl]:
-    t = c.target
-    return t.ref if isinstance(t, ast.PathExpr) and isinstance(t.ref, ast.FunctionDecl) else None
-
-
-def _calls_in_order(e: Any, skippable: bool) -> Iterator[tuple[ast.CallExpr, bool]]:
-    """The calls in expression ``e`` in evaluation order (arguments before their
-    call, left operands before right ones), each with whether evaluation may skip it
-    (the right operand of ``&&``/``||``, a branch of ``?:``)."""
-    if isinstance(e, ast.Argument):
-        e = e.value
-    if isinstance(e, (list, tuple)):
-        for x in e:
-            yield from _calls_in_order(x, skippable)
-        return
-    if not isinstance(e, ast.Expr):
-        return
-    if isinstance(e, ast.BinaryExpr) and e.op in ("&&", "||"):
-        yield from _calls_in_order(e.left, skippable)
-        yield from _calls_in_order(e.right, True)
-        return
-    if isinstance(e, ast.TernaryExpr):
-        yield from _calls_in_order(e.cond, skippable)
-        yield from _calls_in_order([e.then, e.else_], True)
-        return
-    for f in dataclasses.fields(e):
-        if f.name not in ("pos", "ref", "type"):
-            yield from _calls_in_order(getattr(e, f.name), skippable)
-    if isinstance(e, ast.CallExpr):
-        yield e, skippable
-
-
-def _needs_states(f: ast.FunctionDecl) -> bool:
-    """Whether function ``f``, called from a parser state, needs states of its own:
-    its body (or that of a function it calls) has an ``if`` on a run-time condition,
-    an early return or a ``switch``."""
-    def walk(n: Any) -> bool:
-        if isinstance(n, ast.IfStmt) and const_value(n.cond) is None or isinstance(n, ast.SwitchStmt):
-            return True
-        if isinstance(n, ast.CallExpr):
-            g = _called_function(n)
-            if g is not None and _needs_states(g):
-                return True
-        if isinstance(n, list):
-            return any(walk(x) for x in n)
-        if isinstance(n, (ast.Stmt, ast.Expr, ast.Argument)):
-            return any(walk(getattr(n, x.name)) for x in dataclasses.fields(n)
-                       if x.name not in ("pos", "ref", "type", "type_ref"))
-        return False
-    return _returns_early(f.body) or walk(f.body)
-
-
-def _returns_early(body: ast.BlockStmt) -> bool:
-    """Whether a function body has a return anywhere but as its last statement."""
-    def walk(st: Any, last: bool) -> bool:
-        if isinstance(st, ast.ReturnStmt):
-            return not last
-        if isinstance(st, ast.BlockStmt):
-            return any(walk(x, last and i == len(st.stmts) - 1) for i, x in enumerate(st.stmts))
-        if isinstance(st, ast.IfStmt):
-            return walk(st.then, False) or (st.else_ is not None and walk(st.else_, False))
-        return False
-    return walk(body, True)
 
 
 def _default(nxt: Optional[str]) -> dict:
