@@ -217,7 +217,8 @@ class ParserLowerer:
                 d = x.stmt
                 if isinstance(d, ast.VarDecl) and x.frame.scope.find(d) is None:
                     x.frame.scope.bind(d, self.ctx.layout.storage(d.name, self.ctx.types.resolve(d.type_ref), d.pos))
-            sub_start, entry_ops, exit_ops = self.inline_parser(it.frame.scope, bv, st.call, cont)  # type: ignore[attr-defined]
+            with _hoisted(self.ctx, it.results):  # arguments calling functions that need states
+                sub_start, entry_ops, exit_ops = self.inline_parser(it.frame.scope, bv, st.call, cont)  # type: ignore[attr-defined]
             self.emit_state(frame, name, items[:i] + [_ops(it.frame, entry_ops)], None, None, goto=sub_start)
             self.lower_state(frame, cont, [_ops(it.frame, exit_ops)] + items[i + 1:], transition, target, key_results)
             return

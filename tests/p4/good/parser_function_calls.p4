@@ -3,7 +3,8 @@
 // As p4c does it (function inlining, then its parser control-flow pass), the
 // function's body is inlined into the state and its ifs split the state; an early
 // return transitions to the state after the call (which does the copy-outs). A
-// call inside an expression or a select key has its value computed first.
+// call inside an expression, a select key or a sub-parser's argument has its value
+// computed first.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -55,8 +56,16 @@ void bump(inout bit<8> x) {
     x = x + 1;
 }
 
+parser Mark(packet_in packet, inout h_t h, in bit<8> v) {
+    state start {
+        h.len = h.len ^ v;
+        transition accept;
+    }
+}
+
 parser MyParser(packet_in packet, out headers hdr, inout metadata meta,
                 inout standard_metadata_t standard_metadata) {
+    Mark() mark;
     state start {
         packet.extract(hdr.h);
         hdr.h.len = take(packet, hdr);
@@ -68,6 +77,7 @@ parser MyParser(packet_in packet, out headers hdr, inout metadata meta,
     state more {
         hdr.h.kind = cls(hdr.h.len) + 0x10;
         bump(hdr.h.len);
+        mark.apply(packet, hdr.h, cls(hdr.h.kind));
         transition accept;
     }
 }
