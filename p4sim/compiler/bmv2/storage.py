@@ -282,10 +282,11 @@ class Layout:
         if isinstance(bt, T.TupleT):
             return StructLoc(t, {str(i): self.storage(f"{name}.{i}", e, pos) for i, e in enumerate(bt.elements)})
         if isinstance(bt, T.VarbitT):
-            # BMv2 has variable-length fields only in headers: a varbit variable is the
-            # one field of a header instance of its own (never emitted, so never on the wire)
+            # BMv2 has variable-length fields only in header types: a varbit variable or
+            # struct field is the one field of a metadata instance of its own (never
+            # emitted, so never on the wire), as p4c's HeaderConverter makes it
             vt = T.HeaderT(f"varbit_{bt.max_width}_t", (T.FieldT("value", bt),))
-            return self.header_instance(name, vt).field("value", pos)
+            return self.header_instance(name, vt, metadata=True).field("value", pos)
         return self.scalar(name, t, pos)
 
     def finish(self) -> None:
