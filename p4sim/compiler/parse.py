@@ -486,9 +486,8 @@ class _Build(Transformer):
         is the largest value of ``T``."""
         kw, _annos, tref, name, start, end, body = c
         pos = self.p(kw)
-        if end is None:
-            raise CompileError("for loops over a list or header stack are not supported (only ranges a..b)",
-                               start.pos, kind="unsupported")
+        if end is None:  # a collection: its type decides (typecheck), the mid end unrolls it
+            return ast.ForInStmt(pos, ast.VarDecl(self.p(name), str(name), tref), start, body)
         x, hi, more = str(name), f"__{name}_last", f"__{name}_more"
 
         def path(n: str) -> ast.PathExpr:  # a fresh node per use: the type checker annotates it
@@ -503,7 +502,7 @@ class _Build(Transformer):
             ast.AssignStmt(pos, path(more), ast.BinaryExpr(pos, "!=", path(x), path(hi))),
             ast.AssignStmt(pos, path(x), ast.BinaryExpr(pos, "+", path(x), ast.IntLit(pos, 1, None, False))),
         ]
-        return ast.ForStmt(pos, inits, path(more), updates, body)
+        return ast.ForStmt(pos, inits, path(more), updates, body, in_range=True)
 
     def break_stmt(self, c: list) -> ast.Stmt:
         return ast.BreakStmt(self.p(c[0]))
