@@ -483,7 +483,8 @@ class _Build(Transformer):
         """``for (T x in a..b) body`` as the loop it means (P4-16 1.2.5): ``a..b``
         evaluated once, ``x`` taking each value from ``a`` to ``b`` inclusive. A
         flag ends the loop, not ``x <= b``, which would never turn false when ``b``
-        is the largest value of ``T``."""
+        is the largest value of ``T``. Over a collection (``for (T x in stack)``)
+        it is an `ast.ForInStmt`, which the mid end unrolls."""
         kw, _annos, tref, name, start, end, body = c
         pos = self.p(kw)
         if end is None:  # a collection: its type decides (typecheck), the mid end unrolls it

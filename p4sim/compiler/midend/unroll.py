@@ -71,7 +71,7 @@ def _in_action(loop: ast.ForStmt) -> Optional[tuple[str, str]]:
 
 
 def _in_apply_block(loop: ast.ForStmt) -> Optional[tuple[str, str]]:
-    if applies_anything(loop):
+    if _applies_anything(loop):
         return "a for loop that applies a table or a control", "BMv2 has loops only inside actions"
     return None
 
@@ -80,16 +80,16 @@ def _in_parser_state(loop: ast.ForStmt) -> Optional[tuple[str, str]]:
     return "a for loop in a parser state", "a BMv2 parser state cannot loop"
 
 
-def applies_anything(node: Any) -> bool:
+def _applies_anything(node: Any) -> bool:
     """Whether ``.apply(...)`` (a table or a control) is called anywhere in ``node``."""
     if isinstance(node, ast.CallExpr) and isinstance(node.target, ast.MemberExpr) \
             and node.target.member == "apply":
         return True
     if isinstance(node, ast.Node):
-        return any(applies_anything(getattr(node, f.name)) for f in dataclasses.fields(node)
+        return any(_applies_anything(getattr(node, f.name)) for f in dataclasses.fields(node)
                    if f.name not in _SHARED)
     if isinstance(node, (list, tuple)):
-        return any(applies_anything(x) for x in node)
+        return any(_applies_anything(x) for x in node)
     return False
 
 
