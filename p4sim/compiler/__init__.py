@@ -4,8 +4,9 @@ The pipeline has p4c's shape, one package per stage:
 
 * front end (`frontend.load_program`): preprocess, parse, resolve names, type-check;
   the result is a typed `ast.Program`;
-* mid end (`midend/`): target-independent facts about the typed program -- the
-  v1model blocks and their instances, control-plane names;
+* mid end (`midend/`): the rewrites BMv2 needs first (unrolling the ``for`` loops
+  it cannot run as loops), then target-independent facts about the typed program --
+  the v1model blocks and their instances, control-plane names;
 * back end (`bmv2/`): lowering to the BMv2 JSON pipeline, one module per job, each
   importing only those before it (and `jsonutil`) --
   `storage` (headers, stacks, unions, ``scalars``), `context` (program-wide arrays,

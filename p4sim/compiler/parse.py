@@ -483,12 +483,12 @@ class _Build(Transformer):
         """``for (T x in a..b) body`` as the loop it means (P4-16 1.2.5): ``a..b``
         evaluated once, ``x`` taking each value from ``a`` to ``b`` inclusive. A
         flag ends the loop, not ``x <= b``, which would never turn false when ``b``
-        is the largest value of ``T``."""
+        is the largest value of ``T``. Over a collection (``for (T x in stack)``)
+        it is an `ast.ForInStmt`, which the mid end unrolls."""
         kw, _annos, tref, name, start, end, body = c
         pos = self.p(kw)
-        if end is None:
-            raise CompileError("for loops over a list or header stack are not supported (only ranges a..b)",
-                               start.pos, kind="unsupported")
+        if end is None:  # a collection: its type decides (typecheck), the mid end unrolls it
+            return ast.ForInStmt(pos, ast.VarDecl(self.p(name), str(name), tref), start, body)
         x, hi, more = str(name), f"__{name}_last", f"__{name}_more"
 
         def path(n: str) -> ast.PathExpr:  # a fresh node per use: the type checker annotates it
@@ -503,7 +503,7 @@ class _Build(Transformer):
             ast.AssignStmt(pos, path(more), ast.BinaryExpr(pos, "!=", path(x), path(hi))),
             ast.AssignStmt(pos, path(x), ast.BinaryExpr(pos, "+", path(x), ast.IntLit(pos, 1, None, False))),
         ]
-        return ast.ForStmt(pos, inits, path(more), updates, body)
+        return ast.ForStmt(pos, inits, path(more), updates, body, in_range=True)
 
     def break_stmt(self, c: list) -> ast.Stmt:
         return ast.BreakStmt(self.p(c[0]))

@@ -180,9 +180,9 @@ class StmtLowerer(PrimitiveLowerer):
         """A loop as p4c's BMv2 back end writes it in an action: the condition at
         the top (``_jump_if_zero`` to the end), the body, the updates, a ``_jump``
         back; ``continue`` jumps to the updates, ``break`` to the end."""
-        if self.parser:
-            raise CompileError("for loops in parser states are not supported by the BMv2 back end",
-                               s.pos, "unsupported")
+        if self.parser:  # in a function called from a parser state (the mid end unrolls loops in states)
+            raise CompileError("a for loop in a function called from a parser state is not supported by the "
+                               "BMv2 back end (a parser state cannot loop)", s.pos, "unsupported")
         self.stmts(s.init)
         top = len(self.out)
         exit_test = None
