@@ -86,6 +86,12 @@ class TupleTypeRef(TypeRef):
 
 
 @dataclass(eq=False)
+class InitTypeRef(TypeRef):
+    """No syntax: the type of a compiler-made variable is its initializer's (the
+    temporary that holds a compound assignment's index, evaluated once)."""
+
+
+@dataclass(eq=False)
 class DontCareTypeRef(TypeRef):
     """``_`` used as a type argument (to be inferred)."""
 

@@ -111,6 +111,13 @@ class Checker(ExprChecker):
             self.expect(d.value, scope, t, "constant initializer")
             consteval.evaluate(d.value, f"the value of constant '{d.name}'")
             scope.declare(d.name, d, d.pos)
+        elif isinstance(d, ast.VarDecl) and isinstance(d.type_ref, ast.InitTypeRef):
+            t = self.expr(d.init, scope)
+            if not isinstance(strip_newtype(t), T.BitT):
+                raise CompileError(f"an index evaluated once must have a fixed-width type, not {fmt(t)}",
+                                   d.init.pos)
+            d.type_ref.type = t
+            scope.declare(d.name, d, d.pos)
         elif isinstance(d, ast.VarDecl):
             t = self.type_of(d.type_ref, scope)
             if d.init is not None:
