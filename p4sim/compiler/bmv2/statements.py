@@ -156,7 +156,22 @@ class StmtLowerer(PrimitiveLowerer):
             loc = self.ctx.layout.storage(s.name, self.ctx.types.resolve(s.type_ref), s.pos)
             self.scope.bind(s, loc)
         if s.init is not None:
-            self.assign_to(loc, s.init)
+            self.assign_value(loc, s.init)
+
+    def assign_value(self, dst: Any, e: ast.Expr) -> None:
+        """``dst = e`` for a declaration, a return, a condition: a stack element chosen
+        at run time in ``e`` is unrolled as in an assignment statement
+        (`unroll_index`), so that a stack of header unions is reached too."""
+        if self.parser or runtime_index(e, self.ctx.hoisted) is None:
+            self.assign_to(dst, e)
+            return
+        ref = ast.PathExpr(e.pos, "tmp")
+        ref.type = e.type
+        self.ctx.hoisted[id(ref)] = dst
+        try:
+            self.stmt(ast.AssignStmt(e.pos, ref, e))
+        finally:
+            del self.ctx.hoisted[id(ref)]
 
     def if_(self, s: ast.IfStmt) -> None:
         c = const_value(s.cond)
@@ -168,7 +183,13 @@ class StmtLowerer(PrimitiveLowerer):
         if self.parser:
             self.predicated_if(s)
             return
-        jz = self.prim("_jump_if_zero", [as_param(to_data(self.rv(s.cond), T.BoolT())), hex_node(0)])
+        if runtime_index(s.cond, self.ctx.hoisted) is not None:
+            cond = self.temp(T.BoolT(), "cond")
+            self.assign_value(cond, s.cond)
+            test = cond.node()
+        else:
+            test = to_data(self.rv(s.cond), T.BoolT())
+        jz = self.prim("_jump_if_zero", [as_param(test), hex_node(0)])
         self.stmt(s.then)
         if s.else_ is not None:
             j = self.prim("_jump", [hex_node(0)])
@@ -260,7 +281,12 @@ class StmtLowerer(PrimitiveLowerer):
             raise CompileError("switch on action_run is only allowed in a control's apply block", s.pos)
         ends: list[dict] = []
         pending: list[ast.Expr] = []
-        key = self.data(s.expr)
+        if runtime_index(s.expr, self.ctx.hoisted) is not None:
+            tmp = self.temp(s.expr.type)
+            self.assign_value(tmp, s.expr)
+            key = tmp.node()
+        else:
+            key = self.data(s.expr)
         for case in s.cases:
             pending.append(case.label)
             if case.body is None:
@@ -287,7 +313,7 @@ class StmtLowerer(PrimitiveLowerer):
         if s.value is not None:
             if result is None:
                 raise CompileError("this return must not have a value", s.pos)
-            self.assign_to(result, s.value)
+            self.assign_value(result, s.value)
         if self.parser:
             flag = self.ret_flags[-1] if self.ret_flags else None
             if flag is not None:  # an early return: the rest of the body runs only without it

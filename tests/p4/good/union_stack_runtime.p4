@@ -73,12 +73,30 @@ void bump(inout u_t[3] us, in bit<8> k) {
     us[k].b.v = us[k].b.v + 1;
 }
 
+// a value returned from an element chosen at run time
+bit<8> short_hi(in u_t[3] us, in bit<8> k) {
+    return us[k].s.v[15:8];
+}
+
 control MyIngress(inout headers hdr, inout metadata meta,
                   inout standard_metadata_t standard_metadata) {
     // an action whose index is its own parameter; making s valid makes b invalid
     action to_short(bit<8> k, bit<16> v) {
         hdr.u[k].s.setValid();
         hdr.u[k].s.v = v;
+    }
+    // a declaration, an if condition and a switch expression in an action
+    action classify(bit<8> k) {
+        bit<8> first = hdr.u[k].b.v;
+        if (hdr.u[k].b.isValid()) {
+            hdr.base.res = first;
+        } else {
+            hdr.base.res = short_hi(hdr.u, k);
+        }
+        switch (hdr.u[k].s.v) {
+            16w0x1122: { hdr.base.count = hdr.base.count | 0x80; }
+            default: { }
+        }
     }
     apply {
         if (hdr.u[hdr.base.i].b.isValid()) {
@@ -96,6 +114,8 @@ control MyIngress(inout headers hdr, inout metadata meta,
             hdr.u[hdr.base.j] = hdr.u[hdr.base.i];   // two run-time indexes
         } else if (hdr.base.op == 4) {
             hdr.u[hdr.base.j].s.setInvalid();
+        } else if (hdr.base.op == 5) {
+            classify(hdr.base.j);
         }
         standard_metadata.egress_spec = 1;
     }
