@@ -11,7 +11,8 @@ The pipeline has p4c's shape, one package per stage:
   importing only those before it (and `jsonutil`) --
   `storage` (headers, stacks, unions, ``scalars``), `context` (program-wide arrays,
   scopes, instances), `expressions` (P4 width semantics), `primitives` (the
-  primitive list and field writes), `externs` (extern calls), `statements`
+  primitive list and field writes), `externs` (extern calls), `unionstacks`
+  (push/pop and ``last`` on stacks of header unions, kept flat), `statements`
   (inlining of actions and functions), `actions`, `tables`, `controls` (apply
   blocks -> tables/conditionals, ``tbl_act`` synthesized tables, sub-control
   inlining), `parsers` (sub-parser inlining), `ordering` (p4c's reading order and

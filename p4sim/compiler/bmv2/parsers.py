@@ -12,6 +12,7 @@ the sub-parser's states are added with its ``accept`` leading to the continuatio
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import product
 from typing import Any, Optional
 
@@ -21,10 +22,11 @@ from p4sim.compiler.bmv2.context import (
     BlockValue, Context, PacketValue, Scope, direct_instance, instantiate, ordered_args,
 )
 from p4sim.compiler.bmv2.controls import bind_ctor_params
-from p4sim.compiler.bmv2.expressions import lookahead_field
+from p4sim.compiler.bmv2.expressions import lookahead_field, sub_expressions
 from p4sim.compiler.bmv2.jsonutil import as_param, bool_node, hex_node, mask, nbytes
 from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StackLoc, UnionStackLoc, scalar_width
+from p4sim.compiler.bmv2.unionstacks import is_union_stack, union_last
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
 from p4sim.compiler.midend.controlplane import CPValueSet
@@ -77,7 +79,6 @@ class ParserLowerer:
         self.ctx = ctx
         self.states: list[dict] = []
         self.state_names = ctx.names  # unique across the JSON file
-        self.union_next: dict[str, FieldLoc] = {}  # stack of header unions -> its next index
 
     def lower(self, decl: ast.ParserDecl, scope: Scope) -> dict:
         self.declare_locals(decl, scope)
@@ -163,9 +164,13 @@ class ParserLowerer:
                 self.lower_state(scope, no, [st.else_] if st.else_ is not None else [], join, lambda n: n)
                 self.lower_state(scope, join, stmts[i + 1:], transition, target)
                 return
-            next_of = self.union_stack_next(scope, st)
+            next_of = self.union_next_extract(scope, st)
             if next_of is not None:
                 self.extract_union_next(scope, name, stmts, i, next_of, transition, target)
+                return
+            last = union_last(_expressions_of(st), self.ctx.hoisted)
+            if last is not None:
+                self.read_union_last(scope, name, stmts, i, last, transition, target)
                 return
             bv = self.sub_parser_call(scope, st)
             if bv is None:
@@ -178,9 +183,31 @@ class ParserLowerer:
             self.emit_state(scope, name, stmts[:i], None, lambda _: sub_start, goto=sub_start, then=entry_ops)
             self.lower_state(scope, cont, stmts[i + 1:], transition, target)
             return
+        if isinstance(transition, ast.SelectExpr) \
+                and any(union_last(k, self.ctx.hoisted) for k in transition.keys):
+            self.lower_state(scope, name, *self.keys_first(transition, stmts), target)
+            return
         self.emit_state(scope, name, stmts, transition, target)
 
-    def union_stack_next(self, scope: Scope, st: ast.Stmt) -> Optional[tuple[UnionStackLoc, str]]:
+    def keys_first(self, transition: ast.SelectExpr,
+                   stmts: list[ast.Stmt]) -> tuple[list[ast.Stmt], ast.SelectExpr]:
+        """``select(u.last.h.f, ...)`` on a stack of header unions: each such key is
+        computed into a temporary by a statement at the end of the state (which is
+        then split on the next index, `read_union_last`), and the select reads it."""
+        keys: list[ast.Expr] = []
+        stmts = list(stmts)
+        for k in transition.keys:
+            if union_last(k, self.ctx.hoisted) is None:
+                keys.append(k)
+                continue
+            ref = ast.PathExpr(k.pos, "tmp")
+            ref.type = k.type
+            self.ctx.hoisted[id(ref)] = self.ctx.layout.scalar("tmp", k.type, k.pos)
+            stmts.append(ast.AssignStmt(k.pos, ref, k))
+            keys.append(ref)
+        return stmts, dataclasses.replace(transition, keys=keys)
+
+    def union_next_extract(self, scope: Scope, st: ast.Stmt) -> Optional[tuple[UnionStackLoc, str]]:
         """``pkt.extract(u.next.m)`` on a stack of header unions: (the stack, ``m``)."""
         if not (isinstance(st, ast.CallStmt) and isinstance(st.call.target, ast.MemberExpr)
                 and st.call.target.member == "extract" and len(st.call.args) == 1):
@@ -195,33 +222,67 @@ class ParserLowerer:
     def extract_union_next(self, scope: Scope, name: str, stmts: list[ast.Stmt], i: int,
                            next_of: tuple[UnionStackLoc, str], transition: Any, target: Any) -> None:
         """``extract(u.next.m)``: p4sim keeps a stack of header unions as one union per
-        element, so the stack's next index is a metadata field of its own (0 for each
-        packet) and the state is split on it: ``<state>_next<k>`` extracts element
-        ``k``'s member and counts it, a full stack fails with StackOutOfBounds (as
-        BMv2's extract on a full stack does), and all continue at ``<state>_join``."""
+        element, so the state is split on the stack's next index (a metadata field,
+        0 for each packet): ``<state>_next<k>`` extracts element ``k``'s member and
+        counts it, a full stack fails with StackOutOfBounds (as BMv2's extract on a
+        full stack does)."""
         stack, member = next_of
-        counter = self.union_next.get(stack.name)
-        if counter is None:
-            counter = self.union_next[stack.name] = self.ctx.layout.scalar(f"{stack.name}_next", T.BitT(32))
+        counter = self.ctx.layout.union_stack_next(stack)
+        elements: list[tuple[int, list[dict]]] = []
+        for k, union in enumerate(stack.elements):
+            if member not in union.members:
+                raise CompileError(f"header union has no member '{member}'", stmts[i].pos)
+            elements.append((k, [
+                {"op": "extract", "parameters": [{"type": "regular", "value": union.members[member].name}]},
+                {"op": "set", "parameters": [counter.node(), as_param(hex_node(k + 1, 32))]}]))
+        self.split_on_next(scope, name, stmts, i, stack, ("next", "full"), elements, transition, target)
+
+    def read_union_last(self, scope: Scope, name: str, stmts: list[ast.Stmt], i: int, last: ast.MemberExpr,
+                        transition: Any, target: Any) -> None:
+        """A statement reading ``u.last`` (element ``nextIndex - 1``) of a stack of
+        header unions, unrolled over the elements as p4c's parser unrolling makes the
+        index constant: ``<state>_last<k>`` runs it with element ``k`` for a next
+        index of ``k + 1``; an empty stack fails with StackOutOfBounds (P4-16 8.18)."""
+        stack = ParserStmtLowerer(scope).loc(last.expr)
+        same = [n for n in sub_expressions(_expressions_of(stmts[i])) if n is last or (
+            isinstance(n, ast.MemberExpr) and n.member == "last" and is_union_stack(n.expr.type)
+            and ParserStmtLowerer(scope).loc(n.expr) is stack)]  # every u.last of the statement
+        elements: list[tuple[int, list[dict]]] = []
+        for k, union in enumerate(stack.elements):
+            lw = ParserStmtLowerer(scope)
+            self.ctx.hoisted.update((id(n), union) for n in same)
+            try:
+                lw.stmt(stmts[i])
+            finally:
+                for n in same:
+                    del self.ctx.hoisted[id(n)]
+            elements.append((k + 1, lw.out))
+        self.split_on_next(scope, name, stmts, i, stack, ("last", "empty"), elements, transition, target)
+
+    def split_on_next(self, scope: Scope, name: str, stmts: list[ast.Stmt], i: int, stack: UnionStackLoc,
+                      suffixes: tuple[str, str], elements: list[tuple[int, list[dict]]], transition: Any,
+                      target: Any) -> None:
+        """State ``name`` runs ``stmts[:i]`` and selects on ``stack``'s next index:
+        for each (value, ops) of ``elements``, state ``<name>_<suffix><k>`` runs the
+        ops; any other value goes to ``<name>_<fail suffix>``, which fails with
+        StackOutOfBounds; all continue at ``<name>_join`` with ``stmts[i + 1:]``."""
+        counter = self.ctx.layout.union_stack_next(stack)
+        each, fail = suffixes
         join = self.state_names.fresh(f"{name}_join")
-        full = self.state_names.fresh(f"{name}_full")
+        failed = self.state_names.fresh(f"{name}_{fail}")
         lw = ParserStmtLowerer(scope)
         lw.stmts(stmts[:i])
         cases = []
-        for k, union in enumerate(stack.elements):
-            state = self.state_names.fresh(f"{name}_next{k}")
-            cases.append({"type": "hexstr", "value": f"0x{k:08x}", "mask": None, "next_state": state})
-            if member not in union.members:
-                raise CompileError(f"header union has no member '{member}'", stmts[i].pos)
-            ops = [{"op": "extract", "parameters": [{"type": "regular", "value": union.members[member].name}]},
-                   {"op": "set", "parameters": [counter.node(), as_param(hex_node(k + 1, 32))]}]
+        for k, (value, ops) in enumerate(elements):
+            state = self.state_names.fresh(f"{name}_{each}{k}")
+            cases.append({"type": "hexstr", "value": f"0x{value:08x}", "mask": None, "next_state": state})
             self.states.append({"name": state, "id": len(self.states), "parser_ops": ops,
                                 "transitions": [_default(join)], "transition_key": []})
         self.states.append({"name": name, "id": len(self.states), "parser_ops": lw.out,
-                            "transitions": cases + [_default(full)], "transition_key": [counter.node()]})
-        fail = [{"op": "verify", "parameters": [bool_node(False),
-                                                hex_node(self.ctx.error_value("StackOutOfBounds", stmts[i].pos), 32)]}]
-        self.states.append({"name": full, "id": len(self.states), "parser_ops": fail,
+                            "transitions": cases + [_default(failed)], "transition_key": [counter.node()]})
+        verify = [{"op": "verify", "parameters": [
+            bool_node(False), hex_node(self.ctx.error_value("StackOutOfBounds", stmts[i].pos), 32)]}]
+        self.states.append({"name": failed, "id": len(self.states), "parser_ops": verify,
                             "transitions": [_default(join)], "transition_key": []})
         self.lower_state(scope, join, stmts[i + 1:], transition, target)
 
@@ -353,6 +414,11 @@ def _flatten_blocks(stmts: list[ast.Stmt]) -> list[ast.Stmt]:
     for st in stmts:
         out.extend(_flatten_blocks(st.stmts) if isinstance(st, ast.BlockStmt) else [st])
     return out
+
+
+def _expressions_of(st: ast.Stmt) -> Any:
+    """What `sub_expressions` walks for statement ``st`` (a declaration: its initializer)."""
+    return st.init if isinstance(st, ast.VarDecl) else st
 
 
 def _default(nxt: Optional[str]) -> dict:
