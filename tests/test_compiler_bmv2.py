@@ -370,6 +370,33 @@ def test_sub_control_instance_applied_twice_is_inlined_twice(tmp_path):
 
 
 
+def test_loops_around_controls_are_unrolled_others_stay_jumps(tmp_path):
+    """A loop in an apply block that applies a control is unrolled (p4c's
+    UnrollLoops): its values come from running the condition and the update at
+    compile time with the index's width, so ``254, 255, 0, 1`` (4 iterations). A loop
+    that applies nothing stays a loop (``_jump``) in the synthesized action."""
+    from p4sim.switch.v1model import V1Switch, run_to_completion
+
+    src = program(controls="control Dec(inout bit<8> v) { apply { v = v - 1; } }", ingress="Dec() dec;",
+                  apply="""for (bit<8> i = 254; i != 2; i = i + 1) { dec.apply(hdr.ipv4.ttl); }
+                           for (bit<8> j = 0; j < hdr.ipv4.protocol; j = j + 1) {
+                               hdr.ipv4.diffserv = hdr.ipv4.diffserv + 1; }
+                           standard_metadata.egress_spec = 2;""")
+    j = build(tmp_path, src)
+    jumping = [a["name"] for a in j["actions"] if any(p["op"] == "_jump" for p in a["primitives"])]
+    assert len(jumping) == 1 and "assign(ipv4.diffserv, ((ipv4.diffserv + 0x01) & 0xff))" in prims(j, jumping[0])
+    ipv4 = bytes([0x45, 0, 0, 20, 0, 0, 0, 0, 64, 3, 0, 0]) + bytes(8)
+    [(port, out)] = run_to_completion(V1Switch(j), 1, bytes(12) + b"\x08\x00" + ipv4)
+    assert port == 2 and out[14 + 8] == 64 - 4 and out[14 + 1] == 3
+
+
+def test_for_in_stack_element_type_must_match(tmp_path):
+    src = program(headers="ethernet_t ethernet; ipv4_t ipv4; vlan_t[2] vl;",
+                  apply="for (ipv4_t x in hdr.vl) { }")
+    with pytest.raises(CompileError, match="does not match the header stack's element type vlan_t"):
+        build(tmp_path, src)
+
+
 def test_condition_decided_by_a_constant_operand_is_folded(tmp_path):
     """``DEBUG && x`` with ``DEBUG`` false is false whatever ``x`` is (p4c folds it and
     drops the branch); ``true || x`` likewise is true: no conditional is emitted."""
@@ -707,17 +734,31 @@ def test_entry_priorities_follow_p4_rules(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(parser="""state start { pkt.extract(hdr.ethernet);
-                    for (bit<8> i = 0; i < 2; i = i + 1) { hdr.ethernet.etherType = 2; } transition accept; }"""),
-     "for loops in parser states"),
+    (dict(top="""bit<16> twice(in bit<16> x) {
+                     bit<16> r = x; for (bit<8> i = 0; i < 1; i = i + 1) { r = r + x; } return r; }""",
+          parser="""state start { pkt.extract(hdr.ethernet);
+                    hdr.ethernet.etherType = twice(hdr.ethernet.etherType); transition accept; }"""),
+     "for loop in a function called from a parser state"),
+    (dict(controls="control Dec(inout bit<8> v) { apply { v = v - 1; } }", ingress="Dec() dec;",
+          apply="for (bit<16> i = 0; i < 2000; i = i + 1) { dec.apply(hdr.ipv4.ttl); }"),
+     "more than 1000 iterations"),
+    (dict(controls="control Dec(inout bit<8> v) { apply { v = v - 1; } }", ingress="Dec() dec;",
+          apply="for (bit<8> i = 0; i < 4; i = i + 1) { dec.apply(i); }"),
+     "bounds must be compile-time constants"),
+    (dict(controls="control Dec(inout bit<8> v) { apply { v = v - 1; } }", ingress="Dec() dec;",
+          apply="for (bit<8> i in 0..hdr.ipv4.ttl) { dec.apply(hdr.ipv4.protocol); }"),
+     "range's bounds must be compile-time constants"),
+    (dict(apply="for (bit<8> x in hdr.ipv4.ttl) { }"), "for-in over a value of type bit<8>"),
     (dict(ingress="""table t { key = { hdr.ipv4.dstAddr: exact; } actions = { NoAction; }
                      counters = direct_counter(CounterType.packets); }""", apply="t.apply();"),
      "must name an instance"),
     (dict(top="extern Widget { Widget(); void poke(); }", ingress="Widget() w;", apply="w.poke();"),
      "Widget"),
     (dict(top="header a_t { bit<8> x; } header b_t { bit<8> y; } header_union ab_t { a_t a; b_t b; }",
-          headers="ethernet_t ethernet; ipv4_t ipv4; ab_t[2] us;", apply="hdr.us[hdr.ipv4.ttl].a.setValid();"),
-     "only be indexed by a compile-time constant"),
+          headers="ethernet_t ethernet; ipv4_t ipv4; ab_t[2] us;",
+          ingress="table t { key = { hdr.us[hdr.ipv4.ttl].a.x: exact; } actions = { NoAction; } }",
+          apply="t.apply();"),  # statements are unrolled over the elements, a table key is not
+     "only be indexed by a compile-time constant outside"),
 ])
 def test_unsupported_constructs_are_named_with_a_position(tmp_path, kwargs, message):
     with pytest.raises(CompileError, match=message) as info:

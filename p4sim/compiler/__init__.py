@@ -4,13 +4,15 @@ The pipeline has p4c's shape, one package per stage:
 
 * front end (`frontend.load_program`): preprocess, parse, resolve names, type-check;
   the result is a typed `ast.Program`;
-* mid end (`midend/`): target-independent facts about the typed program -- the
-  v1model blocks and their instances, control-plane names;
+* mid end (`midend/`): the rewrites BMv2 needs first (unrolling the ``for`` loops
+  it cannot run as loops), then target-independent facts about the typed program --
+  the v1model blocks and their instances, control-plane names;
 * back end (`bmv2/`): lowering to the BMv2 JSON pipeline, one module per job, each
   importing only those before it (and `jsonutil`) --
   `storage` (headers, stacks, unions, ``scalars``), `context` (program-wide arrays,
   scopes, instances), `expressions` (P4 width semantics), `primitives` (the
-  primitive list and field writes), `externs` (extern calls), `statements`
+  primitive list and field writes), `externs` (extern calls), `unionstacks`
+  (push/pop and ``last`` on stacks of header unions, kept flat), `statements`
   (inlining of actions and functions), `actions`, `tables`, `controls` (apply
   blocks -> tables/conditionals, ``tbl_act`` synthesized tables, sub-control
   inlining), `parsercalls` (calls in parser states to functions that need states

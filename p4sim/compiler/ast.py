@@ -86,6 +86,12 @@ class TupleTypeRef(TypeRef):
 
 
 @dataclass(eq=False)
+class InitTypeRef(TypeRef):
+    """No syntax: the type of a compiler-made variable is its initializer's (the
+    temporary that holds a compound assignment's index, evaluated once)."""
+
+
+@dataclass(eq=False)
 class DontCareTypeRef(TypeRef):
     """``_`` used as a type argument (to be inferred)."""
 
@@ -306,12 +312,26 @@ class EmptyStmt(Stmt):
 @dataclass(eq=False)
 class ForStmt(Stmt):
     """``for (init; cond; update) body`` (P4-16 1.2.4). ``for (T x in a..b)`` is
-    built as this loop by the parser (`parse._Build.for_in_stmt`). ``init`` holds
+    built as this loop by the parser (`parse._Build.for_in_stmt`), with ``in_range``
+    set: then ``init[0]`` declares ``x = a`` and ``init[1]`` the last value ``b``, so
+    the mid end can still unroll it as the range it was. ``init`` holds
     declarations, assignments and calls; ``update`` assignments and calls."""
 
     init: list[Stmt]
     cond: Optional[Expr]
     update: list[Stmt]
+    body: Stmt
+    in_range: bool = False
+
+
+@dataclass(eq=False)
+class ForInStmt(Stmt):
+    """``for (T x in stack) body``: the body once per element of a header stack,
+    ``x`` a copy of the element (P4-16 12.8). Ranges ``a..b`` are `ForStmt`s; the
+    mid end unrolls this loop (`midend.unroll`), so the back end never sees it."""
+
+    var: "VarDecl"
+    collection: Expr
     body: Stmt
 
 

@@ -215,10 +215,6 @@ class ExprChecker:
             kind = "header" if isinstance(d, ast.HeaderDecl) else (
                 "header union" if isinstance(d, ast.HeaderUnionDecl) else "struct")
             raise CompileError(f"field '{f.name}' of {kind} '{d.name}' cannot have type {fmt(ft)}", f.pos)
-        if isinstance(d, ast.StructDecl) and isinstance(ft, T.VarbitT):
-            raise CompileError(f"varbit field '{f.name}' in struct '{d.name}' is not supported (BMv2 keeps "
-                               "struct fields in fixed-width metadata; put it in a header)", f.pos,
-                               kind="unsupported")
         if isinstance(d, ast.HeaderDecl) and isinstance(ft, T.VarbitT):
             others = [x for x in d.fields if x is not f and isinstance(x.type_ref.type, T.VarbitT)]
             if others:

@@ -451,14 +451,32 @@ class _Build(Transformer):
         return c[0]
 
     def compound_assign(self, c: list) -> ast.Stmt:
-        """``a op= b`` -> ``a = a op b``. The target is written twice in the tree, so
-        it must be free of calls: P4 evaluates it once (P4-16 1.2.5, 12.1)."""
+        """``a op= b`` -> ``a = a op b``. P4 evaluates the target once (P4-16 1.2.5,
+        12.1) but the tree holds it twice, so an index with a call in it is first
+        evaluated into a temporary, as p4c's side-effect ordering does:
+        ``s[f()].x += 1`` -> ``{ tmp = f(); s[tmp].x = s[tmp].x + 1; }``."""
         lhs, op, rhs = c
-        if _has_call(lhs):
-            raise CompileError(f"compound assignment '{op}' to a target that contains a call is not "
-                               "supported", self.p(op), kind="unsupported")
+        temps: list[ast.Stmt] = []
+        lhs = self._hoist_index_calls(lhs, temps)
         value = ast.BinaryExpr(self.p(op), str(op)[:-1], copy.deepcopy(lhs), rhs)
-        return ast.AssignStmt(lhs.pos, lhs, value)
+        assign = ast.AssignStmt(lhs.pos, lhs, value)
+        return ast.BlockStmt(lhs.pos, [*temps, assign]) if temps else assign
+
+    def _hoist_index_calls(self, e: ast.Expr, temps: list[ast.Stmt]) -> ast.Expr:
+        """``e`` with each index that contains a call replaced by a fresh temporary,
+        whose declaration (initialised with that index) is appended to ``temps`` in
+        evaluation order: left to right, outer stacks first."""
+        if isinstance(e, ast.MemberExpr):
+            e.expr = self._hoist_index_calls(e.expr, temps)
+        elif isinstance(e, ast.SliceExpr):
+            e.expr = self._hoist_index_calls(e.expr, temps)
+        elif isinstance(e, ast.IndexExpr):
+            e.expr = self._hoist_index_calls(e.expr, temps)
+            if _has_call(e.index):
+                name = f"__index_{e.index.pos.line}_{e.index.pos.col}"
+                temps.append(ast.VarDecl(e.index.pos, name, ast.InitTypeRef(e.index.pos), e.index))
+                e.index = ast.PathExpr(e.index.pos, name)
+        return e
 
     def for_stmt(self, c: list) -> ast.Stmt:
         kw, inits, cond, updates, body = c
@@ -483,12 +501,12 @@ class _Build(Transformer):
         """``for (T x in a..b) body`` as the loop it means (P4-16 1.2.5): ``a..b``
         evaluated once, ``x`` taking each value from ``a`` to ``b`` inclusive. A
         flag ends the loop, not ``x <= b``, which would never turn false when ``b``
-        is the largest value of ``T``."""
+        is the largest value of ``T``. Over a collection (``for (T x in stack)``)
+        it is an `ast.ForInStmt`, which the mid end unrolls."""
         kw, _annos, tref, name, start, end, body = c
         pos = self.p(kw)
-        if end is None:
-            raise CompileError("for loops over a list or header stack are not supported (only ranges a..b)",
-                               start.pos, kind="unsupported")
+        if end is None:  # a collection: its type decides (typecheck), the mid end unrolls it
+            return ast.ForInStmt(pos, ast.VarDecl(self.p(name), str(name), tref), start, body)
         x, hi, more = str(name), f"__{name}_last", f"__{name}_more"
 
         def path(n: str) -> ast.PathExpr:  # a fresh node per use: the type checker annotates it
@@ -503,7 +521,7 @@ class _Build(Transformer):
             ast.AssignStmt(pos, path(more), ast.BinaryExpr(pos, "!=", path(x), path(hi))),
             ast.AssignStmt(pos, path(x), ast.BinaryExpr(pos, "+", path(x), ast.IntLit(pos, 1, None, False))),
         ]
-        return ast.ForStmt(pos, inits, path(more), updates, body)
+        return ast.ForStmt(pos, inits, path(more), updates, body, in_range=True)
 
     def break_stmt(self, c: list) -> ast.Stmt:
         return ast.BreakStmt(self.p(c[0]))

@@ -111,6 +111,13 @@ class Checker(ExprChecker):
             self.expect(d.value, scope, t, "constant initializer")
             consteval.evaluate(d.value, f"the value of constant '{d.name}'")
             scope.declare(d.name, d, d.pos)
+        elif isinstance(d, ast.VarDecl) and isinstance(d.type_ref, ast.InitTypeRef):
+            t = self.expr(d.init, scope)
+            if not isinstance(strip_newtype(t), T.BitT):
+                raise CompileError(f"an index evaluated once must have a fixed-width type, not {fmt(t)}",
+                                   d.init.pos)
+            d.type_ref.type = t
+            scope.declare(d.name, d, d.pos)
         elif isinstance(d, ast.VarDecl):
             t = self.type_of(d.type_ref, scope)
             if d.init is not None:
@@ -204,7 +211,7 @@ class Checker(ExprChecker):
             self.local_decl(loc, inner)
         for s in d.states:
             body = inner.child()
-            for st in s.stmts:
+            for st in _parser_statements(s.stmts):
                 self.stmt(st, body)
             if isinstance(s.transition, ast.SelectExpr):
                 self.select(s.transition, body)
@@ -365,6 +372,8 @@ class Checker(ExprChecker):
             pass
         elif isinstance(s, ast.ForStmt):
             self.for_stmt(s, scope)
+        elif isinstance(s, ast.ForInStmt):
+            self.for_in_stmt(s, scope)
         elif isinstance(s, (ast.BreakStmt, ast.ContinueStmt)):
             if self.loop_depth == 0:
                 raise CompileError(f"{'break' if isinstance(s, ast.BreakStmt) else 'continue'} "
@@ -386,6 +395,24 @@ class Checker(ExprChecker):
             self.expect(s.cond, inner, T.BoolT(), "for-loop condition")
         for u in s.update:
             self.stmt(u, inner)
+        self.loop_depth += 1
+        self.stmt_in_child(s.body, inner)
+        self.loop_depth -= 1
+
+    def for_in_stmt(self, s: ast.ForInStmt, scope: Scope) -> None:
+        """``for (T x in stack)``: ``x`` takes each element, so ``T`` must be the
+        stack's element type (p4c: "does not match header stack type"). p4c also
+        iterates over ``list<T>`` values; p4sim has no list type."""
+        ct = self.expr(s.collection, scope)
+        if not isinstance(ct, T.StackT):
+            raise CompileError(f"for-in over a value of type {fmt(ct)} is not supported (only header stacks "
+                               "and ranges a..b)", s.collection.pos, "unsupported")
+        inner = scope.child()
+        self.local_decl(s.var, inner)
+        vt = self.type_of(s.var.type_ref, inner)
+        if strip_newtype(vt) != strip_newtype(ct.element):
+            raise CompileError(f"'{s.var.name}' of type {fmt(vt)} does not match the header stack's element "
+                               f"type {fmt(ct.element)}", s.var.pos)
         self.loop_depth += 1
         self.stmt_in_child(s.body, inner)
         self.loop_depth -= 1
@@ -488,3 +515,17 @@ def check_program(prog: ast.Program) -> ProgramNames:
     c.program(prog)
     _type_annotations(prog)
     return c.names
+
+
+def _parser_statements(stmts: list[ast.Stmt]) -> list[ast.Stmt]:
+    """The statements of a parser state, which P4-16's grammar (``parserStatement``,
+    also inside a ``parserBlockStatement``) builds without ``for``: p4c reports a
+    syntax error there. (A loop inside an ``if`` branch is a ``statement`` and
+    parses; the mid end unrolls it.)"""
+    for st in stmts:
+        if isinstance(st, (ast.ForStmt, ast.ForInStmt)):
+            raise CompileError("a for loop is not allowed in a parser state (P4-16's parser statements have "
+                               "no for; it may appear only inside an if)", st.pos)
+        if isinstance(st, ast.BlockStmt):
+            _parser_statements(st.stmts)
+    return stmts

@@ -120,10 +120,7 @@ class ControlLowerer:
             return True
         if isinstance(s, ast.ForStmt):
             # BMv2 has loops only inside actions (jumps): a loop runs in the synthesized
-            # action of its run, so it must not apply a table or a control
-            if _applies_anything(s):
-                raise CompileError("a for loop that applies a table or a control is not supported by the "
-                                   "BMv2 back end (loops exist only inside actions)", s.pos, "unsupported")
+            # action of its run; the mid end unrolled those that apply a table or control
             return True
         if isinstance(s, ast.CallStmt):
             t = s.call.target
@@ -559,19 +556,6 @@ def _has_table_result(e: Any) -> bool:
             if any(_has_table_result(x) for x in (v if isinstance(v, list) else [v])
                    if isinstance(x, (ast.Expr, ast.Argument))):
                 return True
-    return False
-
-
-def _applies_anything(node: Any) -> bool:
-    """Whether ``.apply(...)`` is called anywhere inside ``node``."""
-    if isinstance(node, ast.CallExpr) and isinstance(node.target, ast.MemberExpr) \
-            and node.target.member == "apply":
-        return True
-    if isinstance(node, ast.Node):
-        return any(_applies_anything(getattr(node, f.name)) for f in dataclasses.fields(node)
-                   if f.name not in ("pos", "ref", "type"))
-    if isinstance(node, list):
-        return any(_applies_anything(x) for x in node)
     return False
 
 

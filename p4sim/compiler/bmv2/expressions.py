@@ -30,6 +30,16 @@ from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
 
 
+# Why a run-time index on a stack of header unions is refused, by "in a parser":
+# p4sim keeps such a stack as one union per element (as p4c's mid end does).
+_UNION_INDEX_WHERE = {
+    True: "in a parser state (p4sim keeps one union per element; p4c's FlattenHeaderUnionStack requires "
+          "the same)",
+    False: "outside an assignment, a call or an if condition (p4sim keeps one union per element and "
+           "unrolls only those over the elements)",
+}
+
+
 def const_node(value: int, t: T.Type) -> dict:
     bt = base_type(t)
     if isinstance(bt, T.BoolT):
@@ -156,24 +166,24 @@ class ExprLowerer:
                 if m not in base.members:
                     raise CompileError(f"header union has no member '{m}'", e.pos)
                 return base.members[m]
-            if isinstance(base, UnionStackLoc):
-                raise CompileError(f"'{m}' on a stack of header unions is not supported (only elements at "
-                                   "constant indexes)", e.pos, "unsupported")
-            if isinstance(base, StackLoc):
-                if m == "last":
-                    idx = expr_node("last_stack_index", None, base.node())
-                    return DynHeaderLoc(expr_node("dereference_header_stack", base.node(), idx), base.type.element)
-                if m == "next":
-                    raise CompileError("'next' can only be used as the argument of extract in a parser",
-                                       e.pos, "unsupported")
+            if isinstance(base, (StackLoc, UnionStackLoc)) and m == "next":
+                raise CompileError("'next' can only be used as the argument of extract in a parser",
+                                   e.pos, "unsupported")
+            if isinstance(base, UnionStackLoc) and m == "last":
+                # a statement or select key using it is split on the next index first
+                raise CompileError("'last' of a stack of header unions is only supported in an assignment, a call, "
+                                   "a declaration or a select key of a parser state", e.pos, "unsupported")
+            if isinstance(base, StackLoc) and m == "last":
+                idx = expr_node("last_stack_index", None, base.node())
+                return DynHeaderLoc(expr_node("dereference_header_stack", base.node(), idx), base.type.element)
             raise CompileError(f"'{m}' is not a storage location", e.pos)
         if isinstance(e, ast.IndexExpr):
             base = self.loc(e.expr)
             if isinstance(base, UnionStackLoc):
                 i = const_value(e.index)
-                if i is None:
-                    raise CompileError("a stack of header unions can only be indexed by a compile-time "
-                                       "constant", e.index.pos, "unsupported")
+                if i is None:  # statements in controls are unrolled over the elements first
+                    raise CompileError("a stack of header unions can only be indexed by a compile-time constant "
+                                       + _UNION_INDEX_WHERE[self.parser], e.index.pos, "unsupported")
                 if not 0 <= i < base.type.size:
                     raise CompileError(f"index {i} is out of bounds for a stack of size {base.type.size}",
                                        e.index.pos)
@@ -297,7 +307,11 @@ class ExprLowerer:
             if e.member == "size":
                 return hex_node(e.expr.type.size, 32)
             if e.member == "lastIndex":
-                return expr_node("last_stack_index", None, self.loc(e.expr).node())
+                stack = self.loc(e.expr)
+                if isinstance(stack, UnionStackLoc):  # nextIndex - 1, in bit<32> as P4 has it
+                    nxt = self.ctx.layout.union_stack_next(stack)
+                    return wrap(expr_node("-", nxt.node(), hex_node(1, 32)), T.BitT(32))
+                return expr_node("last_stack_index", None, stack.node())
         if e.member in ("hit", "miss", "action_run"):
             raise CompileError(f"'{e.member}' is only supported in an if or switch condition or "
                                "where a statement always evaluates it", e.pos, "unsupported")

@@ -17,8 +17,8 @@ lowered in (the parser's scope, or an inlined function's).
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from itertools import product
 from typing import Any, Callable, Iterator, Optional
 
@@ -28,11 +28,12 @@ from p4sim.compiler.bmv2.context import (
     BlockValue, Context, PacketValue, Scope, direct_instance, instantiate, ordered_args,
 )
 from p4sim.compiler.bmv2.controls import bind_ctor_params
-from p4sim.compiler.bmv2.expressions import lookahead_field
+from p4sim.compiler.bmv2.expressions import lookahead_field, sub_expressions
 from p4sim.compiler.bmv2.jsonutil import as_param, bool_node, hex_node, mask, nbytes
 from p4sim.compiler.bmv2.parsercalls import called_function, returns_early, stateful_call, stateful_key_call
 from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StackLoc, UnionStackLoc, scalar_width
+from p4sim.compiler.bmv2.unionstacks import is_union_stack, union_last
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
 from p4sim.compiler.midend.controlplane import CPValueSet
@@ -81,7 +82,7 @@ class ParserStmtLowerer(StmtLowerer):
         raise CompileError("extract needs a header", e.pos)
 
 
-@dataclass
+@dataclasses.dataclass
 class Frame:
     """Where a statement of a parser state is lowered: the scope its names are bound
     in and, in the body of a function inlined into the state, where the function's
@@ -92,7 +93,7 @@ class Frame:
     ret_state: Optional[str] = None
 
 
-@dataclass
+@dataclasses.dataclass
 class Item:
     """One step of a parser state: a statement (with the values of the calls in it
     that were inlined before it: call id -> location), or operations made when the
@@ -100,7 +101,7 @@ class Item:
 
     frame: Frame
     stmt: Optional[ast.Stmt] = None
-    results: dict[int, Any] = field(default_factory=dict)
+    results: dict[int, Any] = dataclasses.field(default_factory=dict)
     run: Optional[Callable[[ParserStmtLowerer], None]] = None
 
 
@@ -109,7 +110,6 @@ class ParserLowerer:
         self.ctx = ctx
         self.states: list[dict] = []
         self.state_names = ctx.names  # unique across the JSON file
-        self.union_next: dict[str, FieldLoc] = {}  # stack of header unions -> its next index
 
     def lower(self, decl: ast.ParserDecl, scope: Scope) -> dict:
         self.declare_locals(decl, scope)
@@ -183,12 +183,18 @@ class ParserLowerer:
         condition into ``<name>_true``/``<name>_false``, both continuing at
         ``<name>_join``), at a ``return`` of such a function that is not its last
         statement (a transition to the state after the call), at a sub-parser call
-        (its states are inlined between the halves)."""
+        (its states are inlined between the halves), at ``extract(u.next.m)`` and at
+        a statement or ``select`` key reading ``u.last`` of a stack of header unions
+        (a select on the stack's next index, `split_on_next`)."""
         items = _flatten_blocks(items)
         for i, it in enumerate(items):
             st = it.stmt
             if st is None:
                 continue
+            last = union_last(_expressions_of(st), {**self.ctx.hoisted, **it.results})
+            if last is not None:
+                self.read_union_last(frame, name, items, i, last, transition, target, key_results)
+                return
             c = stateful_call(st, it.results)
             if c is not None:
                 entry, exits, ret, result = self.inline_call(name, it, c)
@@ -205,7 +211,7 @@ class ParserLowerer:
                 return
             if isinstance(st, ast.SwitchStmt):
                 raise CompileError("switch statements are not supported in parser states", st.pos, "unsupported")
-            next_of = self.union_stack_next(it.frame.scope, st)
+            next_of = self.union_next_extract(it.frame.scope, st)
             if next_of is not None:
                 self.extract_union_next(frame, name, items, i, next_of, transition, target, key_results)
                 return
@@ -221,6 +227,11 @@ class ParserLowerer:
                 sub_start, entry_ops, exit_ops = self.inline_parser(it.frame.scope, bv, st.call, cont)  # type: ignore[attr-defined]
             self.emit_state(frame, name, items[:i] + [_ops(it.frame, entry_ops)], None, None, goto=sub_start)
             self.lower_state(frame, cont, [_ops(it.frame, exit_ops)] + items[i + 1:], transition, target, key_results)
+            return
+        if isinstance(transition, ast.SelectExpr) \
+                and any(union_last(k, self.ctx.hoisted) for k in transition.keys):
+            items, transition, key_results = self.keys_first(frame, items, transition, key_results or {})
+            self.lower_state(frame, name, items, transition, target, key_results)
             return
         c = stateful_key_call(transition, key_results or {})
         if c is not None:  # a select key calls a function with control flow: its value is computed first
@@ -295,11 +306,33 @@ class ParserLowerer:
                 elif isinstance(it.stmt, ast.ReturnStmt):  # the end of an inlined function
                     lw.pos = it.stmt.pos
                     if it.stmt.value is not None:
-                        lw.assign_to(it.frame.result, it.stmt.value)
+                        lw.assign_value(it.frame.result, it.stmt.value)
                 else:
                     lw.stmt(it.stmt)
 
-    def union_stack_next(self, scope: Scope, st: ast.Stmt) -> Optional[tuple[UnionStackLoc, str]]:
+    def keys_first(self, frame: Frame, items: list[Item], transition: ast.SelectExpr,
+                   key_results: dict[int, Any]) -> tuple[list[Item], ast.SelectExpr, dict[int, Any]]:
+        """``select(u.last.h.f, ...)`` on a stack of header unions: each such key is
+        computed into a temporary by a statement at the end of the state (which is
+        then split on the next index, `read_union_last`), and the select reads it.
+        Returns the state's items, the new select and the key results (the
+        temporaries included)."""
+        keys: list[ast.Expr] = []
+        results = dict(key_results)
+        computed: list[ast.Stmt] = []
+        for k in transition.keys:
+            if union_last(k, self.ctx.hoisted) is None:
+                keys.append(k)
+                continue
+            ref = ast.PathExpr(k.pos, "tmp")
+            ref.type = k.type
+            results[id(ref)] = self.ctx.layout.scalar("tmp", k.type, k.pos)
+            computed.append(ast.AssignStmt(k.pos, ref, k))
+            keys.append(ref)
+        return items + [Item(frame, st, results) for st in computed], \
+            dataclasses.replace(transition, keys=keys), results
+
+    def union_next_extract(self, scope: Scope, st: ast.Stmt) -> Optional[tuple[UnionStackLoc, str]]:
         """``pkt.extract(u.next.m)`` on a stack of header unions: (the stack, ``m``)."""
         if not (isinstance(st, ast.CallStmt) and isinstance(st.call.target, ast.MemberExpr)
                 and st.call.target.member == "extract" and len(st.call.args) == 1):
@@ -315,34 +348,64 @@ class ParserLowerer:
                            next_of: tuple[UnionStackLoc, str], transition: Any, target: Any,
                            key_results: Optional[dict[int, Any]]) -> None:
         """``extract(u.next.m)``: p4sim keeps a stack of header unions as one union per
-        element, so the stack's next index is a metadata field of its own (0 for each
-        packet) and the state is split on it: ``<state>_next<k>`` extracts element
-        ``k``'s member and counts it, a full stack fails with StackOutOfBounds (as
-        BMv2's extract on a full stack does), and all continue at ``<state>_join``."""
+        element, so the state is split on the stack's next index (a metadata field,
+        0 for each packet): ``<state>_next<k>`` extracts element ``k``'s member and
+        counts it, a full stack fails with StackOutOfBounds (as BMv2's extract on a
+        full stack does)."""
         stack, member = next_of
-        pos = items[i].stmt.pos  # type: ignore[union-attr]
-        counter = self.union_next.get(stack.name)
-        if counter is None:
-            counter = self.union_next[stack.name] = self.ctx.layout.scalar(f"{stack.name}_next", T.BitT(32))
+        counter = self.ctx.layout.union_stack_next(stack)
+        elements: list[tuple[int, list[Item]]] = []
+        for k, union in enumerate(stack.elements):
+            if member not in union.members:
+                raise CompileError(f"header union has no member '{member}'",
+                                   items[i].stmt.pos)  # type: ignore[union-attr]
+            elements.append((k, [_ops(items[i].frame, [
+                {"op": "extract", "parameters": [{"type": "regular", "value": union.members[member].name}]},
+                {"op": "set", "parameters": [counter.node(), as_param(hex_node(k + 1, 32))]}])]))
+        self.split_on_next(frame, name, items, i, stack, ("next", "full"), elements, transition, target, key_results)
+
+    def read_union_last(self, frame: Frame, name: str, items: list[Item], i: int, last: ast.MemberExpr,
+                        transition: Any, target: Any, key_results: Optional[dict[int, Any]]) -> None:
+        """A statement reading ``u.last`` (element ``nextIndex - 1``) of a stack of
+        header unions, unrolled over the elements as p4c's parser unrolling makes the
+        index constant: ``<state>_last<k>`` runs it with element ``k`` for a next
+        index of ``k + 1``; an empty stack fails with StackOutOfBounds (P4-16 8.18).
+        The statement is lowered in that state like any other (it may call a function
+        that needs states, or read ``last`` of another stack: a split of its own)."""
+        it = items[i]
+        locs = ParserStmtLowerer(it.frame.scope)
+        stack = locs.loc(last.expr)
+        same = [n for n in sub_expressions(_expressions_of(it.stmt)) if n is last or (
+            isinstance(n, ast.MemberExpr) and n.member == "last" and is_union_stack(n.expr.type)
+            and locs.loc(n.expr) is stack)]  # every u.last of the statement on this stack
+        elements = [(k + 1, [Item(it.frame, it.stmt, {**it.results, **{id(n): union for n in same}})])
+                    for k, union in enumerate(stack.elements)]
+        self.split_on_next(frame, name, items, i, stack, ("last", "empty"), elements, transition, target, key_results)
+
+    def split_on_next(self, frame: Frame, name: str, items: list[Item], i: int, stack: UnionStackLoc,
+                      suffixes: tuple[str, str], elements: list[tuple[int, list[Item]]], transition: Any,
+                      target: Any, key_results: Optional[dict[int, Any]]) -> None:
+        """State ``name`` runs ``items[:i]`` and selects on ``stack``'s next index:
+        for each (value, items) of ``elements``, state ``<name>_<suffix><k>`` runs the
+        items; any other value goes to ``<name>_<fail suffix>``, which fails with
+        StackOutOfBounds; all continue at ``<name>_join`` with ``items[i + 1:]``."""
+        counter = self.ctx.layout.union_stack_next(stack)
+        each, fail = suffixes
         join = self.state_names.fresh(f"{name}_join")
-        full = self.state_names.fresh(f"{name}_full")
+        failed = self.state_names.fresh(f"{name}_{fail}")
         lw = ParserStmtLowerer(frame.scope)
         self.lower_items(lw, items[:i])
         cases = []
-        for k, union in enumerate(stack.elements):
-            state = self.state_names.fresh(f"{name}_next{k}")
-            cases.append({"type": "hexstr", "value": f"0x{k:08x}", "mask": None, "next_state": state})
-            if member not in union.members:
-                raise CompileError(f"header union has no member '{member}'", pos)
-            ops = [{"op": "extract", "parameters": [{"type": "regular", "value": union.members[member].name}]},
-                   {"op": "set", "parameters": [counter.node(), as_param(hex_node(k + 1, 32))]}]
-            self.states.append({"name": state, "id": len(self.states), "parser_ops": ops,
-                                "transitions": [_default(join)], "transition_key": []})
+        for k, (value, body) in enumerate(elements):
+            state = self.state_names.fresh(f"{name}_{each}{k}")
+            cases.append({"type": "hexstr", "value": f"0x{value:08x}", "mask": None, "next_state": state})
+            self.lower_state(frame, state, body, join, _same)
         self.states.append({"name": name, "id": len(self.states), "parser_ops": lw.out,
-                            "transitions": cases + [_default(full)], "transition_key": [counter.node()]})
-        fail = [{"op": "verify", "parameters": [bool_node(False),
-                                                hex_node(self.ctx.error_value("StackOutOfBounds", pos), 32)]}]
-        self.states.append({"name": full, "id": len(self.states), "parser_ops": fail,
+                            "transitions": cases + [_default(failed)], "transition_key": [counter.node()]})
+        pos = items[i].stmt.pos  # type: ignore[union-attr]
+        verify = [{"op": "verify", "parameters": [
+            bool_node(False), hex_node(self.ctx.error_value("StackOutOfBounds", pos), 32)]}]
+        self.states.append({"name": failed, "id": len(self.states), "parser_ops": verify,
                             "transitions": [_default(join)], "transition_key": []})
         self.lower_state(frame, join, items[i + 1:], transition, target, key_results)
 
@@ -518,6 +581,11 @@ def _hoisted(ctx: Context, results: dict[int, Any]) -> Iterator[None]:
     finally:
         for k in results:
             ctx.hoisted.pop(k, None)
+
+
+def _expressions_of(st: ast.Stmt) -> Any:
+    """What `sub_expressions` walks for statement ``st`` (a declaration: its initializer)."""
+    return st.init if isinstance(st, ast.VarDecl) else st
 
 
 def _default(nxt: Optional[str]) -> dict:

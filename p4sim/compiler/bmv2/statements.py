@@ -25,6 +25,7 @@ from p4sim.compiler.bmv2.storage import (
     ConstLoc, DynFieldLoc, DynHeaderLoc, FieldLoc, HeaderLoc, ParamLoc, StackLoc, StructLoc, UnionLoc,
     UnionStackLoc, ValueLoc, base_type, scalar_width,
 )
+from p4sim.compiler.bmv2.unionstacks import invalidate_union, pop_front, push_front
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
 
@@ -105,9 +106,10 @@ class StmtLowerer(PrimitiveLowerer):
             raise CompileError(f"statement not supported here ({type(s).__name__})", s.pos, "unsupported")
 
     def unroll_index(self, s: ast.Stmt, ix: ast.IndexExpr) -> None:
-        """A statement using stack element ``ix`` chosen at run time, as p4c's
-        HSIndexSimplifier writes it: the index is evaluated once, then the statement
-        runs with the one element it names (``if (i == 0) s[0] else if (i == 1) ...``).
+        """A statement using stack element ``ix`` (a header or a header union) chosen
+        at run time, as p4c's HSIndexSimplifier writes it: the index is evaluated once,
+        then the statement runs with the one element it names (``if (i == 0) s[0]
+        else if (i == 1) ...``), so a stack of unions is reached at constant indexes.
         An index past the stack's end runs none of them; an assignment that only
         reads such an element gets an undefined value (a temporary nothing writes),
         as p4c's ``hsVar`` does. BMv2's ``dereference_header_stack`` would instead
@@ -147,7 +149,22 @@ class StmtLowerer(PrimitiveLowerer):
             loc = self.ctx.layout.storage(s.name, self.ctx.types.resolve(s.type_ref), s.pos)
             self.scope.bind(s, loc)
         if s.init is not None:
-            self.assign_to(loc, s.init)
+            self.assign_value(loc, s.init)
+
+    def assign_value(self, dst: Any, e: ast.Expr) -> None:
+        """``dst = e`` for a declaration, a return, a condition: a stack element chosen
+        at run time in ``e`` is unrolled as in an assignment statement
+        (`unroll_index`), so that a stack of header unions is reached too."""
+        if self.parser or runtime_index(e, self.ctx.hoisted) is None:
+            self.assign_to(dst, e)
+            return
+        ref = ast.PathExpr(e.pos, "tmp")
+        ref.type = e.type
+        self.ctx.hoisted[id(ref)] = dst
+        try:
+            self.stmt(ast.AssignStmt(e.pos, ref, e))
+        finally:
+            del self.ctx.hoisted[id(ref)]
 
     def if_(self, s: ast.IfStmt) -> None:
         c = const_value(s.cond)
@@ -158,7 +175,13 @@ class StmtLowerer(PrimitiveLowerer):
             return
         if self.parser:  # `parsers` splits the state at an if, also in an inlined function
             raise CompileError("if statements here are not supported in a parser state", s.pos, "unsupported")
-        jz = self.prim("_jump_if_zero", [as_param(to_data(self.rv(s.cond), T.BoolT())), hex_node(0)])
+        if runtime_index(s.cond, self.ctx.hoisted) is not None:
+            cond = self.temp(T.BoolT(), "cond")
+            self.assign_value(cond, s.cond)
+            test = cond.node()
+        else:
+            test = to_data(self.rv(s.cond), T.BoolT())
+        jz = self.prim("_jump_if_zero", [as_param(test), hex_node(0)])
         self.stmt(s.then)
         if s.else_ is not None:
             j = self.prim("_jump", [hex_node(0)])
@@ -172,9 +195,9 @@ class StmtLowerer(PrimitiveLowerer):
         """A loop as p4c's BMv2 back end writes it in an action: the condition at
         the top (``_jump_if_zero`` to the end), the body, the updates, a ``_jump``
         back; ``continue`` jumps to the updates, ``break`` to the end."""
-        if self.parser:
-            raise CompileError("for loops in parser states are not supported by the BMv2 back end",
-                               s.pos, "unsupported")
+        if self.parser:  # in a function called from a parser state (the mid end unrolls loops in states)
+            raise CompileError("a for loop in a function called from a parser state is not supported by the "
+                               "BMv2 back end (a parser state cannot loop)", s.pos, "unsupported")
         self.stmts(s.init)
         top = len(self.out)
         exit_test = None
@@ -205,7 +228,12 @@ class StmtLowerer(PrimitiveLowerer):
             raise CompileError("switch on action_run is only allowed in a control's apply block", s.pos)
         ends: list[dict] = []
         pending: list[ast.Expr] = []
-        key = self.data(s.expr)
+        if runtime_index(s.expr, self.ctx.hoisted) is not None:
+            tmp = self.temp(s.expr.type)
+            self.assign_value(tmp, s.expr)
+            key = tmp.node()
+        else:
+            key = self.data(s.expr)
         for case in s.cases:
             pending.append(case.label)
             if case.body is None:
@@ -232,7 +260,7 @@ class StmtLowerer(PrimitiveLowerer):
         if s.value is not None:
             if result is None:
                 raise CompileError("this return must not have a value", s.pos)
-            self.assign_to(result, s.value)
+            self.assign_value(result, s.value)
         if self.parser:  # a function's last statement: parser states have no jumps (see `parsers`)
             return
         jumps.append(self.prim("_jump", [hex_node(0)]))
@@ -312,6 +340,8 @@ class StmtLowerer(PrimitiveLowerer):
         elif isinstance(dst, UnionStackLoc) and isinstance(src, UnionStackLoc):
             for d, s in zip(dst.elements, src.elements):
                 self.prim("assign_union", [d.node(), s.node()])
+            # the next index is part of the stack's value, as BMv2's assign_union_stack copies it
+            self.set_field(self.ctx.layout.union_stack_next(dst), self.ctx.layout.union_stack_next(src).node())
         elif isinstance(dst, StructLoc) and isinstance(src, StructLoc):
             for name, d in dst.fields.items():
                 self.copy(d, src.fields[name], where)
@@ -421,9 +451,12 @@ class StmtLowerer(PrimitiveLowerer):
                 elif m != "isValid":
                     raise CompileError(f"headers have no method '{m}'", t.pos)
                 return
-            if isinstance(base, StackLoc) and m in ("push_front", "pop_front"):
+            if isinstance(base, (StackLoc, UnionStackLoc)) and m in ("push_front", "pop_front"):
                 n = self.require_const(c.args[0].value) if c.args else 1
-                self.prim("push" if m == "push_front" else "pop", [base.node(), hex_node(n)])
+                if isinstance(base, UnionStackLoc):
+                    (push_front if m == "push_front" else pop_front)(self, base, n)
+                else:
+                    self.prim("push" if m == "push_front" else "pop", [base.node(), hex_node(n)])
                 return
             if isinstance(base, ExternValue):
                 extern_method(self, base, m, c)
@@ -510,8 +543,7 @@ class StmtLowerer(PrimitiveLowerer):
             for h in loc.elements:
                 self.prim("remove_header", [as_param(h.node())])
         elif isinstance(loc, UnionLoc):
-            for h in loc.members.values():
-                self.prim("remove_header", [as_param(h.node())])
+            invalidate_union(self, loc)
         elif isinstance(loc, UnionStackLoc):
             for u in loc.elements:
                 self.invalidate(u)
@@ -619,13 +651,14 @@ class StmtLowerer(PrimitiveLowerer):
         return super().call_with_result(e)
 
 
-def runtime_index(s: ast.Stmt, hoisted: dict[int, Any]) -> Optional[ast.IndexExpr]:
-    """The first header-stack element in ``s`` chosen by a run-time index (outermost
-    first), unless one being lowered already stands for it."""
+def runtime_index(s: Any, hoisted: dict[int, Any]) -> Optional[ast.IndexExpr]:
+    """The first element of a stack (of headers or of header unions) in ``s`` chosen
+    by a run-time index (outermost first), unless one being lowered already stands
+    for it."""
     for n in sub_expressions(s):
         if isinstance(n, ast.IndexExpr) and id(n) not in hoisted and const_value(n.index) is None:
             st = base_type(n.expr.type) if n.expr.type is not None else None
-            if isinstance(st, T.StackT) and isinstance(base_type(st.element), T.HeaderT):
+            if isinstance(st, T.StackT) and isinstance(base_type(st.element), (T.HeaderT, T.HeaderUnionT)):
                 return n
     return None
 

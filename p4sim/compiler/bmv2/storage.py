@@ -121,7 +121,9 @@ class UnionLoc:
 @dataclass
 class UnionStackLoc:
     """A stack of header unions, kept as one union per element (p4c's mid end
-    flattens them the same way): only constant indexes reach an element."""
+    flattens them the same way): only constant indexes reach an element, so a
+    run-time index is unrolled over the elements, and the stack's next index is a
+    metadata field of its own (`Layout.union_stack_next`)."""
 
     name: str
     type: T.StackT
@@ -180,6 +182,7 @@ class Layout:
     scalars: list[list] = field(default_factory=list)
     instance_names: NameGen = field(default_factory=NameGen)
     scalar_names: NameGen = field(default_factory=NameGen)
+    union_next: dict[str, FieldLoc] = field(default_factory=dict)  # union stack -> its next index
     _type_names: dict[T.HeaderT, str] = field(default_factory=dict)
     _type_name_gen: NameGen = field(default_factory=NameGen)
 
@@ -258,6 +261,16 @@ class Layout:
                                    "header_ids": [self.header_id(m.name) for m in members.values()]})
         return UnionLoc(uname, ut, members)
 
+    def union_stack_next(self, stack: UnionStackLoc) -> FieldLoc:
+        """The next index of a stack of header unions (P4-16 ``nextIndex``): BMv2
+        keeps one inside each stack, but p4sim emits no stack for unions, so it is a
+        ``scalars`` field, 0 for each packet like all metadata. Allocated on first
+        use, so a program that never needs it keeps its JSON."""
+        nxt = self.union_next.get(stack.name)
+        if nxt is None:
+            nxt = self.union_next[stack.name] = self.scalar(f"{stack.name}_next", T.BitT(32))
+        return nxt
+
     def scalar(self, name: str, t: T.Type, pos: Optional[SrcPos] = None) -> FieldLoc:
         w = scalar_width(t)
         if w is None:
@@ -282,10 +295,11 @@ class Layout:
         if isinstance(bt, T.TupleT):
             return StructLoc(t, {str(i): self.storage(f"{name}.{i}", e, pos) for i, e in enumerate(bt.elements)})
         if isinstance(bt, T.VarbitT):
-            # BMv2 has variable-length fields only in headers: a varbit variable is the
-            # one field of a header instance of its own (never emitted, so never on the wire)
+            # BMv2 has variable-length fields only in header types: a varbit variable or
+            # struct field is the one field of a metadata instance of its own (never
+            # emitted, so never on the wire), as p4c's HeaderConverter makes it
             vt = T.HeaderT(f"varbit_{bt.max_width}_t", (T.FieldT("value", bt),))
-            return self.header_instance(name, vt).field("value", pos)
+            return self.header_instance(name, vt, metadata=True).field("value", pos)
         return self.scalar(name, t, pos)
 
     def finish(self) -> None:

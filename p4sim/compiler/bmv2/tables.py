@@ -164,7 +164,12 @@ def convert_table(cl: Pipeline, tv: TableValue) -> tuple[list[dict], dict]:
 
     if decl.entries is not None:
         if table["type"] != "simple":
-            raise CompileError("entries on a table with an implementation are not supported", decl.pos, "unsupported")
+            # BMv2 loads `entries` only into tables of type "simple" (P4Objects.cpp throws
+            # for an indirect table); p4c writes them anyway and simple_switch refuses the JSON.
+            where = decl.entries[0].pos if decl.entries else decl.pos
+            raise CompileError(f"table '{decl.name}': entries on a table with an implementation (action "
+                               "profile or selector) are not supported: BMv2 accepts entries only in "
+                               "tables of type 'simple'", where, "unsupported")
         prios = bmv2_priorities(decl)
         table["entries"] = [_entry(ctx, scope, e, kinds, widths, p, variants)
                             for e, p in zip(decl.entries, prios)]

@@ -2,6 +2,9 @@
 
 Passes, each one job:
 
+* `unroll`     -- ``for`` loops BMv2 cannot run as loops (around tables and controls,
+  in parser states, over header stacks) become one copy of the body per iteration;
+  it rewrites the program, so it runs first;
 * `blocks`     -- find ``main`` and the six v1model blocks it is built from;
 * `typeref`    -- semantic types of declarations (parameters, locals, instances);
 * `names`      -- control-plane names (``@name``, qualification by control);
@@ -23,6 +26,7 @@ from p4sim.compiler import ast
 from p4sim.compiler.midend.blocks import V1Blocks, v1model_blocks
 from p4sim.compiler.midend.copyinout import CopyPlan, plan_copies
 from p4sim.compiler.midend.typeref import TypeResolver
+from p4sim.compiler.midend.unroll import unroll_loops
 
 
 @dataclass
@@ -43,6 +47,7 @@ def collect_errors(program: ast.Program) -> list[str]:
 
 
 def analyse(program: ast.Program) -> Design:
+    unroll_loops(program)
     types = TypeResolver(program)
     return Design(program, types, v1model_blocks(program, types), collect_errors(program),
                   plan_copies(program))

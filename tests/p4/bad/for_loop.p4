@@ -1,5 +1,5 @@
-// expect: 14:9: unsupported: a for loop that applies a table or a control is not supported by the BMv2 back end (loops exist only inside actions)
-// A loop around a table: BMv2 has no loops in its control graph, only in actions.
+// expect: 14:9: unsupported: a for loop that applies a table or a control must be unrolled (BMv2 has loops only inside actions), but its bounds must be compile-time constants to unroll it
+// A loop around a table, bounded only at run time: BMv2's control graph cannot loop.
 #include <core.p4>
 #include <v1model.p4>
 header h_t { bit<8> n; bit<8> sum; }

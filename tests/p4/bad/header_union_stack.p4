@@ -1,6 +1,7 @@
-// expect: 12:44: unsupported: a stack of header unions can only be indexed by a compile-time constant
-// A stack of header unions indexed at run time: p4sim keeps such a stack as one union
-// per element (as p4c's mid end flattens it), so only constant indexes reach one.
+// expect: 13:44: unsupported: a stack of header unions can only be indexed by a compile-time constant in a parser state
+// A stack of header unions indexed at run time in a parser: p4sim keeps such a stack
+// as one union per element (as p4c's mid end flattens it), and parser states cannot
+// be unrolled over the elements as control statements are.
 #include <core.p4>
 #include <v1model.p4>
 header h_t { bit<8> a; }

@@ -1,16 +1,18 @@
-// expect: 13:30: unsupported: compound assignment '+=' to a target that contains a call is not supported
-// `a op= b` evaluates `a` once; p4sim writes it as `a = a op b`, so a target with a call is refused.
+// expect: 14:48: unsupported: table 'I.t' is applied more than once; a BMv2 table can appear only once in a pipeline
+// Unrolled, the loop applies t in both iterations: as `t.apply(); t.apply();` (p4c: "requires a cycle").
 #include <core.p4>
 #include <v1model.p4>
 header h_t { bit<8> n; }
-struct headers { h_t h; h_t[2] st; }
+struct headers { h_t h; }
 struct metadata { }
-bit<1> pick() { return 1; }
 parser P(packet_in p, out headers hdr, inout metadata m, inout standard_metadata_t s) {
     state start { p.extract(hdr.h); transition accept; }
 }
 control I(inout headers hdr, inout metadata m, inout standard_metadata_t s) {
-    apply { hdr.st[pick()].n += 1; }
+    table t { actions = { NoAction; } }
+    apply {
+        for (bit<8> i = 0; i < 2; i = i + 1) { t.apply(); }
+    }
 }
 control E(inout headers hdr, inout metadata m, inout standard_metadata_t s) { apply { } }
 control C(inout headers hdr, inout metadata m) { apply { } }
