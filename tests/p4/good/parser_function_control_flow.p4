@@ -1,7 +1,8 @@
 // if statements and early returns in functions called from parser states: BMv2
-// parser states cannot branch, so the function's assignments are predicated (p4c's
-// Predication pass, here for parsers): each runs only when its path is taken and no
-// return came before it.
+// parser states run their operations unconditionally, so the function is inlined
+// into the state and each if splits the state (p4c's function inliner, then its
+// parser control-flow pass); an early return goes to the state after the call.
+// Each assignment runs only when its path is taken and no return came before it.
 #include <core.p4>
 #include <v1model.p4>
 header h_t { bit<8> a; bit<8> b; bit<8> c; }
