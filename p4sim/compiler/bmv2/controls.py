@@ -16,7 +16,7 @@ that follows it and returns the name of its own first node, so ``return`` and
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
@@ -279,23 +279,25 @@ class ControlLowerer:
         if c is not None:
             return self.stmt(scope, s.then if c else s.else_, next_)
         if runtime_index(s.cond, self.ctx.hoisted) is not None and not _applies_table(s.cond):
-            return self.condition_first(scope, s, next_)
+            return self.value_first(scope, s, s.cond, "cond", lambda ref: self.if_(
+                scope, ast.IfStmt(s.pos, ref, s.then, s.else_), next_))
         then_n = self.stmt(scope, s.then, next_)
         else_n = self.stmt(scope, s.else_, next_)
         return self.branch(scope, s.cond, then_n, else_n, next_)
 
-    def condition_first(self, scope: Scope, s: ast.IfStmt, next_: Optional[str]) -> Optional[str]:
-        """``if (hs[i].f == 1)`` with ``i`` known only at run time: the condition is
-        computed first into a temporary by a statement, which unrolls the index over
-        the stack's elements (`StmtLowerer.unroll_index`), so an index past the end
-        takes the ``else`` branch as in p4c's HSIndexSimplifier, instead of a
-        ``dereference_header_stack`` in the condition node, which fails there."""
-        tmp = self.ctx.layout.scalar("cond", T.BoolT(), s.pos)
-        ref = ast.PathExpr(s.cond.pos, "cond")
-        ref.type = T.BoolT()
+    def value_first(self, scope: Scope, s: ast.Stmt, e: ast.Expr, name: str,
+                    rest: Callable[[ast.PathExpr], Optional[str]]) -> Optional[str]:
+        """``if (hs[i].f == 1)`` or ``switch (hs[i].f)`` with ``i`` known only at run
+        time: the value is computed first into a temporary by a statement, which
+        unrolls the index over the stack's elements (`StmtLowerer.unroll_index`), so an
+        index past the end writes nothing (an ``if`` takes its ``else`` branch) as in
+        p4c's HSIndexSimplifier, instead of a ``dereference_header_stack`` in the
+        condition node, which fails there. ``rest`` builds the test on the temporary."""
+        tmp = self.ctx.layout.scalar(name, e.type, s.pos)
+        ref = ast.PathExpr(e.pos, name)
+        ref.type = e.type
         self.ctx.hoisted[id(ref)] = tmp
-        test = self.if_(scope, ast.IfStmt(s.pos, ref, s.then, s.else_), next_)
-        return self.run(scope, [ast.AssignStmt(s.pos, ref, s.cond)], test)
+        return self.run(scope, [ast.AssignStmt(s.pos, ref, e)], rest(ref))
 
     def branch(self, scope: Scope, e: ast.Expr, then_n: Optional[str], else_n: Optional[str],
                next_: Optional[str]) -> Optional[str]:
@@ -363,6 +365,9 @@ class ControlLowerer:
                         nexts[av.name] = body
                 pending = []
             return self.table(tv, nexts, next_, default_next, pos=e.pos)
+        if runtime_index(e, self.ctx.hoisted) is not None:
+            return self.value_first(scope, s, e, "switch_value", lambda ref: self.switch(
+                scope, ast.SwitchStmt(s.pos, ref, s.cases), next_))
         # switch on a value: a chain of conditionals, built from the last case back
         groups: list[tuple[list[ast.Expr], ast.BlockStmt]] = []
         pending = []

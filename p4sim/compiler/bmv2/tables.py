@@ -21,7 +21,7 @@ from p4sim.compiler.bmv2.context import (
 )
 from p4sim.compiler.bmv2.expressions import ExprLowerer
 from p4sim.compiler.bmv2.jsonutil import hexstr, mask, source_info
-from p4sim.compiler.bmv2.statements import StmtLowerer
+from p4sim.compiler.bmv2.statements import StmtLowerer, runtime_index
 from p4sim.compiler.bmv2.storage import FieldLoc, HeaderLoc, scalar_width
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
@@ -206,17 +206,19 @@ def _key_name(k: ast.KeyElement) -> Optional[str]:
 
 
 def _key_target(lw: StmtLowerer, e: ast.Expr, as_node: bool) -> Any:
-    """Where a key is read from; other expressions go through a temporary."""
-    if isinstance(e, ast.CallExpr) and isinstance(e.target, ast.MemberExpr) and e.target.member == "isValid":
-        h = lw.loc(e.target.expr)
-        if isinstance(h, HeaderLoc):
-            return {"type": "field", "value": [h.name, "$valid$"]} if as_node else [h.name, "$valid$"]
-    if isinstance(e, (ast.PathExpr, ast.MemberExpr)):
-        loc = lw.loc(e)
-        if isinstance(loc, FieldLoc):
-            return loc.node() if as_node else [loc.header, loc.field]
+    """Where a key is read from: a field, a header's valid bit; other expressions
+    (and a stack element chosen at run time) go through a temporary."""
+    if runtime_index(e, lw.ctx.hoisted) is None:
+        if isinstance(e, ast.CallExpr) and isinstance(e.target, ast.MemberExpr) and e.target.member == "isValid":
+            h = lw.loc(e.target.expr)
+            if isinstance(h, HeaderLoc):
+                return {"type": "field", "value": [h.name, "$valid$"]} if as_node else [h.name, "$valid$"]
+        if isinstance(e, (ast.PathExpr, ast.MemberExpr)):
+            loc = lw.loc(e)
+            if isinstance(loc, FieldLoc):
+                return loc.node() if as_node else [loc.header, loc.field]
     tmp = lw.temp(e.type, "key")
-    lw.set_field(tmp, lw.data(e))
+    lw.assign_value(tmp, e)  # a stack element chosen at run time is unrolled (p4c: SimplifyKey, HSIndexSimplifier)
     return tmp.node() if as_node else [tmp.header, tmp.field]
 
 
