@@ -12,6 +12,8 @@ field get extractor functions (``X_<id>``, ``XV_<id>``). A parser error raises
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import ProgramError
 from ..program import HeaderInfo
 from .actions import Actions
@@ -236,6 +238,7 @@ class Parser:
         for opd in st.get("parser_ops", []):
             op = opd["op"]
             ps = opd.get("parameters", [])
+            self.stack_bounds(ps, ind)
             if op == "extract":
                 self.parse_extract(ps[0], None, ind)
             elif op == "extract_VL":
@@ -292,6 +295,7 @@ class Parser:
             else:
                 emit(f"if {cond}: {ret}", ind)
 
+        self.stack_bounds(st.get("transition_key", []), ind)
         widths = self.select_key(st, ind)
         for tr in st.get("transitions", []):
             ttype = tr.get("type", "hexstr")
@@ -318,6 +322,20 @@ class Parser:
             else:
                 raise ProgramError(f"parse state {st['name']!r}: unsupported transition {ttype!r}")
         emit("return None, pos", ind)
+
+    def stack_bounds(self, tree: Any, ind: int) -> None:
+        """Before a parser op or select key that reads a stack element chosen at run
+        time (``hs[i]``): an index past the end refers to no element, which core.p4
+        names error.StackOutOfBounds, so the parser stops with it (P4-16 leaves such
+        an access undefined; BMv2 would index past its vector)."""
+        err = self.errors["StackOutOfBounds"]
+        for v in _dereferences(tree):
+            name = v["left"]["value"]
+            if v["op"] == "dereference_union_stack":
+                size = len(self.L.union_stacks[name].header_ids)
+            else:
+                size = len(self.exprs.stack(name).header_ids)
+            self.ctx.emit(f"if {self.exprs.expr(v['right'])} >= {size}: raise _PE({err}, pos)", ind)
 
     def select_key(self, st: dict, ind: int) -> list[int]:
         """Emit ``k = ...``, the state's select key (each field byte-aligned, as BMv2
@@ -362,3 +380,20 @@ class Parser:
         self.ctx.emit(f"k = {' | '.join(terms)}", ind)
         return widths
 
+
+_DEREFERENCES = ("dereference_header_stack", "dereference_stack", "dereference_union_stack")
+
+
+def _dereferences(tree: Any) -> list[dict]:
+    """The run-time stack references in a JSON value, innermost first (an index may
+    itself read a stack element)."""
+    found: list[dict] = []
+    if isinstance(tree, list):
+        for t in tree:
+            found += _dereferences(t)
+    elif isinstance(tree, dict):
+        for t in tree.values():
+            found += _dereferences(t)
+        if tree.get("op") in _DEREFERENCES:
+            found.append(tree)
+    return found
