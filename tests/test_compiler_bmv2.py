@@ -754,12 +754,6 @@ def test_entry_priorities_follow_p4_rules(tmp_path):
      "must name an instance"),
     (dict(top="extern Widget { Widget(); void poke(); }", ingress="Widget() w;", apply="w.poke();"),
      "Widget"),
-    (dict(top="header a_t { bit<8> x; } header b_t { bit<8> y; } header_union ab_t { a_t a; b_t b; }",
-          headers="ethernet_t ethernet; ipv4_t ipv4; ab_t[2] us;",
-          controls="control Sub(inout a_t a) { apply { a.x = 1; } }",
-          ingress="Sub() sub;",
-          apply="sub.apply(hdr.us[hdr.ipv4.ttl].a);"),  # statements, keys, switch values are unrolled
-     "only be indexed by a compile-time constant outside"),
 ])
 def test_unsupported_constructs_are_named_with_a_position(tmp_path, kwargs, message):
     with pytest.raises(CompileError, match=message) as info:

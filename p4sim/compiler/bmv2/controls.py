@@ -412,6 +412,19 @@ class ControlLowerer:
             v = const_value(a) if p.direction in (None, "in") else None
             if v is not None:
                 bindings[id(p)] = ConstLoc(v, pt)
+            elif runtime_index(a, self.ctx.hoisted) is not None:
+                # a stack element chosen at run time: copied in and out by statements
+                # that unroll the index (p4c inlines with copies, then HSIndexSimplifier
+                # unrolls them), so past the end nothing is read or written back
+                tmp = self.ctx.layout.storage(p.name, pt, a.pos)
+                if p.direction != "out":
+                    lw.assign_value(tmp, a)
+                if p.direction in ("out", "inout"):
+                    ref = ast.PathExpr(a.pos, p.name)
+                    ref.type = a.type
+                    self.ctx.hoisted[id(ref)] = tmp
+                    copy_out.stmt(ast.AssignStmt(a.pos, a, ref))
+                bindings[id(p)] = tmp
             elif id(a) in overlapping:  # copied in and out, as P4-16 6.8 says, so the two do not alias
                 loc = lw.loc(a)
                 tmp = self.ctx.layout.storage(p.name, pt, a.pos)
