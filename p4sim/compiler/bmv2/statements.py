@@ -65,7 +65,7 @@ class StmtLowerer(PrimitiveLowerer):
     def stmt(self, s: ast.Stmt) -> None:
         self.pos = s.pos
         if isinstance(s, (ast.AssignStmt, ast.CallStmt)) and not self.parser:
-            ix = runtime_index(s, self.ctx.hoisted)
+            ix = runtime_index(s, self.ctx.hoisted, skip=_in_call_arguments(s))
             if ix is not None:
                 self.unroll_index(s, ix)
                 return
@@ -500,6 +500,18 @@ class StmtLowerer(PrimitiveLowerer):
                     copy_out.append((a, tmp))
                 else:
                     loc = self.stable_loc(a) if arg_id in plan.snapshot else self.loc(a)
+                    if isinstance(loc, (DynFieldLoc, DynHeaderLoc)) and not self.parser:
+                        # a stack element chosen at run time: copied in and out by
+                        # statements that unroll the index (p4c's copies, then its
+                        # HSIndexSimplifier), so past the end nothing is read or written
+                        tmp = self.ctx.layout.storage(p.name, pt, a.pos)
+                        if p.direction == "inout":
+                            self.assign_value(tmp, a)
+                        else:
+                            fresh.append(tmp)
+                        scope.bind(p, tmp)
+                        copy_out.append((a, tmp))
+                        continue
                     if isinstance(loc, (FieldLoc, DynFieldLoc)) and scalar_width(pt) is not None:
                         tmp = self.temp(pt)
                         if p.direction == "inout":
@@ -524,11 +536,11 @@ class StmtLowerer(PrimitiveLowerer):
             if v is not None:
                 scope.bind(p, ConstLoc(v, pt))
             elif isinstance(a, (ast.PathExpr, ast.MemberExpr)) and not isinstance(base_type(pt), (T.BitT, T.BoolT)) \
-                    and arg_id not in plan.copied:
+                    and arg_id not in plan.copied and (self.parser or runtime_index(a, self.ctx.hoisted) is None):
                 scope.bind(p, self.loc(a))  # aggregates/enums read-only: alias
             else:
                 tmp = self.ctx.layout.storage(p.name, pt, a.pos)
-                self.assign_to(tmp, a)
+                self.assign_value(tmp, a)
                 scope.bind(p, tmp)
         for loc in fresh:
             self.invalidate(loc)
@@ -553,10 +565,23 @@ class StmtLowerer(PrimitiveLowerer):
 
     def copy_out(self, pending: list[tuple[Any, Any]], where: ast.Node) -> None:
         for target, tmp in pending:
-            if isinstance(tmp, (FieldLoc, DynFieldLoc)):
+            if isinstance(target, ast.Expr) and not isinstance(target, ast.SliceExpr):
+                self.assign_from(target, tmp)
+            elif isinstance(tmp, (FieldLoc, DynFieldLoc)):
                 self.finish_dest((target, tmp))
             else:
                 self.copy(target, tmp, where)
+
+    def assign_from(self, target: ast.Expr, src: Any) -> None:
+        """``target = src`` for a location ``src``, as an assignment statement, so that
+        a stack element chosen at run time in ``target`` is unrolled (`unroll_index`)."""
+        ref = ast.PathExpr(target.pos, "copy")
+        ref.type = target.type
+        self.ctx.hoisted[id(ref)] = src
+        try:
+            self.stmt(ast.AssignStmt(target.pos, target, ref))
+        finally:
+            del self.ctx.hoisted[id(ref)]
 
     def stable_loc(self, e: ast.Expr) -> Any:
         """The location of l-value ``e`` with its run-time indexes evaluated now, into
@@ -651,16 +676,30 @@ class StmtLowerer(PrimitiveLowerer):
         return super().call_with_result(e)
 
 
-def runtime_index(s: Any, hoisted: dict[int, Any]) -> Optional[ast.IndexExpr]:
+def runtime_index(s: Any, hoisted: dict[int, Any], skip: frozenset[int] = frozenset()) -> Optional[ast.IndexExpr]:
     """The first element of a stack (of headers or of header unions) in ``s`` chosen
     by a run-time index (outermost first), unless one being lowered already stands
-    for it."""
+    for it or it is one of ``skip``."""
     for n in sub_expressions(s):
-        if isinstance(n, ast.IndexExpr) and id(n) not in hoisted and const_value(n.index) is None:
+        if isinstance(n, ast.IndexExpr) and id(n) not in hoisted and id(n) not in skip \
+                and const_value(n.index) is None:
             st = base_type(n.expr.type) if n.expr.type is not None else None
             if isinstance(st, T.StackT) and isinstance(base_type(st.element), (T.HeaderT, T.HeaderUnionT)):
                 return n
     return None
+
+
+def _in_call_arguments(s: ast.Stmt) -> frozenset[int]:
+    """The expressions inside the arguments of calls to functions and actions in
+    ``s``. A statement is not unrolled for a stack element chosen at run time there:
+    p4c inlines the call first, so only its copies in and out are unrolled
+    (`bind_params`) and the call itself always runs."""
+    inside: set[int] = set()
+    for c in sub_expressions(s):
+        if isinstance(c, ast.CallExpr) and isinstance(c.target, ast.PathExpr) \
+                and isinstance(c.target.ref, (ast.FunctionDecl, ast.ActionDecl)):
+            inside.update(id(x) for a in c.args for x in sub_expressions(a))
+    return frozenset(inside)
 
 
 def _may_exit(decl: ast.ActionDecl) -> bool:
