@@ -420,10 +420,7 @@ class ControlLowerer:
                 if p.direction != "out":
                     lw.assign_value(tmp, a)
                 if p.direction in ("out", "inout"):
-                    ref = ast.PathExpr(a.pos, p.name)
-                    ref.type = a.type
-                    self.ctx.hoisted[id(ref)] = tmp
-                    copy_out.stmt(ast.AssignStmt(a.pos, a, ref))
+                    copy_out.assign_with(tmp, a, loc_is_target=False)
                 bindings[id(p)] = tmp
             elif id(a) in overlapping:  # copied in and out, as P4-16 6.8 says, so the two do not alias
                 loc = lw.loc(a)

@@ -158,11 +158,17 @@ class StmtLowerer(PrimitiveLowerer):
         if self.parser or runtime_index(e, self.ctx.hoisted) is None:
             self.assign_to(dst, e)
             return
+        self.assign_with(dst, e, loc_is_target=True)
+
+    def assign_with(self, loc: Any, e: ast.Expr, loc_is_target: bool) -> None:
+        """``loc = e`` or ``e = loc`` for a location ``loc``, lowered as an assignment
+        statement (``loc`` stands in as a path), so that a stack element chosen at run
+        time in ``e`` is unrolled (`unroll_index`)."""
         ref = ast.PathExpr(e.pos, "tmp")
         ref.type = e.type
-        self.ctx.hoisted[id(ref)] = dst
+        self.ctx.hoisted[id(ref)] = loc
         try:
-            self.stmt(ast.AssignStmt(e.pos, ref, e))
+            self.stmt(ast.AssignStmt(e.pos, ref, e) if loc_is_target else ast.AssignStmt(e.pos, e, ref))
         finally:
             del self.ctx.hoisted[id(ref)]
 
@@ -566,22 +572,11 @@ class StmtLowerer(PrimitiveLowerer):
     def copy_out(self, pending: list[tuple[Any, Any]], where: ast.Node) -> None:
         for target, tmp in pending:
             if isinstance(target, ast.Expr) and not isinstance(target, ast.SliceExpr):
-                self.assign_from(target, tmp)
+                self.assign_with(tmp, target, loc_is_target=False)
             elif isinstance(tmp, (FieldLoc, DynFieldLoc)):
                 self.finish_dest((target, tmp))
             else:
                 self.copy(target, tmp, where)
-
-    def assign_from(self, target: ast.Expr, src: Any) -> None:
-        """``target = src`` for a location ``src``, as an assignment statement, so that
-        a stack element chosen at run time in ``target`` is unrolled (`unroll_index`)."""
-        ref = ast.PathExpr(target.pos, "copy")
-        ref.type = target.type
-        self.ctx.hoisted[id(ref)] = src
-        try:
-            self.stmt(ast.AssignStmt(target.pos, target, ref))
-        finally:
-            del self.ctx.hoisted[id(ref)]
 
     def stable_loc(self, e: ast.Expr) -> Any:
         """The location of l-value ``e`` with its run-time indexes evaluated now, into
