@@ -35,8 +35,8 @@ from p4sim.compiler.diagnostics import CompileError
 _UNION_INDEX_WHERE = {
     True: "in a parser state (p4sim keeps one union per element; p4c's FlattenHeaderUnionStack requires "
           "the same)",
-    False: "outside an assignment, a call or an if condition (p4sim keeps one union per element and "
-           "unrolls only those over the elements)",
+    False: "outside the statements, conditions, switch values, table keys and call arguments that p4sim "
+           "unrolls over the elements (it keeps one union per element)",
 }
 
 

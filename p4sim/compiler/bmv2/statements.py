@@ -160,6 +160,16 @@ class StmtLowerer(PrimitiveLowerer):
             return
         self.assign_with(dst, e, loc_is_target=True)
 
+    def value(self, e: ast.Expr, base: str = "tmp") -> dict:
+        """The value of ``e`` as a data node, for a condition or a ``switch``: a stack
+        element chosen at run time in it is first computed into a temporary by an
+        unrolled statement (`assign_value`), so past the end nothing is dereferenced."""
+        if self.parser or runtime_index(e, self.ctx.hoisted) is None:
+            return self.data(e)
+        tmp = self.temp(e.type, base)
+        self.assign_with(tmp, e, loc_is_target=True)
+        return tmp.node()
+
     def assign_with(self, loc: Any, e: ast.Expr, loc_is_target: bool) -> None:
         """``loc = e`` or ``e = loc`` for a location ``loc``, lowered as an assignment
         statement (``loc`` stands in as a path), so that a stack element chosen at run
@@ -181,13 +191,7 @@ class StmtLowerer(PrimitiveLowerer):
             return
         if self.parser:  # `parsers` splits the state at an if, also in an inlined function
             raise CompileError("if statements here are not supported in a parser state", s.pos, "unsupported")
-        if runtime_index(s.cond, self.ctx.hoisted) is not None:
-            cond = self.temp(T.BoolT(), "cond")
-            self.assign_value(cond, s.cond)
-            test = cond.node()
-        else:
-            test = to_data(self.rv(s.cond), T.BoolT())
-        jz = self.prim("_jump_if_zero", [as_param(test), hex_node(0)])
+        jz = self.prim("_jump_if_zero", [as_param(self.value(s.cond, "cond")), hex_node(0)])
         self.stmt(s.then)
         if s.else_ is not None:
             j = self.prim("_jump", [hex_node(0)])
@@ -234,12 +238,7 @@ class StmtLowerer(PrimitiveLowerer):
             raise CompileError("switch on action_run is only allowed in a control's apply block", s.pos)
         ends: list[dict] = []
         pending: list[ast.Expr] = []
-        if runtime_index(s.expr, self.ctx.hoisted) is not None:
-            tmp = self.temp(s.expr.type)
-            self.assign_value(tmp, s.expr)
-            key = tmp.node()
-        else:
-            key = self.data(s.expr)
+        key = self.value(s.expr)
         for case in s.cases:
             pending.append(case.label)
             if case.body is None:
