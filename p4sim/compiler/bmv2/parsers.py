@@ -30,7 +30,8 @@ from p4sim.compiler.bmv2.context import (
 from p4sim.compiler.bmv2.controls import bind_ctor_params
 from p4sim.compiler.bmv2.expressions import lookahead_field, sub_expressions
 from p4sim.compiler.bmv2.jsonutil import as_param, bool_node, hex_node, mask, nbytes
-from p4sim.compiler.bmv2.parsercalls import called_function, returns_early, stateful_call, stateful_key_call
+from p4sim.compiler.bmv2.parsercalls import (called_function, key_skips_a_call, returns_early, short_circuit,
+                                             skipping_operator, stateful_call, stateful_key_call)
 from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StackLoc, UnionStackLoc, scalar_width
 from p4sim.compiler.bmv2.unionstacks import is_union_stack, union_last
@@ -195,6 +196,11 @@ class ParserLowerer:
             if last is not None:
                 self.read_union_last(frame, name, items, i, last, transition, target, key_results)
                 return
+            op = skipping_operator(st, it.results)
+            if op is not None:
+                self.lower_state(frame, name, items[:i] + self.computed_first(it, op) + items[i + 1:],
+                                 transition, target, key_results)
+                return
             c = stateful_call(st, it.results)
             if c is not None:
                 entry, exits, ret, result = self.inline_call(name, it, c)
@@ -230,7 +236,13 @@ class ParserLowerer:
             return
         if isinstance(transition, ast.SelectExpr) \
                 and any(union_last(k, self.ctx.hoisted) for k in transition.keys):
-            items, transition, key_results = self.keys_first(frame, items, transition, key_results or {})
+            items, transition, key_results = self.keys_first(frame, items, transition, key_results or {},
+                                                             lambda k: union_last(k, self.ctx.hoisted) is not None)
+            self.lower_state(frame, name, items, transition, target, key_results)
+            return
+        if key_skips_a_call(transition, key_results or {}):  # every key, in order: they may read what it writes
+            items, transition, key_results = self.keys_first(frame, items, transition, key_results or {},
+                                                             lambda k: True)
             self.lower_state(frame, name, items, transition, target, key_results)
             return
         c = stateful_key_call(transition, key_results or {})
@@ -241,6 +253,16 @@ class ParserLowerer:
             return
         self.emit_state(frame, name, items, transition, target, key_results=key_results)
 
+    def computed_first(self, it: Item, op: ast.Expr) -> list[Item]:
+        """Item ``it`` with its operator ``op`` (`skipping_operator`) computed before it
+        into a temporary by ``if`` statements (`short_circuit`), which it then reads."""
+        tmp = ast.PathExpr(op.pos, "tmp")
+        tmp.type = op.type
+        loc = self.ctx.layout.storage("tmp", op.type, op.pos)
+        results = {**it.results, id(tmp): loc}
+        return [Item(it.frame, st, results) for st in short_circuit(op, tmp)] \
+            + [Item(it.frame, it.stmt, {**results, id(op): loc})]
+
     def split_on_if(self, frame: Frame, name: str, items: list[Item], i: int, transition: Any, target: Any,
                     key_results: Optional[dict[int, Any]]) -> None:
         it = items[i]
@@ -249,15 +271,17 @@ class ParserLowerer:
         c = const_value(st.cond)
         if c is not None:
             branch = st.then if c else st.else_
-            chosen = [Item(it.frame, branch)] if branch is not None else []
+            chosen = [Item(it.frame, branch, it.results)] if branch is not None else []
             self.lower_state(frame, name, items[:i] + chosen + items[i + 1:], transition, target, key_results)
             return
         yes = self.state_names.fresh(f"{name}_true")
         no = self.state_names.fresh(f"{name}_false")
         join = self.state_names.fresh(f"{name}_join")
         self.emit_branch(frame, name, items[:i], it, yes, no)
-        self.lower_state(frame, yes, [Item(it.frame, st.then)], join, _same)
-        self.lower_state(frame, no, [Item(it.frame, st.else_)] if st.else_ is not None else [], join, _same)
+        # The branches see what the if's statement did (`computed_first`'s temporary).
+        self.lower_state(frame, yes, [Item(it.frame, st.then, it.results)], join, _same)
+        self.lower_state(frame, no, [Item(it.frame, st.else_, it.results)] if st.else_ is not None else [],
+                         join, _same)
         self.lower_state(frame, join, items[i + 1:], transition, target, key_results)
 
     def inline_call(self, name: str, caller: Item, c: ast.CallExpr) -> tuple[list[Item], list[Item], Optional[str], Any]:
@@ -311,17 +335,19 @@ class ParserLowerer:
                     lw.stmt(it.stmt)
 
     def keys_first(self, frame: Frame, items: list[Item], transition: ast.SelectExpr,
-                   key_results: dict[int, Any]) -> tuple[list[Item], ast.SelectExpr, dict[int, Any]]:
-        """``select(u.last.h.f, ...)`` on a stack of header unions: each such key is
-        computed into a temporary by a statement at the end of the state (which is
-        then split on the next index, `read_union_last`), and the select reads it.
-        Returns the state's items, the new select and the key results (the
-        temporaries included)."""
+                   key_results: dict[int, Any], which: Callable[[ast.Expr], bool]
+                   ) -> tuple[list[Item], ast.SelectExpr, dict[int, Any]]:
+        """The keys ``which`` picks computed into temporaries by statements at the end
+        of the state, which the select then reads: ``select(u.last.h.f, ...)`` on a
+        stack of header unions (the statement splits the state on the next index,
+        `read_union_last`), and keys with an operator that may skip a call to a
+        function that needs states (`computed_first`). Returns the state's items, the
+        new select and the key results (the temporaries included)."""
         keys: list[ast.Expr] = []
         results = dict(key_results)
         computed: list[ast.Stmt] = []
         for k in transition.keys:
-            if union_last(k, self.ctx.hoisted) is None:
+            if not which(k):
                 keys.append(k)
                 continue
             ref = ast.PathExpr(k.pos, "tmp")
@@ -558,7 +584,7 @@ def _flatten_blocks(items: list[Item]) -> list[Item]:
     out: list[Item] = []
     for it in items:
         if isinstance(it.stmt, ast.BlockStmt):
-            out.extend(_flatten_blocks([Item(it.frame, s) for s in it.stmt.stmts]))
+            out.extend(_flatten_blocks([Item(it.frame, s, it.results) for s in it.stmt.stmts]))
         else:
             out.append(it)
     return out
