@@ -42,33 +42,34 @@ def skipping_operator(st: ast.Stmt, done: dict[int, Any]) -> Optional[ast.Expr]:
     call must not run when the operator skips it, so the operator is computed before
     its statement by ``if`` statements (`short_circuit`), as p4c's side-effect
     ordering does. None while a call to such a function is evaluated before the
-    operator (`stateful_call` inlines it first); refused (file:line:col) when another
-    call is, as computing the operator first would run the two out of order."""
+    operator (`stateful_call` inlines it first). Computing the operator first must
+    not reorder effects, so it is refused (file:line:col) when it holds a call that
+    may write (an ``out``/``inout`` or extern argument) and is not the statement's
+    whole value, or when a call the statement evaluates before it may write or the
+    operator may."""
     exprs = _statement_expressions(st)
     op = _outermost_skipping(exprs, done)
     if op is None:
         return None
     inside = {id(c) for c, _ in _calls_in_order(op, False)}
-    if op is not exprs[-1]:  # what the statement reads besides may change (an out/inout argument)
-        writing = next((c for c, _ in _calls_in_order(op, False)
-                        if (f := called_function(c)) and any(p.direction in ("out", "inout") for p in f.params)), None)
-        if writing is not None:
-            raise CompileError(f"a call to '{called_function(writing).name}' (a function with out or inout "  # type: ignore[union-attr]
-                               "parameters) inside '&&', '||' or '?:' that may skip a call to a function "
-                               "with if statements or an early return is not supported in a parser state "
-                               "unless the operator is the statement's whole value", writing.pos, "unsupported")
+    writing = next((c for c, _ in _calls_in_order(op, False) if _may_write(c)), None)
+    if writing is not None and op is not exprs[-1]:
+        raise CompileError(f"a call to '{_callee(writing)}' (with out, inout or extern arguments) inside '&&', "
+                           "'||' or '?:' that may skip a call to a function with if statements or an early "
+                           "return is not supported in a parser state unless the operator is the statement's "
+                           "whole value", writing.pos, "unsupported")
     for c, _ in _calls_in_order(exprs, False, done):
         if id(c) in inside:
             return op
-        if id(c) in done or _is_lookahead(c):
+        if id(c) in done or writing is None and not _may_write(c):
             continue
         f = called_function(c)
         if f is not None and needs_states(f):
             return None
         skipped = next(x for x, skippable in _calls_in_order(op, False) if skippable and _needs_states(x, done))
-        raise CompileError(f"a call to '{called_function(skipped).name}' (a function with if statements or an "  # type: ignore[union-attr]
-                           f"early return) that '&&', '||' or '?:' may skip, after a call to '{_callee(c)}' in the "
-                           "same statement, is not supported in a parser state; assign that call's value to a "
+        raise CompileError(f"a call to '{_callee(skipped)}' (a function with if statements or an early return) "
+                           f"that '&&', '||' or '?:' may skip, after a call to '{_callee(c)}' in the same "
+                           "statement, is not supported in a parser state; assign that call's value to a "
                            "variable first", skipped.pos, "unsupported")
     return op
 
@@ -134,9 +135,14 @@ def _callee(c: ast.CallExpr) -> str:
     return t.name if isinstance(t, ast.PathExpr) else t.member if isinstance(t, ast.MemberExpr) else "a function"
 
 
-def _is_lookahead(c: ast.CallExpr) -> bool:
-    """``pkt.lookahead<T>()``: reads the packet without changing anything."""
-    return isinstance(c.target, ast.MemberExpr) and c.target.member == "lookahead"
+def _may_write(c: ast.CallExpr) -> bool:
+    """Whether call ``c`` may change anything: a function with an ``out``, ``inout``
+    or directionless (extern, e.g. ``packet_in``) parameter, or a method other than
+    ``isValid`` and ``lookahead``."""
+    f = called_function(c)
+    if f is not None:
+        return any(p.direction != "in" for p in f.params)
+    return not (isinstance(c.target, ast.MemberExpr) and c.target.member in ("isValid", "lookahead"))
 
 
 def stateful_key_call(transition: Any, done: dict[int, Any]) -> Optional[ast.CallExpr]:

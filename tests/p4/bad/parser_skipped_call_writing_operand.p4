@@ -1,4 +1,4 @@
-// expect: 13:47: unsupported: a call to 'big' (a function with out or inout parameters) inside '&&', '||' or '?:' that may skip a call to a function with if statements or an early return is not supported in a parser state unless the operator is the statement's whole value
+// expect: 13:47: unsupported: a call to 'big' (with out, inout or extern arguments) inside '&&', '||' or '?:' that may skip a call to a function with if statements or an early return is not supported in a parser state unless the operator is the statement's whole value
 // A call that '||' may skip to a function that needs states of its own and writes an
 // inout argument, not the statement's whole value: computing the operator first would
 // let the statement read what the call wrote (p4c copies such operands first).

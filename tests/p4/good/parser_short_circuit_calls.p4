@@ -49,8 +49,9 @@ parser MyParser(packet_in packet, out headers hdr, inout metadata meta,
         hdr.h.calls = 0;
         // grab runs unless kind bit 0 is set
         hdr.h.res = ((hdr.h.kind & 1) == 1 || grab(packet, hdr.o1, hdr.h.calls)) ? 8w0xA0 : 8w0xB0;
-        // low runs only when kind bit 1 is set; its value is added
-        hdr.h.res = hdr.h.res + ((hdr.h.kind & 2) == 2 ? low(hdr.h.kind) : 8w0);
+        // low runs only when kind bit 1 is set; its value is added (after 08 if o1 is
+        // valid: an isValid call before the operator does not stop it being computed first)
+        hdr.h.res = hdr.h.res + (hdr.o1.isValid() ? 8w0x08 : 8w0) + ((hdr.h.kind & 2) == 2 ? low(hdr.h.kind) : 8w0);
         transition select(hdr.h.kind[2:2], (hdr.h.kind & 4) == 4 && grab(packet, hdr.o2, hdr.h.calls)) {
             (1, true): second;
             default: accept;
