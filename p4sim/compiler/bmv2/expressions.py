@@ -172,7 +172,7 @@ class ExprLowerer:
             if isinstance(base, UnionStackLoc) and m == "last":
                 # a statement or select key using it is split on the next index first
                 raise CompileError("'last' of a stack of header unions is only supported in an assignment, a call, "
-                                   "a declaration or a select key of a parser state", e.pos, "unsupported")
+                                   "a declaration, an if condition or a select key of a parser state", e.pos, "unsupported")
             if isinstance(base, StackLoc) and m == "last":
                 idx = expr_node("last_stack_index", None, base.node())
                 return DynHeaderLoc(expr_node("dereference_header_stack", base.node(), idx), base.type.element)

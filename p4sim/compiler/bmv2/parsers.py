@@ -610,8 +610,11 @@ def _hoisted(ctx: Context, results: dict[int, Any]) -> Iterator[None]:
 
 
 def _expressions_of(st: ast.Stmt) -> Any:
-    """What `sub_expressions` walks for statement ``st`` (a declaration: its initializer)."""
-    return st.init if isinstance(st, ast.VarDecl) else st
+    """What `sub_expressions` walks for statement ``st``: a declaration's initializer,
+    an ``if``'s condition (its branches are statements of their own)."""
+    if isinstance(st, ast.VarDecl):
+        return st.init
+    return st.cond if isinstance(st, ast.IfStmt) else st
 
 
 def _default(nxt: Optional[str]) -> dict:
