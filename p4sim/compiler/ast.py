@@ -86,6 +86,14 @@ class TupleTypeRef(TypeRef):
 
 
 @dataclass(eq=False)
+class ListTypeRef(TypeRef):
+    """``list<T>`` (P4-16 1.2.4): only as the type a list expression is cast to in
+    ``for (T x in (list<T>) {a, b})``; p4sim has no list values elsewhere."""
+
+    element: TypeRef
+
+
+@dataclass(eq=False)
 class InitTypeRef(TypeRef):
     """No syntax: the type of a compiler-made variable is its initializer's (the
     temporary that holds a compound assignment's index, evaluated once)."""

@@ -46,6 +46,8 @@ def fmt(t: Optional[T.Type]) -> str:
         return f"{fmt(t.element)}[{t.size}]"
     if isinstance(t, T.TupleT):
         return "tuple<" + ", ".join(fmt(e) for e in t.elements) + ">"
+    if isinstance(t, T.ListT):
+        return f"list<{fmt(t.element)}>"
     if isinstance(t, T.ExternT):
         return t.name + ("<" + ", ".join(fmt(a) for a in t.args) + ">" if t.args else "")
     if isinstance(t, (T.StructLikeT, T.EnumT, T.NewT, T.ParserT, T.ControlT, T.PackageT, T.TypeVarT)):
@@ -131,6 +133,9 @@ class ExprChecker:
             return T.StackT(elem, size)
         if isinstance(tr, ast.TupleTypeRef):
             return T.TupleT(tuple(self.type_of(e, scope) for e in tr.elements))
+        if isinstance(tr, ast.ListTypeRef):
+            raise CompileError("list<T> is supported only as the type of a for-in loop's collection "
+                               "(for (T x in (list<T>) {a, b}))", tr.pos, "unsupported")
         if isinstance(tr, ast.DontCareTypeRef):
             return T.DontCareT()
         if isinstance(tr, ast.NamedTypeRef):

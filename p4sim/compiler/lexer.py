@@ -48,11 +48,11 @@ _SCAN = re.compile(
 _MACRO_GAP = re.compile(r"[\s\w(),]*")
 
 #: Keywords after which the next ``<`` opens a type-argument list.
-_TYPE_KEYWORDS = {"bit", "int", "varbit", "tuple", "value_set"}
+_TYPE_KEYWORDS = {"bit", "int", "varbit", "tuple", "list", "value_set"}
 #: Tokens that can end a type (so a following ``name<`` declares type parameters).
 _TYPE_END = {"TYPE_IDENT", "R_ANGLE", "IDENT", "VOID", "BOOL", "BIT", "INT", "STRING", "ERROR"}
 #: Tokens that can start a type argument.
-_TYPE_START = {"TYPE_IDENT", "BIT", "INT", "VARBIT", "BOOL", "TUPLE", "STRING", "ERROR",
+_TYPE_START = {"TYPE_IDENT", "BIT", "INT", "VARBIT", "BOOL", "TUPLE", "LIST", "STRING", "ERROR",
                "VOID", "UNDERSCORE", "MATCH_KIND"}
 #: Keywords whose following name is a type being declared.
 _TYPE_DECL_KW = {"struct", "header", "header_union", "parser", "control", "package"}

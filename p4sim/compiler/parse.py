@@ -163,6 +163,12 @@ class _Build(Transformer):
     def tuple_type(self, c: list) -> ast.TypeRef:
         return ast.TupleTypeRef(self.p(c[0]), c[1])
 
+    def list_type(self, c: list) -> ast.TypeRef:
+        pos = self.p(c[0])
+        if len(c[1]) != 1:
+            raise CompileError(f"list takes one type argument, not {len(c[1])}", pos)
+        return ast.ListTypeRef(pos, c[1][0])
+
     def stack_type(self, c: list) -> ast.TypeRef:
         return ast.StackTypeRef(c[0].pos, c[0], c[1])
 

@@ -401,18 +401,33 @@ class Checker(ExprChecker):
 
     def for_in_stmt(self, s: ast.ForInStmt, scope: Scope) -> None:
         """``for (T x in stack)``: ``x`` takes each element, so ``T`` must be the
-        stack's element type (p4c: "does not match header stack type"). p4c also
-        iterates over ``list<T>`` values; p4sim has no list type."""
-        ct = self.expr(s.collection, scope)
-        if not isinstance(ct, T.StackT):
-            raise CompileError(f"for-in over a value of type {fmt(ct)} is not supported (only header stacks "
-                               "and ranges a..b)", s.collection.pos, "unsupported")
+        stack's element type (p4c: "does not match header stack type").
+        ``for (T x in (list<T>) {a, b})``: each element must be a ``T`` (the cast
+        gives the literals their type); the cast and the list are typed
+        ``list<T>``, which nothing else accepts: the mid end unrolls the loop over
+        the elements."""
+        c = s.collection
+        if isinstance(c, ast.CastExpr) and isinstance(c.type_ref, ast.ListTypeRef):
+            if not isinstance(c.expr, ast.ListExpr):
+                raise CompileError("a for-in loop over list<T> needs a list expression {a, b, ...} here",
+                                   c.expr.pos, "unsupported")
+            et = self.type_of(c.type_ref.element, scope)
+            for e in c.expr.elements:
+                self.expect(e, scope, et, "list element")
+            c.type = c.expr.type = c.type_ref.type = T.ListT(et)
+            what = "list"
+        else:
+            ct = self.expr(c, scope)
+            if not isinstance(ct, T.StackT):
+                raise CompileError(f"for-in over a value of type {fmt(ct)} is not supported (only header "
+                                   "stacks, list<T> expressions and ranges a..b)", c.pos, "unsupported")
+            et, what = ct.element, "header stack"
         inner = scope.child()
         self.local_decl(s.var, inner)
         vt = self.type_of(s.var.type_ref, inner)
-        if strip_newtype(vt) != strip_newtype(ct.element):
-            raise CompileError(f"'{s.var.name}' of type {fmt(vt)} does not match the header stack's element "
-                               f"type {fmt(ct.element)}", s.var.pos)
+        if strip_newtype(vt) != strip_newtype(et):
+            raise CompileError(f"'{s.var.name}' of type {fmt(vt)} does not match the {what}'s element "
+                               f"type {fmt(et)}", s.var.pos)
         self.loop_depth += 1
         self.stmt_in_child(s.body, inner)
         self.loop_depth -= 1

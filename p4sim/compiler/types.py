@@ -112,6 +112,14 @@ class TupleT(Type):
 
 
 @dataclass(frozen=True)
+class ListT(Type):
+    """``list<T>``: the type of the collection of ``for (T x in (list<T>) {a, b})``,
+    the only place p4sim has list values (the mid end unrolls the loop)."""
+
+    element: Type
+
+
+@dataclass(frozen=True)
 class EnumT(Type):
     """Plain enum (``underlying`` None) or serializable enum over a BitT."""
 

@@ -13,7 +13,9 @@ program whose loops BMv2 already runs compiles to the same JSON:
 * in a parser state (only inside an ``if``: P4-16's parser statements have no
   ``for``), every loop;
 * ``for (T x in stack)`` everywhere: the stack's size bounds it, ``x`` is a copy of
-  each element in turn.
+  each element in turn; ``for (T x in (list<T>) {a, b})`` too: the elements are
+  evaluated once, in order, before the first iteration (as p4test does), ``x`` takes
+  each value.
 
 Bounds, as p4c finds them: ``for (T x in a..b)`` with constant ``a``, ``b``; or
 ``for (init; i REL k; update)`` with constant ``k``, ``i`` set to a constant by the
@@ -118,7 +120,7 @@ class _Unroller:
                 if c.body is not None:
                     c.body = self.block(c.body)
         elif isinstance(s, ast.ForInStmt):
-            return self.stmt(_unroll_stack(s))
+            return self.stmt(_unroll_list(s) if isinstance(s.collection, ast.CastExpr) else _unroll_stack(s))
         elif isinstance(s, ast.ForStmt):
             why = self.must_unroll(s)
             if why is None:
@@ -241,16 +243,17 @@ def _params(call: ast.CallExpr) -> list[ast.Param]:
 
 
 def _unroll(pos: Any, body: ast.Stmt, index: ast.VarDecl, values: list[int], init: list[ast.Stmt],
-            updates: list[ast.Stmt]) -> ast.BlockStmt:
-    """The loop as p4c's ``doUnroll`` writes it: the init; then per value, the body
-    and the updates with the index replaced by the value; when the body has a
-    ``break``, each next iteration (starting with the updates) inside
+            updates: list[ast.Stmt], each: Callable[[int], list[ast.Stmt]] = lambda v: []) -> ast.BlockStmt:
+    """The loop as p4c's ``doUnroll`` writes it: the init; then per value, ``each``
+    of it, the body and the updates with the index replaced by the value; when the
+    body has a ``break``, each next iteration (starting with the updates) inside
     ``if (!break_flag)``."""
     flags = _JumpFlags(pos)
     body = flags.strip(body)
     out: list[ast.Stmt] = list(init) + flags.declarations()
     block = out
     for v in values:
+        block.extend(each(v))
         block.append(_substitute(body, index, v))
         if flags.brk is not None:
             rest: list[ast.Stmt] = []
@@ -275,6 +278,23 @@ def _unroll_stack(loop: ast.ForInStmt) -> ast.BlockStmt:
     loop.var.init = element
     body = ast.BlockStmt(loop.body.pos, [loop.var, loop.body])
     return _unroll(pos, body, index, list(range(stack_t.size)), [], [])
+
+
+def _unroll_list(loop: ast.ForInStmt) -> ast.BlockStmt:
+    """``for (T x in (list<T>) {e0, e1})``: ``T x__0 = e0; T x__1 = e1; T x;`` first
+    (each element evaluated once, in order, before the first iteration: a body that
+    changes what an element reads does not change the values), then per element
+    ``k``, ``x = x__k;`` and the body."""
+    cast = loop.collection
+    assert isinstance(cast, ast.CastExpr) and isinstance(cast.expr, ast.ListExpr)
+    pos, var = loop.pos, loop.var
+    values = [ast.VarDecl(e.pos, f"__{var.name}_{k}", var.type_ref, e) for k, e in enumerate(cast.expr.elements)]
+    unused = ast.VarDecl(pos, f"__{var.name}_index", var.type_ref)  # nothing reads it: the values do
+
+    def assign(k: int) -> list[ast.Stmt]:
+        return [ast.AssignStmt(pos, _ref(pos, var), _ref(pos, values[k]))]
+
+    return _unroll(pos, loop.body, unused, list(range(len(values))), [*values, var], [], assign)
 
 
 class _JumpFlags:
