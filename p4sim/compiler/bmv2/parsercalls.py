@@ -6,8 +6,9 @@ statements are then split into states (`parsers.ParserLowerer.lower_state`), as 
 function inliner and parser control-flow pass do. This module finds such calls
 (`stateful_call`, `stateful_key_call`) in the order P4 evaluates them, the ``&&``,
 ``||`` and ``?:`` that may skip one (`skipping_operator`, computed first by ``if``
-statements, `short_circuit`), and refuses those whose value cannot be computed before
-their statement.
+statements, `short_circuit`), and what the statement evaluates before either that
+must be copied first so that computing it before the statement reorders nothing
+(`operands_first`), as p4c's side-effect ordering does.
 """
 
 from __future__ import annotations
@@ -23,14 +24,11 @@ from p4sim.compiler.diagnostics import CompileError
 def stateful_call(st: ast.Stmt, done: dict[int, Any]) -> Optional[ast.CallExpr]:
     """The first call (in evaluation order) statement ``st`` makes, not yet
     inlined (in ``done``), to a function that needs states (`needs_states`).
-    Its value is computed before the statement; that is exact unless the call is
-    an operand and may write what the statement reads before it (an ``out`` or
-    ``inout`` parameter): that is refused. (A call an operator may skip is never
-    the first: `skipping_operator` computes the operator before.)"""
-    exprs = _statement_expressions(st)
-    whole = exprs[-1] if exprs and not isinstance(st, ast.IfStmt) else None
-    for e in exprs:
-        c = _first_stateful(e, done, whole)
+    Its value is computed before the statement, after what `operands_first`
+    copies. (A call an operator may skip is never the first: `skipping_operator`
+    computes the operator before.)"""
+    for e in _statement_expressions(st):
+        c = _first_stateful(e, done)
         if c is not None:
             return c
     return None
@@ -40,38 +38,128 @@ def skipping_operator(st: ast.Stmt, done: dict[int, Any]) -> Optional[ast.Expr]:
     """The outermost ``&&``, ``||`` or ``?:`` of statement ``st`` (not yet computed,
     in ``done``) whose skipped operand calls a function that needs states: such a
     call must not run when the operator skips it, so the operator is computed before
-    its statement by ``if`` statements (`short_circuit`), as p4c's side-effect
-    ordering does. None while a call to such a function is evaluated before the
-    operator (`stateful_call` inlines it first). Computing the operator first must
-    not reorder effects, so it is refused (file:line:col) when it holds a call that
-    may write (an ``out``/``inout`` or extern argument) and is not the statement's
-    whole value, or when a call the statement evaluates before it may write or the
-    operator may."""
-    exprs = _statement_expressions(st)
-    op = _outermost_skipping(exprs, done)
-    if op is None:
-        return None
-    inside = {id(c) for c, _ in _calls_in_order(op, False)}
-    writing = next((c for c, _ in _calls_in_order(op, False) if _may_write(c)), None)
-    if writing is not None and op is not exprs[-1]:
-        raise CompileError(f"a call to '{_callee(writing)}' (with out, inout or extern arguments) inside '&&', "
-                           "'||' or '?:' that may skip a call to a function with if statements or an early "
-                           "return is not supported in a parser state unless the operator is the statement's "
-                           "whole value", writing.pos, "unsupported")
-    for c, _ in _calls_in_order(exprs, False, done):
-        if id(c) in inside:
-            return op
-        if id(c) in done or writing is None and not _may_write(c):
+    its statement by ``if`` statements (`short_circuit`), after what
+    `operands_first` copies."""
+    return _outermost_skipping(_statement_expressions(st), done)
+
+
+def operands_first(st: ast.Stmt, target: ast.Expr, done: dict[int, Any]) -> list[ast.Expr]:
+    """What statement ``st`` evaluates before ``target`` (a call that needs states,
+    or an operator that may skip one, about to be computed before the statement)
+    when that could change it: ``target`` may write (an ``out``, ``inout`` or extern
+    argument), or what comes before it calls something that may write or needs
+    states. Those parts (outermost, not constant) are then computed into
+    temporaries first, in order, as p4c's side-effect ordering copies them; [] when
+    nothing needs copying. An ``out``/``inout`` argument among them cannot be a copy:
+    refused (file:line:col)."""
+    parts = [(e, d) for e, d in _parts_before(st, target) if id(e) not in done and const_value(e) is None]
+    values = [e for e, _ in parts]
+    if not _reorders(target, values, done):
+        return []
+    for e, d in parts:
+        if d != "in":
+            raise CompileError("an argument that is not 'in', evaluated before a call to a function with if "
+                               "statements or an early return in the same statement, is not supported in a "
+                               "parser state (it would have to be copied first); compute that call first",
+                               e.pos, "unsupported")
+    return values
+
+
+def key_call_reorders(transition: ast.SelectExpr, c: ast.CallExpr, done: dict[int, Any]) -> bool:
+    """Whether computing the call ``c`` of a ``select`` key before the select
+    (`stateful_key_call`) could change a key evaluated before it (as
+    `operands_first` judges): then every key is computed first, in order."""
+    parts, _ = _before(ast.ListExpr(transition.pos, list(transition.keys)), c)
+    return _reorders(c, [e for e, _ in parts if id(e) not in done and const_value(e) is None], done)
+
+
+def _reorders(target: ast.Expr, before: list[ast.Expr], done: dict[int, Any]) -> bool:
+    """Whether computing ``target`` ahead of ``before`` (what P4 evaluates first)
+    could change either: ``target`` may write, or ``before`` calls something that
+    may write or needs states."""
+    return bool(before) and (any(_may_write(c) for c, _ in _calls_in_order(target, False, done))
+                             or any(_may_write(c) or _needs_states(c, done)
+                                    for c, _ in _calls_in_order(before, False, done)))
+
+
+def _parts_before(st: ast.Stmt, target: ast.Expr) -> list[tuple[ast.Expr, Optional[str]]]:
+    """The outermost parts of ``st`` evaluated before ``target``, each with how it is
+    passed (``"in"`` for a value; a call argument's direction, None if unknown). An
+    assignment's target comes first: only its run-time indexes are values there."""
+    out: list[tuple[ast.Expr, Optional[str]]] = []
+    if isinstance(st, ast.AssignStmt):
+        got, found = _before(st.lhs, target)
+        if found:
+            return got
+        out = [(i, "in") for i in _indexes(st.lhs)]
+        exprs: list[Optional[ast.Expr]] = [st.rhs]
+    else:
+        exprs = _statement_expressions(st)
+    for e in exprs:
+        got, found = _before(e, target)
+        if found:
+            return out + got
+    return []
+
+
+def _before(e: Optional[ast.Expr], target: ast.Expr) -> tuple[list[tuple[ast.Expr, Optional[str]]], bool]:
+    """(the outermost parts of ``e`` evaluated before ``target``, whether ``target``
+    is in ``e``)."""
+    if e is target:
+        return [], True
+    if not isinstance(e, ast.Expr):
+        return [], False
+    out: list[tuple[ast.Expr, Optional[str]]] = []
+    for child, direction in _operands(e):
+        got, found = _before(child, target)
+        if found:
+            return out + got, True
+        if direction != _LOCATION:
+            out.append((child, direction))
+    return [], False
+
+
+#: How `_operands` marks the base of an index, member or slice: a location, not a
+#: value to copy.
+_LOCATION = "location"
+
+
+def _operands(e: ast.Expr) -> list[tuple[ast.Expr, Optional[str]]]:
+    """What P4 evaluates for ``e``, in order, each with how it is passed: a call's
+    arguments (with their directions; not what it calls), the base of an index,
+    member or slice (a location), an index, the operands of anything else (values)."""
+    if isinstance(e, ast.CallExpr):
+        f = called_function(e)
+        params = f.params if f is not None else []
+        out = []
+        for i, a in enumerate(e.args):
+            p = next((q for q in params if q.name == a.name), None) if a.name is not None \
+                else (params[i] if i < len(params) else None)
+            out.append((a.value, p.direction if p is not None else None))
+        return out
+    if isinstance(e, ast.IndexExpr):
+        return [(e.expr, _LOCATION), (e.index, "in")]
+    if isinstance(e, (ast.MemberExpr, ast.SliceExpr)):
+        return [(e.expr, _LOCATION)]
+    children: list[tuple[ast.Expr, Optional[str]]] = []
+    for f in dataclasses.fields(e):
+        if f.name in ("pos", "ref", "type"):
             continue
-        f = called_function(c)
-        if f is not None and needs_states(f):
-            return None
-        skipped = next(x for x, skippable in _calls_in_order(op, False) if skippable and _needs_states(x, done))
-        raise CompileError(f"a call to '{_callee(skipped)}' (a function with if statements or an early return) "
-                           f"that '&&', '||' or '?:' may skip, after a call to '{_callee(c)}' in the same "
-                           "statement, is not supported in a parser state; assign that call's value to a "
-                           "variable first", skipped.pos, "unsupported")
-    return op
+        v = getattr(e, f.name)
+        for x in (v if isinstance(v, list) else [v]):
+            x = x.value if isinstance(x, ast.Argument) else x
+            if isinstance(x, ast.Expr):
+                children.append((x, "in"))
+    return children
+
+
+def _indexes(e: ast.Expr) -> list[ast.Expr]:
+    """The indexes in location ``e`` (``hdr.s[i].f``: ``i``), outer stacks first."""
+    if isinstance(e, ast.IndexExpr):
+        return _indexes(e.expr) + [e.index]
+    if isinstance(e, (ast.MemberExpr, ast.SliceExpr)):
+        return _indexes(e.expr)
+    return []
 
 
 def key_skips_a_call(transition: Any, done: dict[int, Any]) -> bool:
@@ -130,11 +218,6 @@ def _needs_states(c: ast.CallExpr, done: dict[int, Any]) -> bool:
     return f is not None and id(c) not in done and needs_states(f)
 
 
-def _callee(c: ast.CallExpr) -> str:
-    t = c.target
-    return t.name if isinstance(t, ast.PathExpr) else t.member if isinstance(t, ast.MemberExpr) else "a function"
-
-
 def _may_write(c: ast.CallExpr) -> bool:
     """Whether call ``c`` may change anything: a function with an ``out``, ``inout``
     or directionless (extern, e.g. ``packet_in``) parameter, or a method other than
@@ -150,24 +233,14 @@ def stateful_key_call(transition: Any, done: dict[int, Any]) -> Optional[ast.Cal
     if isinstance(transition, str):
         return None
     for k in transition.keys:
-        c = _first_stateful(k, done, None)
+        c = _first_stateful(k, done)
         if c is not None:
             return c
     return None
 
 
-def _first_stateful(e: Optional[ast.Expr], done: dict[int, Any],
-                    whole: Optional[ast.Expr]) -> Optional[ast.CallExpr]:
-    for c, _ in _calls_in_order(e, False, done):
-        f = called_function(c)
-        if f is None or id(c) in done or not needs_states(f):
-            continue
-        if c is not whole and any(p.direction in ("out", "inout") for p in f.params):
-            raise CompileError(f"a call to '{f.name}' (a function with if statements or an early return, "
-                               "and out or inout parameters) inside an expression is not supported in a "
-                               "parser state; call it as a statement", c.pos, "unsupported")
-        return c
-    return None
+def _first_stateful(e: Optional[ast.Expr], done: dict[int, Any]) -> Optional[ast.CallExpr]:
+    return next((c for c, _ in _calls_in_order(e, False, done) if _needs_states(c, done)), None)
 
 
 def called_function(c: ast.CallExpr) -> Optional[ast.FunctionDecl]:

@@ -30,8 +30,9 @@ from p4sim.compiler.bmv2.context import (
 from p4sim.compiler.bmv2.controls import bind_ctor_params
 from p4sim.compiler.bmv2.expressions import lookahead_field, sub_expressions
 from p4sim.compiler.bmv2.jsonutil import as_param, bool_node, hex_node, mask, nbytes
-from p4sim.compiler.bmv2.parsercalls import (called_function, key_skips_a_call, returns_early, short_circuit,
-                                             skipping_operator, stateful_call, stateful_key_call)
+from p4sim.compiler.bmv2.parsercalls import (called_function, key_call_reorders, key_skips_a_call, operands_first,
+                                             returns_early, short_circuit, skipping_operator, stateful_call,
+                                             stateful_key_call)
 from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import ConstLoc, FieldLoc, HeaderLoc, StackLoc, UnionStackLoc, scalar_width
 from p4sim.compiler.bmv2.unionstacks import is_union_stack, union_last
@@ -186,7 +187,10 @@ class ParserLowerer:
         statement (a transition to the state after the call), at a sub-parser call
         (its states are inlined between the halves), at ``extract(u.next.m)`` and at
         a statement or ``select`` key reading ``u.last`` of a stack of header unions
-        (a select on the stack's next index, `split_on_next`)."""
+        (a select on the stack's next index, `split_on_next`). Before such a call,
+        an ``&&``/``||``/``?:`` that may skip it becomes ``if`` statements
+        (`computed_first`), and what P4 evaluates ahead of either is copied first
+        where the order could show (`copied_first`)."""
         items = _flatten_blocks(items)
         for i, it in enumerate(items):
             st = it.stmt
@@ -198,10 +202,16 @@ class ParserLowerer:
                 return
             op = skipping_operator(st, it.results)
             if op is not None:
-                self.lower_state(frame, name, items[:i] + self.computed_first(it, op) + items[i + 1:],
-                                 transition, target, key_results)
+                first = operands_first(st, op, it.results)
+                now = self.copied_first(it, first) if first else self.computed_first(it, op)
+                self.lower_state(frame, name, items[:i] + now + items[i + 1:], transition, target, key_results)
                 return
             c = stateful_call(st, it.results)
+            first = operands_first(st, c, it.results) if c is not None else []
+            if first:
+                self.lower_state(frame, name, items[:i] + self.copied_first(it, first) + items[i + 1:],
+                                 transition, target, key_results)
+                return
             if c is not None:
                 entry, exits, ret, result = self.inline_call(name, it, c)
                 rest = [] if isinstance(st, ast.CallStmt) and st.call is c \
@@ -246,6 +256,11 @@ class ParserLowerer:
             self.lower_state(frame, name, items, transition, target, key_results)
             return
         c = stateful_key_call(transition, key_results or {})
+        if c is not None and key_call_reorders(transition, c, key_results or {}):
+            items, transition, key_results = self.keys_first(frame, items, transition, key_results or {},
+                                                             lambda k: True)
+            self.lower_state(frame, name, items, transition, target, key_results)
+            return
         if c is not None:  # a select key calls a function with control flow: its value is computed first
             entry, exits, ret, result = self.inline_call(name, Item(frame, results=key_results or {}), c)
             self.continue_after(frame, name, items + entry, ret, exits, transition, target,
@@ -256,12 +271,24 @@ class ParserLowerer:
     def computed_first(self, it: Item, op: ast.Expr) -> list[Item]:
         """Item ``it`` with its operator ``op`` (`skipping_operator`) computed before it
         into a temporary by ``if`` statements (`short_circuit`), which it then reads."""
-        tmp = ast.PathExpr(op.pos, "tmp")
-        tmp.type = op.type
-        loc = self.ctx.layout.storage("tmp", op.type, op.pos)
+        tmp, loc = self.temporary(op)
         results = {**it.results, id(tmp): loc}
         return [Item(it.frame, st, results) for st in short_circuit(op, tmp)] \
             + [Item(it.frame, it.stmt, {**results, id(op): loc})]
+
+    def copied_first(self, it: Item, parts: list[ast.Expr]) -> list[Item]:
+        """Item ``it`` with ``parts`` of it (`operands_first`) computed before it, in
+        order, into temporaries, which it then reads."""
+        temps = [self.temporary(e) for e in parts]
+        copies = [Item(it.frame, ast.AssignStmt(e.pos, tmp, e), {**it.results, id(tmp): loc})
+                  for e, (tmp, loc) in zip(parts, temps)]
+        return copies + [Item(it.frame, it.stmt, {**it.results, **{id(e): loc for e, (_, loc) in zip(parts, temps)}})]
+
+    def temporary(self, e: ast.Expr) -> tuple[ast.PathExpr, Any]:
+        """A fresh variable for the value of ``e``: a name that reads it, and where it is."""
+        tmp = ast.PathExpr(e.pos, "tmp")
+        tmp.type = e.type
+        return tmp, self.ctx.layout.storage("tmp", e.type, e.pos)
 
     def split_on_if(self, frame: Frame, name: str, items: list[Item], i: int, transition: Any, target: Any,
                     key_results: Optional[dict[int, Any]]) -> None:
