@@ -12,6 +12,7 @@ header h_t {
     bit<8> c;
     bit<8> d;
     bit<8> e;
+    bit<8> g;
 }
 
 struct headers { h_t h; }
@@ -41,6 +42,14 @@ bool big(in bit<8> v) {
     return false;
 }
 
+// Needs states; reads only.
+bit<8> top(in bit<8> v) {
+    if (v > 8) {
+        return 0x80;
+    }
+    return v;
+}
+
 parser MyParser(packet_in packet, out headers hdr, inout metadata meta,
                 inout standard_metadata_t standard_metadata) {
     state start {
@@ -49,6 +58,8 @@ parser MyParser(packet_in packet, out headers hdr, inout metadata meta,
         hdr.h.b = bump(hdr.h.a) + hdr.h.a;
         // the read comes first: copied before bump writes c
         hdr.h.d = hdr.h.c + bump(hdr.h.c);
+        // inc writes g before top (inlined before the statement) reads it
+        hdr.h.g = inc(hdr.h.g) + top(hdr.h.g);
         // inc writes e before the operator that may skip big, which reads e
         hdr.h.e = inc(hdr.h.e) + ((hdr.h.e == 0 || big(hdr.h.e)) ? 8w0x10 : 8w0x20);
         // the first key is read before the second key's call writes it
