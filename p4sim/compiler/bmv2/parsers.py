@@ -250,13 +250,10 @@ class ParserLowerer:
                                                              lambda k: union_last(k, self.ctx.hoisted) is not None)
             self.lower_state(frame, name, items, transition, target, key_results)
             return
-        if key_skips_a_call(transition, key_results or {}):  # every key, in order: they may read what it writes
-            items, transition, key_results = self.keys_first(frame, items, transition, key_results or {},
-                                                             lambda k: True)
-            self.lower_state(frame, name, items, transition, target, key_results)
-            return
         c = stateful_key_call(transition, key_results or {})
-        if c is not None and key_call_reorders(transition, c, key_results or {}):
+        if key_skips_a_call(transition, key_results or {}) \
+                or c is not None and key_call_reorders(transition, c, key_results or {}):
+            # every key computed first, in order: they may read what the call writes
             items, transition, key_results = self.keys_first(frame, items, transition, key_results or {},
                                                              lambda k: True)
             self.lower_state(frame, name, items, transition, target, key_results)
@@ -377,9 +374,7 @@ class ParserLowerer:
             if not which(k):
                 keys.append(k)
                 continue
-            ref = ast.PathExpr(k.pos, "tmp")
-            ref.type = k.type
-            results[id(ref)] = self.ctx.layout.scalar("tmp", k.type, k.pos)
+            ref, results[id(ref)] = self.temporary(k)
             computed.append(ast.AssignStmt(k.pos, ref, k))
             keys.append(ref)
         return items + [Item(frame, st, results) for st in computed], \
