@@ -333,8 +333,8 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
             hdr.l4.tcp.dstPort: optional;
         }
         actions = { drop; NoAction; fwd; }
-        const entries = {
-            (0x0a000001 &&& 0xffffffff, 6 .. 17, 80) : drop();
+        entries = {
+            priority = 20: (0x0a000001 &&& 0xffffffff, 6 .. 17, 80) : drop();
             priority = 10: (_, _, _) : fwd(3);
             (0x0a000002, Proto.TCP, _): NoAction();
         }
@@ -961,7 +961,7 @@ def test_wide_tables(tmp_path) -> None:
     ing = decl(prog, "MyIngress")
     acl = decl(ing, "acl")
     assert [k.match_kind for k in acl.keys] == ["ternary", "range", "optional"]
-    assert acl.entries_const and len(acl.entries) == 3
+    assert not acl.entries_const and len(acl.entries) == 3
     first, second, third = acl.entries
     assert first.keys[0].op == "&&&" and first.keys[1].op == ".."
     assert first.keys[1].left.type == T.BitT(8)

@@ -366,6 +366,9 @@ class _Build(Transformer):
                 raise CompileError(f"table property '{kind}' is defined twice", pos or t.pos)
             seen[kind] = pos
             if kind == "key":
+                if "entries" in seen:  # p4c's type checker: entries are read against the key
+                    raise CompileError(f"table '{t.name}': the entries must come after the key",
+                                       seen["entries"] or t.pos)
                 t.keys = rest[0]
             elif kind == "actions":
                 t.actions = rest[0]

@@ -277,6 +277,9 @@ class Checker(ExprChecker):
     def instantiation(self, d: ast.InstantiationDecl, scope: Scope) -> None:
         call = ast.CallExpr(d.pos, ast.TypeNameExpr(d.type_ref.pos, d.type_ref), [], d.args)
         d.type_ref.type = self.expr(call, scope)
+        if scope is self.root and isinstance(d.type_ref.type, (T.ParserT, T.ControlT)):
+            raise CompileError(f"'{d.name}': a parser or control cannot be instantiated at the top level, "
+                               "only inside a parser or control (or as a package argument)", d.pos)
 
     # ---------------------------------------------------------------- tables
     def table_decl(self, t: ast.TableDecl, scope: Scope) -> None:
@@ -285,6 +288,12 @@ class Checker(ExprChecker):
             key_types.append(self.expr(k.expr, scope))
             if k.match_kind not in self.names.match_kinds:
                 raise CompileError(f"unknown match kind '{k.match_kind}'", k.pos)
+            if not any(a.name == "name" for a in k.annotations):
+                unnamed = _unnameable_key_part(k.expr)
+                if unnamed is not None:
+                    raise CompileError("a key expression other than fields, slices, masks, constants and "
+                                       "isValid() needs a @name annotation (the control plane names keys)",
+                                       unnamed.pos)
         listed: dict[str, ast.ActionRef] = {}
         for ref in t.actions:
             decl = self.action_ref(ref, scope, bound=False)
@@ -296,6 +305,7 @@ class Checker(ExprChecker):
             if decl.name not in listed:
                 raise CompileError(f"default action '{decl.name}' is not in the actions of table '{t.name}'",
                                    t.default_action.pos)
+            self.action_scope_fits(t.default_action, listed[decl.name], "tableonly", "the default action")
         if t.entries is not None:
             for e in t.entries:
                 self.keyset(e.keys, key_types, scope, e.pos)
@@ -305,8 +315,22 @@ class Checker(ExprChecker):
                                        f"'{t.name}'", e.action.pos)
                 if e.priority is not None:
                     self.const_int(e.priority, scope, "an entry priority")
+                    if t.entries_const:
+                        raise CompileError("entries of 'const entries' cannot have priorities", e.priority.pos)
+                    if all(k.match_kind in ("exact", "lpm") for k in t.keys):
+                        raise CompileError(f"table '{t.name}' has only exact and lpm keys, which need no "
+                                           "priorities, but an entry gives one", e.priority.pos)
+                self.action_scope_fits(e.action, listed[decl.name], "defaultonly", "an entry")
         for p in t.properties:
             self.table_property(p, scope)
+
+    @staticmethod
+    def action_scope_fits(use: ast.ActionRef, listed: ast.ActionRef, excluded: str, what: str) -> None:
+        """An action listed ``@defaultonly`` cannot be an entry's, one listed
+        ``@tableonly`` cannot be the default action (p4c's type checker)."""
+        if any(a.name == excluded for a in listed.annotations):
+            raise CompileError(f"action '{listed.name.name}' is listed @{excluded}, so it cannot be {what}",
+                               use.pos)
 
     def table_property(self, p: ast.TableProperty, scope: Scope) -> None:
         if p.name == "size":
@@ -544,3 +568,23 @@ def _parser_statements(stmts: list[ast.Stmt]) -> list[ast.Stmt]:
         if isinstance(st, ast.BlockStmt):
             _parser_statements(st.stmts)
     return stmts
+
+
+def _unnameable_key_part(e: ast.Expr) -> ast.Expr | None:
+    """The part of a key expression p4c cannot name after its source (its
+    KeyNameGenerator names fields, indexes, slices, constants, ``&`` and
+    ``isValid()``), or None when the whole key can be named."""
+    if isinstance(e, (ast.PathExpr, ast.IntLit)):
+        return None
+    if isinstance(e, ast.MemberExpr):
+        return _unnameable_key_part(e.expr)
+    if isinstance(e, ast.IndexExpr):
+        return _unnameable_key_part(e.expr) or _unnameable_key_part(e.index)
+    if isinstance(e, ast.SliceExpr):
+        return _unnameable_key_part(e.expr)
+    if isinstance(e, ast.BinaryExpr) and e.op == "&":
+        return _unnameable_key_part(e.left) or _unnameable_key_part(e.right)
+    if (isinstance(e, ast.CallExpr) and not e.args and isinstance(e.target, ast.MemberExpr)
+            and e.target.member == "isValid"):
+        return _unnameable_key_part(e.target.expr)
+    return e

@@ -67,6 +67,9 @@ def convert_table(cl: Pipeline, tv: TableValue) -> tuple[list[dict], dict]:
             continue
         if mk not in MATCH_KINDS:
             raise CompileError(f"match kind '{mk}' is not supported by BMv2", k.pos, "unsupported")
+        if mk == "lpm" and "lpm" in kinds:
+            raise CompileError(f"table '{decl.name}' has a second lpm key: BMv2 supports at most one", k.pos,
+                               "unsupported")
         target = _key_target(lw, k.expr, as_node=False)
         w = scalar_width(k.expr.type) or 1
         kname = _key_name(k) or expr_text(k.expr)
@@ -325,6 +328,9 @@ def bmv2_priorities(decl: ast.TableDecl) -> list[int]:
         elif i == 0:
             raise CompileError("the first entry must have a priority when others do", e.pos)
         p4.append(current)
+        if largest and current < delta:  # p4c computes in unsigned numbers: it would wrap
+            raise CompileError(f"table '{decl.name}': priorities counting down by priority_delta {delta} "
+                               f"from this entry's {current} fall below 0", e.pos)
         current = current - delta if largest else current + delta
     if not largest:
         return p4
