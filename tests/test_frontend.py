@@ -1089,10 +1089,10 @@ def test_defines_and_include_dirs(tmp_path) -> None:
     text = BASIC.replace("const bit<16> TYPE_IPV4", '#include "hdrs.p4"\nconst bit<WIDTH> X = 3;\n'
                          "#ifndef __TARGET_BMV2__\n#error p4c-bm2-ss defines __TARGET_BMV2__\n#endif\n"
                          "const bit<16> TYPE_IPV4")
-    prog = load(tmp_path, text, include_dirs=[str(inc)], defines={"WIDTH": "12"})
+    prog = load(tmp_path, text, include_dirs=[str(inc)], defines={"WIDTH": "24"})
     h = decl(prog, "h_t")
-    assert h.fields[0].type_ref.type == T.BitT(12)
-    assert decl(prog, "X").type_ref.type == T.BitT(12)
+    assert h.fields[0].type_ref.type == T.BitT(24)
+    assert decl(prog, "X").type_ref.type == T.BitT(24)
     assert h.pos.file.endswith("hdrs.p4") and h.pos.line == 1
 
 

@@ -189,6 +189,12 @@ class ExprChecker:
             cls = {ast.HeaderDecl: T.HeaderT, ast.HeaderUnionDecl: T.HeaderUnionT,
                    ast.StructDecl: T.StructT}[type(d)]
             t = cls(d.name, tuple(fields))
+            if isinstance(d, ast.HeaderDecl):
+                bits = sum(f.type.max_width if isinstance(f.type, T.VarbitT) else T.width_of(f.type)
+                           for f in fields)
+                if bits % 8:  # p4c's BMv2 back end refuses such headers (ERR_UNSUPPORTED_ON_TARGET)
+                    raise CompileError(f"header '{d.name}' has fields of {bits} bits in all: BMv2 supports only "
+                                       "headers of whole bytes (a multiple of 8 bits)", d.pos, "unsupported")
         elif isinstance(d, ast.EnumDecl):
             t = self._enum_type(d, scope)
         elif isinstance(d, ast.TypedefDecl):
@@ -572,10 +578,14 @@ class ExprChecker:
             rt = self.expr(e.right, scope)
             if not isinstance(strip_newtype(lt), (T.BitT, T.InfIntT)):
                 raise CompileError(f"cannot shift a value of type {fmt(lt)}", e.left.pos)
-            rb = strip_newtype(rt)
-            if not isinstance(rb, (T.BitT, T.InfIntT)) or (isinstance(rb, T.BitT) and rb.signed):
+            if not isinstance(rt, (T.BitT, T.InfIntT)) or (isinstance(rt, T.BitT) and rt.signed):
+                # a `type` is not its base type here (p4c: bit<S> or a non-negative constant)
                 raise CompileError(f"a shift amount must be an unsigned integer, not {fmt(rt)}", e.right.pos)
-            if isinstance(lt, T.InfIntT) and not isinstance(rt, T.InfIntT):
+            # p4c types `1 << x` before its context: an unsized left operand shifted by a
+            # run-time amount has no width, even where the context would give one
+            unsized = (isinstance(e.left, ast.IntLit) and e.left.width is None
+                       and consteval.const_value(e.right) is None)
+            if (isinstance(lt, T.InfIntT) or unsized) and not isinstance(rt, T.InfIntT):
                 raise CompileError("the left operand of a shift needs a known width (use a cast)", e.left.pos)
             return lt
         if op == "++":

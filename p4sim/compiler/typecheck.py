@@ -472,6 +472,9 @@ class Checker(ExprChecker):
         self.expect(s.value, scope, rt, "return value")
 
     def switch(self, s: ast.SwitchStmt, scope: Scope) -> None:
+        if self.in_action:  # p4c's EliminateSwitch: BMv2 actions are straight-line primitives there
+            raise CompileError("switch statements in actions are not supported on BMv2 (as in p4c): move the "
+                               "switch to the apply block, or use if statements", s.pos, "unsupported")
         t = self.expr(s.expr, scope)
         seen: set[str] = set()
         for i, c in enumerate(s.cases):

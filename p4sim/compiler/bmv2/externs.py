@@ -50,6 +50,7 @@ def extern_method(lw: PrimitiveLowerer, ev: ExternValue, method: str, c: ast.Cal
         if not isinstance(loc, FieldLoc):
             raise CompileError("direct_meter.read needs a field as destination", args[0].pos, "unsupported")
         ev.info["result"] = [loc.header, loc.field]
+        lw.ctx.read_meters.append(ev)
     else:
         raise CompileError(f"{kind}.{method} is not supported by the BMv2 back end", c.pos, "unsupported")
 
