@@ -222,6 +222,8 @@ class ExprChecker:
         else:
             ok = (T.BitT, T.VarbitT, T.BoolT, T.NewT, T.EnumT, T.ErrorT, T.StructT, T.HeaderT,
                   T.HeaderUnionT, T.StackT, T.TupleT, T.MatchKindT, T.TypeVarT)
+        if isinstance(d, ast.HeaderDecl) and isinstance(ft, T.StructT) and _bit_like_struct(ft):
+            ok = (T.StructT,)  # P4-16: a struct of bit-like fields (flattened in BMv2 JSON)
         if not isinstance(ft, ok):
             kind = "header" if isinstance(d, ast.HeaderDecl) else (
                 "header union" if isinstance(d, ast.HeaderUnionDecl) else "struct")
@@ -930,4 +932,19 @@ def _fixed_width(t: T.Type) -> bool:
         T.width_of(bt)
     except TypeError:
         return False
+    return True
+
+
+def _bit_like_struct(t: T.StructT) -> bool:
+    """A struct P4-16 allows as a header field: bit<W>, int<W>, bool, serializable
+    enums, `type`s of those, and such structs, nested."""
+    for f in t.fields:
+        ft = f.type
+        while isinstance(ft, T.NewT):
+            ft = ft.base
+        if isinstance(ft, T.StructT):
+            if not _bit_like_struct(ft):
+                return False
+        elif not (isinstance(ft, (T.BitT, T.BoolT)) or isinstance(ft, T.EnumT) and ft.underlying is not None):
+            return False
     return True

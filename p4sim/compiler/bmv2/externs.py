@@ -97,7 +97,7 @@ def list_inputs(lw: PrimitiveLowerer, e: ast.Expr, *, headers: bool, temps: bool
         elif isinstance(item, HeaderLoc) and headers:
             out.append(item.node())
         elif isinstance(item, HeaderLoc):
-            out.extend(item.field(f.name, e.pos).node() for f in item.type.fields)
+            out.extend(f.node() for f in item.leaves())
         elif isinstance(item, ConstLoc):
             w = scalar_width(item.type) or 32
             out.append({"type": "hexstr", "value": hexstr(item.value, w), "bitwidth": w})

@@ -20,7 +20,7 @@ from p4sim.compiler.bmv2.ordering import put_in_reading_order, renumber_actions
 from p4sim.compiler.bmv2.parsers import ParserLowerer
 from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import (
-    FieldLoc, HeaderLoc, StackLoc, StructLoc, UnionLoc, UnionStackLoc, base_type,
+    FieldLoc, HeaderLoc, StackLoc, StructLoc, UnionLoc, UnionStackLoc, base_type, header_leaves,
 )
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
@@ -232,10 +232,13 @@ def controller_headers(ctx: Context) -> None:
             t = ctx.types.resolve(ast.NamedTypeRef(d.pos, d.name))
             fields = []
             for fd, ft in zip(d.fields, t.fields):
-                bt = base_type(ft.type)
-                if not isinstance(bt, T.BitT):
-                    raise CompileError("controller header fields must be bit<W>", fd.pos)
-                fields.append((fd.name, bt.width, list(fd.annotations)))
+                # a struct-typed field is one metadata per flattened field, named by its
+                # path ("b.b"), as p4c's P4Info names them
+                for path, _name, lt in header_leaves(T.HeaderT(t.name, (ft,))):
+                    bt = base_type(lt)
+                    if not isinstance(bt, T.BitT):
+                        raise CompileError("controller header fields must be bit<W>", fd.pos)
+                    fields.append((".".join(path), bt.width, list(fd.annotations)))
             ctx.cp.add("controller_headers", CPControllerHeader(name, d, fields))
 
 

@@ -417,12 +417,12 @@ class StmtLowerer(PrimitiveLowerer):
         if not self.parser:
             raise CompileError("lookahead is only allowed in a parser", rhs.pos)
         offset = 0
-        for f in dst.type.fields:
+        for f in dst.leaves():
             w = scalar_width(f.type)
             if w is None:
                 raise CompileError("lookahead of a header with a varbit field is not supported",
                                    rhs.pos, "unsupported")
-            self.set_field(dst.field(f.name, rhs.pos), {"type": "lookahead", "value": [offset, w]})
+            self.set_field(f, {"type": "lookahead", "value": [offset, w]})
             offset += w
         self.prim("add_header", [dst.node()])
 
