@@ -507,7 +507,10 @@ class ExprChecker:
     def index(self, e: ast.IndexExpr, scope: Scope) -> T.Type:
         ot = self.expr(e.expr, scope)
         it = self.expr(e.index, scope)
-        if not _is_int_like(strip_newtype(it)):
+        bt = strip_newtype(it)
+        if isinstance(bt, T.EnumT) and bt.underlying is not None:
+            bt = bt.underlying  # a serializable enum indexes by its value, as in p4c
+        if not _is_int_like(bt):
             raise CompileError(f"an index must be an integer, not {fmt(it)}", e.index.pos)
         if isinstance(ot, T.StackT):
             v = consteval.try_evaluate(e.index)

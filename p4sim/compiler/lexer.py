@@ -200,6 +200,8 @@ def classify(toks: list[Tok]) -> None:
     while i < n:
         t = toks[i]
         k = t.kind
+        if t.value == "type" and k != "IDENT" and not _starts_declaration(toks, i):
+            t.kind = k = "IDENT"  # `type` naming a parameter or variable (p4c's nonTypeName), also when used
         if k == "IDENT":
             if declaring is not None:
                 declaring.add(t.value)

@@ -45,7 +45,7 @@ class ControlLowerer:
         self.action_profiles: list[dict] = []
         self.ids = first_ids  # shared counters: ids unique across pipelines
         self.returns: list[Optional[str]] = []
-        self.applied: set[str] = set()
+        self.applied: dict[str, tuple[tuple, str]] = {}  # table -> (its successors, its first node)
 
     # ------------------------------------------------------------------ scopes
     def enter(self, decl: ast.ControlDecl, prefix: str, bindings: dict[int, Any], ctor_args: list[ast.Argument],
@@ -453,10 +453,24 @@ class ControlLowerer:
     def table(self, tv: TableValue, nexts: dict[str, Optional[str]], next_: Optional[str],
               default_next: Optional[str] = None, pos: Any = None) -> str:
         name = tv.name
+        successors = (nexts, next_, default_next)
         if name in self.applied:
-            raise CompileError(f"table '{name}' is applied more than once; a BMv2 table can appear only once "
-                               "in a pipeline", pos or tv.decl.pos, "unsupported")
-        self.applied.add(name)
+            # a BMv2 table is one node of the pipeline graph: applying it again is only
+            # that node again when everything after it is the same (`if (c) t.apply();
+            # else t.apply();`), as p4c's back end finds
+            first_successors, node = self.applied[name]
+            if first_successors != successors:
+                raise CompileError(f"table '{name}' is applied more than once, with different statements "
+                                   "after it; a BMv2 table can appear only once in a pipeline",
+                                   pos or tv.decl.pos, "unsupported")
+            return node
+        node = self.lower_table(tv, nexts, next_, default_next)
+        self.applied[name] = (successors, node)
+        return node
+
+    def lower_table(self, tv: TableValue, nexts: dict[str, Optional[str]], next_: Optional[str],
+                    default_next: Optional[str]) -> str:
+        name = tv.name
         pre, table = convert_table(self, tv)
         actions = table["actions"]
         if "__HIT__" in nexts:
