@@ -717,6 +717,19 @@ def test_unions_and_varbit(tmp_path):
     assert prims(j, table(j, cond["false_next"])["actions"][0]) == ["assign_VL(opt2.data, opt.data)"]
 
 
+def test_selector_key_without_an_action_selector_is_left_out(tmp_path):
+    """p4c's back end drops a ``selector`` key from a table that has no action
+    selector (p4c's issue1560): the table matches on its other keys only."""
+    j = build(tmp_path, program(ingress="""
+        table t {
+            key = { hdr.ipv4.srcAddr: exact; hdr.ipv4.dstAddr: selector; }
+            actions = { NoAction; }
+        }""", apply="t.apply();"))
+    t = table(j, "MyIngress.t")
+    assert [k["target"] for k in t["key"]] == [["ipv4", "srcAddr"]]
+    assert t["type"] == "simple" and "action_profile" not in t
+
+
 def test_entry_priorities_follow_p4_rules(tmp_path):
     """Explicit priorities: the largest wins in P4, the smallest number in BMv2."""
     j = build(tmp_path, program(ingress="""

@@ -514,24 +514,28 @@ class Checker(ExprChecker):
         return d
 
 
-def _type_annotations(node: Any) -> None:
+def _type_annotations(node: Any, checker: Checker) -> None:
     """Annotation arguments are not checked against declarations (``@name("x")``
-    names nothing in scope); literals get their type, anything else `DontCareT`."""
+    names nothing in scope); literals get their type, a type argument
+    (``@p4runtime_translation("uri", bit<32>)``) the type it names at the top level,
+    anything else `DontCareT`."""
     if isinstance(node, list):
         for x in node:
-            _type_annotations(x)
+            _type_annotations(x, checker)
         return
     if not isinstance(node, ast.Node):
         return
     if isinstance(node, ast.Annotation):
         for a in node.args:
+            if isinstance(a, ast.TypeNameExpr) and a.type is None:
+                a.type = checker.type_of(a.type_ref, checker.root)
             _type_literal_tree(a)
         return
     for f in dataclasses.fields(node):
         if f.name not in ("pos", "type", "ref", "enum"):
             v = getattr(node, f.name)
             if isinstance(v, (list, ast.Node)):
-                _type_annotations(v)
+                _type_annotations(v, checker)
 
 
 def _type_literal_tree(e: ast.Expr) -> None:
@@ -555,7 +559,7 @@ def check_program(prog: ast.Program) -> ProgramNames:
     """Resolve and type-check ``prog`` in place; returns the program-wide names."""
     c = Checker()
     c.program(prog)
-    _type_annotations(prog)
+    _type_annotations(prog, c)
     return c.names
 
 

@@ -3,9 +3,10 @@
 Keys become ``key`` entries on fields (``["ipv4", "dstAddr"]``), validity bits
 (``["ipv4", "$valid$"]``) or, for any other expression, a ``scalars`` temporary that a
 synthesized action computes just before the table (p4c does the same). Keys of match
-kind ``selector`` are the action selector's hash input, not part of the key. The
-table's ``match_type`` follows JSON_format.md: ``range`` if any key is range,
-``ternary`` if any is ternary/optional, else ``lpm`` if any is lpm, else ``exact``.
+kind ``selector`` are the action selector's hash input, not part of the key (left
+out, as by p4c, when the table has no action selector). The table's ``match_type``
+follows JSON_format.md: ``range`` if any key is range, ``ternary`` if any is
+ternary/optional, else ``lpm`` if any is lpm, else ``exact``.
 """
 
 from __future__ import annotations
@@ -121,8 +122,7 @@ def convert_table(cl: Pipeline, tv: TableValue) -> tuple[list[dict], dict]:
         table["action_profile"] = prof.name
         _action_profile(cl, prof, name, selector_inputs)
         cpt.implementation = prof.name
-    elif selector_inputs:
-        raise CompileError("selector keys need an action_selector implementation", decl.pos)
+    # selector keys without an action_selector are left out, as p4c's back end leaves them
 
     counters = decl.prop("counters")
     if counters is not None:
