@@ -214,6 +214,10 @@ def classify(toks: list[Tok]) -> None:
             is_decl = prev is not None and pprev is not None and (
                 (prev.kind == "TYPE_IDENT" and pprev.value in _DECL_WITH_PARAMS)
                 or (prev.kind == "IDENT" and pprev.kind in _TYPE_END)
+                # a generic method named like a type declared elsewhere (`bit<16>
+                # update<T>(...)` next to `control update`): methods have names of their own
+                or (prev.kind == "TYPE_IDENT" and pprev.kind in _TYPE_END - {"IDENT", "TYPE_IDENT"}
+                    and nxt is not None and nxt.kind == "IDENT")
             )
             if is_decl:
                 t.kind = "L_ANGLE"
