@@ -240,7 +240,7 @@ class ControlLowerer:
                 aname, aid = synthesized_action(self.ctx, "act", lw.out)
                 outcome[value] = self.synth_table(f"tbl_{aname}", aname, aid, [], nxt)
             yes, no = (outcome[1], outcome[0]) if m.member == "hit" else (outcome[0], outcome[1])
-            nxt = self.table(tv, {"__HIT__": yes, "__MISS__": no}, nxt, pos=call.pos)
+            nxt = self.table(tv, {"__HIT__": yes, "__MISS__": no}, nxt, nxt, pos=call.pos)
         return nxt
 
     def stmt(self, scope: Scope, s: Optional[ast.Stmt], next_: Optional[str]) -> Optional[str]:
@@ -259,7 +259,7 @@ class ControlLowerer:
                 return self.inline_control(scope, bv, c, next_)
             target = ExprLowerer(scope).loc(t.expr)
             if isinstance(target, TableValue):
-                return self.table(target, {}, next_, pos=c.pos)
+                return self.table(target, {}, next_, next_, pos=c.pos)
             if isinstance(target, BlockValue):
                 return self.inline_control(scope, target, c, next_)
             raise CompileError("only tables and controls can be applied here", c.pos)
@@ -317,7 +317,7 @@ class ControlLowerer:
             if not isinstance(tv, TableValue):
                 raise CompileError("hit/miss needs a table", e.pos)
             on_hit, on_miss = (then_n, else_n) if is_hit else (else_n, then_n)
-            return self.table(tv, {"__HIT__": on_hit, "__MISS__": on_miss}, next_, pos=apply_call.pos)
+            return self.table(tv, {"__HIT__": on_hit, "__MISS__": on_miss}, next_, next_, pos=apply_call.pos)
         if _applies_table(e):
             if isinstance(e, ast.UnaryExpr):  # "!"
                 return self.branch(scope, e.expr, else_n, then_n, next_)
@@ -451,7 +451,11 @@ class ControlLowerer:
 
     # ------------------------------------------------------------------ tables
     def table(self, tv: TableValue, nexts: dict[str, Optional[str]], next_: Optional[str],
-              default_next: Optional[str] = None, pos: Any = None) -> str:
+              default_next: Optional[str], pos: Any = None) -> str:
+        """The node applying table ``tv``: after action ``a`` it goes to ``nexts[a]``
+        (or the hit/miss pair), after the other actions to ``default_next`` (None: the
+        end of the pipeline, e.g. a `default: { return; }` of a switch), then
+        ``next_`` as its base default."""
         name = tv.name
         successors = (nexts, next_, default_next)
         if name in self.applied:
@@ -476,8 +480,7 @@ class ControlLowerer:
         if "__HIT__" in nexts:
             table["next_tables"] = {"__HIT__": nexts["__HIT__"], "__MISS__": nexts["__MISS__"]}
         else:
-            dn = next_ if default_next is None else default_next
-            table["next_tables"] = {a: nexts.get(a, dn) for a in actions}
+            table["next_tables"] = {a: nexts.get(a, default_next) for a in actions}
         table["base_default_next"] = next_
         self.tables.append(table)
         if pre:
