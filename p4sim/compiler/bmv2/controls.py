@@ -526,7 +526,8 @@ def _hit_test(cond: ast.Expr) -> Optional[tuple[ast.CallExpr, bool]]:
 
 def _table_results(s: ast.Stmt, done: Mapping[int, Any]) -> tuple[list[ast.MemberExpr], Optional[ast.Expr]]:
     """The ``t.apply().hit``/``.miss`` values an assignment, declaration or call
-    statement always evaluates, in evaluation order, and the first ``&&``, ``||`` or
+    statement always evaluates (the keys of a table it applies included), in
+    evaluation order, and the first ``&&``, ``||`` or
     ``?:`` that may or may not evaluate one (applying that table first would change
     the program). Expressions in ``done`` (already computed into a temporary) and
     everything inside them are skipped."""
@@ -560,6 +561,11 @@ def _table_results(s: ast.Stmt, done: Mapping[int, Any]) -> tuple[list[ast.Membe
         if isinstance(e, ast.Argument):
             walk(e.value)
         elif isinstance(e, ast.Expr):
+            table = e.target.expr.ref if isinstance(e, ast.CallExpr) and isinstance(e.target, ast.MemberExpr) \
+                and e.target.member == "apply" and isinstance(e.target.expr, ast.PathExpr) else None
+            if isinstance(table, ast.TableDecl):  # its keys are evaluated when it is applied
+                for k in table.keys:
+                    walk(k.expr)
             for f in dataclasses.fields(e):
                 v = getattr(e, f.name)
                 for x in (v if isinstance(v, list) else [v]):
