@@ -20,8 +20,8 @@ Each program is compiled in a worker process of its own (a hang or a crash costs
 one program, not the sweep), exactly as ``p4sim compile`` does. A compiler bug
 (an internal error, a Python exception) is counted apart from a refusal. Exit
 status 0 when both lists are closed. The project's own regression programs
-(tests/p4/good, tests/p4/bad) are the shipped sample; `classify` is what the
-tests check on them.
+(tests/p4/good, tests/p4/bad) are the shipped sample: tests/test_p4c_corpus.py
+runs this checker on them, laid out as p4c's corpora are.
 """
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, Optional, TextIO
 
 # p4c backends/bmv2/CMakeLists.txt: XFAIL_TESTS of the bmv2 suite (programs p4c's
-# bmv2 back end or simple_switch cannot run). p4sim may refuse these.
+# bmv2 back end or simple_switch cannot run), and extern-funcs-bmv2, which p4c runs
+# only in a suite of its own (--emit-externs with a C++ module). p4sim may refuse these.
 XFAIL_SAMPLES = frozenset({
     "issue907-bmv2", "issue986-bmv2", "issue1062-bmv2", "issue1193-bmv2", "issue1205-bmv2",
     "issue692-bmv2", "issue1765-bmv2", "issue1765-1-bmv2", "issue1882-bmv2", "issue1882-1-bmv2",
@@ -155,13 +156,32 @@ def _classify_all(paths: list[str], jobs: int, stf_of: set[str]) -> list[Outcome
         return out
 
 
+def p4c_error_lines(path: str) -> list[int]:
+    """The lines of ``path`` p4c's expected stderr (``*_outputs/NAME.p4-stderr``)
+    reports errors at; empty when p4c's corpus stores none for it."""
+    folder, base = os.path.split(path)
+    stderr = os.path.join(folder + "_outputs", base + "-stderr")
+    if not os.path.exists(stderr):
+        return []
+    with open(stderr, encoding="utf-8", errors="replace") as f:
+        found = re.findall(rf"^{re.escape(base)}\((\d+)\):.*\berror\b", f.read(), re.M)
+    return [int(n) for n in found]
+
+
+def _refused_line(o: Outcome) -> Optional[int]:
+    m = re.search(rf"{re.escape(os.path.basename(o.path))}:(\d+):\d+:", o.message)
+    return int(m.group(1)) if m else None
+
+
 def _name(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0]
 
 
 def report(sample_out: list[Outcome], error_out: list[Outcome], core_out: list[Outcome], verbose: bool,
-           out=sys.stdout) -> bool:
-    """Print the two lists and the counts; True when both are closed."""
+           out: Optional[TextIO] = None) -> bool:
+    """Print the two lists and the counts (on stdout by default); True when both are closed."""
+    out = out or sys.stdout
+
     def show(title: str, items: list[Outcome]) -> None:
         print(f"{title}: {len(items)}", file=out)
         for o in items:
@@ -180,6 +200,11 @@ def report(sample_out: list[Outcome], error_out: list[Outcome], core_out: list[O
     print(f"error programs refused: {len(refused)} of {len(error_out)}; "
           f"accepted: {len(wrongly_accepted)}", file=out)
     print(f"refusals without file:line: {len(unpositioned)}; compiler bugs/timeouts: {len(bugs)}", file=out)
+    compared = [(o, p4c_error_lines(o.path)) for o in refused]
+    compared = [(o, lines) for o, lines in compared if lines]
+    elsewhere = [o for o, lines in compared if _refused_line(o) not in lines]
+    print(f"error programs refused at a line p4c's stored stderr names: {len(compared) - len(elsewhere)} of "
+          f"{len(compared)} with a stored stderr", file=out)
     show("samples refused (not p4c XFAILs)", wrongly_refused)
     show("error programs accepted", wrongly_accepted)
     show("refusals without file:line", unpositioned)
@@ -194,6 +219,7 @@ def report(sample_out: list[Outcome], error_out: list[Outcome], core_out: list[O
             if o.stf != "pass":
                 print(f"  {_name(o.path)}: {o.stf}", file=out)
     if verbose:
+        show("error programs refused at another line than p4c's", elsewhere)
         show("p4c XFAILs refused", xfail)
         show("error programs refused", refused)
     return not (wrongly_refused or wrongly_accepted or unpositioned or bugs)
