@@ -248,7 +248,7 @@ def test_table_json(tmp_path):
     assert fwd["key"] == [
         {"match_type": "exact", "name": "hdr.ethernet.dstAddr", "target": ["ethernet", "dstAddr"], "mask": None},
         {"match_type": "lpm", "name": "hdr.ipv4.dstAddr", "target": ["ipv4", "dstAddr"], "mask": None},
-        {"match_type": "exact", "name": "hdr.ipv4.isValid()", "target": ["ipv4", "$valid$"], "mask": None},
+        {"match_type": "exact", "name": "hdr.ipv4.$valid$", "target": ["ipv4", "$valid$"], "mask": None},
     ]
     assert (fwd["match_type"], fwd["type"], fwd["max_size"]) == ("lpm", "simple", 64)
     ids = {a["name"]: a["id"] for a in j["actions"]}

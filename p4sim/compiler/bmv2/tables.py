@@ -192,6 +192,8 @@ def expr_text(e: ast.Expr) -> str:
         return f"{expr_text(e.expr)}.{e.member}"
     if isinstance(e, ast.IndexExpr):
         return f"{expr_text(e.expr)}[{expr_text(e.index)}]"
+    if isinstance(e, ast.CallExpr) and isinstance(e.target, ast.MemberExpr) and e.target.member == "isValid":
+        return f"{expr_text(e.target.expr)}.$valid$"  # p4c's KeyNameGenerator, what P4Runtime expects
     if isinstance(e, ast.CallExpr):
         return f"{expr_text(e.target)}()"
     if isinstance(e, ast.SliceExpr):
