@@ -386,20 +386,3 @@ def test_default_actions_as_p4c_writes_them(tmp_path):
     no_action = next(a["id"] for a in result.bmv2_json["actions"] if a["name"] == "NoAction")
     assert json_tables["MyIngress.implicit"]["actions"] == ["MyIngress.set_port", "NoAction"]
     assert json_tables["MyIngress.implicit"]["default_entry"]["action_id"] == no_action
-
-
-def test_actions_an_apply_block_calls_are_listed(tmp_path):
-    """p4c lists an action the apply block calls directly (with a run-time argument,
-    inlined into a synthesized action here; a hidden table's action in p4c), with its
-    action data; a @hidden one, or one only another action calls, is not listed."""
-    src = DEFAULTS.replace("""    apply { implicit.apply(); explicit.apply(); fixed.apply(); }""", """    action tag(bit<16> t) { hdr.ethernet.etherType = t; }
-    @hidden action quiet() { hdr.ethernet.srcAddr = 0; }
-    action inner() { hdr.ethernet.dstAddr = 1; }
-    action outer() { inner(); }
-    apply { tag(hdr.ethernet.etherType + 1); quiet(); outer(); }""")
-    info = compile_src(tmp_path, src).p4info
-    listed = {a.preamble.name: [(p.name, p.bitwidth) for p in a.params] for a in info.actions}
-    assert listed["MyIngress.tag"] == [("t", 16)]
-    assert "MyIngress.outer" in listed
-    assert "MyIngress.quiet" not in listed and "MyIngress.inner" not in listed
-    assert not info.tables

@@ -49,7 +49,7 @@ def action_id(ctx: Context, av: ActionValue, bound: Optional[list[Any]] = None) 
         return ctx.action_ids[key]
     scope = av.scope.child()
     lw = StmtLowerer(scope)
-    runtime_data: list[dict] = []
+    runtime_data, params = [], []
     copy_out: list[tuple[Any, Any]] = []
     for p, loc in zip(directional, bound):
         pt = ctx.types.resolve(p.type_ref)
@@ -77,6 +77,7 @@ def action_id(ctx: Context, av: ActionValue, bound: Optional[list[Any]] = None) 
             raise CompileError(f"action parameter '{p.name}' must have a bit, int or bool type", p.pos)
         scope.bind(p, ParamLoc(len(runtime_data), pt))
         runtime_data.append({"name": p.name, "bitwidth": w})
+        params.append((p.name, w, pt if isinstance(pt, T.NewT) else None))
     lw.tail = True
     lw.inline_body(scope, av.decl.body, None)
     lw.finish_exits()  # copy-out still happens after an exit (P4-16 12.5)
@@ -84,22 +85,9 @@ def action_id(ctx: Context, av: ActionValue, bound: Optional[list[Any]] = None) 
     aid = len(ctx.actions)
     ctx.action_ids[key] = aid
     ctx.actions.append({"name": av.name, "id": aid, "runtime_data": runtime_data, "primitives": lw.out})
-    list_action(ctx, av)
+    if av.decl.annotation("hidden") is None:
+        ctx.cp.add("actions", CPAction(av.name, av.decl, params))
     return aid
-
-
-def list_action(ctx: Context, av: ActionValue) -> None:
-    """Record ``av`` for P4Info's actions (its directionless parameters are its
-    action data) unless it is @hidden. Besides the actions of tables, p4c lists an
-    action an apply block calls directly: it becomes the action of a hidden table."""
-    if av.decl.annotation("hidden") is not None:
-        return
-    params = []
-    for p in av.decl.params:
-        if p.direction is None:
-            pt = ctx.types.resolve(p.type_ref)
-            params.append((p.name, scalar_width(pt) or 1, pt if isinstance(pt, T.NewT) else None))
-    ctx.cp.add("actions", CPAction(av.name, av.decl, params))
 
 
 def bind_directional(lw: StmtLowerer, av: ActionValue, args: list[ast.Argument], pos: Any) -> list[Any]:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from p4sim.compiler import ast
 from p4sim.compiler import types as T
-from p4sim.compiler.bmv2.actions import action_id, list_action, synthesized_action
+from p4sim.compiler.bmv2.actions import action_id, synthesized_action
 from p4sim.compiler.bmv2.context import (
     ActionValue, BlockValue, Context, Scope, TableValue, direct_instance, instantiate, ordered_args,
 )
@@ -139,11 +139,6 @@ class ControlLowerer:
         lw = StmtLowerer(scope)
         lw.tail = True
         lw.stmts(stmts)
-        for s in stmts:  # actions called here are inlined into the run's action
-            if isinstance(s, ast.CallStmt) and isinstance(s.call.target, ast.PathExpr):
-                av = scope.find(s.call.target.ref) or _maybe_global(scope, s.call.target)
-                if isinstance(av, ActionValue):
-                    list_action(self.ctx, av)
         lw.finish_exits()
         if not lw.out:
             return next_
