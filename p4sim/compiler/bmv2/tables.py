@@ -157,13 +157,15 @@ def convert_table(cl: Pipeline, tv: TableValue) -> tuple[list[dict], dict]:
         aid = variants.get(id(av.decl))
         if aid is None:
             aid = action_id(ctx, av)
+        data = _action_data(ctx, av, default)
         if table["type"] == "simple":
             table["default_entry"] = {"action_id": aid, "action_const": decl.default_action_const,
-                                      "action_data": _action_data(ctx, av, default),
-                                      "action_entry_const": decl.default_action_const}
+                                      "action_data": data, "action_entry_const": decl.default_action_const}
         if decl.default_action_const:
             cpt.const_default_action = av.name
         cpt.initial_default_action = av.name
+        bits = [scalar_width(ctx.types.resolve(p.type_ref)) or 1 for p in av.decl.params if p.direction is None]
+        cpt.initial_default_args = [(int(h, 16), w) for h, w in zip(data, bits)]
 
     if decl.entries is not None:
         if table["type"] != "simple":
