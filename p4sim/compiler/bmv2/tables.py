@@ -11,6 +11,7 @@ ternary/optional, else ``lpm`` if any is lpm, else ``exact``.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional, Protocol
 
 from p4sim.compiler import ast
@@ -200,8 +201,11 @@ def expr_text(e: ast.Expr) -> str:
         return f"{expr_text(e.target)}()"
     if isinstance(e, ast.SliceExpr):
         return f"{expr_text(e.expr)}[{expr_text(e.hi)}:{expr_text(e.lo)}]"
-    if isinstance(e, ast.IntLit):
-        return str(e.value)
+    if isinstance(e, ast.IntLit):  # in the base it is written in, as p4c's KeyNameGenerator
+        written = e.pos.text[max(e.pos.col - 1, 0):] if e.pos.text else ""
+        return hex(e.value) if re.match(r"(\d+[ws])?0[xX]", written) else str(e.value)
+    if isinstance(e, ast.BinaryExpr) and e.op == "&":
+        return f"{expr_text(e.left)} & {expr_text(e.right)}"
     return "key"
 
 
