@@ -248,7 +248,7 @@ def test_table_json(tmp_path):
     assert fwd["key"] == [
         {"match_type": "exact", "name": "hdr.ethernet.dstAddr", "target": ["ethernet", "dstAddr"], "mask": None},
         {"match_type": "lpm", "name": "hdr.ipv4.dstAddr", "target": ["ipv4", "dstAddr"], "mask": None},
-        {"match_type": "exact", "name": "hdr.ipv4.isValid()", "target": ["ipv4", "$valid$"], "mask": None},
+        {"match_type": "exact", "name": "hdr.ipv4.$valid$", "target": ["ipv4", "$valid$"], "mask": None},
     ]
     assert (fwd["match_type"], fwd["type"], fwd["max_size"]) == ("lpm", "simple", 64)
     ids = {a["name"]: a["id"] for a in j["actions"]}
@@ -715,6 +715,32 @@ def test_unions_and_varbit(tmp_path):
     (cond,) = pipeline(j)["conditionals"]
     assert show(cond["expression"]) == "valid_union(u)"
     assert prims(j, table(j, cond["false_next"])["actions"][0]) == ["assign_VL(opt2.data, opt.data)"]
+
+
+def test_key_names_as_p4c_makes_them(tmp_path):
+    """Keys without @name are named after their source as p4c's KeyNameGenerator
+    does: a mask keeps its constant in the base it is written in, isValid() is $valid$."""
+    j = build(tmp_path, program(ingress="""
+        table t {
+            key = { hdr.ipv4.srcAddr & 0x00ff00ff: ternary; hdr.ipv4.ttl & 15: exact;
+                    hdr.ipv4.isValid(): exact; hdr.ipv4.dstAddr[31:24]: exact; }
+            actions = { NoAction; }
+        }""", apply="t.apply();"))
+    names = [k["name"] for k in table(j, "MyIngress.t")["key"]]
+    assert names == ["hdr.ipv4.srcAddr & 0xff00ff", "hdr.ipv4.ttl & 15", "hdr.ipv4.$valid$", "hdr.ipv4.dstAddr[31:24]"]
+
+
+def test_selector_key_without_an_action_selector_is_left_out(tmp_path):
+    """p4c's back end drops a ``selector`` key from a table that has no action
+    selector (p4c's issue1560): the table matches on its other keys only."""
+    j = build(tmp_path, program(ingress="""
+        table t {
+            key = { hdr.ipv4.srcAddr: exact; hdr.ipv4.dstAddr: selector; }
+            actions = { NoAction; }
+        }""", apply="t.apply();"))
+    t = table(j, "MyIngress.t")
+    assert [k["target"] for k in t["key"]] == [["ipv4", "srcAddr"]]
+    assert t["type"] == "simple" and "action_profile" not in t
 
 
 def test_entry_priorities_follow_p4_rules(tmp_path):

@@ -107,3 +107,21 @@ def test_error_without_any_position_renders_without_one() -> None:
     assert CompileError("cpp is missing").render() == "error: cpp is missing"
     # compile_file places such an error in the program's file (never at "0:0")
     assert CompileError("no main").in_file("p.p4").render() == "p.p4: error: no main"
+
+
+@pytest.mark.parametrize("version, message", [
+    ("-1", "the v1model version (V1MODEL_VERSION) must be a non-negative number"),
+    ("20170101", "unknown v1model version (V1MODEL_VERSION) 20170101: the first supported is 20180101"),
+    ("20990101", "unknown v1model version (V1MODEL_VERSION) 20990101"),
+])
+def test_unknown_v1model_version_is_refused_where_v1model_declares_it(version: str, message: str) -> None:
+    """p4c checks ``__v1model_version`` (set by -DV1MODEL_VERSION) against the versions
+    v1model.p4 knows; the error points at the constant in v1model.p4."""
+    from p4sim.compiler import compile_file
+
+    good = os.path.join(os.path.dirname(__file__), "p4", "good", "basic_ipv4.p4")
+    with pytest.raises(CompileError) as info:
+        compile_file(good, defines={"V1MODEL_VERSION": version})
+    assert info.value.message.startswith(message)
+    assert info.value.pos.file.endswith("v1model.p4") and info.value.pos.line > 0
+    compile_file(good, defines={"V1MODEL_VERSION": "20200408"})  # the latest is fine

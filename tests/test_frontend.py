@@ -333,8 +333,8 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
             hdr.l4.tcp.dstPort: optional;
         }
         actions = { drop; NoAction; fwd; }
-        const entries = {
-            (0x0a000001 &&& 0xffffffff, 6 .. 17, 80) : drop();
+        entries = {
+            priority = 20: (0x0a000001 &&& 0xffffffff, 6 .. 17, 80) : drop();
             priority = 10: (_, _, _) : fwd(3);
             (0x0a000002, Proto.TCP, _): NoAction();
         }
@@ -961,7 +961,7 @@ def test_wide_tables(tmp_path) -> None:
     ing = decl(prog, "MyIngress")
     acl = decl(ing, "acl")
     assert [k.match_kind for k in acl.keys] == ["ternary", "range", "optional"]
-    assert acl.entries_const and len(acl.entries) == 3
+    assert not acl.entries_const and len(acl.entries) == 3
     first, second, third = acl.entries
     assert first.keys[0].op == "&&&" and first.keys[1].op == ".."
     assert first.keys[1].left.type == T.BitT(8)
@@ -1089,10 +1089,10 @@ def test_defines_and_include_dirs(tmp_path) -> None:
     text = BASIC.replace("const bit<16> TYPE_IPV4", '#include "hdrs.p4"\nconst bit<WIDTH> X = 3;\n'
                          "#ifndef __TARGET_BMV2__\n#error p4c-bm2-ss defines __TARGET_BMV2__\n#endif\n"
                          "const bit<16> TYPE_IPV4")
-    prog = load(tmp_path, text, include_dirs=[str(inc)], defines={"WIDTH": "12"})
+    prog = load(tmp_path, text, include_dirs=[str(inc)], defines={"WIDTH": "24"})
     h = decl(prog, "h_t")
-    assert h.fields[0].type_ref.type == T.BitT(12)
-    assert decl(prog, "X").type_ref.type == T.BitT(12)
+    assert h.fields[0].type_ref.type == T.BitT(24)
+    assert decl(prog, "X").type_ref.type == T.BitT(24)
     assert h.pos.file.endswith("hdrs.p4") and h.pos.line == 1
 
 

@@ -382,6 +382,9 @@ def test_default_actions_as_p4c_writes_them(tmp_path):
     assert not tables["MyIngress.explicit"].const_default_action_id
     fixed = tables["MyIngress.fixed"]
     assert fixed.const_default_action_id == fixed.initial_default_action.action_id == actions["MyIngress.set_port"]
+    # its action data, each value in the parameter's full width of bytes (port: 9 bits)
+    assert [(a.param_id, a.value) for a in fixed.initial_default_action.arguments] == [(1, b"\x00\x01")]
+    assert not tables["MyIngress.explicit"].initial_default_action.arguments
     json_tables = {t["name"]: t for t in result.bmv2_json["pipelines"][0]["tables"]}
     no_action = next(a["id"] for a in result.bmv2_json["actions"] if a["name"] == "NoAction")
     assert json_tables["MyIngress.implicit"]["actions"] == ["MyIngress.set_port", "NoAction"]

@@ -189,6 +189,12 @@ class ExprChecker:
             cls = {ast.HeaderDecl: T.HeaderT, ast.HeaderUnionDecl: T.HeaderUnionT,
                    ast.StructDecl: T.StructT}[type(d)]
             t = cls(d.name, tuple(fields))
+            if isinstance(d, ast.HeaderDecl):
+                bits = sum(f.type.max_width if isinstance(f.type, T.VarbitT) else T.width_of(f.type)
+                           for f in fields)
+                if bits % 8:  # p4c's BMv2 back end refuses such headers (ERR_UNSUPPORTED_ON_TARGET)
+                    raise CompileError(f"header '{d.name}' has fields of {bits} bits in all: BMv2 supports only "
+                                       "headers of whole bytes (a multiple of 8 bits)", d.pos, "unsupported")
         elif isinstance(d, ast.EnumDecl):
             t = self._enum_type(d, scope)
         elif isinstance(d, ast.TypedefDecl):
@@ -216,6 +222,8 @@ class ExprChecker:
         else:
             ok = (T.BitT, T.VarbitT, T.BoolT, T.NewT, T.EnumT, T.ErrorT, T.StructT, T.HeaderT,
                   T.HeaderUnionT, T.StackT, T.TupleT, T.MatchKindT, T.TypeVarT)
+        if isinstance(d, ast.HeaderDecl) and isinstance(ft, T.StructT) and _bit_like_struct(ft):
+            ok = (T.StructT,)  # P4-16: a struct of bit-like fields (flattened in BMv2 JSON)
         if not isinstance(ft, ok):
             kind = "header" if isinstance(d, ast.HeaderDecl) else (
                 "header union" if isinstance(d, ast.HeaderUnionDecl) else "struct")
@@ -499,7 +507,10 @@ class ExprChecker:
     def index(self, e: ast.IndexExpr, scope: Scope) -> T.Type:
         ot = self.expr(e.expr, scope)
         it = self.expr(e.index, scope)
-        if not _is_int_like(strip_newtype(it)):
+        bt = strip_newtype(it)
+        if isinstance(bt, T.EnumT) and bt.underlying is not None:
+            bt = bt.underlying  # a serializable enum indexes by its value, as in p4c
+        if not _is_int_like(bt):
             raise CompileError(f"an index must be an integer, not {fmt(it)}", e.index.pos)
         if isinstance(ot, T.StackT):
             v = consteval.try_evaluate(e.index)
@@ -572,10 +583,14 @@ class ExprChecker:
             rt = self.expr(e.right, scope)
             if not isinstance(strip_newtype(lt), (T.BitT, T.InfIntT)):
                 raise CompileError(f"cannot shift a value of type {fmt(lt)}", e.left.pos)
-            rb = strip_newtype(rt)
-            if not isinstance(rb, (T.BitT, T.InfIntT)) or (isinstance(rb, T.BitT) and rb.signed):
+            if not isinstance(rt, (T.BitT, T.InfIntT)) or (isinstance(rt, T.BitT) and rt.signed):
+                # a `type` is not its base type here (p4c: bit<S> or a non-negative constant)
                 raise CompileError(f"a shift amount must be an unsigned integer, not {fmt(rt)}", e.right.pos)
-            if isinstance(lt, T.InfIntT) and not isinstance(rt, T.InfIntT):
+            # p4c types `1 << x` before its context: an unsized left operand shifted by a
+            # run-time amount has no width, even where the context would give one
+            unsized = (isinstance(e.left, ast.IntLit) and e.left.width is None
+                       and consteval.const_value(e.right) is None)
+            if (isinstance(lt, T.InfIntT) or unsized) and not isinstance(rt, T.InfIntT):
                 raise CompileError("the left operand of a shift needs a known width (use a cast)", e.left.pos)
             return lt
         if op == "++":
@@ -920,4 +935,19 @@ def _fixed_width(t: T.Type) -> bool:
         T.width_of(bt)
     except TypeError:
         return False
+    return True
+
+
+def _bit_like_struct(t: T.StructT) -> bool:
+    """A struct P4-16 allows as a header field: bit<W>, int<W>, bool, serializable
+    enums, `type`s of those, and such structs, nested."""
+    for f in t.fields:
+        ft = f.type
+        while isinstance(ft, T.NewT):
+            ft = ft.base
+        if isinstance(ft, T.StructT):
+            if not _bit_like_struct(ft):
+                return False
+        elif not (isinstance(ft, (T.BitT, T.BoolT)) or isinstance(ft, T.EnumT) and ft.underlying is not None):
+            return False
     return True

@@ -2,7 +2,8 @@
 
 Stages, each in its own module: `preprocess` (system cpp, line map back to the
 sources), `lexer` + `parse` (LALR grammar `p4_16.lark` -> AST), `typecheck` +
-`exprcheck` (name resolution with `resolve`, types, constant widths via `consteval`). The contract the
+`exprcheck` (name resolution with `resolve`, types, constant widths via `consteval`), then
+`programchecks` (what only the whole program shows). The contract the
 back end relies on is documented in `typecheck`.
 """
 
@@ -14,6 +15,7 @@ from p4sim.compiler import ast
 from p4sim.compiler.diagnostics import CompileError, SrcPos
 from p4sim.compiler.parse import parse
 from p4sim.compiler.preprocess import preprocess
+from p4sim.compiler.programchecks import check_whole_program
 from p4sim.compiler.typecheck import check_program
 
 
@@ -32,6 +34,7 @@ def load_program(
     try:
         program = parse(pre)
         check_program(program)
+        check_whole_program(program)
     except CompileError:
         raise
     except RecursionError:

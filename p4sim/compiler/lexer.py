@@ -200,6 +200,8 @@ def classify(toks: list[Tok]) -> None:
     while i < n:
         t = toks[i]
         k = t.kind
+        if t.value == "type" and k != "IDENT" and not _starts_declaration(toks, i):
+            t.kind = k = "IDENT"  # `type` naming a parameter or variable (p4c's nonTypeName), also when used
         if k == "IDENT":
             if declaring is not None:
                 declaring.add(t.value)
@@ -212,6 +214,10 @@ def classify(toks: list[Tok]) -> None:
             is_decl = prev is not None and pprev is not None and (
                 (prev.kind == "TYPE_IDENT" and pprev.value in _DECL_WITH_PARAMS)
                 or (prev.kind == "IDENT" and pprev.kind in _TYPE_END)
+                # a generic method named like a type declared elsewhere (`bit<16>
+                # update<T>(...)` next to `control update`): methods have names of their own
+                or (prev.kind == "TYPE_IDENT" and pprev.kind in _TYPE_END - {"IDENT", "TYPE_IDENT"}
+                    and nxt is not None and nxt.kind == "IDENT")
             )
             if is_decl:
                 t.kind = "L_ANGLE"

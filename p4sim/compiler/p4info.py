@@ -189,6 +189,8 @@ def build_p4info(cp: ControlPlane) -> p4i.P4Info:
             m.const_default_action_id = ids(P.ACTION, t.const_default_action)
         if t.initial_default_action is not None and (P.ACTION, t.initial_default_action) in ids.ids:
             m.initial_default_action.action_id = ids(P.ACTION, t.initial_default_action)
+            for i, (value, bits) in enumerate(t.initial_default_args, 1):  # full-width bytes, as p4c writes them
+                m.initial_default_action.arguments.add(param_id=i, value=value.to_bytes((bits + 7) // 8, "big"))
         if t.implementation is not None:
             m.implementation_id = ids(P.ACTION_PROFILE, t.implementation)
         for r in t.direct_resources:

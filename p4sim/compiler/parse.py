@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import os
 import threading
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -107,6 +107,12 @@ class _Build(Transformer):
 
     def anno_args(self, c: list) -> ast.Annotation:
         return ast.Annotation(self.p(c[0]), c[0][1:], list(c[1] or []))
+
+    def anno_arg_list(self, c: list) -> list:
+        return list(c)
+
+    def anno_type_arg(self, c: list) -> ast.Expr:
+        return ast.TypeNameExpr(c[0].pos, c[0])
 
     def anno_kv(self, c: list) -> ast.Annotation:
         fields = c[1] or []
@@ -284,9 +290,18 @@ class _Build(Transformer):
     def transition_name(self, c: list) -> str:
         return str(c[0])
 
-    def transition_select(self, c: list) -> ast.SelectExpr:
-        keys = c[0]
-        return ast.SelectExpr(keys[0].pos, keys, list(c[1:]))
+    def transition_select(self, c: list) -> Union[ast.SelectExpr, str]:
+        select, keys, cases = c[0], c[1], list(c[2:])
+        if keys:
+            return ast.SelectExpr(keys[0].pos, keys, cases)
+        # select() on no keys: only `default` / `_` can label a case, and the first
+        # one always matches, so it is a plain transition
+        for case in cases:
+            if not all(isinstance(k, (ast.DefaultExpr, ast.DontCareExpr)) for k in case.keyset):
+                raise CompileError("a select on no keys can only have 'default' cases", case.pos)
+        if not cases:
+            raise CompileError("a select on no keys needs a 'default' case", self.p(select))
+        return cases[0].next_state
 
     def select_case(self, c: list) -> ast.SelectCase:
         keyset, name = c
@@ -366,6 +381,9 @@ class _Build(Transformer):
                 raise CompileError(f"table property '{kind}' is defined twice", pos or t.pos)
             seen[kind] = pos
             if kind == "key":
+                if "entries" in seen:  # p4c's type checker: entries are read against the key
+                    raise CompileError(f"table '{t.name}': the entries must come after the key",
+                                       seen["entries"] or t.pos)
                 t.keys = rest[0]
             elif kind == "actions":
                 t.actions = rest[0]

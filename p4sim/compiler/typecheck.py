@@ -277,6 +277,9 @@ class Checker(ExprChecker):
     def instantiation(self, d: ast.InstantiationDecl, scope: Scope) -> None:
         call = ast.CallExpr(d.pos, ast.TypeNameExpr(d.type_ref.pos, d.type_ref), [], d.args)
         d.type_ref.type = self.expr(call, scope)
+        if scope is self.root and isinstance(d.type_ref.type, (T.ParserT, T.ControlT)):
+            raise CompileError(f"'{d.name}': a parser or control cannot be instantiated at the top level, "
+                               "only inside a parser or control (or as a package argument)", d.pos)
 
     # ---------------------------------------------------------------- tables
     def table_decl(self, t: ast.TableDecl, scope: Scope) -> None:
@@ -285,6 +288,12 @@ class Checker(ExprChecker):
             key_types.append(self.expr(k.expr, scope))
             if k.match_kind not in self.names.match_kinds:
                 raise CompileError(f"unknown match kind '{k.match_kind}'", k.pos)
+            if not any(a.name == "name" for a in k.annotations):
+                unnamed = _unnameable_key_part(k.expr)
+                if unnamed is not None:
+                    raise CompileError("a key expression other than fields, slices, masks, constants and "
+                                       "isValid() needs a @name annotation (the control plane names keys)",
+                                       unnamed.pos)
         listed: dict[str, ast.ActionRef] = {}
         for ref in t.actions:
             decl = self.action_ref(ref, scope, bound=False)
@@ -296,6 +305,7 @@ class Checker(ExprChecker):
             if decl.name not in listed:
                 raise CompileError(f"default action '{decl.name}' is not in the actions of table '{t.name}'",
                                    t.default_action.pos)
+            self.action_scope_fits(t.default_action, listed[decl.name], "tableonly", "the default action")
         if t.entries is not None:
             for e in t.entries:
                 self.keyset(e.keys, key_types, scope, e.pos)
@@ -305,8 +315,22 @@ class Checker(ExprChecker):
                                        f"'{t.name}'", e.action.pos)
                 if e.priority is not None:
                     self.const_int(e.priority, scope, "an entry priority")
+                    if t.entries_const:
+                        raise CompileError("entries of 'const entries' cannot have priorities", e.priority.pos)
+                    if all(k.match_kind in ("exact", "lpm") for k in t.keys):
+                        raise CompileError(f"table '{t.name}' has only exact and lpm keys, which need no "
+                                           "priorities, but an entry gives one", e.priority.pos)
+                self.action_scope_fits(e.action, listed[decl.name], "defaultonly", "an entry")
         for p in t.properties:
             self.table_property(p, scope)
+
+    @staticmethod
+    def action_scope_fits(use: ast.ActionRef, listed: ast.ActionRef, excluded: str, what: str) -> None:
+        """An action listed ``@defaultonly`` cannot be an entry's, one listed
+        ``@tableonly`` cannot be the default action (p4c's type checker)."""
+        if any(a.name == excluded for a in listed.annotations):
+            raise CompileError(f"action '{listed.name.name}' is listed @{excluded}, so it cannot be {what}",
+                               use.pos)
 
     def table_property(self, p: ast.TableProperty, scope: Scope) -> None:
         if p.name == "size":
@@ -448,6 +472,9 @@ class Checker(ExprChecker):
         self.expect(s.value, scope, rt, "return value")
 
     def switch(self, s: ast.SwitchStmt, scope: Scope) -> None:
+        if self.in_action:  # p4c's EliminateSwitch: BMv2 actions are straight-line primitives there
+            raise CompileError("switch statements in actions are not supported on BMv2 (as in p4c): move the "
+                               "switch to the apply block, or use if statements", s.pos, "unsupported")
         t = self.expr(s.expr, scope)
         seen: set[str] = set()
         for i, c in enumerate(s.cases):
@@ -487,24 +514,28 @@ class Checker(ExprChecker):
         return d
 
 
-def _type_annotations(node: Any) -> None:
+def _type_annotations(node: Any, checker: Checker) -> None:
     """Annotation arguments are not checked against declarations (``@name("x")``
-    names nothing in scope); literals get their type, anything else `DontCareT`."""
+    names nothing in scope); literals get their type, a type argument
+    (``@p4runtime_translation("uri", bit<32>)``) the type it names at the top level,
+    anything else `DontCareT`."""
     if isinstance(node, list):
         for x in node:
-            _type_annotations(x)
+            _type_annotations(x, checker)
         return
     if not isinstance(node, ast.Node):
         return
     if isinstance(node, ast.Annotation):
         for a in node.args:
+            if isinstance(a, ast.TypeNameExpr) and a.type is None:
+                a.type = checker.type_of(a.type_ref, checker.root)
             _type_literal_tree(a)
         return
     for f in dataclasses.fields(node):
         if f.name not in ("pos", "type", "ref", "enum"):
             v = getattr(node, f.name)
             if isinstance(v, (list, ast.Node)):
-                _type_annotations(v)
+                _type_annotations(v, checker)
 
 
 def _type_literal_tree(e: ast.Expr) -> None:
@@ -528,7 +559,7 @@ def check_program(prog: ast.Program) -> ProgramNames:
     """Resolve and type-check ``prog`` in place; returns the program-wide names."""
     c = Checker()
     c.program(prog)
-    _type_annotations(prog)
+    _type_annotations(prog, c)
     return c.names
 
 
@@ -544,3 +575,23 @@ def _parser_statements(stmts: list[ast.Stmt]) -> list[ast.Stmt]:
         if isinstance(st, ast.BlockStmt):
             _parser_statements(st.stmts)
     return stmts
+
+
+def _unnameable_key_part(e: ast.Expr) -> ast.Expr | None:
+    """The part of a key expression p4c cannot name after its source (its
+    KeyNameGenerator names fields, indexes, slices, constants, ``&`` and
+    ``isValid()``), or None when the whole key can be named."""
+    if isinstance(e, (ast.PathExpr, ast.IntLit)):
+        return None
+    if isinstance(e, ast.MemberExpr):
+        return _unnameable_key_part(e.expr)
+    if isinstance(e, ast.IndexExpr):
+        return _unnameable_key_part(e.expr) or _unnameable_key_part(e.index)
+    if isinstance(e, ast.SliceExpr):
+        return _unnameable_key_part(e.expr)
+    if isinstance(e, ast.BinaryExpr) and e.op == "&":
+        return _unnameable_key_part(e.left) or _unnameable_key_part(e.right)
+    if (isinstance(e, ast.CallExpr) and not e.args and isinstance(e.target, ast.MemberExpr)
+            and e.target.member == "isValid"):
+        return _unnameable_key_part(e.target.expr)
+    return e

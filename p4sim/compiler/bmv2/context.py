@@ -151,6 +151,7 @@ class Context:
         self.user_meta: Any = None  # StructLoc of the user metadata parameter
         self.preserved_lists: dict[int, int] = {}  # @field_list index -> field list id
         self.direct_meters: list[Any] = []  # ExternValues bound to tables, emitted last
+        self.read_meters: list[Any] = []  # direct_meter ExternValues some action reads
 
     # -------------------------------------------------------------- naming
     def node_name(self) -> str:

@@ -45,7 +45,7 @@ class ControlLowerer:
         self.action_profiles: list[dict] = []
         self.ids = first_ids  # shared counters: ids unique across pipelines
         self.returns: list[Optional[str]] = []
-        self.applied: set[str] = set()
+        self.applied: dict[str, tuple[tuple, str]] = {}  # table -> (its successors, its first node)
 
     # ------------------------------------------------------------------ scopes
     def enter(self, decl: ast.ControlDecl, prefix: str, bindings: dict[int, Any], ctor_args: list[ast.Argument],
@@ -240,7 +240,7 @@ class ControlLowerer:
                 aname, aid = synthesized_action(self.ctx, "act", lw.out)
                 outcome[value] = self.synth_table(f"tbl_{aname}", aname, aid, [], nxt)
             yes, no = (outcome[1], outcome[0]) if m.member == "hit" else (outcome[0], outcome[1])
-            nxt = self.table(tv, {"__HIT__": yes, "__MISS__": no}, nxt, pos=call.pos)
+            nxt = self.table(tv, {"__HIT__": yes, "__MISS__": no}, nxt, nxt, pos=call.pos)
         return nxt
 
     def stmt(self, scope: Scope, s: Optional[ast.Stmt], next_: Optional[str]) -> Optional[str]:
@@ -259,7 +259,7 @@ class ControlLowerer:
                 return self.inline_control(scope, bv, c, next_)
             target = ExprLowerer(scope).loc(t.expr)
             if isinstance(target, TableValue):
-                return self.table(target, {}, next_, pos=c.pos)
+                return self.table(target, {}, next_, next_, pos=c.pos)
             if isinstance(target, BlockValue):
                 return self.inline_control(scope, target, c, next_)
             raise CompileError("only tables and controls can be applied here", c.pos)
@@ -317,7 +317,7 @@ class ControlLowerer:
             if not isinstance(tv, TableValue):
                 raise CompileError("hit/miss needs a table", e.pos)
             on_hit, on_miss = (then_n, else_n) if is_hit else (else_n, then_n)
-            return self.table(tv, {"__HIT__": on_hit, "__MISS__": on_miss}, next_, pos=apply_call.pos)
+            return self.table(tv, {"__HIT__": on_hit, "__MISS__": on_miss}, next_, next_, pos=apply_call.pos)
         if _applies_table(e):
             if isinstance(e, ast.UnaryExpr):  # "!"
                 return self.branch(scope, e.expr, else_n, then_n, next_)
@@ -451,19 +451,36 @@ class ControlLowerer:
 
     # ------------------------------------------------------------------ tables
     def table(self, tv: TableValue, nexts: dict[str, Optional[str]], next_: Optional[str],
-              default_next: Optional[str] = None, pos: Any = None) -> str:
+              default_next: Optional[str], pos: Any = None) -> str:
+        """The node applying table ``tv``: after action ``a`` it goes to ``nexts[a]``
+        (or the hit/miss pair), after the other actions to ``default_next`` (None: the
+        end of the pipeline, e.g. a `default: { return; }` of a switch), then
+        ``next_`` as its base default."""
         name = tv.name
+        successors = (nexts, next_, default_next)
         if name in self.applied:
-            raise CompileError(f"table '{name}' is applied more than once; a BMv2 table can appear only once "
-                               "in a pipeline", pos or tv.decl.pos, "unsupported")
-        self.applied.add(name)
+            # a BMv2 table is one node of the pipeline graph: applying it again is only
+            # that node again when everything after it is the same (`if (c) t.apply();
+            # else t.apply();`), as p4c's back end finds
+            first_successors, node = self.applied[name]
+            if first_successors != successors:
+                raise CompileError(f"table '{name}' is applied more than once, with different statements "
+                                   "after it; a BMv2 table can appear only once in a pipeline",
+                                   pos or tv.decl.pos, "unsupported")
+            return node
+        node = self.lower_table(tv, nexts, next_, default_next)
+        self.applied[name] = (successors, node)
+        return node
+
+    def lower_table(self, tv: TableValue, nexts: dict[str, Optional[str]], next_: Optional[str],
+                    default_next: Optional[str]) -> str:
+        name = tv.name
         pre, table = convert_table(self, tv)
         actions = table["actions"]
         if "__HIT__" in nexts:
             table["next_tables"] = {"__HIT__": nexts["__HIT__"], "__MISS__": nexts["__MISS__"]}
         else:
-            dn = next_ if default_next is None else default_next
-            table["next_tables"] = {a: nexts.get(a, dn) for a in actions}
+            table["next_tables"] = {a: nexts.get(a, default_next) for a in actions}
         table["base_default_next"] = next_
         self.tables.append(table)
         if pre:
@@ -509,7 +526,8 @@ def _hit_test(cond: ast.Expr) -> Optional[tuple[ast.CallExpr, bool]]:
 
 def _table_results(s: ast.Stmt, done: Mapping[int, Any]) -> tuple[list[ast.MemberExpr], Optional[ast.Expr]]:
     """The ``t.apply().hit``/``.miss`` values an assignment, declaration or call
-    statement always evaluates, in evaluation order, and the first ``&&``, ``||`` or
+    statement always evaluates (the keys of a table it applies included), in
+    evaluation order, and the first ``&&``, ``||`` or
     ``?:`` that may or may not evaluate one (applying that table first would change
     the program). Expressions in ``done`` (already computed into a temporary) and
     everything inside them are skipped."""
@@ -543,6 +561,11 @@ def _table_results(s: ast.Stmt, done: Mapping[int, Any]) -> tuple[list[ast.Membe
         if isinstance(e, ast.Argument):
             walk(e.value)
         elif isinstance(e, ast.Expr):
+            table = e.target.expr.ref if isinstance(e, ast.CallExpr) and isinstance(e.target, ast.MemberExpr) \
+                and e.target.member == "apply" and isinstance(e.target.expr, ast.PathExpr) else None
+            if isinstance(table, ast.TableDecl):  # its keys are evaluated when it is applied
+                for k in table.keys:
+                    walk(k.expr)
             for f in dataclasses.fields(e):
                 v = getattr(e, f.name)
                 for x in (v if isinstance(v, list) else [v]):

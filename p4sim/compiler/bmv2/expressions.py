@@ -431,7 +431,7 @@ class ExprLowerer:
                     w = scalar_width(e.type)
                     if w is None:
                         raise CompileError("lookahead of a non-bit type is only supported as an "
-                                           "assignment to a header", e.pos, "unsupported")
+                                           "assignment to a header, a struct or a stack", e.pos, "unsupported")
                     return {"type": "lookahead", "value": [0, w]}
         return self.call_with_result(e)
 

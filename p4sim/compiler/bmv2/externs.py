@@ -50,6 +50,7 @@ def extern_method(lw: PrimitiveLowerer, ev: ExternValue, method: str, c: ast.Cal
         if not isinstance(loc, FieldLoc):
             raise CompileError("direct_meter.read needs a field as destination", args[0].pos, "unsupported")
         ev.info["result"] = [loc.header, loc.field]
+        lw.ctx.read_meters.append(ev)
     else:
         raise CompileError(f"{kind}.{method} is not supported by the BMv2 back end", c.pos, "unsupported")
 
@@ -96,7 +97,7 @@ def list_inputs(lw: PrimitiveLowerer, e: ast.Expr, *, headers: bool, temps: bool
         elif isinstance(item, HeaderLoc) and headers:
             out.append(item.node())
         elif isinstance(item, HeaderLoc):
-            out.extend(item.field(f.name, e.pos).node() for f in item.type.fields)
+            out.extend(f.node() for f in item.leaves())
         elif isinstance(item, ConstLoc):
             w = scalar_width(item.type) or 32
             out.append({"type": "hexstr", "value": hexstr(item.value, w), "bitwidth": w})

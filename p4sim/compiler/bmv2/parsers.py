@@ -381,9 +381,10 @@ class ParserLowerer:
             dataclasses.replace(transition, keys=keys), results
 
     def union_next_extract(self, scope: Scope, st: ast.Stmt) -> Optional[tuple[UnionStackLoc, str]]:
-        """``pkt.extract(u.next.m)`` on a stack of header unions: (the stack, ``m``)."""
+        """``pkt.extract(u.next.m)`` (or ``extract(u.next.m, size)`` of a member with
+        a varbit field) on a stack of header unions: (the stack, ``m``)."""
         if not (isinstance(st, ast.CallStmt) and isinstance(st.call.target, ast.MemberExpr)
-                and st.call.target.member == "extract" and len(st.call.args) == 1):
+                and st.call.target.member == "extract" and len(st.call.args) in (1, 2)):
             return None
         arg = st.call.args[0].value
         if isinstance(arg, ast.MemberExpr) and isinstance(arg.expr, ast.MemberExpr) and arg.expr.member == "next":
@@ -402,14 +403,24 @@ class ParserLowerer:
         full stack does)."""
         stack, member = next_of
         counter = self.ctx.layout.union_stack_next(stack)
+        call = items[i].stmt.call  # type: ignore[union-attr]
+        size = call.args[1].value if len(call.args) == 2 else None
         elements: list[tuple[int, list[Item]]] = []
         for k, union in enumerate(stack.elements):
             if member not in union.members:
-                raise CompileError(f"header union has no member '{member}'",
-                                   items[i].stmt.pos)  # type: ignore[union-attr]
-            elements.append((k, [_ops(items[i].frame, [
-                {"op": "extract", "parameters": [{"type": "regular", "value": union.members[member].name}]},
-                {"op": "set", "parameters": [counter.node(), as_param(hex_node(k + 1, 32))]}])]))
+                raise CompileError(f"header union has no member '{member}'", call.pos)
+            header = {"type": "regular", "value": union.members[member].name}
+            count = {"op": "set", "parameters": [counter.node(), as_param(hex_node(k + 1, 32))]}
+
+            def extract(lw: ParserStmtLowerer, header: dict = header, count: dict = count) -> None:
+                if size is None:
+                    lw.out.append({"op": "extract", "parameters": [header]})
+                else:
+                    lw.out.append({"op": "extract_VL",
+                                   "parameters": [header, {"type": "expression", "value": lw.data(size)}]})
+                lw.out.append(count)
+
+            elements.append((k, [Item(items[i].frame, run=extract)]))
         self.split_on_next(frame, name, items, i, stack, ("next", "full"), elements, transition, target, key_results)
 
     def read_union_last(self, frame: Frame, name: str, items: list[Item], i: int, last: ast.MemberExpr,

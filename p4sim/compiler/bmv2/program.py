@@ -20,7 +20,7 @@ from p4sim.compiler.bmv2.ordering import put_in_reading_order, renumber_actions
 from p4sim.compiler.bmv2.parsers import ParserLowerer
 from p4sim.compiler.bmv2.statements import StmtLowerer
 from p4sim.compiler.bmv2.storage import (
-    FieldLoc, HeaderLoc, StackLoc, StructLoc, UnionLoc, UnionStackLoc, base_type,
+    FieldLoc, HeaderLoc, StackLoc, StructLoc, UnionLoc, UnionStackLoc, base_type, header_leaves,
 )
 from p4sim.compiler.consteval import const_value
 from p4sim.compiler.diagnostics import CompileError
@@ -71,6 +71,7 @@ def build_bmv2_json(design: Design, source_name: str) -> tuple[dict, ControlPlan
     dep_scope = block_scope(ctx, b.deparser, "deparser", [PacketValue("out"), hdr])
     order = deparser_order(dep_scope, b.deparser.decl.apply.stmts)
 
+    check_direct_meters(ctx)
     for dm in ctx.direct_meters:
         entry: dict[str, Any] = {"name": dm.name, "id": len(ctx.meter_arrays), "is_direct": True,
                                  "rate_count": 2, "type": enum_member(dm.args[0].value) if dm.args else "bytes",
@@ -231,10 +232,13 @@ def controller_headers(ctx: Context) -> None:
             t = ctx.types.resolve(ast.NamedTypeRef(d.pos, d.name))
             fields = []
             for fd, ft in zip(d.fields, t.fields):
-                bt = base_type(ft.type)
-                if not isinstance(bt, T.BitT):
-                    raise CompileError("controller header fields must be bit<W>", fd.pos)
-                fields.append((fd.name, bt.width, list(fd.annotations)))
+                # a struct-typed field is one metadata per flattened field, named by its
+                # path ("b.b"), as p4c's P4Info names them
+                for path, _name, lt in header_leaves(T.HeaderT(t.name, (ft,))):
+                    bt = base_type(lt)
+                    if not isinstance(bt, T.BitT):
+                        raise CompileError("controller header fields must be bit<W>", fd.pos)
+                    fields.append((".".join(path), bt.width, list(fd.annotations)))
             ctx.cp.add("controller_headers", CPControllerHeader(name, d, fields))
 
 
@@ -266,3 +270,18 @@ def sort_by_declaration(ctx: Context) -> None:
     for items in (cp.tables, cp.actions, cp.action_profiles, cp.counters, cp.meters, cp.registers,
                   cp.value_sets, cp.controller_headers):
         items.sort(key=lambda o: order.get(id(o.decl), len(order)))
+
+
+def check_direct_meters(ctx: Context) -> None:
+    """A BMv2 direct meter is a table's (its ``binding``) and writes its colour into
+    a field when the table hits (its ``result_target``): one without the other
+    cannot be written (p4c refuses both, one as a compiler bug)."""
+    for dm in ctx.read_meters:
+        if "table" not in dm.info:
+            raise CompileError(f"direct_meter '{dm.name}' is read, but no table names it in its 'meters' "
+                               "property", dm.decl.pos)
+    for dm in ctx.direct_meters:
+        if "result" not in dm.info:
+            raise CompileError(f"direct_meter '{dm.name}' of table '{dm.info['table']}' is never read: BMv2 "
+                               f"needs the field it writes ({dm.decl.name}.read(field) in an action of the "
+                               "table)", dm.decl.pos)

@@ -319,8 +319,8 @@ class StmtLowerer(PrimitiveLowerer):
             self.assign_aggregate(dst, rhs)
             return
         if isinstance(rhs, ast.CallExpr) and isinstance(rhs.target, ast.MemberExpr) \
-                and rhs.target.member == "lookahead" and isinstance(dst, HeaderLoc):
-            self.lookahead_header(dst, rhs)
+                and rhs.target.member == "lookahead" and isinstance(dst, (HeaderLoc, StackLoc, StructLoc)):
+            self.lookahead_aggregate(dst, rhs)
             return
         if isinstance(rhs, ast.CallExpr) and id(rhs) not in self.ctx.hoisted:
             src = self.call_result_loc(rhs)
@@ -413,18 +413,36 @@ class StmtLowerer(PrimitiveLowerer):
             else:
                 pairs.append((d, v))
 
-    def lookahead_header(self, dst: HeaderLoc, rhs: ast.CallExpr) -> None:
+    def lookahead_aggregate(self, dst: Any, rhs: ast.CallExpr) -> None:
+        """``x = pkt.lookahead<T>()`` for a header, or a struct or stack of them (and
+        of bit-like fields): every field from the bits ahead, in declaration order,
+        each header made valid first (as p4c's ExpandLookahead: BMv2's add_header
+        zeroes the fields of a header it makes valid)."""
         if not self.parser:
             raise CompileError("lookahead is only allowed in a parser", rhs.pos)
         offset = 0
-        for f in dst.type.fields:
-            w = scalar_width(f.type)
-            if w is None:
-                raise CompileError("lookahead of a header with a varbit field is not supported",
-                                   rhs.pos, "unsupported")
-            self.set_field(dst.field(f.name, rhs.pos), {"type": "lookahead", "value": [offset, w]})
-            offset += w
-        self.prim("add_header", [dst.node()])
+
+        def fill(loc: Any) -> None:
+            nonlocal offset
+            if isinstance(loc, HeaderLoc):
+                self.prim("add_header", [loc.node()])
+                for f in loc.leaves():
+                    fill(f)
+            elif isinstance(loc, StackLoc):
+                for element in loc.elements:
+                    fill(element)
+            elif isinstance(loc, StructLoc):
+                for f in loc.fields.values():
+                    fill(f)
+            else:
+                w = scalar_width(loc.type) if isinstance(loc, FieldLoc) else None
+                if w is None:
+                    raise CompileError("lookahead into a varbit field or a header union is not supported",
+                                       rhs.pos, "unsupported")
+                self.set_field(loc, {"type": "lookahead", "value": [offset, w]})
+                offset += w
+
+        fill(dst)
 
     # ------------------------------------------------------------------ calls
     def call(self, c: ast.CallExpr) -> None:

@@ -16,7 +16,7 @@ A `Loc` says where an l-value lives; `Layout` allocates storage and accumulates 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from p4sim.compiler import types as T
 from p4sim.compiler.bmv2.jsonutil import NameGen
@@ -42,6 +42,48 @@ def scalar_width(t: T.Type) -> Optional[int]:
     if isinstance(t, (T.ErrorT, T.EnumT)):
         return 32
     return None
+
+
+def header_leaves(ht: T.HeaderT) -> list[tuple[tuple[str, ...], str, T.Type]]:
+    """A header's fields as BMv2 holds them, in wire order: (P4 path, BMv2 field name,
+    type). A field of struct type (P4-16 allows structs of bit-like fields in headers)
+    is flattened as p4c's FlattenHeaders does it: ``row.e`` becomes ``_row_e0``, the
+    number counting the flattened fields of the header."""
+    out: list[tuple[tuple[str, ...], str, T.Type]] = []
+
+    def walk(path: tuple[str, ...], t: T.Type) -> None:
+        bt = base_type(t)
+        if isinstance(bt, T.StructT):
+            for f in bt.fields:
+                walk(path + (f.name,), f.type)
+        elif len(path) == 1:
+            out.append((path, path[0], t))
+        else:
+            out.append((path, "_" + "_".join(path) + str(sum(len(p) > 1 for p, _, _ in out)), t))
+
+    for f in ht.fields:
+        walk((f.name,), f.type)
+    return out
+
+
+def _field_tree(ht: T.HeaderT, name: str, leaf: "Callable[[int, str, T.Type], Loc]") -> "Loc":
+    """Field ``name`` of a header: one leaf location, or for a struct-typed field a
+    `StructLoc` of its flattened leaves (``leaf(index, bmv2 name, type)``)."""
+    f = ht.field(name)
+    assert f is not None
+    leaves = [(i, p, n, t) for i, (p, n, t) in enumerate(header_leaves(ht)) if p[0] == name]
+    if len(leaves) == 1 and len(leaves[0][1]) == 1:
+        i, _, n, t = leaves[0]
+        return leaf(i, n, t)
+
+    def build(prefix: tuple[str, ...], t: T.Type) -> "Loc":
+        bt = base_type(t)
+        if not isinstance(bt, T.StructT):
+            (i, _, n, lt), = [x for x in leaves if x[1] == prefix]
+            return leaf(i, n, lt)
+        return StructLoc(t, {g.name: build(prefix + (g.name,), g.type) for g in bt.fields})
+
+    return build((name,), f.type)
 
 
 @dataclass
@@ -74,11 +116,15 @@ class HeaderLoc:
     def node(self) -> dict:
         return {"type": "header", "value": self.name}
 
-    def field(self, name: str, pos: SrcPos) -> FieldLoc:
-        f = self.type.field(name)
-        if f is None:
+    def field(self, name: str, pos: SrcPos) -> Any:
+        """A `FieldLoc`; a `StructLoc` of them for a struct-typed field."""
+        if self.type.field(name) is None:
             raise CompileError(f"header type '{self.type.name}' has no field '{name}'", pos)
-        return FieldLoc(self.name, name, f.type)
+        return _field_tree(self.type, name, lambda _i, n, t: FieldLoc(self.name, n, t))
+
+    def leaves(self) -> list[FieldLoc]:
+        """Every field BMv2 holds for this header, in wire order."""
+        return [FieldLoc(self.name, n, t) for _p, n, t in header_leaves(self.type)]
 
 
 @dataclass
@@ -91,11 +137,11 @@ class DynHeaderLoc:
     def node(self) -> dict:
         return self.expr
 
-    def field(self, name: str, pos: SrcPos) -> DynFieldLoc:
-        for i, f in enumerate(self.type.fields):
-            if f.name == name:
-                return DynFieldLoc(self.expr, i, f.type)
-        raise CompileError(f"header type '{self.type.name}' has no field '{name}'", pos)
+    def field(self, name: str, pos: SrcPos) -> Any:
+        """A `DynFieldLoc` (BMv2 field index); a `StructLoc` of them for a struct-typed field."""
+        if self.type.field(name) is None:
+            raise CompileError(f"header type '{self.type.name}' has no field '{name}'", pos)
+        return _field_tree(self.type, name, lambda i, _n, t: DynFieldLoc(self.expr, i, t))
 
 
 @dataclass
@@ -202,18 +248,17 @@ class Layout:
         fields: list[list] = []
         max_bytes = 0
         has_varbit = False
-        for f in ht.fields:
-            ft = base_type(f.type)
+        for _path, fname, ftype in header_leaves(ht):
+            ft = base_type(ftype)
             if isinstance(ft, T.VarbitT):
-                fields.append([f.name, "*"])
+                fields.append([fname, "*"])
                 max_bytes += ft.max_width // 8
                 has_varbit = True
                 continue
             w = scalar_width(ft)
             if w is None:
-                raise CompileError(f"header field '{ht.name}.{f.name}' has a type BMv2 cannot hold")
-            fields.append([f.name, w, isinstance(ft, T.BitT) and ft.signed])
-            max_bytes += 0
+                raise CompileError(f"header field '{ht.name}.{fname}' has a type BMv2 cannot hold")
+            fields.append([fname, w, isinstance(ft, T.BitT) and ft.signed])
         entry: dict = {"name": tname, "id": len(self.header_types), "fields": fields}
         if has_varbit:
             entry["max_length"] = (ht.bit_width + 7) // 8 + max_bytes

@@ -3,13 +3,15 @@
 Keys become ``key`` entries on fields (``["ipv4", "dstAddr"]``), validity bits
 (``["ipv4", "$valid$"]``) or, for any other expression, a ``scalars`` temporary that a
 synthesized action computes just before the table (p4c does the same). Keys of match
-kind ``selector`` are the action selector's hash input, not part of the key. The
-table's ``match_type`` follows JSON_format.md: ``range`` if any key is range,
-``ternary`` if any is ternary/optional, else ``lpm`` if any is lpm, else ``exact``.
+kind ``selector`` are the action selector's hash input, not part of the key (left
+out, as by p4c, when the table has no action selector). The table's ``match_type``
+follows JSON_format.md: ``range`` if any key is range, ``ternary`` if any is
+ternary/optional, else ``lpm`` if any is lpm, else ``exact``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional, Protocol
 
 from p4sim.compiler import ast
@@ -67,6 +69,9 @@ def convert_table(cl: Pipeline, tv: TableValue) -> tuple[list[dict], dict]:
             continue
         if mk not in MATCH_KINDS:
             raise CompileError(f"match kind '{mk}' is not supported by BMv2", k.pos, "unsupported")
+        if mk == "lpm" and "lpm" in kinds:
+            raise CompileError(f"table '{decl.name}' has a second lpm key: BMv2 supports at most one", k.pos,
+                               "unsupported")
         target = _key_target(lw, k.expr, as_node=False)
         w = scalar_width(k.expr.type) or 1
         kname = _key_name(k) or expr_text(k.expr)
@@ -118,8 +123,7 @@ def convert_table(cl: Pipeline, tv: TableValue) -> tuple[list[dict], dict]:
         table["action_profile"] = prof.name
         _action_profile(cl, prof, name, selector_inputs)
         cpt.implementation = prof.name
-    elif selector_inputs:
-        raise CompileError("selector keys need an action_selector implementation", decl.pos)
+    # selector keys without an action_selector are left out, as p4c's back end leaves them
 
     counters = decl.prop("counters")
     if counters is not None:
@@ -154,13 +158,15 @@ def convert_table(cl: Pipeline, tv: TableValue) -> tuple[list[dict], dict]:
         aid = variants.get(id(av.decl))
         if aid is None:
             aid = action_id(ctx, av)
+        data = _action_data(ctx, av, default)
         if table["type"] == "simple":
             table["default_entry"] = {"action_id": aid, "action_const": decl.default_action_const,
-                                      "action_data": _action_data(ctx, av, default),
-                                      "action_entry_const": decl.default_action_const}
+                                      "action_data": data, "action_entry_const": decl.default_action_const}
         if decl.default_action_const:
             cpt.const_default_action = av.name
         cpt.initial_default_action = av.name
+        bits = [scalar_width(ctx.types.resolve(p.type_ref)) or 1 for p in av.decl.params if p.direction is None]
+        cpt.initial_default_args = [(int(h, 16), w) for h, w in zip(data, bits)]
 
     if decl.entries is not None:
         if table["type"] != "simple":
@@ -189,12 +195,17 @@ def expr_text(e: ast.Expr) -> str:
         return f"{expr_text(e.expr)}.{e.member}"
     if isinstance(e, ast.IndexExpr):
         return f"{expr_text(e.expr)}[{expr_text(e.index)}]"
+    if isinstance(e, ast.CallExpr) and isinstance(e.target, ast.MemberExpr) and e.target.member == "isValid":
+        return f"{expr_text(e.target.expr)}.$valid$"  # p4c's KeyNameGenerator, what P4Runtime expects
     if isinstance(e, ast.CallExpr):
         return f"{expr_text(e.target)}()"
     if isinstance(e, ast.SliceExpr):
         return f"{expr_text(e.expr)}[{expr_text(e.hi)}:{expr_text(e.lo)}]"
-    if isinstance(e, ast.IntLit):
-        return str(e.value)
+    if isinstance(e, ast.IntLit):  # in the base it is written in, as p4c's KeyNameGenerator
+        written = e.pos.text[max(e.pos.col - 1, 0):] if e.pos.text else ""
+        return hex(e.value) if re.match(r"(\d+[ws])?0[xX]", written) else str(e.value)
+    if isinstance(e, ast.BinaryExpr) and e.op == "&":
+        return f"{expr_text(e.left)} & {expr_text(e.right)}"
     return "key"
 
 
@@ -325,6 +336,9 @@ def bmv2_priorities(decl: ast.TableDecl) -> list[int]:
         elif i == 0:
             raise CompileError("the first entry must have a priority when others do", e.pos)
         p4.append(current)
+        if largest and current < delta:  # p4c computes in unsigned numbers: it would wrap
+            raise CompileError(f"table '{decl.name}': priorities counting down by priority_delta {delta} "
+                               f"from this entry's {current} fall below 0", e.pos)
         current = current - delta if largest else current + delta
     if not largest:
         return p4
@@ -341,6 +355,10 @@ def _entry(ctx: Any, scope: Any, e: ast.TableEntry, kinds: list[str], widths: li
         keys = [keys[0]] * len(kinds)
     if len(keys) != len(kinds):
         raise CompileError(f"entry has {len(keys)} key values, the table has {len(kinds)} keys", e.pos)
+    for k in keys:
+        if isinstance(k.type, T.ErrorT):  # p4c's bmv2 suite lists such programs as expected failures
+            raise CompileError("an entry value of type error for a table key is not supported on BMv2", k.pos,
+                               "unsupported")
     match_key = [_match(k, mk, w) for k, mk, w in zip(keys, kinds, widths)]
     av = _action_of(scope, e.action)
     aid = variants.get(id(av.decl))

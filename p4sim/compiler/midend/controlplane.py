@@ -47,6 +47,7 @@ class CPTable:
     size: int
     const_default_action: Optional[str] = None
     initial_default_action: Optional[str] = None  # the default action the table starts with
+    initial_default_args: list[tuple[int, int]] = field(default_factory=list)  # its action data: (value, bits)
     implementation: Optional[str] = None
     direct_resources: list[str] = field(default_factory=list)
     support_timeout: bool = False

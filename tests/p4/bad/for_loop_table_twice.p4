@@ -1,4 +1,4 @@
-// expect: 14:48: unsupported: table 'I.t' is applied more than once; a BMv2 table can appear only once in a pipeline
+// expect: 14:48: unsupported: table 'I.t' is applied more than once, with different statements after it
 // Unrolled, the loop applies t in both iterations: as `t.apply(); t.apply();` (p4c: "requires a cycle").
 #include <core.p4>
 #include <v1model.p4>

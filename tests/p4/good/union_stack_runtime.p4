@@ -85,17 +85,14 @@ control MyIngress(inout headers hdr, inout metadata meta,
         hdr.u[k].s.setValid();
         hdr.u[k].s.v = v;
     }
-    // a declaration, an if condition and a switch expression in an action
+    // a declaration and an if condition in an action (a switch statement is in the
+    // apply block: p4c refuses one in an action for BMv2)
     action classify(bit<8> k) {
         bit<8> first = hdr.u[k].b.v;
         if (hdr.u[k].b.isValid()) {
             hdr.base.res = first;
         } else {
             hdr.base.res = short_hi(hdr.u, k);
-        }
-        switch (hdr.u[k].s.v) {
-            16w0x1122: { hdr.base.count = hdr.base.count | 0x80; }
-            default: { }
         }
     }
     apply {
@@ -116,6 +113,10 @@ control MyIngress(inout headers hdr, inout metadata meta,
             hdr.u[hdr.base.j].s.setInvalid();
         } else if (hdr.base.op == 5) {
             classify(hdr.base.j);
+            switch (hdr.u[hdr.base.j].s.v) {
+                16w0x1122: { hdr.base.count = hdr.base.count | 0x80; }
+                default: { }
+            }
         }
         standard_metadata.egress_spec = 1;
     }

@@ -1,0 +1,24 @@
+// expect: 13:27: error: has the control-plane name 'mark' of action 'mark'
+// Two actions with one control-plane name (an absolute @name and a top-level action).
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<16> c; }
+struct headers { h_t h; }
+struct meta_t { bit<8> x; bit<2> color; }
+action mark() { }
+parser P(packet_in p, out headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    state start { p.extract(hdr.h); transition accept; }
+}
+control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    @name(".mark") action mark2() { }
+    table t {
+        key = { hdr.h.a: exact; }
+        actions = { mark; mark2; }
+    }
+    apply { t.apply(); }
+}
+control VC(inout headers hdr, inout meta_t m) { apply {} }
+control E(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) { apply {} }
+control CC(inout headers hdr, inout meta_t m) { apply {} }
+control D(packet_out p, in headers hdr) { apply { p.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;

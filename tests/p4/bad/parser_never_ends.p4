@@ -1,0 +1,19 @@
+// expect: 8:8: error: parser 'P' never reaches accept or reject: no state reachabl
+// A parser whose states loop without ever reaching accept or reject.
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<16> c; }
+struct headers { h_t h; }
+struct meta_t { bit<8> x; bit<2> color; }
+parser P(packet_in p, out headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    state start { transition again; }
+    state again { p.extract(hdr.h); transition start; }
+}
+control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    apply { }
+}
+control VC(inout headers hdr, inout meta_t m) { apply {} }
+control E(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) { apply {} }
+control CC(inout headers hdr, inout meta_t m) { apply {} }
+control D(packet_out p, in headers hdr) { apply { p.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;

@@ -1,0 +1,18 @@
+// expect: 12:24: error: the left operand of a shift needs a known width (use a cast)
+// An unsized 1 shifted by a run-time amount has no width, whatever the context.
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<16> c; }
+struct headers { h_t h; }
+struct meta_t { bit<8> x; bit<2> color; }
+parser P(packet_in p, out headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    state start { p.extract(hdr.h); transition accept; }
+}
+control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    apply { hdr.h.b = (1 << hdr.h.a) + 8w1; }
+}
+control VC(inout headers hdr, inout meta_t m) { apply {} }
+control E(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) { apply {} }
+control CC(inout headers hdr, inout meta_t m) { apply {} }
+control D(packet_out p, in headers hdr) { apply { p.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;

@@ -1,0 +1,20 @@
+// expect: 9:9: error: 'counter': a parser or control cannot be instantiated at the
+// A control instantiated outside any parser or control.
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<16> c; }
+struct headers { h_t h; }
+struct meta_t { bit<8> x; bit<2> color; }
+control Count(inout bit<8> v) { apply { v = v + 1; } }
+Count() counter;
+parser P(packet_in p, out headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    state start { p.extract(hdr.h); transition accept; }
+}
+control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
+    apply { counter.apply(hdr.h.a); }
+}
+control VC(inout headers hdr, inout meta_t m) { apply {} }
+control E(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) { apply {} }
+control CC(inout headers hdr, inout meta_t m) { apply {} }
+control D(packet_out p, in headers hdr) { apply { p.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
