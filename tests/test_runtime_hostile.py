@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import threading
-import time
 
 import grpc
 import pytest
@@ -21,6 +20,7 @@ from p4sim.runtime.service import MAX_BATCH_UPDATES, MAX_STREAMS, TRAILER_LIMIT
 
 from runtime_fixtures.harness import DEVICE_ID, EVERYTHING, Runtime, Stream, batch_errors, packet, read_all
 from runtime_fixtures.harness import rt  # noqa: F401 - fixture
+from testkit import wait_for
 
 INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
 Action = p4r.SetForwardingPipelineConfigRequest
@@ -60,13 +60,6 @@ def rejected(rt: Runtime, *updates: p4r.Update) -> list[p4r.Error]:
     return batch_errors(exc.value)
 
 
-def wait_until(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
-
-
 # -- the hang -------------------------------------------------------------------------------
 
 
@@ -84,7 +77,7 @@ def test_idle_streams_cannot_starve_the_primary(ready: Runtime) -> None:
                     ended[i] = item
             return len(ended)
 
-        wait_until(lambda: refusals() >= 40 - (MAX_STREAMS - 1))  # the primary holds one stream
+        wait_for("the refusals", lambda: refusals() >= 40 - (MAX_STREAMS - 1), 5)  # the primary holds one stream
         refused = list(ended.values())
         assert all(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "StreamChannels" in e.details() for e in refused)
         (response,) = rt.stub.Read(p4r.ReadRequest(device_id=DEVICE_ID, entities=EVERYTHING[:1]), timeout=5)
@@ -106,7 +99,7 @@ def test_idle_streams_cannot_starve_the_primary(ready: Runtime) -> None:
             return False
         finally:
             s.close()
-    wait_until(joins)
+    wait_for("a controller to join again", joins, 5)
 
 
 # -- unhandled exceptions ---------------------------------------------------------------------
@@ -351,7 +344,7 @@ def test_oversized_batch_is_refused_before_any_update_is_applied(ready: Runtime)
         rt.write(*_lpm_batch(rt, 10_000, 9_000))
     err = exc.value
     assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, err
-    assert f"batch of 10000 updates is refused, none of it applied" in err.details()
+    assert "batch of 10000 updates is refused, none of it applied" in err.details()
     assert f"at most {MAX_BATCH_UPDATES} updates per WriteRequest" in err.details()
     assert "grpc-status-details-bin" not in dict(err.trailing_metadata() or ())  # the spec: RPC-wide, no details
     assert _routes(rt) == before

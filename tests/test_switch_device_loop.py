@@ -24,6 +24,7 @@ from scapy.utils import rdpcap
 
 from netns import receive
 from standin import Job
+from testkit import wait_for
 from p4sim.switch.device import Device
 from p4sim.switch.pause import MAX_QUANTA, pfc_frame
 from p4sim.switch.pfc import PfcConfig
@@ -455,7 +456,7 @@ def test_pfc_pauses_the_sender_on_the_wire_and_loses_nothing(net, tmp_path):
         got = recv_until(rx, 12, timeout=15)
         h2_pause = pfc_frame(bytes.fromhex("020000000002"), {LOSSLESS: 0})
         rx.send(h2_pause)
-        wait_until(lambda: dev.counters["mac_control"] == 1)
+        wait_for("the MAC control frame counted", lambda: dev.counters["mac_control"] == 1, 10)
         stats = dev.queue_stats()
     assert [d[15] for _, d in got] == list(range(12))
     for pkt, quanta in ((xoff, MAX_QUANTA), (xon, 0)):
@@ -479,7 +480,7 @@ def test_pause_storm_trips_the_watchdog(net, caplog):
     storm = pfc_frame(bytes.fromhex("020000000002"), {LOSSLESS: MAX_QUANTA})
     with Running(net, LosslessWire(), priority_queues=8, port_rates={2: 1_000_000.0}, pfc=pfc) as dev:
         rx.send(storm)
-        wait_until(lambda: dev.queue_stats()[2]["pfc"]["pause_rx"][LOSSLESS] == 1)
+        wait_for("the PAUSE received", lambda: dev.queue_stats()[2]["pfc"]["pause_rx"][LOSSLESS] == 1, 10)
         for i in range(5):
             tx.send(frame(b"S" + bytes([i]), 1000))
         end = time.monotonic() + 5
@@ -489,7 +490,7 @@ def test_pause_storm_trips_the_watchdog(net, caplog):
         during = dev.queue_stats()[2]["pfc"]
         assert during["storms"] == 1 and during["storm"][LOSSLESS] and during["storm_drops"] == 5
         assert recv_until(rx, 1, timeout=0.3) == []           # paused, then discarded
-        wait_until(lambda: not dev.queue_stats()[2]["pfc"]["storm"][LOSSLESS])   # PAUSEs stopped
+        wait_for("the storm over", lambda: not dev.queue_stats()[2]["pfc"]["storm"][LOSSLESS], 10)   # PAUSEs stopped
         tx.send(frame(b"T", 1000))
         assert len(recv_until(rx, 1, timeout=5)) == 1
     assert any("pause storm" in r.getMessage() for r in caplog.records)
@@ -497,10 +498,3 @@ def test_pause_storm_trips_the_watchdog(net, caplog):
 
 def mac_of(net, ns: str, iface: str) -> str:
     return net.run(ns, "cat", f"/sys/class/net/{iface}/address").stdout.strip()
-
-
-def wait_until(cond, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "condition not met in time"
-        time.sleep(0.01)

@@ -33,6 +33,7 @@ from scapy.utils import rdpcap
 
 from netns import receive
 from switchproc import SwitchProcess
+from testkit import wait_for
 from topo.namespaces import Netns
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
@@ -57,14 +58,6 @@ def ours(frame: bytes) -> bool:
 def recv_until(sock, count: int, timeout: float, keep=ours) -> list[tuple[float, bytes]]:
     """Our frames with their kernel arrival times, until ``count`` or ``timeout``."""
     return receive(sock, count, timeout, keep)
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def start_switch(net: Netns, workdir: Path, *args: str) -> SwitchProcess:
@@ -211,7 +204,7 @@ def test_pcap_files_hold_the_packets_while_running(net, switch, l2, tmp_path):
         return [p for p in rdpcap(str(pcaps / name)) if UDP in p and p[UDP].dport == DPORT]
 
     # The switch is still running: captures must already be readable.
-    wait_for(lambda: len(captured(f"{s2}_out.pcap")) == 5, 10, "the egress capture")
+    wait_for("the egress capture", lambda: len(captured(f"{s2}_out.pcap")) == 5, 10)
     ins, outs = captured(f"{s1}_in.pcap"), captured(f"{s2}_out.pcap")
     assert [bytes(p) for p in ins] == [bytes(p) for p in sent]
     assert [bytes(p[UDP].payload) for p in outs] == [bytes(p[UDP].payload) for p in sent]
@@ -227,7 +220,7 @@ def test_vlan_tags_reach_the_pipeline(net, switch, l2, tmp_path):
         / IP(src="10.0.1.1", dst="10.0.2.2") / UDP(sport=1, dport=DPORT) / Raw(b"v" * 40)
     l2["h1"].send(tagged)
     out_file = pcaps / f"{net.ifaces['s2']}_out.pcap"
-    wait_for(lambda: len(rdpcap(str(out_file))) == 1, 10, "the tagged frame to be forwarded")
+    wait_for("the tagged frame to be forwarded", lambda: len(rdpcap(str(out_file))) == 1, 10)
     for name in (f"{net.ifaces['s1']}_in.pcap", out_file.name):
         (pkt,) = rdpcap(str(pcaps / name))
         assert bytes(pkt) == bytes(tagged), name
