@@ -43,7 +43,7 @@ from tccl.job import Transport, Workload, job_from_fabric  # noqa: E402
 from tccl.launch import agent_command, run_on_fabric  # noqa: E402
 from topo.cluster import ClusterFabric, check_gre  # noqa: E402
 from topo.net import FabricError  # noqa: E402
-from topo.placement import LOCALHOST, crossing_links  # noqa: E402
+from topo.placement import LOCALHOST  # noqa: E402
 from topo.spec import load_spec  # noqa: E402
 
 from ssh_servers import SshServers  # noqa: E402
@@ -159,7 +159,7 @@ def test_allreduce_across_machines(fabric, tmp_path):
 def test_cross_machine_cables_are_tunnels_between_the_servers(servers, fabric):
     fab, _ = fabric
     plan = fab.plan
-    crossing = crossing_links(plan)
+    crossing = plan.crossing_links()
     spines = {sp.name for sp in plan.spines}
     # Every leaf reaches the spine of the other server.
     assert len(crossing) == plan.spec.leaves * plan.spec.spines // 2
