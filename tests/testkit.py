@@ -1,5 +1,6 @@
-"""What the tests share: waiting on a condition with a timeout, and the small fabric the
-GOR integration tests run on, with a GOR on it and the two tenants' jobs.
+"""What the tests share: waiting on a condition with a timeout, a thread's wake-ups, and
+the small fabric the GOR integration tests run on, with a GOR on it and the two
+tenants' jobs.
 
 `wait_for` is the one way a test waits: it polls, returns as soon as the condition
 holds, and fails the test naming what it waited for -- never a fixed sleep followed by
@@ -47,6 +48,18 @@ def wait_for(what: str, condition: Callable[[], T], timeout: float, step: float 
         if time.monotonic() > end:
             pytest.fail(f"timed out after {timeout:g} s waiting for {what}" + (f"\n{detail()}" if detail else ""))
         time.sleep(step)
+
+
+def context_switches(tid: int, pid: int | str = "self") -> int:
+    """Times thread ``tid`` of process ``pid`` has been switched out, voluntarily or not:
+    how often it ran and stopped (``/proc``). An idle loop blocked in select adds none."""
+    status = Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines()
+    return sum(int(line.split(":")[1]) for line in status if "ctxt_switches" in line)
+
+
+def blocked(tid: int, pid: int | str = "self") -> bool:
+    """Whether thread ``tid`` of process ``pid`` is asleep (state S) right now."""
+    return Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "S"
 
 
 @contextmanager
