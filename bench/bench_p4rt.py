@@ -3,7 +3,8 @@
 
 The switch runs without ports (``--no-p4``, gRPC on a Unix socket), so the figure is
 the control plane alone: the client, in this process, pushes p4src/astral.p4 and then
-writes ``BATCH`` LPM INSERTs per WriteRequest; only the INSERT RPCs are timed (the
+writes ``ENTRIES`` LPM INSERTs in WriteRequests of the most updates the server takes
+(``MAX_BATCH_UPDATES``); only the INSERT RPCs are timed (the
 requests are built beforehand, so the client's protobuf work is not counted). Each
 round deletes its entries again, because the table holds 1024 entries, as p4c would
 size it. The client is a minimal primary controller over the raw p4.v1 protobufs,
@@ -25,12 +26,13 @@ import grpc
 
 from p4sim.compiler import compile_file
 from p4sim.proto import p4i, p4r, p4r_grpc
+from p4sim.runtime.service import MAX_BATCH_UPDATES
 from topo.processes import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4src" / "astral.p4"
 DEVICE_ID = 1
-BATCH = 1000  # INSERTs per WriteRequest: a controller programming a leaf's routes at once
+ENTRIES = 1000  # INSERTs per round: a controller programming a leaf's routes at once
 ROUNDS = 5
 LPM = "AstralIngress.ipv4_lpm"
 
@@ -155,6 +157,17 @@ def stop(proc: subprocess.Popen) -> None:
     stop_process(proc, 10)
 
 
+def batches(client: P4RuntimeClient, kind: int, entries: list[p4r.TableEntry]) -> list[p4r.WriteRequest]:
+    """``entries`` as updates of ``kind``, in WriteRequests of at most MAX_BATCH_UPDATES."""
+    return [client.write_request(client.update(kind, e) for e in entries[i:i + MAX_BATCH_UPDATES])
+            for i in range(0, len(entries), MAX_BATCH_UPDATES)]
+
+
+def write_all(client: P4RuntimeClient, requests: list[p4r.WriteRequest]) -> None:
+    for request in requests:
+        client.stub.Write(request)
+
+
 def run() -> dict[str, float]:
     p4info, device_config = compiled_program()
     with tempfile.TemporaryDirectory(prefix="bench-p4rt-") as tmp:
@@ -166,26 +179,26 @@ def run() -> dict[str, float]:
             client = connect(proc, address, workdir)
             client.set_pipeline(p4info, device_config)
             entries = [client.table_entry(LPM, {"hdr.ipv4.dstAddr": lpm(0x0A000000 + (i << 8), 24)},
-                                          "AstralIngress.drop", {}) for i in range(BATCH)]
-            inserts = client.write_request(client.update(p4r.Update.INSERT, e) for e in entries)
-            deletes = client.write_request(client.update(p4r.Update.DELETE, e) for e in entries)
-            client.stub.Write(inserts)  # warm-up round
-            client.stub.Write(deletes)
+                                          "AstralIngress.drop", {}) for i in range(ENTRIES)]
+            inserts = batches(client, p4r.Update.INSERT, entries)
+            deletes = batches(client, p4r.Update.DELETE, entries)
+            write_all(client, inserts)  # warm-up round
+            write_all(client, deletes)
             timed = 0.0
             for _ in range(ROUNDS):
                 started = time.perf_counter()
-                client.stub.Write(inserts)
+                write_all(client, inserts)
                 timed += time.perf_counter() - started
-                client.stub.Write(deletes)
-            # The writes must have done their work: a last batch is read back whole.
-            client.stub.Write(inserts)
+                write_all(client, deletes)
+            # The writes must have done their work: a last round is read back whole.
+            write_all(client, inserts)
             read = client.stub.Read(p4r.ReadRequest(device_id=DEVICE_ID, entities=[
                 p4r.Entity(table_entry=p4r.TableEntry(table_id=entries[0].table_id))]))
             installed = sum(len(r.entities) for r in read)
-            if installed != BATCH:
-                raise RuntimeError(f"{BATCH} entries written, {installed} read back")
+            if installed != ENTRIES:
+                raise RuntimeError(f"{ENTRIES} entries written, {installed} read back")
         finally:
             if client is not None:
                 client.close()
             stop(proc)
-    return {"p4rt_writes_per_s": BATCH * ROUNDS / timed}
+    return {"p4rt_writes_per_s": ENTRIES * ROUNDS / timed}

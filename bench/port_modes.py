@@ -99,29 +99,18 @@ def _busbw(results: dict[str, Any], size: int) -> float:
 
 
 def port_spread(spec_path: Path = DEFAULT_FABRIC, trials: int = 200) -> dict[str, float]:
-    """Per trial, ``spines`` flows from one leaf to another block with fresh ports: the
-    fraction of trials where every uplink carries exactly one flow, for random and for
-    orthogonal ports (from the hash model, which equals the switches bit for bit), and
-    the k!/k^k that random ports should give."""
+    """The share of trials in which random and orthogonal ports spread one leaf's flows
+    over every uplink (`tccl.ports.perfect_spread`), and the k!/k^k random ports
+    should give."""
     import math
 
+    from tccl.ports import perfect_spread
     from topo.addressing import AddressPlan
     from topo.spec import load_spec
 
-    from tccl import ports as P
-
     plan = AddressPlan(load_spec(spec_path))
     k = plan.spec.spines
-    leaf = plan.leaves[0]
-    srcs = [n for n in plan.nics() if n.leaf == leaf.name]
-    dsts = [n for n in plan.nics() if n.block != leaf.block and n.rail == leaf.rail]
-    flows = [(srcs[i % len(srcs)].ip, dsts[i % len(dsts)].ip) for i in range(k)]
-    perfect = {"random": 0, "orthogonal": 0}
-    for t in range(trials):
-        for mode, assigned in (("random", P.random_ports(flows, seed=t)),
-                               ("orthogonal", P.orthogonal_ports(plan, flows, seed=t))):
-            spines = {P.uplink_of(plan, s, d, assigned[(s, d)]) for s, d in flows}
-            perfect[mode] += len(spines) == k
-    return {"ports_random_perfect_frac": perfect["random"] / trials,
+    spread = perfect_spread(plan, trials)
+    return {"ports_random_perfect_frac": spread["random"],
             "ports_random_perfect_expected": math.factorial(k) / k ** k,
-            "ports_orthogonal_perfect_frac": perfect["orthogonal"] / trials}
+            "ports_orthogonal_perfect_frac": spread["orthogonal"]}

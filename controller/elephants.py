@@ -5,9 +5,9 @@ Every switch clones 1 in ``sample_rate`` RoCE data packets to the controller wit
 switch id; the payload is the packet's first 128 bytes. A `Sample` is one of those,
 decoded; `SampleWindow` keeps the last ``window_s`` seconds of them and ranks the flows
 that left a given switch port by estimated bytes: samples x sample_rate x packet size,
-which is what sFlow does (each sample stands for N packets). The frame's offsets and
-numbers come from the frame layout (`topo.headers`); the PacketIn metadata carries the
-``packet_in`` header's fields by their names there.
+which is what sFlow does (each sample stands for N packets). The frame is read by the
+fabric's one decoder (`topo.frames`); the PacketIn metadata carries the ``packet_in``
+header's fields by their names in the frame layout (`topo.headers`).
 """
 
 from __future__ import annotations
@@ -16,15 +16,9 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Iterable
 
+from topo.frames import decode
 from topo.hashmodel import FiveTuple
-from topo.headers import ETHERNET, ETHERTYPE_IPV4, IPV4, PROTO_UDP, UDP
-
-ETH_LEN = ETHERNET.length
-_MIN_LEN = ETH_LEN + IPV4.length + UDP.length          # the shortest IPv4/UDP frame
-_ETHERTYPE = ETHERNET.struct("etherType")
-_IHL_MASK = IPV4.mask("ihl")                   # in 32-bit words
-_IP_FIELDS = IPV4.struct("totalLen", "protocol", "srcAddr", "dstAddr", raw={"srcAddr", "dstAddr"})
-_PORTS = UDP.struct("srcPort", "dstPort")
+from topo.headers import ETHERNET, PROTO_UDP
 
 
 @dataclass(frozen=True)
@@ -41,22 +35,15 @@ class Sample:
 
 
 def parse_sample(time: float, switch: str, metadata: dict, payload: bytes) -> Sample | None:
-    """Decode a PacketIn of the sampling clone; None if it is not a well-formed IPv4/UDP
-    packet (whatever a switch sends, GOR's input)."""
-    if len(payload) < _MIN_LEN or _ETHERTYPE.unpack_from(payload)[0] != ETHERTYPE_IPV4:
+    """Decode a PacketIn of the sampling clone (`topo.frames.decode`); None if it is not
+    a well-formed IPv4/UDP packet (whatever a switch sends, GOR's input)."""
+    packet = decode(payload)
+    if packet is None or packet.proto != PROTO_UDP:
         return None
-    ip = payload[ETH_LEN:]
-    ihl = (ip[0] & _IHL_MASK) * 4
-    total, proto, src_raw, dst_raw = _IP_FIELDS.unpack_from(ip)
-    # A header shorter than IPv4's minimum (a corrupted IHL) would read the ports from
-    # inside the IP header and invent a flow.
-    if proto != PROTO_UDP or ihl < IPV4.length or len(ip) < ihl + _PORTS.size:
-        return None
-    src = ".".join(map(str, src_raw))
-    dst = ".".join(map(str, dst_raw))
-    sport, dport = _PORTS.unpack_from(ip, ihl)
     return Sample(time, switch, int(metadata.get("ingress_port", 0)), int(metadata.get("egress_port", 0)),
-                  int(metadata.get("qdepth", 0)), FiveTuple(src, dst, proto, sport, dport), ETH_LEN + total)
+                  int(metadata.get("qdepth", 0)),
+                  FiveTuple(packet.src, packet.dst, packet.proto, packet.sport, packet.dport),
+                  ETHERNET.length + packet.ip_length)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,14 @@ reads a pipe or a file line by line like a terminal (``echo links | make run``).
 GOR commands: ``topology``, ``links``, ``alarms``, ``flows``, ``paths``, ``reroute``,
 ``pin``/``unpin``, ``set``, ``link`` (down/up, then GOR's repair), ``job``/``jobs``/``wait``,
 ``sleep``, ``watch``, ``events``, ``nics``, ``switches``, ``p4sh``; ``quit`` (or EOF)
-tears everything down.
+tears everything down. ``help`` lists them by group, one line each (`COMMAND_GROUPS`),
+before Mininet's own.
+
+This module is the prompt: parsing commands, announcements, completion. What it prints
+comes from `controller.views` (the tables) and `controller.jobtable` (a finished job's
+results); ``p4sh`` runs `controller.p4sh`. It stays over 600 lines because `cmd` wants
+one ``do_<name>`` method per command, whose docstring is that command's help: twenty
+commands with their argument checks and help text.
 
 Scripts (a pipe, ``source FILE``) run each command as soon as the last one is done, so
 the prompt gives them time: it waits for GOR's first link rates before the first
@@ -23,12 +30,8 @@ prompt (the line being typed is redrawn), else after the running command.
 from __future__ import annotations
 
 import dataclasses
-import json
 import readline
 import select
-import signal
-import statistics
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -37,15 +40,17 @@ from typing import Any, Callable
 import finsy as fy
 from mininet.cli import CLI
 
+from controller import p4sh, views
 from controller.agents import JobRun
 from controller.alarms import LEVELS
 from controller.gor import Gor
-from controller.paths import candidate_paths, find_port
+from controller.jobtable import job_table, running
+from controller.paths import candidate_paths
 from controller.publish import write_spec
 from emulation.fidelity import switches_window
 from tccl.job import OPS, JobError, Transport, Workload, job_from_fabric, load_job
 from tccl.launch import job_from_command
-from tccl.results import HEADER, Row, format_fidelity, format_row
+
 
 def _fraction(text: str) -> float:
     """``0.75`` or ``75%`` -> 0.75."""
@@ -81,8 +86,41 @@ REPAIR_WAIT_S = 5.0
 FIRST_RATES_WAIT_S = 5.0
 # How often finished jobs are looked for (wall s): their results print within this.
 JOB_POLL_S = 0.5
-# After `p4sh --primary` GOR has this long (emulated s) to take its switch back.
-TAKE_BACK_WAIT_S = 10.0
+
+# `help`: the testbed's commands by group, one line each (a command's docstring is its
+# whole help: `help links`). A testbed command missing here is listed under "more".
+COMMAND_GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("the fabric", (
+        ("topology", "sizes, rates, each leaf's spines, cables down, the published topology"),
+        ("nics", "every NIC: server, rail, address, MAC, leaf port"),
+        ("switches", "every switch: id, P4Runtime address, salt, GOR's session"),
+        ("link", "link NODE1 NODE2 down|up: fail or restore a cable; GOR repairs the routes"),
+    )),
+    ("what GOR sees", (
+        ("links", "links [all|NAME...]: utilisation, ECN marks, queues, drops, PFC, alarm per link"),
+        ("alarms", "the links with an alarm, since when"),
+        ("flows", "the flows GOR knows: 5-tuple, agent, rate, spine"),
+        ("paths", "paths FLOW: a flow's ECMP paths and the source port for each"),
+        ("events", "events [N] [NAME]: GOR's last events"),
+        ("watch", "watch [SECONDS] [all|NAME...]: links and alarms, refreshed"),
+        ("fidelity", "fidelity [mark]: how faithful the emulation has been"),
+    )),
+    ("what GOR does", (
+        ("reroute", "reroute FLOW SPINE|PATH: move a flow through its agent"),
+        ("pin", "pin FLOW [SPINE|PATH]: GOR never moves the flow"),
+        ("unpin", "unpin FLOW: GOR may move the flow again"),
+        ("set", "set [NAME VALUE]: GOR's settings and alarm thresholds"),
+    )),
+    ("jobs", (
+        ("job", "job OP SIZES | job trace FILE | job FILE [--wait]: start a job on the agents"),
+        ("jobs", "the jobs started here, with their results tables"),
+        ("wait", "wait [JOB...]: until the jobs finish"),
+        ("sleep", "sleep SECONDS: let emulated time pass"),
+    )),
+    ("P4Runtime", (
+        ("p4sh", "p4sh SWITCH [--primary]: p4runtime-shell on a switch"),
+    )),
+)
 
 
 class GorCLI(CLI):
@@ -115,6 +153,39 @@ class GorCLI(CLI):
     def out(self, text: str = "") -> None:
         self.stdout.write(text + "\n")
         self.stdout.flush()
+
+    def do_help(self, line: str) -> None:
+        """help [COMMAND]: the testbed's commands by group, one line each, then
+        Mininet's; with COMMAND, that command's whole help."""
+        if line.strip():
+            super().do_help(line)
+            return
+        self.out(self.commands_help())
+        mininet = sorted(name[3:] for name in dir(CLI) if name.startswith("do_")
+                         and getattr(GorCLI, name) is getattr(CLI, name))
+        self.out("\nMininet's commands (help COMMAND for one):")
+        self.columnize(mininet)
+        self.out(CLI.helpStr.rstrip())
+
+    @classmethod
+    def commands_help(cls) -> str:
+        """The testbed's commands by group, one line each (`COMMAND_GROUPS`)."""
+        width = max(len(name) for _, group in COMMAND_GROUPS for name, _ in group) + 2
+        lines = ["The testbed's commands (help COMMAND for the whole story):"]
+        listed = set()
+        for title, group in COMMAND_GROUPS:
+            lines.append(f"  {title}:")
+            for name, what in group:
+                lines.append(f"    {name:<{width}}{what}")
+                listed.add(name)
+        more = sorted(name[3:] for name in vars(cls) if name.startswith("do_") and name[3:] not in listed
+                      and name != "do_help")
+        if more:
+            lines.append("  more:")
+            for name in more:
+                doc = (getattr(cls, f"do_{name}").__doc__ or "").strip().splitlines()
+                lines.append(f"    {name:<{width}}{doc[0] if doc else ''}")
+        return "\n".join(lines)
 
     def onecmd(self, line: str) -> Any:
         """Run one command; a mistake in its arguments prints the reason, not a trace."""
@@ -198,7 +269,7 @@ class GorCLI(CLI):
         if jobs is None:
             return
         for index, run in enumerate(list(jobs.jobs)):
-            if index in self._tables or _running(run):
+            if index in self._tables or running(run):
                 continue
             table = job_table(run, self.gor.agent_dir)
             with self._lock:
@@ -212,43 +283,17 @@ class GorCLI(CLI):
 
     def do_nics(self, _line: str) -> None:
         """List every NIC: server, rail, address, MAC, leaf and leaf port."""
-        self.out(f"{'server':<8} {'rail':>4} {'ip':<15} {'mac':<18} {'leaf':<8} port")
-        for nic in self.fabric.plan.nics():
-            self.out(f"{nic.server:<8} {nic.rail:>4} {nic.ip:<15} {nic.mac:<18} {nic.leaf:<8} {nic.leaf_port}")
+        self.out(views.nics_table(self.fabric.plan))
 
     def do_switches(self, _line: str) -> None:
         """List every switch: role, id, MAC, P4Runtime address, ECMP salt, and whether
         GOR's session with it is up."""
-        self.out(f"{'switch':<8} {'role':<10} {'id':>3} {'mac':<18} {'p4runtime':<16} {'salt':<10} session")
-        for sw in self.fabric.plan.switches:
-            session = self.gor.fleet.switches[sw.name]
-            up = ("up" if session.is_primary else "up, BACKUP") if self.gor.fleet.is_up(sw.name) else "down"
-            self.out(f"{sw.name:<8} {sw.role:<10} {sw.switch_id:>3} {sw.mac:<18} {sw.grpc_address:<16} "
-                     f"0x{sw.salt:08x} {up} (pushed {self.gor.fleet.pushes[sw.name]}x)")
+        self.out(views.switches_table(self.gor))
 
     def do_topology(self, _line: str) -> None:
         """Show the fabric: sizes, rates, every leaf's spines (x = cable down), every
         spine's super-spines (three tiers), and where the published topology file is."""
-        plan = self.fabric.plan
-        s = plan.spec
-        tier3 = (f" in {s.pods} pods, {len(plan.super_spines)} super-spines (spine uplink "
-                 f"{s.links.spine_uplink_mbps:g} Mbit/s)") if s.tiers == 3 else ""
-        self.out(f"fabric {s.name!r}: {s.blocks} blocks x {s.servers_per_block} servers x {s.rails} rails, "
-                 f"{len(plan.leaves)} leaves, {len(plan.spines)} spines{tier3}; NIC {s.links.host_mbps:g} Mbit/s, "
-                 f"uplink {s.links.uplink_mbps:g} Mbit/s; ECMP {s.ecmp_hash}, sampling 1/{s.sample_rate}")
-        for leaf in plan.leaves:
-            spines = []
-            for k in range(s.spines):
-                spine = plan.spine(leaf.pod, k)
-                mark = "x" if frozenset((leaf.name, spine.name)) in self.gor.down else "-"
-                spines.append(f"{mark}{spine.name}(port {plan.uplink_port(k)})")
-            servers = sorted({n.server for n in plan.nics() if n.leaf == leaf.name})
-            self.out(f"  {leaf.name:<8} servers {','.join(servers):<20} uplinks {' '.join(spines)}")
-        for spine in plan.spines if s.tiers == 3 else ():
-            ups = " ".join(f"-{plan.super_spine(spine.spine, j).name}(port {plan.spine_uplink_port(j)})"
-                           for j in range(s.super_spines))
-            self.out(f"  {spine.name:<8} pod {spine.pod} plane {spine.spine:<10} uplinks {ups}")
-        self.out(f"published: {self.gor.agent_dir / 'gor-topology.json'} (version {self.gor.routes.version})")
+        self.out(views.topology_text(self.gor))
 
     # --- views -----------------------------------------------------------------------
 
@@ -258,61 +303,22 @@ class GorCLI(CLI):
         queue depth and alarm level of the last telemetry interval, and what the last
         queue reading found (once a second): tail drops, PFC PAUSE frames the link's
         receiver sent back and the seconds its sender stood paused."""
-        self.out(self._links_table(line.split()))
-
-    def _links_table(self, words: list[str]) -> str:
-        head = ("link", "util", "Mbit/s", "ecn", "maxq", "drops", "pause", "paused")
-        rows = [f"{head[0]:<20} " + " ".join(f"{h:>6}" for h in head[1:]) + " alarm"]
-        show_all = "all" in words
-        names = [w for w in words if w != "all"]
-        for link, stats, level in self.gor.link_rows():
-            if names and not any(n in link for n in names):
-                continue
-            if not names and not show_all and link not in self.gor.fabric_links:
-                continue
-            state = "DOWN" if frozenset(link) in self.gor.down else LEVELS[level]
-            if stats is None:
-                cells = ["-"] * (len(head) - 1)
-            else:
-                cells = [f"{stats.util:.0%}", f"{stats.bps / 1e6:.2f}", f"{stats.ecn_fraction:.1%}",
-                         str(stats.queue_depth), str(stats.drops), str(stats.pauses), f"{stats.paused_s:.2f}"]
-            rows.append(f"{'->'.join(link):<20} " + " ".join(f"{c:>6}" for c in cells) + f" {state}")
-        return "\n".join(rows)
+        self.out(views.links_table(self.gor, line.split()))
 
     def do_alarms(self, _line: str) -> None:
         """Links with an alarm (notice, warning, critical), since when, and the last
         interval's ECN-marked fraction and queue depth."""
-        now = self.gor.clock()
-        active = self.gor.alarm_rows()
-        if not active:
-            self.out("no alarms")
-        for link, alarm in sorted(active.items(), key=lambda kv: -kv[1].level):
-            last = alarm.last
-            self.out(f"{'->'.join(link):<20} {LEVELS[alarm.level]:<8} for {now - alarm.since:5.1f} s  "
-                     f"ecn {last.ecn_fraction if last else 0:.1%}  maxq {last.queue_depth if last else 0}")
+        self.out(views.alarms_table(self.gor))
 
     def do_flows(self, _line: str) -> None:
         """Flows GOR knows (from the agents and from samples): id, 5-tuple, agent,
         rate, current spine, pinned."""
-        rows = self.gor.flow_rows()
-        if not rows:
-            self.out("no flows yet: GOR lists the agents' flows every few seconds and samples "
-                     "packets on the fabric links (start a job; in a script: `sleep 3`)")
-            return
-        self.out(f"{'id':>3} {'flow':<32} {'agent':<10} {'Mbit/s':>7} {'via':<8} {'state':<8} pin")
-        for f, path in rows:
-            via = "/".join(path[2:len(path) // 2 + 1]) if path and len(path) >= 5 else "-"
-            self.out(f"{f.id:>3} {f.label:<32} {f.server or '(sampled)':<10} {f.rate_bps / 1e6:>7.2f} "
-                     f"{via:<8} {f.state or '-':<8} {'yes' if f.pinned else ''}")
+        self.out(views.flows_table(self.gor))
 
     def do_paths(self, line: str) -> None:
         """paths FLOW: the flow's ECMP paths now (``*`` = current) and, for each, the
         source port that would put it there."""
-        flow = self.gor.flow(_one(line, "paths FLOW"))
-        current = self.gor.path_of(flow)
-        for path in candidate_paths(self.gor.plan, flow.five_tuple, self.gor.down):
-            port = find_port(self.gor.plan, flow.five_tuple, path, self.gor.down)
-            self.out(f"{'*' if path == current else ' '} {'-'.join(path):<44} sport {port}")
+        self.out(views.paths_table(self.gor, self.gor.flow(_one(line, "paths FLOW"))))
 
     def do_events(self, line: str) -> None:
         """events [N] [NAME]: the last N (default 15) events of GOR's log, optionally
@@ -321,10 +327,8 @@ class GorCLI(CLI):
         n = int(words[0]) if words and words[0].isdigit() else 15
         names = [w for w in words if not w.isdigit()]
         recent = [e for e in self.gor.events.snapshot() if not names or e["event"] in names][-n:]
-        for e in recent:
-            fields = {k: v for k, v in e.items() if k not in ("ts", "t", "event")}
-            self.out(f"{time.strftime('%H:%M:%S', time.localtime(e['ts']))}.{int(e['ts'] % 1 * 1000):03d} "
-                     f"{e['event']:<15} {json.dumps(fields, default=str)}")
+        if recent:
+            self.out(views.events_table(recent))
 
     def do_watch(self, line: str) -> None:
         """watch [SECONDS] [all|NAME...]: the links view and alarms, refreshed every
@@ -338,10 +342,8 @@ class GorCLI(CLI):
         tty = self.stdout.isatty()
         try:
             while clock.now() < end:
-                view = self._links_table(words)
-                active = self.gor.alarm_rows()
-                head = f"GOR {time.strftime('%H:%M:%S')}  alarms: " + (", ".join(
-                    f"{'->'.join(k)} {LEVELS[a.level]}" for k, a in sorted(active.items())) or "none")
+                view = views.links_table(self.gor, words)
+                head = f"GOR {time.strftime('%H:%M:%S')}  {views.alarms_line(self.gor)}"
                 self.stdout.write(("\x1b[H\x1b[2J" if tty else "") + head + "\n" + view + "\n\n")
                 self.stdout.flush()
                 wait = clock.wall_s(min(self.gor.config.interval_s, max(0.0, end - clock.now())))
@@ -526,7 +528,7 @@ class GorCLI(CLI):
         assert self.gor.jobs is not None
         names = line.split()
         runs = [r for r in self.gor.jobs.jobs if r.name in names] if names else \
-            [r for r in self.gor.jobs.jobs if _running(r)]
+            [r for r in self.gor.jobs.jobs if running(r)]
         unknown = set(names) - {r.name for r in runs}
         if unknown:
             raise ValueError(f"no job {', '.join(sorted(unknown))}; jobs: "
@@ -539,7 +541,7 @@ class GorCLI(CLI):
     def _wait_for(self, runs: list[JobRun]) -> None:
         assert self.gor.jobs is not None
         try:
-            while any(_running(r) for r in runs):
+            while any(running(r) for r in runs):
                 time.sleep(JOB_POLL_S)
         except KeyboardInterrupt:
             self.out("stopped waiting; the job runs on (`jobs`, `wait`)")
@@ -594,32 +596,18 @@ class GorCLI(CLI):
             python = self.shell_python(self.out)
         except RuntimeError as e:
             raise ValueError(str(e)) from None
-        session = self.gor.fleet.switches[sw.name]
-        # Backup: an id below GOR's, which P4Runtime never makes primary. Primary: above
-        # the highest the switch has seen (GOR's, or a previous shell's GOR took over).
-        election = session.primary_id + 1 if primary else 1
+        election = p4sh.election_id(self.gor.fleet.switches[sw.name].primary_id, primary)
         pushes = self.gor.fleet.pushes[sw.name]
         self.out(f"p4runtime-shell on {sw.name} ({sw.grpc_address}, device {sw.device_id}) as "
                  f"{'PRIMARY: GOR only reads it until you exit' if primary else 'backup: read-only'}; "
                  f"P4Info from the switch; exit or Ctrl-D to come back")
-        cmd = [str(python), "-m", "p4runtime_sh", "--grpc-addr", sw.grpc_address,
-               "--device-id", str(sw.device_id), "--election-id", f"{election >> 64},{election & (2**64 - 1)}"]
-        # Ctrl-C belongs to the shell (IPython) while it runs, not to this prompt.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            done = subprocess.run(cmd, stdin=self.stdin, stdout=self.stdout, stderr=self.stdout)
-        finally:
-            signal.signal(signal.SIGINT, previous)
-        if done.returncode != 0:
-            self.out(f"p4runtime-shell exited with status {done.returncode}")
+        status = p4sh.run_shell(python, sw, election, self.stdin, self.stdout)
+        if status != 0:
+            self.out(f"p4runtime-shell exited with status {status}")
         if primary:
-            clock = self.gor.time
-            end = clock.now() + TAKE_BACK_WAIT_S
-            while self.gor.fleet.pushes[sw.name] == pushes and clock.now() < end:
-                clock.sleep(0.05)
-            taken = self.gor.fleet.pushes[sw.name] > pushes
             self.out(f"GOR took {sw.name} back: program pushed again (push {self.gor.fleet.pushes[sw.name]})"
-                     if taken else f"GOR has not taken {sw.name} back yet; see `switches`, `events`")
+                     if p4sh.taken_back(self.gor, sw.name, pushes)
+                     else f"GOR has not taken {sw.name} back yet; see `switches`, `events`")
 
     # --- completion --------------------------------------------------------------------
 
@@ -662,54 +650,6 @@ class GorCLI(CLI):
 
     def complete_job(self, text: str, *_: Any) -> list[str]:
         return self._complete(text, [*OPS, "trace"])
-
-
-def _running(run: JobRun) -> bool:
-    return any(p.poll() is None for p in run.procs.values())
-
-
-def job_table(run: JobRun, agent_dir: Path) -> str:
-    """A finished job as nccl-tests prints it: per size the slowest rank's time (every
-    agent measured its own ranks), algbw and busbw (tccl.results), #wrong summed over
-    the agents; a trace job's iteration times; each agent's fidelity line; agents that
-    failed, with where their log is."""
-    lines = [f"job {run.name} finished: " + ", ".join(f"{s} {st}" for s, st in run.status().items())]
-    results: dict[str, dict[str, Any]] = {}
-    for server in run.procs:
-        path = agent_dir / f"results-{server}.json"
-        if path.is_file():
-            results[server] = json.loads(path.read_text(encoding="utf-8"))
-    missing = sorted(set(run.procs) - set(results))
-    if missing:
-        lines.append(f"# no results from {', '.join(missing)}: see {agent_dir}/agent-<server>.log")
-    if not results:
-        return "\n".join(lines)
-    first = next(iter(results.values()))
-    sizes: dict[int, list[dict[str, Any]]] = {}
-    for r in results.values():
-        for row in r.get("rows", []):
-            sizes.setdefault(row["size"], []).append(row)
-    if sizes:
-        lines.append(f"# {first['op']} ({first['algo']}), {first['ranks']} ranks, order {first['order']}, "
-                     f"ports {first['ports']}")
-        lines.append(HEADER)
-        busbw = []
-        for size, rows in sorted(sizes.items()):
-            checked = [r["wrong"] for r in rows if r["wrong"] >= 0]
-            row = Row.measure(first["op"], size, first["ranks"], max(r["time_us"] for r in rows) / 1e6,
-                              sum(checked) if checked else -1)
-            busbw.append(row.busbw_mbps)
-            lines.append(format_row(row))
-        lines.append(f"# Avg bus bandwidth    : {statistics.fmean(busbw):.3f} Mb/s")
-    iterations = [r["iteration_s"] for r in results.values() if r.get("iteration_s")]
-    if iterations:
-        slowest = [max(its) for its in zip(*iterations)]
-        lines.append(f"# trace {first.get('trace')}, {first['ranks']} ranks: iteration s (slowest server) "
-                     + " ".join(f"{t:.3f}" for t in slowest))
-    for server, r in sorted(results.items()):
-        if r.get("fidelity"):
-            lines.append(f"# {server} " + format_fidelity(r["fidelity"]).removeprefix("# "))
-    return "\n".join(lines)
 
 
 def _one(line: str, usage: str) -> str:

@@ -37,6 +37,7 @@ from typing import Any, Iterable
 
 import finsy as fy
 
+from p4sim.runtime.service import MAX_BATCH_UPDATES
 from topo.addressing import (CPU_CLONE_SESSION, CPU_PORT, FABRIC_NET, UPLINK_GROUP,
                              AddressPlan, SwitchInfo)
 from topo.pipeline import Pipeline
@@ -314,7 +315,14 @@ async def program_switch(switch: fy.Switch, program: SwitchProgram) -> None:
     """
     items = entities(program)
     default, clone, rest = items[0], items[1], items[2:]
-    await switch.write([~default, +clone, *(+e for e in rest)])
+    await write_batched(switch, [~default, +clone, *(+e for e in rest)])
+
+
+async def write_batched(switch: fy.Switch, updates: list[Any]) -> None:
+    """Write finsy ``updates`` in order, in WriteRequests no larger than a p4sim switch
+    takes (`MAX_BATCH_UPDATES`: it refuses a larger batch whole, docs/runtime.md)."""
+    for start in range(0, len(updates), MAX_BATCH_UPDATES):
+        await switch.write(updates[start:start + MAX_BATCH_UPDATES])
 
 
 def switch_options(pipeline: Pipeline, sw: SwitchInfo) -> fy.SwitchOptions:

@@ -26,7 +26,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Iterable, TypeVar
 
 import finsy as fy
 
-from controller.routes import SwitchProgram, program_switch, switch_options
+from controller.routes import SwitchProgram, program_switch, switch_options, write_batched
 from topo.addressing import AddressPlan
 from topo.pipeline import Pipeline
 
@@ -128,7 +128,7 @@ class SwitchFleet:
         """One WriteRequest per switch (finsy updates: ``+e``, ``~e``, ``-e``), all
         switches at once; raises `SwitchFleetError` naming every switch that failed."""
         async def one(name: str, batch: list[Any]) -> None:
-            await self.switches[name].write(batch)
+            await write_batched(self.switches[name], batch)
 
         async def all_of() -> list[Any]:
             names = [n for n, batch in updates.items() if batch]

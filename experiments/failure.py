@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from experiments import collisions
 from experiments.configs import CONFIGS
+from experiments.metrics import median_of
 from experiments.recorder import Interval, Recorder
 from experiments.runner import Experiment, Settings, prepare, run_once, write_summary
 from scale.flows import step_flows
@@ -189,7 +190,7 @@ def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: 
                             f"repair {extra['repair_s']}")
         finally:
             recorder.stop()
-    medians = {name: {k: _median([r[k] for r in runs]) for k in ("impact_s", "recovery_s", "repair_s",
+    medians = {name: {k: median_of([r[k] for r in runs]) for k in ("impact_s", "recovery_s", "repair_s",
                                                                  "max_iteration_s")}
                for name, runs in per_run.items()}
     return write_summary(exp, {"scenario": "failure", "cable": [exp.name(c) for c in cable],
@@ -201,8 +202,3 @@ def _agents_up(run_dir: Path, job: Job) -> Callable[[], bool]:
     """True once every server's agent has written its start-barrier marker."""
     markers = [ready_path(run_dir, s) for s in {r.server for r in job.ranks}]
     return lambda: all(m.exists() for m in markers)
-
-
-def _median(values: list[Any]) -> Any:
-    vals = [v for v in values if v is not None]
-    return statistics.median(vals) if vals else None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from tccl.results import bus_factor
 from tccl.trace import Trace, groups
@@ -106,3 +106,14 @@ def spread(values: Iterable[float]) -> Spread:
     if not vals:
         raise MetricsError("no values to summarise")
     return Spread(statistics.median(vals), min(vals), max(vals), len(vals))
+
+
+def median_of(values: Iterable[Any]) -> Any:
+    """The median of the values that are not None (None if there are none) -- a repeat
+    may lack a number, e.g. a run without GOR has no loop time; an integral median of
+    counts stays an int, so summary.json shows 3, not 3.0."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    m = statistics.median(vals)
+    return int(m) if all(isinstance(v, int) for v in vals) and float(m).is_integer() else m

@@ -15,7 +15,7 @@ import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
 from controller.events import move_latencies
-from experiments.metrics import MetricsError, busbw_frac, job_iterations, spread
+from experiments.metrics import MetricsError, busbw_frac, job_iterations, median_of, spread
 from experiments.recorder import Interval
 
 # The numbers every configuration has in summary.json (the issue's list), then extras.
@@ -104,14 +104,6 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def _median(values: list[Any]) -> Any:
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return None
-    m = statistics.median(vals)
-    return int(m) if all(isinstance(v, int) for v in vals) and float(m).is_integer() else m
-
-
 def config_row(repeats: Sequence[Mapping[str, Any]], model: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A configuration's row: the median of every number over its repeats, the spread
     of iteration time and busbw, per-link utilisation of the median-iteration repeat,
@@ -121,7 +113,7 @@ def config_row(repeats: Sequence[Mapping[str, Any]], model: Mapping[str, Any] | 
         raise MetricsError("a configuration needs at least one repeat")
     row: dict[str, Any] = {}
     for key in (*REQUIRED, "retransmits", "gor_loops", "busbw_frac_rest"):
-        row[key] = _median([r.get(key) for r in repeats])
+        row[key] = median_of([r.get(key) for r in repeats])
     # GOR's detect -> moved over every move of every repeat (a repeat has a handful).
     pooled = sorted(x for r in repeats for x in r.get("gor_move_latencies_s", []))
     row["gor_loop_s"] = statistics.median(pooled) if pooled else None

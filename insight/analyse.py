@@ -18,10 +18,11 @@ from typing import Any
 from insight.captures import IN, OUT, CaptureSet, Point, find_capture_dir, link_point, scan
 from insight.crosscheck import crosscheck
 from insight.flows import FlowTable, Row, paths_of
-from insight.frames import decode, decode_packet_in
+from insight.frames import decode_packet_in
 from insight.pcapfile import PcapInfo, first_timestamp, read_records
 from insight.runfiles import find_agent_results, read_agent_results, read_events, read_telemetry
 from topo.addressing import AddressPlan
+from topo.frames import decode
 from topo.headers import ECN_CE
 
 # Link load is binned at this width by default: 10 bins per second show DCQCN's

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from insight.captures import IN, OUT, Point
-from insight.frames import ACK_OPCODES, Packet, psn_after
+from insight.frames import ACK_OPCODES, psn_after
+from topo.frames import Packet
 from topo.headers import CNP, ECN_CE
 
 RowKey = tuple[str, str, int, int, int, int]     # src, dst, proto, sport, dport, qpn

@@ -32,7 +32,7 @@ from tccl import trace as T
 from tccl.control import ControlServer, socket_path
 from tccl.engine import Engine
 from tccl.job import Job, JobError, load_job
-from tccl.results import HEADER, Row, format_fidelity, format_row, save
+from tccl.results import HEADER, Row, bus_factor, format_fidelity, format_row, save
 from tccl.trace import Step, Trace
 from topo.addressing import AddressPlan
 
@@ -265,8 +265,8 @@ def _split_step(engine: Engine, job: Job, rings: list[list[int]], size: int,
     for channel, nbytes in ((C.NVLINK, cut), (C.NET, size - cut)):
         done = [f for (rank, ch), f in finished.items() if ch == channel]
         if done:
-            # Bytes each rank moves over the channel in a ring AllReduce: 2(n-1)/n of its part.
-            moved = nbytes * 2 * (len(ring) - 1) / len(ring)
+            # Bytes each rank moves over the channel in a ring AllReduce: the bus factor of its part.
+            moved = nbytes * bus_factor("allreduce", len(ring))
             balancer.update(channel, int(moved), max(done) - start)
     expect = C.expected("allreduce", ring, ring[0], size, job.transport.seed)
     joined = {rank: results.get((rank, C.NVLINK), b"") + results.get((rank, C.NET), b"") for rank in ring}

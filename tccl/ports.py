@@ -215,3 +215,22 @@ def load_groups(path: str | Path) -> Groups | None:
     if not isinstance(groups, dict):
         raise ValueError(f"{path}: no `groups` mapping in GOR's topology document")
     return groups
+
+
+def perfect_spread(plan: AddressPlan, trials: int) -> dict[str, float]:
+    """Per port mode (``random``, ``orthogonal``), the share of ``trials`` in which the
+    ``spines`` flows one leaf sends to another block take every uplink once -- from
+    the hash model, which equals the switches bit for bit. Random ports should give
+    k!/k^k (the stock library's collisions), orthogonal ones always 1 (`make bench`'s
+    ``ports_*_perfect_frac``; docs/tccl.md)."""
+    k = plan.spec.spines
+    leaf = plan.leaves[0]
+    srcs = [n for n in plan.nics() if n.leaf == leaf.name]
+    dsts = [n for n in plan.nics() if n.block != leaf.block and n.rail == leaf.rail]
+    flows = [(srcs[i % len(srcs)].ip, dsts[i % len(dsts)].ip) for i in range(k)]
+    perfect = {"random": 0, "orthogonal": 0}
+    for t in range(trials):
+        for mode, assigned in (("random", random_ports(flows, seed=t)),
+                               ("orthogonal", orthogonal_ports(plan, flows, seed=t))):
+            perfect[mode] += len({uplink_of(plan, s, d, assigned[(s, d)]) for s, d in flows}) == k
+    return {mode: n / trials for mode, n in perfect.items()}

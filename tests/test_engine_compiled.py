@@ -19,7 +19,22 @@ GOOD = Path(__file__).parent / "p4" / "good"
 
 @pytest.mark.parametrize("program", sorted(p.name for p in GOOD.glob("*.p4")))
 def test_every_good_program_loads(program):
-    V1Switch(compile_file(str(GOOD / program)).bmv2_json)
+    """The engine builds every object the compiled program declares: its actions, its
+    tables with their keys and const entries, its externs and value sets."""
+    js = compile_file(str(GOOD / program)).bmv2_json
+    sw = V1Switch(js)
+    tables = [t for pipeline in js["pipelines"] for t in pipeline["tables"]]
+    assert set(sw.actions) == {a["id"] for a in js["actions"]}
+    assert set(sw.tables) == {t["name"] for t in tables}
+    for t in tables:
+        table = sw.tables[t["name"]]
+        assert [k.match_type for k in table.keys] == [k["match_type"] for k in t.get("key", [])], t["name"]
+        assert len(table.entries) == len(t.get("entries", [])), t["name"]
+    assert set(sw.profiles) == {p["name"] for pipeline in js["pipelines"] for p in pipeline.get("action_profiles", [])}
+    assert set(sw.registers) == {r["name"] for r in js.get("register_arrays", [])}
+    assert set(sw.counters) == {c["name"] for c in js.get("counter_arrays", []) if not c.get("is_direct")}
+    assert set(sw.meters) == {m["name"] for m in js.get("meter_arrays", []) if not m.get("is_direct")}
+    assert set(sw.value_sets) == {v["name"] for v in js.get("parse_vsets", [])}
 
 
 def test_compiled_ecmp_forwards_by_crc32_of_the_five_tuple():

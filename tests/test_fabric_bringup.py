@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
                                 reason="needs root and Mininet")
 
 import finsy as fy  # noqa: E402
+import grpc  # noqa: E402
 from scapy.contrib.roce import BTH  # noqa: E402
 from scapy.layers.inet import IP, UDP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
@@ -33,12 +34,15 @@ from scapy.packet import Raw  # noqa: E402
 from scapy.utils import rdpcap  # noqa: E402
 
 from controller.routes import program_fabric  # noqa: E402
+from p4sim.runtime.queues import QueueControlClient  # noqa: E402
 from topo.addressing import AddressPlan, Nic  # noqa: E402
 from topo.freeports import free_port_base  # noqa: E402
 from topo.hashmodel import FiveTuple, predict_path, source_port_for_spine  # noqa: E402
 from topo.namespaces import host_socket  # noqa: E402
 from topo.net import Fabric  # noqa: E402
 from topo.spec import EcnProfile, LinkRates, load_spec, replace  # noqa: E402
+
+from testkit import wait_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 UPLINK_MBPS = 5.0
@@ -121,9 +125,12 @@ def test_udp_paths_equal_the_hash_model_for_200_flows(fabric: Fabric) -> None:
             out.update(udp_flows(captured(fabric, nic.leaf, nic.leaf_port, "out")))
         return out
 
-    deadline = time.monotonic() + 20
-    while len(got := delivered()) < len(flows) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    def all_delivered() -> dict | None:
+        out = delivered()
+        return out if len(out) >= len(flows) else None
+
+    got = wait_for("every flow at its destination", all_delivered, 20, 0.2,
+                   detail=lambda: f"{len(delivered())} of {len(flows)} flows delivered")
     spine_of, at_spine = {}, {}
     for spine in plan.spines:
         for leaf in plan.leaves:
@@ -170,10 +177,12 @@ def test_random_source_ports_collide_on_the_uplinks_like_k_factorial_over_k_to_t
         return {key: spine.name for spine in plan.spines
                 for key in udp_flows(captured(fabric, spine.name, plan.spine_port(0, 0), "in"))}
 
-    deadline = time.monotonic() + 20
-    while not wanted <= (seen := spine_of()).keys() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert wanted <= seen.keys(), f"{len(wanted - seen.keys())} flows never reached a spine"
+    def all_at_spines() -> dict[tuple, str] | None:
+        out = spine_of()
+        return out if wanted <= out.keys() else None
+
+    seen = wait_for("every flow at a spine", all_at_spines, 20, 0.2,
+                    detail=lambda: f"{len(wanted - spine_of().keys())} flows never reached a spine")
     perfect = 0
     for ports in trials:
         used = set()
@@ -198,10 +207,18 @@ def _marks(fabric: Fabric, leaf: str, port: int) -> int:
     return asyncio.run(asyncio.wait_for(read(), 20))
 
 
-def _paced(fabric: Fabric, senders: list[tuple[Nic, Nic, int]], mbps: float, seconds: float) -> None:
+def _handled(fabric: Fabric, switch: str, port: int) -> int:
+    """Frames the queue of ``port`` has finished with: sent (its egress pipeline, and so
+    its ECN marking, has run) or tail-dropped."""
+    with grpc.insecure_channel(fabric.plan.switch(switch).grpc_address) as channel:
+        stats = QueueControlClient(channel).queue_stats()[port]
+    return int(stats["sent_packets"]) + int(stats["drops"])
+
+
+def _paced(fabric: Fabric, senders: list[tuple[Nic, Nic, int]], mbps: float, seconds: float) -> int:
     """Each (src, dst, sport) sends ECT 1000-byte UDP frames at ``mbps``, in 2 ms steps,
     of the fabric's emulated time (its links' rates are emulated Mbit/s: with a dilation
-    above 1, wall-clock pacing would send too fast)."""
+    above 1, wall-clock pacing would send too fast); returns the frames sent."""
     plan = fabric.plan
     clock = fabric.clock
     per_step = mbps * 1e6 / 8 / 1000 * 0.002
@@ -221,6 +238,7 @@ def _paced(fabric: Fabric, senders: list[tuple[Nic, Nic, int]], mbps: float, sec
     finally:
         for s in socks:
             s.__exit__(None, None, None)
+    return int(sent) * len(senders)
 
 
 def test_ecn_marks_only_when_two_senders_oversubscribe_a_leaf_uplink(fabric: Fabric) -> None:
@@ -233,11 +251,15 @@ def test_ecn_marks_only_when_two_senders_oversubscribe_a_leaf_uplink(fabric: Fab
     sport_b = source_port_for_spine(plan, FiveTuple(b.ip, d.ip), 0)
     rate = UPLINK_MBPS * 0.7
     before = _marks(fabric, leaf.name, uplink)
-    _paced(fabric, [(a, c, sport_a)], rate, 0.6)
-    time.sleep(0.3)
+    start = _handled(fabric, leaf.name, uplink)
+    sent = _paced(fabric, [(a, c, sport_a)], rate, 0.6)
+    # The marks are counted once the uplink's queue is done with every frame sent.
+    wait_for("the lone sender's frames through the uplink queue",
+             lambda: _handled(fabric, leaf.name, uplink) - start >= sent, 10, 0.1)
     alone = _marks(fabric, leaf.name, uplink) - before
-    _paced(fabric, [(a, c, sport_a), (b, d, sport_b)], rate, 0.6)
-    time.sleep(1.0)
+    sent += _paced(fabric, [(a, c, sport_a), (b, d, sport_b)], rate, 0.6)
+    wait_for("both senders' frames through the uplink queue",
+             lambda: _handled(fabric, leaf.name, uplink) - start >= sent, 10, 0.1)
     together = _marks(fabric, leaf.name, uplink) - before - alone
     assert alone == 0
     assert together > 10
@@ -270,7 +292,9 @@ def test_sampled_roce_packets_reach_the_controller_with_port_metadata(fabric: Fa
                         return
 
             waiting = asyncio.ensure_future(take())
-            await asyncio.sleep(0.2)
+            # One turn of the loop runs the reader to its first await, which registers
+            # its queue: no PacketIn of the frames sent from here on is missed.
+            await asyncio.sleep(0)
             await asyncio.to_thread(send, fabric, src, frames)
             await asyncio.wait_for(waiting, 10)
             return pins

@@ -21,7 +21,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import grpc
 import pytest
@@ -29,14 +29,14 @@ import pytest
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is None,
                                 reason="needs root and Mininet")
 
-from bench.gor_scenario import SENDER_MBPS, endpoints, two_flow_job  # noqa: E402
 from controller.gor import Gor  # noqa: E402
+from experiments.gor_loop import SENDER_MBPS, endpoints, two_flow_job  # noqa: E402
 from fuzzkit import count  # noqa: E402
-from gor_fixtures import gor_on, small_fabric  # noqa: E402
 from tccl.agent import ready_path  # noqa: E402
 from tccl.control import SERVICE, AgentClient, socket_path  # noqa: E402
 from tccl.job import Job  # noqa: E402
 from tccl.launch import LaunchError, run_on_fabric  # noqa: E402
+from testkit import gor_on, small_fabric, wait_for  # noqa: E402
 from topo.net import Fabric  # noqa: E402
 
 FLAP_S = float(os.environ.get("P4SIM_FUZZ_FLAP_S", "3"))
@@ -58,16 +58,6 @@ def gor(fabric: Fabric, tmp_path_factory) -> Iterator[Gor]:
     """One GOR for every fault of the module: it must survive them all."""
     with gor_on(fabric, tmp_path_factory.mktemp("gor")) as g:
         yield g
-
-
-def wait_for(what: str, condition: Callable[[], Any], timeout: float) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def gor_alive(gor: Gor) -> bool:

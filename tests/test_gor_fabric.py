@@ -15,25 +15,23 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is None,
                                 reason="needs root and Mininet")
 
-from bench.gor_scenario import (endpoints, loop_steps, measure_loop, tenant_jobs, two_flow_job,  # noqa: E402
-                                wait_cleared)
 from controller.events import loop_latencies, read_events  # noqa: E402
 from controller.agents import JobRun  # noqa: E402
 from controller.gor import Gor  # noqa: E402
 from controller.paths import predict  # noqa: E402
 from controller.publish import write_spec  # noqa: E402
-from gor_fixtures import gor_on, small_fabric  # noqa: E402
+from experiments.gor_loop import SENDER_MBPS, endpoints, loop_steps, measure_loop, two_flow_job, wait_cleared  # noqa: E402
+from testkit import gor_on, small_fabric, tenant_jobs, wait_for  # noqa: E402
 from topo.hashmodel import FiveTuple  # noqa: E402
 from topo.net import Fabric  # noqa: E402
 
-SENDER_MBPS = 6.0      # well under the NIC link, so the NIC link itself never queues
 REPEATS = 5
 ITERS = 40         # 100 KB messages: ~9 s per job once its agents are up
 # The elephant runs are stopped once measured: long enough to outlast a slow start, the
@@ -53,18 +51,6 @@ def fabric(tmp_path_factory) -> Iterator[Fabric]:
 def gor(fabric: Fabric, tmp_path: Path) -> Iterator[Gor]:
     with gor_on(fabric, tmp_path) as g:
         yield g
-
-
-def wait_for(what: str, condition: Callable[[], object], timeout: float, step: float = 0.05,
-             gor: Gor | None = None) -> object:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(step)
-    log = "\n".join(str(e) for e in gor.events.snapshot()[-40:]) if gor else ""
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{log}")
 
 
 def uplink_rates(gor: Gor, seconds: float) -> dict[str, float]:
@@ -101,9 +87,14 @@ def test_sessions_telemetry_and_reconnect_after_a_switch_restart(fabric: Fabric,
     assert " 0% packet loss" in out, out
     # ICMP hashes with ports 0: the model says which uplink carried the 20 requests.
     spine = predict(plan, FiveTuple(a.ip, c.ip, proto=1))[2]
-    seen = wait_for("the pings in the counters", lambda: gor.telemetry.latest.get((leaf, spine)) and
-                    gor.telemetry.latest[(leaf, spine)].packets >= 1, 5)
-    assert seen
+    other = next(s.name for s in plan.spines if s.name != spine)
+
+    def counted() -> dict | None:
+        latest = gor.telemetry.latest
+        return latest if (leaf, spine) in latest and latest[(leaf, spine)].packets >= 1 else None
+
+    latest = wait_for("the pings in the counters", counted, 5)
+    assert latest[(leaf, other)].packets == 0, latest    # and on that uplink only
     # The restarted switch comes back empty; the fleet re-pushes pipeline and entries.
     node = fabric.net.get(leaf)
     pushes = gor.fleet.pushes[leaf]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import struct
 import threading
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -32,6 +31,7 @@ from p4sim.switch.v1model import V1Switch
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
+from testkit import wait_for
 from topo.addressing import AddressPlan
 from topo.hashmodel import FiveTuple, ecmp_index, predict_path
 from topo.pipeline import build_pipeline
@@ -390,15 +390,6 @@ def test_cable_watch_reads_the_plans_interfaces_and_reports_changes():
     assert [(c.name, c.up) for c in back] == [("b1l0-sp1", True)] and after(down, back) == frozenset()
 
 
-def wait_until(condition, timeout: float = 5.0) -> None:
-    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(0.01)
-
-
 def lock_free(lock: threading.RLock) -> bool:
     """Whether a thread other than the caller could take ``lock`` now."""
     free: list[bool] = []
@@ -449,14 +440,14 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     assert [(e["switch"], e["port"], e["storms"]) for e in storms] == [("b0l0", 3, 1)]
     assert gor.telemetry.storms == []
     # The listing runs on GOR's listing thread: wait for it (with a timeout).
-    wait_until(lambda: len(agents.listings) == 1)
+    wait_for("the first listing", lambda: len(agents.listings) == 1, 5)
     assert writes == [True] and agents.listings == [True]
     elephant = FiveTuple("10.0.0.1", "10.0.1.1", sport=50000)
     for i in range(4):
         gor._incoming.put(Sample(100.2 + 0.1 * i, "b0l0", 1, plan.uplink_port(0), 0, elephant, 1000))
     now[0] = 100.6
     gor.tick()
-    wait_until(lambda: len(agents.listings) == 2)
+    wait_for("the second listing", lambda: len(agents.listings) == 2, 5)
     assert agents.listings == [True, True]
     # Tick 1's loop finds no flow at all, tick 2's the elephant no agent can move.
     assert [e["event"] for e in gor.events.snapshot() if e["event"] in ("detect", "skip", "failed")] == \

@@ -332,7 +332,7 @@ def test_a_directory_without_captures_is_a_clear_error(plan, tmp_path) -> None:
 
 def test_cnps_of_an_address_pair_with_two_connections_go_by_tccl_qp_numbers() -> None:
     from insight.flows import FlowTable
-    from insight.frames import decode
+    from topo.frames import decode
     table = FlowTable(T0, 0.1)
     for i, dqpn in enumerate((qpn(5, 0), qpn(7, 3))):
         table.add(0, True, True, T0 + i, decode(roce("10.0.0.1", "10.0.1.1", 50000 + i, dqpn, 0)))

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from controller.agents import JobRun
-from controller.repl import job_table
+from controller.jobtable import job_table
 from tccl.results import Row, save
 
 META = {"job": "allreduce-random", "op": "allreduce", "algo": "ring", "order": "rail", "ports": "random",

@@ -73,7 +73,9 @@ def test_finsy_second_client_reads_the_pipeline_and_gets_packet_ins(rt: Runtime)
                 assert read.priority == 5
             packets = primary.read_packets()
             waiting = asyncio.ensure_future(anext(packets))
-            await asyncio.sleep(0)  # let the queue register before the packet arrives
+            # One turn of the loop runs the reader to its first await, which registers
+            # its queue before the packet arrives (asyncio runs ready tasks in order).
+            await asyncio.sleep(0)
             await asyncio.to_thread(rt.dataplane.receive, 7, packet())
             pin = await waiting
             assert pin.metadata["ingress_port"] == 7

@@ -8,18 +8,19 @@ that a rejected request left the switch as it was.
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
-import time
 
 import grpc
 import pytest
 
 from p4sim.proto import p4i, p4r, rpc_code
-from p4sim.runtime.service import MAX_STREAMS, TRAILER_LIMIT
+from p4sim.runtime.service import MAX_BATCH_UPDATES, MAX_STREAMS, TRAILER_LIMIT
 
 from runtime_fixtures.harness import DEVICE_ID, EVERYTHING, Runtime, Stream, batch_errors, packet, read_all
 from runtime_fixtures.harness import rt  # noqa: F401 - fixture
+from testkit import wait_for
 
 INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
 Action = p4r.SetForwardingPipelineConfigRequest
@@ -59,13 +60,6 @@ def rejected(rt: Runtime, *updates: p4r.Update) -> list[p4r.Error]:
     return batch_errors(exc.value)
 
 
-def wait_until(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
-
-
 # -- the hang -------------------------------------------------------------------------------
 
 
@@ -83,7 +77,7 @@ def test_idle_streams_cannot_starve_the_primary(ready: Runtime) -> None:
                     ended[i] = item
             return len(ended)
 
-        wait_until(lambda: refusals() >= 40 - (MAX_STREAMS - 1))  # the primary holds one stream
+        wait_for("the refusals", lambda: refusals() >= 40 - (MAX_STREAMS - 1), 5)  # the primary holds one stream
         refused = list(ended.values())
         assert all(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "StreamChannels" in e.details() for e in refused)
         (response,) = rt.stub.Read(p4r.ReadRequest(device_id=DEVICE_ID, entities=EVERYTHING[:1]), timeout=5)
@@ -105,7 +99,7 @@ def test_idle_streams_cannot_starve_the_primary(ready: Runtime) -> None:
             return False
         finally:
             s.close()
-    wait_until(joins)
+    wait_for("a controller to join again", joins, 5)
 
 
 # -- unhandled exceptions ---------------------------------------------------------------------
@@ -335,20 +329,50 @@ def _lpm_batch(rt: Runtime, n: int, bad: int) -> list[p4r.Update]:
     return out
 
 
-def test_large_failed_batch_gets_a_status_a_default_client_can_read(ready: Runtime) -> None:
-    """The issue's 10k updates with 9k failing sent a ~900 KB trailer, which a default
-    client refuses (RESOURCE_EXHAUSTED, every result lost); 2000 with 1800 failing (~100 KB
-    before) shows the same. Now the status stays within TRAILER_LIMIT."""
+def _routes(rt: Runtime) -> list[p4r.Entity]:
+    return rt.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=rt.table_id("MyIngress.ipv4_lpm"))))
+
+
+def test_oversized_batch_is_refused_before_any_update_is_applied(ready: Runtime) -> None:
+    """The issue's 10 000 updates with 9 000 failing were applied and answered UNKNOWN
+    without per-update errors (they did not fit a default client's 8 KiB trailer), so the
+    client could not tell which were applied. A batch over MAX_BATCH_UPDATES is now
+    refused as a whole, RPC-wide, before any update: the switch is as it was."""
     rt = ready
+    before = _routes(rt)
     with pytest.raises(grpc.RpcError) as exc:
-        rt.write(*_lpm_batch(rt, 2_000, 1_800))
+        rt.write(*_lpm_batch(rt, 10_000, 9_000))
+    err = exc.value
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, err
+    assert "batch of 10000 updates is refused, none of it applied" in err.details()
+    assert f"at most {MAX_BATCH_UPDATES} updates per WriteRequest" in err.details()
+    assert "grpc-status-details-bin" not in dict(err.trailing_metadata() or ())  # the spec: RPC-wide, no details
+    assert _routes(rt) == before
+    assert forwards_to(rt) == [2]
+
+
+def test_largest_batch_reports_every_update_within_the_trailer(ready: Runtime) -> None:
+    """A batch of MAX_BATCH_UPDATES, all failing: one error per update, codes all there,
+    the whole status within what a default client accepts -- and its good twin is
+    applied whole."""
+    rt = ready
+    n = MAX_BATCH_UPDATES
+    bad = _lpm_batch(rt, n, n)
+    for u in bad:
+        u.entity.table_entry.match[0].field_id = 77  # unknown field: the message quotes the entry
+        u.entity.table_entry.table_id = rt.table_id("MyIngress.ipv4_lpm")
+    with pytest.raises(grpc.RpcError) as exc:
+        rt.write(*bad)
     err = exc.value
     assert err.code() == grpc.StatusCode.UNKNOWN, err
-    assert "1800 of 2000 updates failed" in err.details() and "INVALID_ARGUMENT x1800" in err.details()
-    assert "update #0: unknown table id" in err.details() and "batches of at most" in err.details()
+    assert f"{n} of {n} updates failed; first: update #0" in err.details()
+    errors = batch_errors(err)
+    assert [e.canonical_code for e in errors] == [rpc_code.INVALID_ARGUMENT] * n
+    assert errors[0].message and not errors[-1].message  # messages while they fit, codes always
     trailer = dict(err.trailing_metadata())["grpc-status-details-bin"]
-    assert len(trailer) + len(err.details()) < TRAILER_LIMIT
-    assert len(rt.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=rt.table_id("MyIngress.ipv4_lpm"))))) == 1 + 200
+    assert len(base64.b64encode(trailer)) + len(err.details()) < TRAILER_LIMIT
+    rt.write(*_lpm_batch(rt, n, 0))
+    assert len(_routes(rt)) == 1 + n
 
 
 def test_batch_whose_report_fits_keeps_one_error_per_update(ready: Runtime) -> None:
@@ -409,8 +433,8 @@ def test_a_large_batch_lets_packets_through_between_updates(ready: Runtime) -> N
     rt = ready
     rt.dataplane.lock = counting = _CountingLock()
     with pytest.raises(grpc.RpcError):
-        rt.write(*_lpm_batch(rt, 300, 100))
-    assert counting.taken >= 300
+        rt.write(*_lpm_batch(rt, MAX_BATCH_UPDATES, 100))
+    assert counting.taken >= MAX_BATCH_UPDATES
     assert forwards_to(rt) == [2]
 
 

@@ -171,13 +171,16 @@ def test_excess_counts_flows_beyond_the_least_a_leaf_needs() -> None:
 
 
 def test_a_perfect_step_pays_headers_a_slice_and_a_frame_per_hop() -> None:
-    # 1 MiB AllReduce over 4 ranks at 10 Mbit/s: 1.5 MiB on the wire per rank.
+    # 1 MiB AllReduce over 4 ranks at 10 Mbit/s: 1.5 MiB on the wire per rank, 384
+    # frames of 4096 payload bytes; each frame is 4154 bytes on the wire (Ethernet 14,
+    # IPv4 20, UDP 8, BTH 12, ICRC 4) and takes 4154 * 8 / 10e6 s.
     cost = StepCost("allreduce", "dp", 1 << 20, 4, 10e6, 1.5 * (1 << 20) * 8 / 10e6)
-    frame = 4096 + 58                                  # payload + Eth/IP/UDP/BTH/ICRC
-    wire = cost.ideal_s * frame / 4096                 # 1.2761 s
-    fill = 16384 * 8 / 10e6 * frame / 4096 + 3 * frame * 8 / 10e6
-    assert step_seconds(cost, 1.0, 3, 4096) == pytest.approx(wire + fill)
-    assert step_seconds(cost, 2.0, 3, 4096) == pytest.approx(2 * wire + fill)
+    frame_s = 4154 * 8 / 10e6
+    # The data's 384 frames, a 16 KiB slice's 4 frames before the first one leaves, one
+    # frame per switch hop; at half the line rate the data's frames take twice as long.
+    assert step_seconds(cost, 1.0, 3, 4096) == pytest.approx((384 + 4 + 3) * frame_s)
+    assert step_seconds(cost, 2.0, 3, 4096) == pytest.approx((2 * 384 + 4 + 3) * frame_s)
+    assert step_seconds(cost, 1.0, 1, 4096) == pytest.approx((384 + 4 + 1) * frame_s)
 
 
 # --- configurations and GOR ---------------------------------------------------------------

@@ -24,6 +24,7 @@ from scapy.utils import rdpcap
 
 from netns import receive
 from standin import Job
+from testkit import blocked, context_switches, wait_for
 from p4sim.switch.device import Device
 from p4sim.switch.pause import MAX_QUANTA, pfc_frame
 from p4sim.switch.pfc import PfcConfig
@@ -135,12 +136,16 @@ def test_port_rate_is_met_under_overload(net):
             time.sleep(0.001)
         receiver.join()
         drops = dev.queue_stats()[2]["drops"]
-    window = [t for t, _ in arrivals if t - arrivals[0][0] > 0.5]
-    measured = (len(window) - 1) * size / (window[-1] - window[0])
-    assert measured == pytest.approx(rate, rel=0.05)
+    metas = [META.unpack_from(d, META_AT) for _, d in arrivals]
+    # Never faster than the rate, however late the loop woke: the k-th frame out left
+    # (switch clock, us) no earlier than k serialisation times after the first one came
+    # in. How close to the rate the port gets is machine speed: `make bench`'s
+    # switch_port_rate_frac.
+    first_in, serialisation_us = metas[0][2], size / rate * 1e6
+    early = [k for k, (_, _, enq, delta) in enumerate(metas) if enq + delta < first_in + k * serialisation_us]
+    assert early == [], early[:5]
     assert drops > 0.2 * sent
-    depths = [META.unpack_from(d, META_AT)[0] for _, d in arrivals]
-    assert max(depths) == 499
+    assert max(m[0] for m in metas) == 499
 
 
 def test_queue_metadata_follow_the_queue(net):
@@ -183,12 +188,17 @@ def test_packet_out_and_packet_in(net):
     assert packet_ins[0][:15] == frame(b"C")[:15]
 
 
-def test_idle_switch_uses_no_cpu(net):
-    with Running(net, WireEngine(), port_rates={2: 1e6}):
-        before = os.times()
-        time.sleep(1.0)  # measuring idleness: there is nothing to wait for
-        after = os.times()
-    assert (after.user + after.system) - (before.user + before.system) < 0.05
+def test_idle_switch_does_not_wake_up(net):
+    """With nothing to forward and no timer due, the loop sleeps in select: its thread
+    does not run at all for a second (`make bench`: switch_idle_cpu_frac, its CPU)."""
+    running = Running(net, WireEngine(), port_rates={2: 1e6})
+    with running:
+        tid = running.thread.native_id
+        wait_for("the loop to block", lambda: blocked(tid), 5)
+        before = context_switches(tid)
+        time.sleep(1.0)  # idleness is what is measured: there is nothing to wait for
+        woke = context_switches(tid) - before
+    assert woke == 0
 
 
 class SlowEngine(WireEngine):
@@ -455,7 +465,7 @@ def test_pfc_pauses_the_sender_on_the_wire_and_loses_nothing(net, tmp_path):
         got = recv_until(rx, 12, timeout=15)
         h2_pause = pfc_frame(bytes.fromhex("020000000002"), {LOSSLESS: 0})
         rx.send(h2_pause)
-        wait_until(lambda: dev.counters["mac_control"] == 1)
+        wait_for("the MAC control frame counted", lambda: dev.counters["mac_control"] == 1, 10)
         stats = dev.queue_stats()
     assert [d[15] for _, d in got] == list(range(12))
     for pkt, quanta in ((xoff, MAX_QUANTA), (xon, 0)):
@@ -479,7 +489,7 @@ def test_pause_storm_trips_the_watchdog(net, caplog):
     storm = pfc_frame(bytes.fromhex("020000000002"), {LOSSLESS: MAX_QUANTA})
     with Running(net, LosslessWire(), priority_queues=8, port_rates={2: 1_000_000.0}, pfc=pfc) as dev:
         rx.send(storm)
-        wait_until(lambda: dev.queue_stats()[2]["pfc"]["pause_rx"][LOSSLESS] == 1)
+        wait_for("the PAUSE received", lambda: dev.queue_stats()[2]["pfc"]["pause_rx"][LOSSLESS] == 1, 10)
         for i in range(5):
             tx.send(frame(b"S" + bytes([i]), 1000))
         end = time.monotonic() + 5
@@ -489,7 +499,7 @@ def test_pause_storm_trips_the_watchdog(net, caplog):
         during = dev.queue_stats()[2]["pfc"]
         assert during["storms"] == 1 and during["storm"][LOSSLESS] and during["storm_drops"] == 5
         assert recv_until(rx, 1, timeout=0.3) == []           # paused, then discarded
-        wait_until(lambda: not dev.queue_stats()[2]["pfc"]["storm"][LOSSLESS])   # PAUSEs stopped
+        wait_for("the storm over", lambda: not dev.queue_stats()[2]["pfc"]["storm"][LOSSLESS], 10)   # PAUSEs stopped
         tx.send(frame(b"T", 1000))
         assert len(recv_until(rx, 1, timeout=5)) == 1
     assert any("pause storm" in r.getMessage() for r in caplog.records)
@@ -497,10 +507,3 @@ def test_pause_storm_trips_the_watchdog(net, caplog):
 
 def mac_of(net, ns: str, iface: str) -> str:
     return net.run(ns, "cat", f"/sys/class/net/{iface}/address").stdout.strip()
-
-
-def wait_until(cond, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "condition not met in time"
-        time.sleep(0.01)

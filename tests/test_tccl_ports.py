@@ -120,13 +120,13 @@ def test_random_ports_collide_like_k_factorial_over_k_to_the_k():
     assert abs(perfect / trials - expect) < 4 * sigma
 
 
-def test_bench_port_spread_figures():
-    from bench.port_modes import port_spread
-
-    fig = port_spread(FABRICS / "default.yaml", trials=100)
-    assert fig["ports_orthogonal_perfect_frac"] == 1.0
-    assert fig["ports_random_perfect_expected"] == 0.5
-    assert abs(fig["ports_random_perfect_frac"] - 0.5) < 4 * math.sqrt(0.25 / 100)
+def test_perfect_spread_of_the_default_fabric():
+    """`make bench`'s port figures: on two spines, orthogonal ports always spread a
+    leaf's two flows, random ones half the time (2!/2^2), within 4 sigma."""
+    spread = ports.perfect_spread(plan("default"), trials=100)
+    assert set(spread) == {"random", "orthogonal"}
+    assert spread["orthogonal"] == 1.0
+    assert abs(spread["random"] - 0.5) < 4 * math.sqrt(0.25 / 100)
 
 
 def test_orthogonal_ports_follow_gors_degraded_groups(tmp_path):

@@ -36,11 +36,11 @@ from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 from scapy.utils import rdpcap  # noqa: E402
 
-from bench.gor_scenario import loop_steps, two_flow_job, wait_cleared  # noqa: E402
 from controller.config import GorConfig, default_thresholds  # noqa: E402
 from controller.gor import Gor  # noqa: E402
 from controller.routes import program_fabric  # noqa: E402
 from emulation.fidelity import switches_window  # noqa: E402
+from experiments.gor_loop import loop_steps, two_flow_job, wait_cleared  # noqa: E402
 from p4sim.runtime.queues import QueueControlClient, fidelity_of  # noqa: E402
 from tccl.fidelity import agents_window  # noqa: E402
 from tccl.job import Transport, Workload, job_from_fabric  # noqa: E402

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shutil
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -44,10 +43,11 @@ from tccl.job import Transport, Workload, job_from_fabric  # noqa: E402
 from tccl.launch import agent_command, run_on_fabric  # noqa: E402
 from topo.cluster import ClusterFabric, check_gre  # noqa: E402
 from topo.net import FabricError  # noqa: E402
-from topo.placement import LOCALHOST, crossing_links  # noqa: E402
+from topo.placement import LOCALHOST  # noqa: E402
 from topo.spec import load_spec  # noqa: E402
 
 from ssh_servers import SshServers  # noqa: E402
+from testkit import wait_for  # noqa: E402
 
 
 def gre_supported() -> bool:
@@ -159,7 +159,7 @@ def test_allreduce_across_machines(fabric, tmp_path):
 def test_cross_machine_cables_are_tunnels_between_the_servers(servers, fabric):
     fab, _ = fabric
     plan = fab.plan
-    crossing = crossing_links(plan)
+    crossing = plan.crossing_links()
     spines = {sp.name for sp in plan.spines}
     # Every leaf reaches the spine of the other server.
     assert len(crossing) == plan.spec.leaves * plan.spec.spines // 2
@@ -194,15 +194,6 @@ def test_cross_machine_cables_are_tunnels_between_the_servers(servers, fabric):
         assert all(servers.ips[index] != peer and peer in servers.ips for index, peer in tunnels)
 
 
-def wait_for(condition, timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
 def test_a_process_started_in_a_remote_host_runs_there(servers, fabric):
     fab, _ = fabric
     host = fab.plan.server_at(1, 0).name
@@ -213,7 +204,7 @@ def test_a_process_started_in_a_remote_host_runs_there(servers, fabric):
 
     proc = fab.host(host).popen(["sleep", marker], cwd="/")
     try:
-        assert wait_for(running)
+        wait_for("the sleep on the remote server", running, 20, 0.1)
     finally:
         proc.kill()     # the ssh client here; the sleep on the server outlives it
         proc.wait()

@@ -4,14 +4,17 @@ CNPs get the high priority, and pipeline builds are cached per hash algorithm.""
 
 from __future__ import annotations
 
+import asyncio
+
 import finsy as fy
 from scapy.contrib.roce import BTH
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from controller.routes import entities, switch_program
+from controller.routes import entities, switch_program, write_batched
 from fabric_sim import compiled, install
+from p4sim.runtime.service import MAX_BATCH_UPDATES
 from p4sim.switch.v1model import V1Switch, run_to_completion
 from topo.addressing import CPU_PORT, AddressPlan
 from topo.hashmodel import FiveTuple, predict_path
@@ -151,3 +154,20 @@ def test_every_switch_program_encodes_against_the_compiled_p4info(tmp_path):
             expected |= {"ecmp_nhop", "arp_reply"}
         assert tables == {schema.tables[name].id for name in expected}
         assert sum(m.HasField("packet_replication_engine_entry") for m in encoded) == 1
+
+
+def test_switch_programs_larger_than_a_batch_are_written_whole_in_order():
+    """A p4sim switch refuses a WriteRequest of more than MAX_BATCH_UPDATES updates
+    whole; controller.routes splits a longer program into batches it takes, in order."""
+    class Recorder:
+        def __init__(self) -> None:
+            self.batches: list[list] = []
+
+        async def write(self, updates: list) -> None:
+            self.batches.append(list(updates))
+
+    updates = list(range(2 * MAX_BATCH_UPDATES + 3))
+    switch = Recorder()
+    asyncio.run(write_batched(switch, updates))
+    assert [len(b) for b in switch.batches] == [MAX_BATCH_UPDATES, MAX_BATCH_UPDATES, 3]
+    assert [u for b in switch.batches for u in b] == updates

@@ -64,3 +64,27 @@ def test_bad_declarations_and_reads_are_named():
         UDP.offset("sport")
     with pytest.raises(ValueError, match="header ipv4: 'ecn' shares bytes"):
         IPV4.struct("dscp", "ecn")
+
+
+def test_the_one_frame_decoder_reads_flows_and_refuses_what_its_headers_do_not_hold():
+    """`topo.frames.decode`, which insight's captures and GOR's samples both use: a
+    RoCEv2 frame's 5-tuple, ECN and BTH fields; ports 0 for other IP protocols; None for
+    what is not IPv4 or is cut inside a header it announces."""
+    from scapy.layers.inet import ICMP
+    from scapy.layers.l2 import ARP
+
+    from topo.frames import decode
+
+    roce = bytes(Ether() / IP(src="10.0.0.1", dst="10.0.1.1", tos=3) / ScapyUDP(sport=50000, dport=4791)
+                 / ScapyBTH(opcode=4, dqpn=0x123, psn=77) / (b"x" * 100))
+    p = decode(roce)
+    assert (p.src, p.dst, p.proto, p.sport, p.dport, p.ecn) == ("10.0.0.1", "10.0.1.1", 17, 50000, 4791, 3)
+    assert (p.opcode, p.dqpn, p.psn, p.length, p.ip_length) == (4, 0x123, 77, len(roce), len(roce) - 14)
+    icmp = decode(bytes(Ether() / IP(src="10.0.0.1", dst="10.0.1.1") / ICMP()))
+    assert (icmp.proto, icmp.sport, icmp.dport, icmp.opcode) == (1, 0, 0, -1)
+    options = bytes(Ether() / IP(ihl=15, options=b"\x01" * 40) / ScapyUDP())
+    assert decode(options).sport == 53    # the ports after 40 bytes of options
+    assert decode(bytes(Ether() / ARP())) is None
+    assert decode(roce[:14 + 20 + 4]) is None                                  # the UDP header cut
+    assert decode(roce[:14] + bytes([0x44]) + roce[15:]) is None               # IHL 4: under IPv4's minimum
+    assert decode(roce[:14] + bytes([0x65]) + roce[15:]) is None               # version 6 behind IPv4's type

@@ -11,7 +11,7 @@ from testbed.run import with_servers
 from topo.addressing import AddressPlan
 from topo.cluster import ClusterFabric, fabric_for, ssh_options
 from topo.net import Fabric, FabricError
-from topo.placement import LOCALHOST, block_server, crossing_links, node_servers, spine_server
+from topo.placement import LOCALHOST, block_server, spine_server
 from topo.spec import ClusterSpec, SpecError, parse_spec
 
 BASE = {"blocks": 4, "servers_per_block": 2, "rails": 2, "spines": 3}
@@ -58,12 +58,12 @@ def test_whole_blocks_per_server_and_spines_round_robin():
     assert [block_server(spec, b) for b in range(5)] == ["s0", "s0", "s1", "s1", "s2"]
     assert [spine_server(spec, k) for k in range(3)] == ["s0", "s1", "s2"]
     plan = AddressPlan(spec)
-    placed = node_servers(plan)
+    placed = plan.node_servers()
     assert set(placed) == {s.name for s in plan.servers} | {sw.name for sw in plan.switches}
     for server in plan.servers:
         for nic in server.nics:
             assert placed[nic.server] == placed[nic.leaf] == block_server(spec, server.block)
-    crossing = crossing_links(plan)
+    crossing = plan.crossing_links()
     spines = {sp.name for sp in plan.spines}
     # Only leaf-spine cables cross machines: each leaf reaches the spines not on its server.
     assert all(link.b in spines and link.a not in spines for link in crossing)
@@ -75,7 +75,7 @@ def test_whole_blocks_per_server_and_spines_round_robin():
 def test_three_tiers_spread_spines_and_super_spines_over_the_servers():
     spec = spec_with({"servers": ["s0", "s1"]}, pods=2, super_spines=2, spines=2)
     plan = AddressPlan(spec)
-    placed = node_servers(plan)
+    placed = plan.node_servers()
     assert set(placed) == {s.name for s in plan.servers} | {sw.name for sw in plan.switches}
     upper = [*plan.spines, *plan.super_spines]
     # One count over both tiers: each server gets half of them, the super-spines too.
@@ -83,8 +83,8 @@ def test_three_tiers_spread_spines_and_super_spines_over_the_servers():
     assert {placed[ss.name] for ss in plan.super_spines} == {"s0", "s1"}
     leaves = {leaf.name for leaf in plan.leaves}
     # Blocks stay whole: no cable from a NIC crosses, and every crossing cable is above a leaf.
-    assert all(link.a not in {s.name for s in plan.servers} for link in crossing_links(plan))
-    assert all(link.b not in leaves for link in crossing_links(plan))
+    assert all(link.a not in {s.name for s in plan.servers} for link in plan.crossing_links())
+    assert all(link.b not in leaves for link in plan.crossing_links())
 
 
 def test_switches_serve_p4runtime_on_their_machine():
@@ -95,7 +95,7 @@ def test_switches_serve_p4runtime_on_their_machine():
     assert plan.spines[1].grpc_address == f"127.0.0.1:{plan.spines[1].grpc_port}"
     # Without a cluster everything is on this machine.
     assert {sw.grpc_address.split(":")[0] for sw in AddressPlan(parse_spec(BASE)).switches} == {"127.0.0.1"}
-    assert set(node_servers(AddressPlan(parse_spec(BASE))).values()) == {LOCALHOST}
+    assert set(AddressPlan(parse_spec(BASE)).node_servers().values()) == {LOCALHOST}
 
 
 def test_make_run_servers_option():

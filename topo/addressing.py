@@ -39,7 +39,7 @@ from typing import Any, Iterator
 
 import networkx as nx
 
-from topo.placement import LOOPBACK, grpc_host, switch_server
+from topo.placement import LOOPBACK, block_server, grpc_host, switch_server
 from topo.spec import HOST_BITS, FabricSpec, validate
 
 # Addresses of the fabric: 10.rail.block.host. Routes on spines are per (rail, block) /24.
@@ -342,6 +342,18 @@ class AddressPlan:
             if (link.b, link.b_port) == (node, port):
                 return link.a, link.a_port
         raise KeyError(f"{node} has no port {port}")
+
+    def node_servers(self) -> dict[str, str]:
+        """Node name -> machine (`topo.placement`), for every server and switch."""
+        placed = {server.name: block_server(self.spec, server.block) for server in self.servers}
+        placed.update({sw.name: switch_server(self.spec, sw.role, sw.block, sw.pod, sw.spine, sw.superspine)
+                       for sw in self.switches})
+        return placed
+
+    def crossing_links(self) -> tuple[Link, ...]:
+        """The cables whose two ends are on different machines (all above the leaves)."""
+        placed = self.node_servers()
+        return tuple(link for link in self.links if placed[link.a] != placed[link.b])
 
     def graph(self) -> nx.Graph:
         """The topology as an undirected graph that the controller and agents reuse.

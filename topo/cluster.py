@@ -46,7 +46,7 @@ from emulation.realtime import realtime_prefix
 from topo.mininet_topo import FabricTopo
 from topo.net import Fabric, FabricError, ProgramStep
 from topo.nodes import ROOT, RUN_DIR, STOP_TIMEOUT_S, P4SimSwitch
-from topo.placement import LOCALHOST, node_servers, servers_of
+from topo.placement import LOCALHOST, servers_of
 from topo.spec import ClusterSpec, FabricSpec
 
 # The spec's ``cluster.link`` -> Mininet's link class for cables between servers.
@@ -120,7 +120,7 @@ def check_gre(server: str, options: Sequence[str]) -> None:
 
 
 class BlockPlacer(Placer):
-    """Mininet cluster placement from `topo.placement.node_servers`: whole blocks per
+    """Mininet cluster placement from `topo.addressing.AddressPlan.node_servers`: whole blocks per
     server. ``assignment`` maps node name -> server."""
 
     def __init__(self, *args: Any, assignment: Mapping[str, str], **kwargs: Any) -> None:
@@ -248,7 +248,7 @@ class ClusterFabric(Fabric):
             raise FabricError(f"cluster: backend {backend} cannot run on remote servers: only p4sim "
                               f"(BMv2's queues are set through its Thrift CLI on this machine)")
         super().__init__(spec, backend, run_dir, program)
-        self.placement = node_servers(self.plan)
+        self.placement = self.plan.node_servers()
         # Each server's CLOCK_MONOTONIC minus this machine's, measured at start.
         self.offsets: dict[str, clocksync.Offset] = {}
 

@@ -8,17 +8,14 @@ evenly sized runs -- `mininet.examples.cluster.SwitchBinPlacer.bin`'s way -- and
 goes to server ``k mod servers`` (super-spines continue the count), so every server
 carries its share of spines.
 
-Pure functions of the spec and the plan: nothing here starts a process.
+Pure functions of the spec: nothing here starts a process. The plan
+(`topo.addressing.AddressPlan.node_servers`, ``crossing_links``) applies them to its
+nodes and cables.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from topo.spec import FabricSpec
-
-if TYPE_CHECKING:
-    from topo.addressing import AddressPlan, Link
 
 # Mininet's name for the machine that runs Mininet itself.
 LOCALHOST = "localhost"
@@ -59,18 +56,3 @@ def switch_server(spec: FabricSpec, role: str, block: int | None = None, pod: in
 def grpc_host(server: str) -> str:
     """Where the P4Runtime server of a switch on ``server`` listens and is reached."""
     return LOOPBACK if server == LOCALHOST else server
-
-
-def node_servers(plan: "AddressPlan") -> dict[str, str]:
-    """Node name -> machine, for every server and switch of the plan."""
-    spec = plan.spec
-    placed = {server.name: block_server(spec, server.block) for server in plan.servers}
-    placed.update({sw.name: switch_server(spec, sw.role, sw.block, sw.pod, sw.spine, sw.superspine)
-                   for sw in plan.switches})
-    return placed
-
-
-def crossing_links(plan: "AddressPlan") -> tuple["Link", ...]:
-    """The cables whose two ends are on different machines (all above the leaves)."""
-    placed = node_servers(plan)
-    return tuple(link for link in plan.links if placed[link.a] != placed[link.b])

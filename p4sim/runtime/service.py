@@ -5,7 +5,9 @@ Transport only: each RPC checks who is asking (arbitration.py), what pipeline is
 device lock, and maps errors to statuses as the spec says. A Write batch with failed
 updates ends with UNKNOWN and one ``p4.v1.Error`` per update in the
 ``grpc-status-details-bin`` trailer (OK for the updates that were applied), kept within
-what a default gRPC client accepts (`error_status`).
+what a default gRPC client accepts (`error_status`); a batch too large for that report
+(`MAX_BATCH_UPDATES`) is refused before any of it is applied, so every answer tells the
+client exactly which of its updates took effect.
 
 Hostile clients are expected: request bytes that do not parse are INVALID_ARGUMENT
 (`rpc_handler` decodes them itself; gRPC's own decoding would answer INTERNAL), and
@@ -19,7 +21,6 @@ import base64
 import logging
 import queue
 import threading
-from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -49,7 +50,6 @@ from p4sim.runtime.schema import DigestInfo
 log = logging.getLogger(__name__)
 
 P4RUNTIME_API_VERSION = "1.5.0"  # the version of the protos p4sim.proto provides
-READ_CHUNK = 1000  # entities per ReadResponse message
 MAX_STREAMS = 16
 """Open StreamChannels the server serves at once; one more is refused with
 RESOURCE_EXHAUSTED. Each stream holds a worker thread for its lifetime, so the server's
@@ -58,7 +58,7 @@ TRAILER_LIMIT = 8 * 1024
 """Bytes of trailing metadata a default gRPC client accepts (``grpc.max_metadata_size``;
 above it a client drops the trailer and sees RESOURCE_EXHAUSTED, losing every
 per-update result). `error_status` keeps a failed batch's status within it."""
-ERROR_MESSAGE_CHARS = 200  # longest per-update error message in a batch's status
+ERROR_MESSAGE_CHARS = 200  # longest per-update error message (and failure quoted in the headline)
 _END = object()  # end-of-stream marker in a stream's outgoing queue
 Action = p4r.SetForwardingPipelineConfigRequest
 
@@ -102,47 +102,82 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
+def _message_bytes(message: str) -> int:
+    """Bytes of ``grpc-message``: gRPC percent-encodes every byte outside printable ASCII,
+    and ``%`` itself, as three."""
+    return sum(1 if 0x20 <= b <= 0x7E and b != 0x25 else 3 for b in message.encode())
+
+
 def _trailer_bytes(status: rpc_status.Status) -> int:
     """On-the-wire size of a status trailer: gRPC base64-encodes ``-bin`` metadata, the
-    status message travels in ``grpc-message`` beside it, and header names and
-    ``grpc-status`` take a few dozen bytes more (rounded up to 64)."""
-    return len(base64.b64encode(status.SerializeToString())) + len(status.message.encode()) + 64
+    status message travels percent-encoded in ``grpc-message`` beside it, and header names
+    and ``grpc-status`` take a few dozen bytes more (rounded up to 64)."""
+    return len(base64.b64encode(status.SerializeToString())) + _message_bytes(status.message) + 64
+
+
+def _headline(errors: list[P4RuntimeError | None]) -> str:
+    """The batch status's message: how many failed and the first failure, its message cut
+    to `ERROR_MESSAGE_CHARS` characters of printable ASCII (escaped), so its size has a bound."""
+    failed = [i for i, e in enumerate(errors) if e is not None]
+    first = errors[failed[0]]
+    assert first is not None
+    quoted = first.message.encode("unicode_escape").decode("ascii")[:ERROR_MESSAGE_CHARS]
+    return f"{len(failed)} of {len(errors)} updates failed; first: update #{failed[0]}: {quoted}"
+
+
+def _bare_report_bytes(n: int) -> int:
+    """Trailer bytes of the largest report a batch of ``n`` updates can need before any
+    message is added: all failed, one code each, the longest headline."""
+    worst = P4RuntimeError("%" * ERROR_MESSAGE_CHARS, grpc.StatusCode.UNAUTHENTICATED)  # code 16, the highest
+    status = rpc_status.Status(code=rpc_code.UNKNOWN, message=_headline([worst] * n))
+    detail = p4r.Error(canonical_code=_code_number(worst.code))
+    for _ in range(n):
+        status.details.add().Pack(detail)
+    return _trailer_bytes(status)
+
+
+def _largest_reportable_batch() -> int:
+    """The most updates whose one-``p4.v1.Error``-per-update report always fits `TRAILER_LIMIT`."""
+    n = 1
+    while _bare_report_bytes(n + 1) <= TRAILER_LIMIT:
+        n += 1
+    return n
+
+
+MAX_BATCH_UPDATES = _largest_reportable_batch()
+"""Updates a WriteRequest may carry (about 140). A larger batch is refused with
+RESOURCE_EXHAUSTED before any update is applied: if many of its updates failed, their
+per-update errors could not reach a default client, which could then not tell which
+updates were applied (the spec: an error found before attempting the updates is an
+RPC-wide status without details)."""
+READ_CHUNK = MAX_BATCH_UPDATES
+"""Entities per ReadResponse: a client that deletes what each response gave it (finsy's
+``delete_all``) then sends batches the server takes."""
 
 
 def error_status(errors: list[P4RuntimeError | None]) -> rpc_status.Status:
     """The google.rpc.Status of a batch with failed updates, within `TRAILER_LIMIT`.
 
-    One ``p4.v1.Error`` per update (the spec's format) with messages cut to
-    `ERROR_MESSAGE_CHARS`; if that is too large, later failures lose their messages but
-    keep their codes; if even one code per update does not fit (a batch of more than
-    about 150 updates), the details are left out and the status message says
-    how many updates failed with which code, which failed first, and the batch size whose
-    per-update report does fit.
+    One ``p4.v1.Error`` per update, in order (the spec's format): OK for the applied
+    ones, the failure's code for the others -- always, since a batch has at most
+    `MAX_BATCH_UPDATES` updates. Failures keep their messages, cut to
+    `ERROR_MESSAGE_CHARS`, from the first on while they fit; later ones keep their code.
     """
-    failed = [(i, e) for i, e in enumerate(errors) if e is not None]
-    first_index, first = failed[0]
-    headline = f"{len(failed)} of {len(errors)} updates failed; first: update #{first_index}: {first.message[:ERROR_MESSAGE_CHARS]}"
-    bare = [p4r.Error(canonical_code=rpc_code.OK) if e is None else p4r.Error(canonical_code=_code_number(e.code)) for e in errors]
-    sizes = [_packed_size(d) for d in bare]
+    headline = _headline(errors)
+    report = [p4r.Error(canonical_code=rpc_code.OK) if e is None else p4r.Error(canonical_code=_code_number(e.code)) for e in errors]
     room = TRAILER_LIMIT - _trailer_bytes(rpc_status.Status(code=rpc_code.UNKNOWN, message=headline))
     room = room * 3 // 4  # base64 turns 3 bytes into 4
-    if sum(sizes) > room:
-        fits = room // max(sizes)
-        counts = ", ".join(f"{name} x{n}" for name, n in Counter(e.code.name for _, e in failed).most_common())
-        return rpc_status.Status(
-            code=rpc_code.UNKNOWN,
-            message=f"{headline} ({counts}); per-update errors omitted: they do not fit the "
-            f"{TRAILER_LIMIT}-byte trailer a default gRPC client accepts; batches of at most {fits} updates get them",
-        )
-    used = sum(sizes)
-    for i, e in failed:
-        with_message = p4r.Error(canonical_code=bare[i].canonical_code, message=e.message[:ERROR_MESSAGE_CHARS])
-        extra = _packed_size(with_message) - sizes[i]
+    used = sum(_packed_size(d) for d in report)
+    for i, e in enumerate(errors):
+        if e is None:
+            continue
+        with_message = p4r.Error(canonical_code=report[i].canonical_code, message=e.message[:ERROR_MESSAGE_CHARS])
+        extra = _packed_size(with_message) - _packed_size(report[i])
         if used + extra > room:
             break
-        bare[i], used = with_message, used + extra
+        report[i], used = with_message, used + extra
     status = rpc_status.Status(code=rpc_code.UNKNOWN, message=headline)
-    for detail in bare:
+    for detail in report:
         status.details.add().Pack(detail)
     return status
 
@@ -222,6 +257,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 if request.atomicity not in p4r.WriteRequest.Atomicity.values():
                     raise InvalidArgument(f"atomicity {name} is not a WriteRequest.Atomicity value")
                 raise Unimplemented(f"atomicity {name} is not supported: p4sim applies batches with CONTINUE_ON_ERROR")
+            if len(request.updates) > MAX_BATCH_UPDATES:
+                raise ResourceExhausted(
+                    f"a batch of {len(request.updates)} updates is refused, none of it applied: the per-update "
+                    f"errors of a larger batch than {MAX_BATCH_UPDATES} updates may not fit the {TRAILER_LIMIT}-byte "
+                    f"trailer a default gRPC client accepts; send at most {MAX_BATCH_UPDATES} updates per WriteRequest")
             errors = self.apply_updates(request.updates, policy)
         except P4RuntimeError as err:
             _abort(context, err)

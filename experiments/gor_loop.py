@@ -1,4 +1,5 @@
-"""The elephant-collision scenario GOR is measured on (tests and `make bench`).
+"""The elephant-collision scenario GOR's detect -> moved loop is measured on (`make
+bench`'s ``gor_loop_s_*``, and the GOR fabric tests).
 
 Two TCCL flows leave the same leaf for two receivers on another leaf. Their source
 ports come from the agents' own seeded port planner (``ports: random``); the seed is
@@ -7,38 +8,28 @@ spine (a collision GOR must resolve) or different ones (a balanced run GOR must 
 alone). Senders run below the NIC rate so that the NIC links themselves never queue.
 
 `measure_loop` runs the collision ``repeats`` times on a fabric with a GOR attached and
-returns the detect -> moved loop latencies (``gor_loop_s_p50``, ``gor_loop_s_max``);
-`benchmark` does it all for `make bench` (root): the default fabric cut down to the one
-rail the scenario uses, GOR at its default settings, five runs, everything torn down.
+returns the detect -> moved loop latencies (``gor_loop_s_p50``, ``gor_loop_s_max``).
 """
 
 from __future__ import annotations
 
 import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from controller.gor import Gor
-from topo.spec import load_spec, replace
 from controller.paths import predict
 from tccl import collectives as C
 from tccl.agent import port_function
 from tccl.job import Job, RankInfo, Transport, Workload
 from topo.addressing import AddressPlan, Nic
-from topo.freeports import free_port_base
 from topo.hashmodel import FiveTuple
 
 MESSAGE_BYTES = 100_000     # ~0.1 s per message at the scenario's rates: boundaries to move at
 MAX_SEEDS = 5000
-DEFAULT_FABRIC = Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "default.yaml"
 # Two such senders overload a 10 Mbit/s uplink (the default fabric's); one fits under
 # the 75 % safety threshold, so GOR has a safe path to move one of them to.
 SENDER_MBPS = 6.0
-# 1 in 16 instead of the default 64: the moved flow shows up in a sample within one
-# telemetry interval, so the figure measures GOR rather than the sampling rate.
-BENCH_SAMPLE_RATE = 16
 
 
 class ScenarioError(RuntimeError):
@@ -83,23 +74,6 @@ def two_flow_job(plan: AddressPlan, spines: tuple[int, int], iters: int, sender_
     raise ScenarioError(f"no seed below {MAX_SEEDS} puts the two flows on {want}")
 
 
-def tenant_jobs(plan: AddressPlan, spec_file: str | Path, iters: int, sender_mbps: float,
-                name: str) -> list[Job]:
-    """Two tenants' jobs of one flow each (b0h0 -> b1h0 and b0h1 -> b1h1), each planned
-    hash-orthogonally by its own library from the fabric's spec: alone, each flow is
-    the only one on its leaf, and each library gives it the first spine -- so together
-    they collide there (`experiments.tenants` on the whole fabric)."""
-    members = endpoints(plan)
-    jobs = []
-    for k, (s, r) in enumerate(((0, 2), (1, 3))):
-        ranks = tuple(RankInfo(i, n.server, n.block, n.rail, n.intf, n.ip, n.mac, plan.switch(n.leaf).mac)
-                      for i, n in enumerate((members[s], members[r])))
-        jobs.append(Job(ranks, Transport(line_mbps=sender_mbps, ports="orthogonal", qps=1),
-                        Workload(op="sendrecv", sizes=(MESSAGE_BYTES,), iters=iters, warmup=0, pairs=((0, 1),)),
-                        name=f"{name}-{'ab'[k]}", fabric=str(spec_file)))
-    return jobs
-
-
 def wait_cleared(gor: Gor, known: set[int], timeout: float) -> dict[str, Any]:
     """The first `cleared` event of a loop not in ``known`` (raises on timeout)."""
     end = time.monotonic() + timeout
@@ -136,17 +110,3 @@ def measure_loop(gor: Gor, repeats: int = 5, iters: int = 40, sender_mbps: float
         steps = loop_steps(gor, cleared["loop"])
         latencies.append(steps["moved"]["t"] - steps["detect"]["t"])
     return {"gor_loop_s_p50": statistics.median(latencies), "gor_loop_s_max": max(latencies)}
-
-
-def benchmark(repeats: int = 5) -> dict[str, float]:
-    """`make bench`'s GOR figures (needs root and Mininet): see the module docstring."""
-    from topo.net import Fabric   # Mininet is imported only when a fabric is built
-
-    spec = load_spec(DEFAULT_FABRIC)
-    spec = replace(spec, rails=1, sample_rate=BENCH_SAMPLE_RATE, node_prefix="gb",
-                   grpc_port_base=free_port_base(spec.blocks + spec.spines))
-    with tempfile.TemporaryDirectory(prefix="gor-bench-") as tmp:
-        with Fabric(spec, run_dir=Path(tmp) / "fabric") as fabric:
-            assert fabric.pipeline is not None
-            with Gor(fabric.plan, fabric.pipeline, Path(tmp) / "gor", fabric=fabric) as gor:
-                return measure_loop(gor, repeats, sender_mbps=SENDER_MBPS)

@@ -1,0 +1,116 @@
+"""What the tests share: waiting on a condition with a timeout, a thread's wake-ups, and
+the small fabric the GOR integration tests run on, with a GOR on it and the two
+tenants' jobs.
+
+`wait_for` is the one way a test waits: it polls, returns as soon as the condition
+holds, and fails the test naming what it waited for -- never a fixed sleep followed by
+hope. The fabric helpers need root and Mininet; they import the product when called, so
+unit tests that only wait do not pay for it.
+
+The small fabric: 2 blocks x 2 servers x 1 rail, 2 spines, NICs and uplinks at
+10 Mbit/s: two 6 Mbit/s flows overload an uplink, one does not. Sampling 1-in-4: at
+RoCE MTU 4096 a flow sends a quarter of the frames it sent at MTU 1024, so this keeps
+the samples per second GOR verifies a move from (was 1-in-16). Node names carry
+``letter`` and this process's id, so parallel runs do not collide; everything is
+stopped when the block ends, by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
+
+import pytest
+
+if TYPE_CHECKING:
+    from controller.gor import Gor
+    from tccl.job import Job
+    from topo.addressing import AddressPlan
+    from topo.net import Fabric
+
+T = TypeVar("T")
+UPLINK_MBPS = 10.0     # one 6 Mbit/s flow fits (60 % < 75 % safety), two do not
+
+
+def wait_for(what: str, condition: Callable[[], T], timeout: float, step: float = 0.02,
+             detail: Callable[[], str] | None = None) -> T:
+    """Poll ``condition`` every ``step`` seconds until it returns something true, and
+    return that; after ``timeout`` seconds fail the test, naming ``what`` (and adding
+    ``detail()``, e.g. the tail of a log, to the message)."""
+    end = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}" + (f"\n{detail()}" if detail else ""))
+        time.sleep(step)
+
+
+def context_switches(tid: int, pid: int | str = "self") -> int:
+    """Times thread ``tid`` of process ``pid`` has been switched out, voluntarily or not:
+    how often it ran and stopped (``/proc``). An idle loop blocked in select adds none."""
+    status = Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines()
+    return sum(int(line.split(":")[1]) for line in status if "ctxt_switches" in line)
+
+
+def blocked(tid: int, pid: int | str = "self") -> bool:
+    """Whether thread ``tid`` of process ``pid`` is asleep (state S) right now."""
+    return Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "S"
+
+
+@contextmanager
+def small_fabric(name: str, letter: str, run_dir: Path) -> Iterator[Fabric]:
+    """The fabric, started in ``run_dir``."""
+    from topo.freeports import free_port_base
+    from topo.net import Fabric
+    from topo.spec import FabricSpec, LinkRates
+
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2, name=name,
+                      links=LinkRates(host_mbps=10, uplink_mbps=UPLINK_MBPS), sample_rate=4,
+                      node_prefix=f"{letter}{os.getpid() % 1000}", grpc_port_base=free_port_base(4))
+    fab = Fabric(spec, run_dir=run_dir)
+    try:
+        fab.start()
+        yield fab
+    finally:
+        fab.stop()
+
+
+@contextmanager
+def gor_on(fabric: Fabric, run_dir: Path) -> Iterator[Gor]:
+    """GOR with the default thresholds on ``fabric``, its run directory ``run_dir``."""
+    from controller.config import GorConfig, default_thresholds
+    from controller.gor import Gor
+
+    assert fabric.pipeline is not None
+    g = Gor(fabric.plan, fabric.pipeline, run_dir, GorConfig(thresholds=default_thresholds(fabric.plan)),
+            fabric=fabric)
+    try:
+        g.start()
+        yield g
+    finally:
+        g.stop()
+
+
+def tenant_jobs(plan: AddressPlan, spec_file: str | Path, iters: int, sender_mbps: float,
+                name: str) -> list[Job]:
+    """Two tenants' jobs of one flow each (b0h0 -> b1h0 and b0h1 -> b1h1), each planned
+    hash-orthogonally by its own library from the fabric's spec: alone, each flow is
+    the only one on its leaf, and each library gives it the first spine -- so together
+    they collide there (`experiments.tenants` on the whole fabric)."""
+    from experiments.gor_loop import MESSAGE_BYTES, endpoints
+    from tccl.job import Job, RankInfo, Transport, Workload
+
+    members = endpoints(plan)
+    jobs = []
+    for k, (s, r) in enumerate(((0, 2), (1, 3))):
+        ranks = tuple(RankInfo(i, n.server, n.block, n.rail, n.intf, n.ip, n.mac, plan.switch(n.leaf).mac)
+                      for i, n in enumerate((members[s], members[r])))
+        jobs.append(Job(ranks, Transport(line_mbps=sender_mbps, ports="orthogonal", qps=1),
+                        Workload(op="sendrecv", sizes=(MESSAGE_BYTES,), iters=iters, warmup=0, pairs=((0, 1),)),
+                        name=f"{name}-{'ab'[k]}", fabric=str(spec_file)))
+    return jobs
