@@ -95,7 +95,7 @@ def play(make, seed: int, steps: int = 500) -> list[tuple]:
                     clock.now = max(clock.now, deadline)
                 tm.service(transmit)
             elif op < 0.85:
-                tm.service(transmit)
+                tm.service(transmit, until=clock.now - rng.choice((0, 40, 2_000)) if rng.random() < 0.6 else None)
             elif op < 0.92:
                 quanta = {p: rng.choice((0, 1, 200, MAX_QUANTA)) for p in rng.sample(range(8), rng.randint(1, 3))}
                 arrival = clock.now - rng.choice((0, 50)) if rng.random() < 0.5 else None

@@ -15,7 +15,6 @@ import sys
 import textwrap
 import threading
 import time
-from dataclasses import dataclass
 
 import pytest
 
@@ -24,6 +23,7 @@ from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap
 
 from netns import receive
+from standin import Job
 from p4sim.switch.device import Device
 from p4sim.switch.pause import MAX_QUANTA, pfc_frame
 from p4sim.switch.pfc import PfcConfig
@@ -35,17 +35,6 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for networ
 META = struct.Struct("!IIII")  # enq_qdepth, deq_qdepth, enq_timestamp, deq_timedelta
 META_AT = 32  # where the stand-in egress writes META into a frame
 ETHERTYPE = b"\x88\xb5"  # IEEE local experimental: nothing else on the veths uses it
-
-
-@dataclass
-class Job:
-    port: int
-    priority: int
-    data: bytes
-
-    @property
-    def length(self) -> int:
-        return len(self.data)
 
 
 class WireEngine:

@@ -5,9 +5,15 @@ non-blocking sockets, an eventfd (to be woken by other threads) and the traffic
 manager's next departure time as the timeout -- so an idle switch sleeps in the kernel
 and a rate-limited port is served on time without busy polling:
 
-    wait (select) -> read a batch from each ready port -> [MAC: PAUSE frames] ->
-                 ingress pipeline -> enqueue -> dequeue what the link rates allow
+    wait (select) -> read a batch from each ready port -> merge them in arrival order
+                 -> per frame: dequeue what fell due before it, [MAC: PAUSE frames]
+                    or ingress pipeline -> enqueue -> then dequeue what is due now
                  -> egress pipeline -> transmit -> flush captures
+
+Every frame meets the queues as they were at its kernel arrival time, whichever port it
+came by and however late the loop woke (``Device._handle``): admission (tail drop,
+``enq_qdepth``, ECN from the queue depth, PFC accounting) is decided by when frames
+arrived, as on a wire, not by the order the loop reads its rings.
 
 MAC control frames (EtherType 0x8808: PAUSE, PFC) are the MAC's, as on a hardware
 switch: they are consumed before the pipeline (captures still show them), a PFC frame
@@ -29,6 +35,7 @@ the input was saturated.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import select
@@ -64,6 +71,19 @@ KERNEL_DROPS_CHECK_S = 1.0
 # within the fidelity bound (one packet time) with room for the machine's own delays,
 # and arrivals keep their kernel timestamps, so the queues see when frames arrived.
 WAKE_QUANTUM_PACKET_TIMES = 0.25
+
+
+# A received frame: (arrival in emulated us, port, frame, whether it is a MAC control
+# frame). PacketOuts are never the MAC's, whatever their EtherType.
+Arrival = tuple[int, int, bytes, bool]
+
+
+def in_arrival_order(batches: Iterable[list[Arrival]]) -> list[Arrival]:
+    """One wake-up's batches (each in its port's ring order) as one list in arrival
+    order; frames of equal arrival time keep their batch's order. A switch port is a
+    wire: which port a frame came by, or which ring the loop read first, must not
+    decide which of two frames the queues see first."""
+    return list(heapq.merge(*batches, key=lambda a: a[0]))
 
 
 class Device:
@@ -234,15 +254,8 @@ class Device:
             ready, _, _ = select.select(fds, [], [], timeout)
             woke = self.clock()
             with self.lock:
-                # The rings are read first and the PAUSE frames among them obeyed from
-                # their arrival, as a MAC does: what fell due while the loop slept must
-                # not leave a paused queue. Then what fell due leaves before the new
-                # arrivals are queued, so they see the queue their arrival time saw.
                 arrived, saturated = self._read(ready)
-                self.tm.service(self._transmit)
-                for in_port, frame, arrival in arrived:
-                    self._ingress(in_port, frame, arrival)
-                self.tm.service(self._transmit)
+                self._handle(arrived)
                 if self.captures is not None:
                     self.captures.flush()
                 if ready:
@@ -251,32 +264,49 @@ class Device:
             port.poll_kernel_drops()
         log.info("switch stopped: %s", self.summary())
 
-    def _read(self, ready: Iterable[int]) -> tuple[list[tuple[int, bytes, int | None]], bool]:
-        """A batch from each ready fd, as (port, frame, arrival) for ingress, with the
-        MAC control frames among them already handled (`_mac_control`); True if a port
-        had more waiting."""
+    def _read(self, ready: Iterable[int]) -> tuple[list[Arrival], bool]:
+        """A batch from each ready fd, merged in arrival order (`in_arrival_order`);
+        True if a port had more waiting. PacketOuts injected by other threads count as
+        arriving now."""
         saturated = False
-        arrived: list[tuple[int, bytes, int | None]] = []
+        batches: list[list[Arrival]] = []
         for fd in ready:
             if fd == self._wakeup:
                 try:
                     os.eventfd_read(self._wakeup)
                 except BlockingIOError:
                     pass
+                now = self.clock()
+                injected = []
                 while self._injected:
                     in_port, data = self._injected.popleft()
-                    arrived.append((in_port, data, None))
+                    injected.append((now, in_port, data, False))
+                batches.append(injected)
                 continue
             port = self._by_fd[fd]
             frames, stamps, more = port.recv_batch(RX_BATCH)
             saturated |= more
             arrival_us = self.emulation_clock.us_at_monotonic_ns
-            for frame, stamp in zip(frames, stamps):
-                if is_mac_control(frame):
-                    self._mac_control(port.number, frame, arrival_us(stamp))
-                else:
-                    arrived.append((port.number, frame, arrival_us(stamp)))
-        return arrived, saturated
+            batches.append([(arrival_us(stamp), port.number, frame, is_mac_control(frame))
+                            for frame, stamp in zip(frames, stamps)])
+        return in_arrival_order(batches), saturated
+
+    def _handle(self, arrived: list[Arrival]) -> None:
+        """Put a wake-up's arrivals through the switch at their arrival times.
+
+        Before each arrival the traffic manager serves only what fell due by that
+        arrival's time, so the frame finds the queues (tail drop, ``enq_qdepth``, PFC
+        accounting) as they were when it arrived, whichever port it came by and however
+        late the loop woke; then everything due by now leaves. MAC control frames take
+        their turn too: a PAUSE stops a queue from its arrival, not from the wake-up.
+        """
+        for arrival, in_port, frame, mac_control in arrived:
+            self.tm.service(self._transmit, until=arrival)
+            if mac_control:
+                self._mac_control(in_port, frame, arrival)
+            else:
+                self._ingress(in_port, frame, arrival)
+        self.tm.service(self._transmit)
 
     def _mac_control(self, port: int, frame: bytes, arrival: int) -> None:
         """A MAC control frame: the MAC's, never the pipeline's (module docstring); a
@@ -289,7 +319,7 @@ class Device:
         if quanta is not None:
             self.tm.receive_pause(port, quanta, arrival)
 
-    def _ingress(self, port: int, frame: bytes, arrival: int | None = None) -> None:
+    def _ingress(self, port: int, frame: bytes, arrival: int) -> None:
         self.counters["rx"] += 1
         if self.captures is not None:
             self.captures.received(port, frame)

@@ -308,29 +308,34 @@ class TrafficManager:
             state.max_qdepth = qdepth + 1
         return True
 
-    def service(self, transmit: Callable[[Dequeued], int]) -> None:
-        """Dequeue every packet whose port's link is free now and hand it to ``transmit``.
+    def service(self, transmit: Callable[[Dequeued], int], until: int | None = None) -> None:
+        """Dequeue every packet whose port's link was free by ``until`` (clock us;
+        default and at most now) and hand it to ``transmit``.
 
-        ``transmit`` runs the egress pipeline and sends; it returns the number of bytes
-        put on the port's link, which move the port's schedule on by their
-        serialisation time.
+        ``until`` is how the device serves the departures due before an arrival it has
+        yet to enqueue (device.py, ``Device._handle``): later ones wait, so the arrival
+        finds the queue as it was at its arrival time. Departures still happen now:
+        their queueing metadata and lateness are the real ones. ``transmit`` runs the
+        egress pipeline and sends; it returns the number of bytes put on the port's
+        link, which move the port's schedule on by their serialisation time.
         """
+        at = self.clock() if until is None else min(until, self.clock())
         if self.pfc is not None:
-            self._pfc_timers(self.clock())
+            self._pfc_timers(at)
         # Ports in ascending order, not the set's: the order is visible (a departure's
         # XON moves its ingress port's schedule), and the native engine keeps it too.
         for port in sorted(self._busy):
             state = self._ports[port]
             while state.queued:
-                now = self.clock()
-                if now < state.free_at:
+                if at < state.free_at:
                     break
-                head = state.head(now)
+                head = state.head(at)
                 if head is None:
                     break  # every queue with packets is paused
                 priority, queue = head
                 item, enq_ts, enq_qdepth, in_port, size = queue.popleft()
                 state.queued -= 1
+                now = self.clock()
                 if in_port is not None:
                     self._release(in_port, priority, size, now)
                 sent = transmit(Dequeued(port, priority, item, enq_ts, enq_qdepth,

@@ -462,10 +462,12 @@ static void pfc_timers(p4n_tm *tm, double now)
     }
 }
 
-void p4n_tm_service(p4n_tm *tm, int64_t now, p4n_transmit_fn transmit, void *ctx)
+void p4n_tm_service(p4n_tm *tm, int64_t at, int64_t now, p4n_transmit_fn transmit, void *ctx)
 {
+    if (at > now)
+        at = now;
     if (tm->pfc_on)
-        pfc_timers(tm, (double)now);
+        pfc_timers(tm, (double)at);
     /* The ports busy at the call, ascending (traffic_manager.py: sorted(self._busy)). */
     uint16_t busy[P4N_TM_MAX_PORTS];
     uint32_t n = 0;
@@ -476,9 +478,9 @@ void p4n_tm_service(p4n_tm *tm, int64_t now, p4n_transmit_fn transmit, void *ctx
         uint32_t port = busy[i];
         p4n_tm_port *s = tm->ports[port];
         while (s->queued) {
-            if (now < s->free_at)
+            if (at < s->free_at)
                 break;
-            int priority = head(tm, s, (double)now);
+            int priority = head(tm, s, (double)at);
             if (priority < 0)
                 break;   /* every queue with packets is paused */
             p4n_fifo *queue = &s->queues[priority];

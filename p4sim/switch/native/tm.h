@@ -143,8 +143,10 @@ int p4n_tm_set_pfc(p4n_tm *tm, int64_t now, int enabled, uint32_t priorities, in
  * when there is none). */
 int p4n_tm_enqueue(p4n_tm *tm, int64_t now, uint32_t port, uint32_t priority, void *item,
                    int64_t arrival, uint32_t size, int32_t in_port);
-/* Serves every port busy at the call whose link is free at now. */
-void p4n_tm_service(p4n_tm *tm, int64_t now, p4n_transmit_fn transmit, void *ctx);
+/* Serves every port busy at the call whose link was free by at (at most now): the
+ * departures due before an arrival yet to be enqueued (TrafficManager.service's until).
+ * They leave now: their metadata, PFC releases and lateness are now's. */
+void p4n_tm_service(p4n_tm *tm, int64_t at, int64_t now, p4n_transmit_fn transmit, void *ctx);
 /* 1 and *deadline set when some queued packet or PFC timer falls due, else 0. */
 int p4n_tm_next_deadline(p4n_tm *tm, int64_t now, int64_t *deadline);
 int p4n_tm_receive_pause(p4n_tm *tm, int64_t now, uint32_t port, uint32_t priority,

@@ -131,11 +131,14 @@ class NativeTrafficManager:
             del self._items[handle]
         return bool(admitted)
 
-    def service(self, transmit: Callable[[Dequeued], int]) -> None:
-        """`TrafficManager.service`: ``transmit`` runs for every departure due now."""
+    def service(self, transmit: Callable[[Dequeued], int], until: int | None = None) -> None:
+        """`TrafficManager.service`: ``transmit`` runs for every departure due by ``until``
+        (default now)."""
         self._transmit = transmit
+        now = self.clock()
         try:
-            self.lib.p4n_tm_service(self.tm, self.clock(), self._cb_transmit, self.ffi.NULL)
+            self.lib.p4n_tm_service(self.tm, now if until is None else until, now,
+                                    self._cb_transmit, self.ffi.NULL)
         finally:
             self._transmit = None
         self._after()
