@@ -476,6 +476,12 @@ def make_engine(bmv2_json: dict, engine: str = "auto", **kwargs: Any) -> V1Switc
     except Unsupported as exc:
         if engine == "native":
             raise
-        log.warning("the native engine does not run this program (%s): using the Python engine",
-                    exc)
+        if str(exc) not in _SAID:
+            _SAID.add(str(exc))
+            log.warning("the native engine does not run this program (%s): using the Python "
+                        "engine", exc)
         return V1Switch(bmv2_json, **kwargs)
+
+
+#: Fallback messages already logged (a program reloaded again and again says it once).
+_SAID: set[str] = set()
