@@ -246,6 +246,10 @@ P4N_EXPORT int p4n_rng_state(p4n_pipeline *p, const uint32_t *mt, uint32_t index
     return 0;
 }
 
+/* Whether the last egress sent a frame: pipeline.h's len 0 also stands for an empty
+ * frame, which the Python engine sends (and a wire cannot carry). */
+P4N_EXPORT int p4n_egress_sent(p4n_pipeline *p) { return p->sent; }
+
 P4N_EXPORT uint64_t p4n_dropped_passes(p4n_pipeline *p) { return p->dropped_passes; }
 
 #endif

@@ -178,6 +178,7 @@ static int p4n_egress_op(p4n_pipeline *p, p4n_job *job, uint32_t enq_qdepth, uin
     p4n_jobs jobs = {more, 0, max, 0};
     int rc = 0;
     frame->len = 0;
+    p->sent = 0;
     if (P4N_S_EGTS >= 0) F[P4N_S_EGTS >= 0 ? P4N_S_EGTS : 0] = now_us & P4N_M_EGTS;
 #if P4N_HAVE_Q
     F[P4N_S_Q0] = enq_timestamp & P4N_M_Q0;
@@ -233,12 +234,14 @@ static int p4n_egress_op(p4n_pipeline *p, p4n_job *job, uint32_t enq_qdepth, uin
         }
         if (S->trunc >= 0 && S->trunc < (int64_t)n) n = (uint32_t)S->trunc;
         frame->len = n;
+        p->sent = 1;
     }
 done:
     free(job);
     if (jobs.overflow) {
         for (int i = 0; i < jobs.n; i++) free(more[i].job);
         frame->len = 0;
+        p->sent = 0;
         return -1;
     }
     return rc < 0 ? rc : jobs.n;

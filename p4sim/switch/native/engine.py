@@ -120,7 +120,8 @@ class NativeSwitch(V1Switch):
         frame = self._frame
         n = self._egress(self.pipeline, ptr, enq_qdepth, deq_qdepth, enq_timestamp,
                          deq_timedelta, self.clock(), frame, out, MAX_JOBS)
-        sent = [(job.port, ffi.buffer(self._frame_buf, frame.len)[:])] if frame.len else []
+        sent = ([(job.port, ffi.buffer(self._frame_buf, frame.len)[:])]
+                if self._lib.p4n_egress_sent(self.pipeline) else [])
         return sent, self._jobs(n, out)
 
     # ------------------------------------------------------------------ mirroring to C

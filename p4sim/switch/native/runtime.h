@@ -492,6 +492,7 @@ struct p4n_pipeline {
     uint64_t *digests;                     /* [list id, n values, values...]* */
     uint32_t ndigest, digest_cap;
     uint64_t dropped_passes;               /* packets dropped after MAX_PASSES */
+    int sent;                              /* the last egress sent a frame (maybe empty) */
 };
 
 static p4n_mgrp *p4n_mgrp_find(p4n_pipeline *p, uint32_t mgrp) {
