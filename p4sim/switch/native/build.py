@@ -26,7 +26,8 @@ HEADERS = ("pipeline.h", "runtime.h", "driver.h", "api.h")
 CFLAGS = ("-O2", "-std=gnu11", "-fPIC", "-shared", "-Wall", "-Wno-unused-function",
           "-Wno-unused-label", "-Wno-unused-variable", "-fno-strict-aliasing")
 #: The flags of the sanitizer build the tests push fuzzed frames through.
-SANITIZE = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g", "-O1")
+SANITIZE = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g", "-O1",
+            "-DP4N_EXACT_FRAMES")
 
 #: What Python calls: pipeline.h's contract and api.h's control-plane functions.
 CDEFS = """

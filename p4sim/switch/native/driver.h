@@ -161,7 +161,18 @@ static int p4n_ingress_op(p4n_pipeline *p, uint32_t in_port, const uint8_t *fram
     F[P4N_S_INST] = P4N_NORMAL;
     if (P4N_S_IGTS >= 0) F[P4N_S_IGTS >= 0 ? P4N_S_IGTS : 0] = now_us & P4N_M_IGTS;
     p4n_jobs jobs = {out, 0, max, 0};
+#ifdef P4N_EXACT_FRAMES
+    /* the sanitizer build parses a malloc'd copy of exactly `len` bytes, so that
+     * AddressSanitizer sees any read past the frame's end */
+    uint8_t *exact = malloc(len ? len : 1);
+    if (!exact) return -1;
+    memcpy(exact, frame, len);
+    frame = exact;
+#endif
     p4n_ingress_loop(p, in_port, F, &S, frame, len, &jobs);
+#ifdef P4N_EXACT_FRAMES
+    free(exact);
+#endif
     if (jobs.overflow) {
         for (int i = 0; i < jobs.n; i++) free(out[i].job);
         return -1;
