@@ -75,7 +75,8 @@ class NativeSwitch(V1Switch):
         self._egress = self.ops.egress
         pipeline, job_free = self.pipeline, self.ops.job_free
         self._job_free = lambda job: job_free(pipeline, job)
-        self._out = ffi.new("p4n_handoff[]", MAX_JOBS)
+        self._out = ffi.new("p4n_handoff[]", MAX_JOBS)    # ingress's hand-offs
+        self._more = ffi.new("p4n_handoff[]", MAX_JOBS)   # egress's
         self._frame_buf = ffi.new("uint8_t[]", FRAME_CAP)
         self._frame = ffi.new("p4n_frame *", {"data": self._frame_buf, "cap": FRAME_CAP})
         self._mgrps: set[int] = set()
@@ -116,7 +117,7 @@ class NativeSwitch(V1Switch):
         ptr = job.ptr
         ffi.gc(ptr, None)   # egress consumes (frees) the C job: no destructor any more
         job.ptr = None
-        out = ffi.new("p4n_handoff[]", MAX_JOBS)
+        out = self._more
         frame = self._frame
         n = self._egress(self.pipeline, ptr, enq_qdepth, deq_qdepth, enq_timestamp,
                          deq_timedelta, self.clock(), frame, out, MAX_JOBS)

@@ -60,10 +60,19 @@ static inline v_t p4n_sat(v_t v, int w) {
 /* ------------------------------------------------------------ bits of a buffer */
 /* `width` (<= 64) bits starting `bitoff` bits into data, zero beyond `len` (phv.peek). */
 static inline uint64_t p4n_bits(const uint8_t *data, uint32_t len, uint64_t bitoff, int width) {
-    u_t acc = 0;
     uint64_t first = bitoff >> 3;
     int lead = (int)(bitoff & 7);
     int nbytes = (lead + width + 7) >> 3;
+    if (nbytes <= 8) {
+        uint64_t acc = 0;
+        for (int i = 0; i < nbytes; i++) {
+            uint64_t at = first + (uint64_t)i;
+            acc = (acc << 8) | (at < len ? data[at] : 0);
+        }
+        acc >>= (nbytes * 8 - lead - width);
+        return width == 64 ? acc : acc & (((uint64_t)1 << width) - 1);
+    }
+    u_t acc = 0;
     for (int i = 0; i < nbytes; i++) {
         uint64_t at = first + (uint64_t)i;
         acc = (acc << 8) | (at < len ? data[at] : 0);
@@ -81,13 +90,31 @@ typedef struct {
 } p4n_bitbuf;
 
 static inline void p4n_put(p4n_bitbuf *b, uint64_t value, int width) {
-    for (int i = width - 1; i >= 0; i--) {
-        uint64_t byte = b->nbits >> 3;
-        if (byte >= b->cap) { b->overflow = 1; return; }
-        int bit = 7 - (int)(b->nbits & 7);
-        if (bit == 7) b->buf[byte] = 0;
-        if ((value >> i) & 1) b->buf[byte] |= (uint8_t)(1u << bit);
-        b->nbits++;
+    if (width <= 0) return;
+    if (((b->nbits + (uint64_t)width + 7) >> 3) > b->cap) { b->overflow = 1; return; }
+    if (width < 64) value &= ((uint64_t)1 << width) - 1;
+    int fill = (int)(b->nbits & 7);
+    if (fill) {  /* complete the partly written byte first */
+        int room = 8 - fill;
+        uint8_t *at = &b->buf[b->nbits >> 3];
+        if (width <= room) {
+            *at |= (uint8_t)(value << (room - width));
+            b->nbits += (uint64_t)width;
+            return;
+        }
+        *at |= (uint8_t)(value >> (width - room));
+        width -= room;
+        b->nbits += (uint64_t)room;
+        value &= ((uint64_t)1 << width) - 1;
+    }
+    while (width >= 8) {
+        width -= 8;
+        b->buf[b->nbits >> 3] = (uint8_t)(value >> width);
+        b->nbits += 8;
+    }
+    if (width) {  /* a new byte: its low bits stay zero until written */
+        b->buf[b->nbits >> 3] = (uint8_t)(value << (8 - width));
+        b->nbits += (uint64_t)width;
     }
 }
 static inline uint32_t p4n_bytes(const p4n_bitbuf *b) { return (uint32_t)((b->nbits + 7) >> 3); }
@@ -98,6 +125,7 @@ typedef struct {
     uint64_t poly, init, xor_out, mask;
     int refin, refout;
     uint64_t table[256];
+    uint8_t in[256];        /* each input byte, reflected when refin */
 } p4n_crc;
 
 static uint64_t p4n_reflect(uint64_t v, int n) {
@@ -114,6 +142,7 @@ static void p4n_crc_set(p4n_crc *c, int width, uint64_t poly, uint64_t init, uin
     c->poly = poly & mask; c->init = init & mask; c->xor_out = xor_out & mask;
     c->refin = refin; c->refout = refout;
     for (uint64_t d = 0; d < 256; d++) {
+        c->in[d] = (uint8_t)(refin ? p4n_reflect(d, 8) : d);
         uint64_t rem = (d << (width - 8)) & mask;
         for (int k = 0; k < 8; k++)
             rem = (rem & top) ? (((rem << 1) ^ c->poly) & mask) : ((rem << 1) & mask);
@@ -126,8 +155,7 @@ static uint64_t p4n_crc_run(const p4n_crc *c, const uint8_t *a, uint32_t na,
     uint64_t rem = c->init;
     int shift = c->width - 8;
     for (uint32_t i = 0; i < na + nb; i++) {
-        uint8_t byte = i < na ? a[i] : b[i - na];
-        if (c->refin) byte = (uint8_t)p4n_reflect(byte, 8);
+        uint8_t byte = c->in[i < na ? a[i] : b[i - na]];
         rem = c->table[(byte ^ (rem >> shift)) & 0xFF] ^ ((rem << 8) & c->mask);
     }
     if (c->refout) rem = p4n_reflect(rem, c->width);
