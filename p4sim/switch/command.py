@@ -135,6 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the fabric's emulation clock (default ${CLOCK_ENV}, else a fresh "
                         "undilated clock): CLOCK_MONOTONIC origin and wall seconds per "
                         "emulated second")
+    p.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
+                   help="the pipeline's engine: native (generated in C from the JSON and "
+                        "compiled; refuses a program with a construct it does not run, naming "
+                        "it), python (the reference engine), auto (default: native when it runs "
+                        "the program, else python, said once in the log)")
     p.add_argument("--thrift-port", type=int,
                    help="accepted for simple_switch_grpc compatibility; p4sim has no Thrift server")
     return p
@@ -203,7 +208,7 @@ def main(argv: list[str]) -> int:
         device = Device(ports, device_id=args.device_id, cpu_port=args.cpu_port,
                         priority_queues=args.priority_queues, queue_depth=args.queue_depth,
                         queue_rate_pps=args.queue_rate, port_rates=rates, pcap_dir=args.pcap,
-                        clock=clock, pfc=pfc)
+                        clock=clock, pfc=pfc, engine=args.engine)
     except (PortError, ValueError, OSError) as e:
         log.error("%s", e)
         return 1
