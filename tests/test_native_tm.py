@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from p4sim.switch.native.build import NativeBuildError, compile_library
-from p4sim.switch.native.tm import SOURCES, NativeTrafficManager
+from p4sim.switch.native.libswitch import SOURCES, NativeBuildError, compile_library
+from p4sim.switch.native.tm import NativeTrafficManager
 from p4sim.switch.pause import MAX_QUANTA
 from p4sim.switch.pfc import PfcConfig
 from p4sim.switch.traffic_manager import CATCHUP_US, Dequeued, TrafficManager
@@ -182,6 +182,6 @@ def test_bad_settings_are_refused_with_what_is_wrong():
 
 
 def test_the_library_is_compiled_once_and_a_broken_flag_is_reported():
-    assert compile_library("tm", SOURCES) == compile_library("tm", SOURCES)
-    with pytest.raises(NativeBuildError, match="compiling tm failed"):
-        compile_library("tm", SOURCES, ("-fno-such-flag",))
+    assert compile_library("switch", SOURCES) == compile_library("switch", SOURCES)
+    with pytest.raises(NativeBuildError, match="compiling switch failed"):
+        compile_library("switch", SOURCES, ("-fno-such-flag",))

@@ -90,6 +90,9 @@ def in_arrival_order(batches: Iterable[list[Arrival]]) -> list[Arrival]:
 class Device:
     """A v1model switch on Linux interfaces (``ports``: port number -> interface name)."""
 
+    # The traffic manager's class (the native device's is tm.c behind the same interface).
+    traffic_manager: Callable[..., TrafficManager] = TrafficManager
+
     def __init__(self, ports: dict[int, str], *, device_id: int = 0, cpu_port: int | None = None,
                  priority_queues: int = 1, queue_depth: int = DEFAULT_QUEUE_DEPTH,
                  queue_rate_pps: float | None = None, port_rates: dict[int, float] | None = None,
@@ -103,7 +106,7 @@ class Device:
         self.emulation_clock = clock or EmulationClock.start()
         self.lock = threading.RLock()
         self.engine: V1Switch | None = None
-        self.tm = TrafficManager(self.clock, priority_queues, queue_depth, queue_rate_pps, pfc)
+        self.tm = self.traffic_manager(self.clock, priority_queues, queue_depth, queue_rate_pps, pfc)
         self.tm.send_pause = self._send_pause
         self.packet_in_handler: Callable[[bytes], None] | None = None
         self.counters = {"rx": 0, "tx": 0, "no_pipeline": 0, "pipeline_errors": 0,

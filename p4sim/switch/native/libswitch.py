@@ -1,6 +1,10 @@
-"""Compiling the native engine's C sources with the system compiler, once, into a cache.
+"""The native switch library -- the device loop, traffic manager, ports, PAUSE frames,
+captures, clock (loop.c, tm.c, ports.c, pause.c, pcap.c, clock.c, pfc.c) -- compiled
+with the system compiler, once, into a cache, and loaded through cffi.
 
-A library is built from sources in this directory into ``build/native/<name>-<key>.so``,
+The generated pipelines are separate libraries (build.py), reached through the
+function table pipeline.h defines. A library is built from sources in this directory
+into ``build/native/<name>-<key>.so``,
 where the key hashes the sources, every header beside them, the flags and the
 compiler's version: ten switches started together compile once (the first to finish
 renames its output into place; the others find it or rename an identical file over
@@ -74,9 +78,15 @@ def cdef_of(header: str) -> str:
     return text[begin + len(CDEF_BEGIN):end]
 
 
-def load(name: str, header: str, sources: tuple[str, ...],
-         extra_flags: tuple[str, ...] = ()) -> tuple[cffi.FFI, Any]:
-    """Compile (or find) library ``name`` and open it: its ffi and lib."""
+SOURCES = ("loop.c", "tm.c", "pfc.c", "ports.c", "pause.c", "pcap.c", "clock.c")
+# Headers whose cdef sections Python calls, in the order their types are needed.
+API = ("tm.h", "pause.h", "ports.h", "loop.h")
+
+
+@lru_cache(maxsize=None)
+def load(extra_flags: tuple[str, ...] = ()) -> tuple[cffi.FFI, Any]:
+    """The switch library compiled with ``extra_flags`` (compiled now unless cached),
+    opened once per process: its ffi and lib."""
     ffi = cffi.FFI()
-    ffi.cdef(cdef_of(header))
-    return ffi, ffi.dlopen(str(compile_library(name, sources, extra_flags)))
+    ffi.cdef("".join(cdef_of(h) for h in API))
+    return ffi, ffi.dlopen(str(compile_library("switch", SOURCES, extra_flags + ("-pthread",))))

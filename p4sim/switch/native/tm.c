@@ -658,3 +658,8 @@ int p4n_tm_events(p4n_tm *tm, p4n_tm_event *out, int max)
     tm->n_events = 0;
     return n;
 }
+
+uint32_t p4n_tm_pending_events(const p4n_tm *tm)
+{
+    return tm->n_events;
+}

@@ -162,6 +162,7 @@ uint32_t p4n_tm_lateness_buckets(const p4n_tm *tm);
 uint64_t p4n_tm_backlog(const p4n_tm *tm);
 double p4n_tm_packet_time_us(const p4n_tm *tm);               /* 0: no port has a rate */
 int p4n_tm_events(p4n_tm *tm, p4n_tm_event *out, int max);    /* takes them */
+uint32_t p4n_tm_pending_events(const p4n_tm *tm);
 /* cdef end */
 
 #endif

@@ -5,7 +5,8 @@ configured (QueueControl: port and queue rates, depths, PFC) and read (queue sta
 fidelity) through this class. Its data path (`enqueue`, `service`, `receive_pause`)
 takes Python items too, so that one harness can drive both engines' traffic managers
 through the same calls and compare everything they do (tests/test_native_tm.py); an
-item crosses into C as a number and back.
+item crosses into C as a number and back. Once a native device drives the manager (its
+callbacks become the device's), the data path is the device's alone.
 
 The model's constants are handed to C from the modules that own them
 (traffic_manager.py, pause.py, emulation/fidelity.py).
@@ -13,26 +14,17 @@ The model's constants are handed to C from the modules that own them
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable
 
 from emulation.fidelity import BOUNDS, LatenessHistogram
 from p4sim.switch import traffic_manager as reference
-from p4sim.switch.native.build import load
+from p4sim.switch.native.libswitch import load
 from p4sim.switch.pause import MAX_QUANTA, MIN_FRAME, PRIORITIES, QUANTUM_BITS
 from p4sim.switch.pfc import PfcConfig, PortPfc
 from p4sim.switch.traffic_manager import (DEFAULT_QUEUE_DEPTH, Dequeued, _check_depth,
                                           _check_rate)
 
-log = logging.getLogger(__name__)
-
-SOURCES = ("tm.c", "pfc.c")
 EVENTS_BATCH = 16
-
-
-def load_tm(extra_flags: tuple[str, ...] = ()) -> tuple[Any, Any]:
-    """tm.c compiled and opened: (ffi, lib)."""
-    return load("tm", "tm.h", SOURCES, extra_flags)
 
 
 class NativeTrafficManager:
@@ -50,7 +42,7 @@ class NativeTrafficManager:
         _check_depth(depth)
         self.clock = clock
         self.priorities = priorities
-        self.ffi, self.lib = load_tm()
+        self.ffi, self.lib = load()
         ffi, lib = self.ffi, self.lib
         self._bounds = ffi.new("double[]", BOUNDS)
         model = ffi.new("p4n_tm_model *", {
@@ -202,13 +194,13 @@ class NativeTrafficManager:
         return LatenessHistogram(list(s.lateness[0:n]), s.lateness_max)
 
     def _on_transmit(self, _ctx: Any, d: Any) -> int:
-        self._say()
+        self.report_events()
         item = self._items.pop(int(self.ffi.cast("uintptr_t", d.item)))
         return self._transmit(Dequeued(d.port, d.priority, item, d.enq_timestamp, d.enq_qdepth,
                                        d.deq_qdepth, d.deq_timedelta))
 
     def _on_pause(self, _ctx: Any, port: int, priority: int, quanta: int) -> None:
-        self._say()
+        self.report_events()
         if self.send_pause is not None:
             self.send_pause(port, {priority: quanta})
 
@@ -222,14 +214,15 @@ class NativeTrafficManager:
 
     def _after(self) -> None:
         """Say what C recorded; raise what a callback raised."""
-        self._say()
+        self.report_events()
         error, self._error = self._error, None
         if error is not None:
             raise error
 
-    def _say(self) -> None:
+    def report_events(self) -> None:
         """Log what C recorded, in traffic_manager.py's words (before a callback too,
-        so that the log keeps the order of what happened)."""
+        so that the log keeps the order of what happened; the native device calls it
+        when its loop says there is something)."""
         lib = self.lib
         while n := lib.p4n_tm_events(self.tm, self._events, EVENTS_BATCH):
             for ev in self._events[0:n]:
