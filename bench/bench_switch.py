@@ -1,8 +1,10 @@
 """Packets/s and latency through one ``p4sim switch`` process between two namespaces,
 once per engine in the same run (``switch_kpps_64B_native`` beside
 ``switch_kpps_64B_python``, ``switch_latency_us_p50_native``, ...; and their ratio
-``switch_native_over_python_ratio_kpps_64B``). Both go through the Python Device loop:
-the figures show what the generated C pipeline saves, not the native packet loop.
+``switch_native_over_python_ratio_kpps_64B``). ``--engine native`` runs the whole device
+in C (the native loop, p4sim/switch/native/device.py, with the generated pipeline),
+``--engine python`` the Python Device with the Python engine: the figures compare the
+two switches frame for frame, end to end.
 
 Setup: namespaces h1 - sw - h2 joined by veth pairs (created here, always removed);
 the switch runs in sw on ports 1 (to h1) and 2 (to h2) with unlimited port rates, its

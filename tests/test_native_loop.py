@@ -22,7 +22,6 @@ from scapy.packet import Raw
 from netns import receive
 from p4sim.switch.device import Device
 from p4sim.switch.native.device import NativeDevice
-from p4sim.switch.native.engine import make_engine
 from p4sim.switch.native.libswitch import load
 from p4sim.switch.pause import MAX_QUANTA, PRIORITIES, parse_pause, pfc_frame
 from p4sim.switch.pfc import PfcConfig
@@ -156,12 +155,16 @@ def exchange(kind: type, engine: str) -> dict:
     with Netns() as net:
         net.add_switch_and_hosts()
         h1, h2 = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
-        with Running(net, kind, engine, port_rates={2: 50_000.0}, queue_depth=8) as dev:
-            for i in range(24):            # 4 ms a frame on port 2: far faster than it drains
-                h1.send(udp(i))
-            for i in range(5):
-                h2.send(udp(100 + i, 300))
-            at_h2 = receive(h2, 9, 10.0, ours)
+        burst, back = [udp(i) for i in range(24)], [udp(100 + i, 300) for i in range(5)]
+        # 40 ms a frame on port 2: the burst (well under a millisecond) is all queued or
+        # dropped before the second frame leaves, so what each frame meets is the same
+        # in every run: enq_qdepth 0, 0, 1, ..., 7 written into the frames, then tail drops.
+        with Running(net, kind, engine, port_rates={2: 5_000.0}, queue_depth=8) as dev:
+            for frame in burst:
+                h1.send(frame)
+            for frame in back:
+                h2.send(frame)
+            at_h2 = receive(h2, 9, 5.0, ours)
             at_h1 = receive(h1, 5, 5.0, ours)
             dev.inject(udp(200, 120), port=1)
             at_h2 += receive(h2, 1, 5.0, ours)
@@ -180,7 +183,9 @@ def exchange(kind: type, engine: str) -> dict:
 def test_native_loop_forwards_what_the_python_device_forwards():
     python = exchange(Device, "python")
     native = exchange(NativeDevice, "native")
-    assert len(python["h2"]) == 9 and len(python["h1"]) == 5   # 8 queued + the one on the wire, then the PacketOut
+    # The one on the wire, the 8 queued, then the PacketOut; the rest of the burst dropped.
+    assert len(python["h2"]) == 10 and len(python["h1"]) == 5 and python["stats"][2]["drops"] == 15
+    assert [f[19] for f in python["h2"][:9]] == [0, 0, 1, 2, 3, 4, 5, 6, 7]
     assert native["h2"] == python["h2"]
     assert native["h1"] == python["h1"]
     assert native["stats"] == python["stats"]
@@ -200,7 +205,7 @@ def test_native_loop_obeys_pause_and_sends_pause():
         pfc = PfcConfig(frozenset({3}), xoff=1000, xon=400, headroom=4000)
         with Running(net, NativeDevice, "native", port_rates={1: 125_000.0, 2: 125_000.0},
                      priority_queues=8, pfc=pfc) as dev:
-            h2.send(pfc_frame(b"\x02\x00\x00\x00\x02\x02", {3: MAX_QUANTA}))   # ~0.27 s of pause
+            h2.send(pfc_frame(b"\x02\x00\x00\x00\x02\x02", {3: 2000}))   # 2000 x 512 bits at 1 Mbit/s: ~1 s
             end = time.monotonic() + 5
             while dev.counters["mac_control"] < 1 and time.monotonic() < end:
                 time.sleep(0.01)
@@ -208,7 +213,13 @@ def test_native_loop_obeys_pause_and_sends_pause():
                 h1.send(udp(i, 300, tos=3 << 2))   # the fixture: priority = dscp & 7
             pauses = receive(h1, 1, 5.0, lambda f: f[12:14] == b"\x88\x08")
             assert [parse_pause(f) for _, f in pauses] == [{3: MAX_QUANTA}]
+            end, held = time.monotonic() + 0.5, 0   # well inside the pause: all 8 wait
+            while held < 8 and time.monotonic() < end:
+                with dev.lock:
+                    held = dev.queue_stats()[2]["qdepth"]
+                time.sleep(0.005)
             got = receive(h2, 8, 5.0, ours)         # released when the pause runs out
             with dev.lock:
                 pfc_stats = dev.queue_stats()[2]["pfc"]
-        assert len(got) == 8 and pfc_stats["pause_rx"][3] == 1
+        assert held == 8 and len(got) == 8
+        assert pfc_stats["pause_rx"][3] == 1 and pfc_stats["paused_s"][3] > 0.9

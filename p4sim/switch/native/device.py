@@ -67,6 +67,7 @@ class NativeDevice(Device):
 
     def __init__(self, ports: dict[int, str], **kwargs: Any) -> None:
         kwargs.setdefault("engine", "native")
+        self._closed_counters: dict[str, int] = {}
         if kwargs["engine"] != "native":
             raise ValueError(f"the native device loop runs the native engine only, not {kwargs['engine']!r}")
         self._dev = None
@@ -99,7 +100,7 @@ class NativeDevice(Device):
         for number, port in self._ports.items():
             ring, block, blocks, slot, max_frame = port.ring()
             self._rings.append(ring)
-            if lib.p4n_device_add_port(dev, number, port.fileno(), ffi.from_buffer(ring), block,
+            if lib.p4n_device_add_port(dev, number, port.fileno(), ffi.from_buffer("uint8_t[]", ring), block,
                                        blocks, slot, max_frame, port.mac):
                 raise ValueError(f"native device: port {number} cannot be added")
         if self.captures is not None:
@@ -162,9 +163,9 @@ class NativeDevice(Device):
 
     @property
     def counters(self) -> dict[str, int]:
-        """Device's counters, kept by the C loop."""
+        """Device's counters, kept by the C loop (their last values once closed)."""
         if self._dev is None:
-            return {}
+            return dict(self._closed_counters)
         c = self._lib.p4n_device_counters(self._dev)
         return {name: getattr(c, name) for name, _ in self._ffi.typeof("p4n_counters").fields}
 
@@ -282,6 +283,7 @@ class NativeDevice(Device):
     def close(self) -> None:
         """Free the C loop (queued jobs go back to their pipelines), then what Device holds."""
         if self._dev is not None:
+            self._closed_counters = self.counters
             self._lib.p4n_device_free(self._dev)
             self._dev = None
             self._engines = {}
