@@ -7,9 +7,10 @@ STAMP    := $(VENV)/.installed
 # Debian packages: Mininet needs its own `mnexec` (pip's mininet lacks it), ping for
 # reachability checks, cpp for the P4 preprocessor (as p4c uses it), tcpdump to read pcaps,
 # tshark to decode them as Wireshark does, chromium to render the demo's report in tests,
+# gcc and libc6-dev to compile the native switch engine at start (loaded through cffi),
 # sudo and openssh-server for Mininet's cluster mode (its test runs an sshd per pretend server
 # in namespaces; on a systemd machine the package also enables Debian's ssh service).
-APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo
+APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo gcc libc6-dev
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
 # Machines to run the fabric on (Mininet cluster mode, docs/fabric.md), e.g. "10.0.0.2 10.0.0.3".

@@ -1,7 +1,10 @@
 """Packets/s of the v1model engine alone (no I/O) on the fabric program: LPM + ECMP
 (hash + next-hop table) + ECN marking, every packet a RoCEv2 frame taking the ECMP
 path with a queue deep enough that the ECN table is consulted.
-(``pipeline_kpps_64B``, ``pipeline_kpps_1000B``)."""
+(``pipeline_kpps_64B``, ``pipeline_kpps_1000B``: the Python engine), and the same run
+per frame for both engines side by side (``switch_pipeline_ns_native``,
+``switch_pipeline_ns_python``, 1000 B frames, ingress + egress through the engines'
+Python API; ``switch_pipeline_native_speedup`` their ratio)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from scapy.layers.l2 import Ether
 
 from p4sim.compiler import compile_file
 from p4sim.switch.match import Exact, Lpm, Range
+from p4sim.switch.native.engine import NativeSwitch
 from p4sim.switch.v1model import V1Switch, run_to_completion
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,9 +25,9 @@ PACKETS = 20000
 FLOWS = 64  # distinct source ports, so ECMP spreads them
 
 
-def _switch() -> V1Switch:
+def _switch(engine: type[V1Switch] = V1Switch) -> V1Switch:
     program = compile_file(str(ROOT / "p4src" / "astral.p4"))
-    sw = V1Switch(program.bmv2_json)
+    sw = engine(program.bmv2_json)
     sw.table_set_default("AstralIngress.switch_config", "AstralIngress.set_switch_config", [0x5A17, 1, 0])
     sw.table_add("AstralIngress.ipv4_lpm", "AstralIngress.ecmp_select", [Lpm(0x0A000000, 8)], [1, 4])
     for index in range(4):
@@ -57,4 +61,12 @@ def run() -> dict[str, float]:
     sw = _switch()
     out = run_to_completion(sw, 1, _frames(64)[0])
     assert out and out[0][0] in (10, 11, 12, 13), f"benchmark program does not forward: {out}"
-    return {f"pipeline_kpps_{size}B": _kpps(sw, _frames(size)) for size in (64, 1000)}
+    figures = {f"pipeline_kpps_{size}B": _kpps(sw, _frames(size)) for size in (64, 1000)}
+    native = _switch(NativeSwitch)
+    frames = _frames(1000)
+    assert run_to_completion(native, 1, frames[0]) == run_to_completion(sw, 1, frames[0])
+    for name, engine in (("python", sw), ("native", native)):
+        figures[f"switch_pipeline_ns_{name}"] = 1e6 / _kpps(engine, frames)
+    figures["switch_pipeline_native_speedup"] = (figures["switch_pipeline_ns_python"]
+                                                 / figures["switch_pipeline_ns_native"])
+    return figures

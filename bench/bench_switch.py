@@ -1,5 +1,10 @@
-"""Packets/s and latency through one ``p4sim switch`` process between two namespaces
-(``switch_kpps_64B``, ``switch_kpps_1000B``, ``switch_latency_us_p50``, ...).
+"""Packets/s and latency through one ``p4sim switch`` process between two namespaces,
+once per engine in the same run (``switch_kpps_64B_native`` beside
+``switch_kpps_64B_python``, ``switch_latency_us_p50_native``, ...; and their ratio
+``switch_native_over_python_ratio_kpps_64B``). ``--engine native`` runs the whole device
+in C (the native loop, p4sim/switch/native/device.py, with the generated pipeline),
+``--engine python`` the Python Device with the Python engine: the figures compare the
+two switches frame for frame, end to end.
 
 Setup: namespaces h1 - sw - h2 joined by veth pairs (created here, always removed);
 the switch runs in sw on ports 1 (to h1) and 2 (to h2) with unlimited port rates, its
@@ -46,6 +51,7 @@ from p4sim.proto import p4r
 from topo.namespaces import SO_TIMESTAMPNS, Netns
 
 SIZES = (64, 1000)
+ENGINES = ("native", "python")  # p4sim switch --engine: the C pipeline, the Python reference
 FLOWS = 64               # distinct UDP source ports
 LOSS_LIMIT = 0.001       # "lossless": under 0.1% of the offered frames lost
 TRIAL_S = 1.0            # length of one offered-rate trial
@@ -88,8 +94,9 @@ class Topology(Netns):
 # ---- the switches -------------------------------------------------------------------
 
 
-def p4sim_command(topo: Topology, address: str, workdir: Path) -> list[str]:
-    return p4sim_switch(address, workdir, "-i", f"1@{topo.ifaces['s1']}", "-i", f"2@{topo.ifaces['s2']}")
+def p4sim_command(topo: Topology, address: str, workdir: Path, engine: str) -> list[str]:
+    return p4sim_switch(address, workdir, "-i", f"1@{topo.ifaces['s1']}", "-i", f"2@{topo.ifaces['s2']}",
+                        "--engine", engine)
 
 
 def bmv2_command(topo: Topology, address: str, workdir: Path) -> list[str]:
@@ -292,12 +299,18 @@ def run() -> dict[str, float]:
         raise PermissionError("bench_switch needs root (network namespaces, raw sockets)")
     topo = Topology()
     try:
-        ours = measure(topo, p4sim_command)
-        figures = {f"switch_{k}": v for k, v in ours.items()}
+        figures: dict[str, float] = {}
+        by_engine = {}
+        for engine in ENGINES:  # the same switch, traffic and programming; only --engine differs
+            by_engine[engine] = measure(topo, lambda t, a, w, e=engine: p4sim_command(t, a, w, e))
+            figures.update({f"switch_{k}_{engine}": v for k, v in by_engine[engine].items()})
+        native, python = by_engine["native"], by_engine["python"]
+        figures.update({f"switch_native_over_python_ratio_{k}": native[k] / python[k]
+                        for k in native if k.startswith("kpps") and python[k]})
         if shutil.which("simple_switch_grpc"):
             bmv2 = measure(topo, bmv2_command)
             figures.update({f"bmv2_{k}": v for k, v in bmv2.items()})
-            figures.update({f"switch_over_bmv2_ratio_{k}": ours[k] / bmv2[k] for k in ours if bmv2[k]})
+            figures.update({f"switch_over_bmv2_ratio_{k}": native[k] / bmv2[k] for k in native if bmv2[k]})
         return figures
     finally:
         topo.cleanup()

@@ -32,16 +32,17 @@ def load_pipeline(program: str, include_dirs: list[str], defines: dict[str, str]
 
 def run_stf(program: str, stf: str, *, include_dirs: list[str] | None = None,
             defines: dict[str, str] | None = None, out: TextIO = sys.stdout,
-            verbose: bool = False) -> StfResult:  # fmt: skip
+            verbose: bool = False, engine: str = "python") -> StfResult:  # fmt: skip
     """Compile/load ``program``, run the STF file ``stf``; failures are in the result.
 
     Raises `CompileError`, `StfSyntaxError`, `OSError`, `UnknownName` or `ProgramError`
     (a BMv2 JSON the engine cannot load) when the program or test cannot be loaded at
-    all -- there is no run to report on then.
+    all -- there is no run to report on then (`Unsupported`, a ProgramError, when
+    ``engine`` is "native" and the C engine does not run the program).
     """
     commands = parse_stf_file(stf)
     pipeline = load_pipeline(program, include_dirs or [], defines or {})
-    result = StfRunner(pipeline, out=out, verbose=verbose).run(commands)
+    result = StfRunner(pipeline, out=out, verbose=verbose, engine=engine).run(commands)
     for failure in result.failures:
         print(failure.render(), file=out)
     return result
@@ -64,10 +65,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]",
                         help="define a preprocessor macro")  # fmt: skip
     parser.add_argument("-v", "--verbose", action="store_true", help="trace every command and output packet")
+    parser.add_argument("--engine", choices=("python", "native", "auto"), default="python",
+                        help="switch engine: python (the reference, default), native (the pipeline "
+                             "generated in C; refuses a program it does not run), auto (native when "
+                             "it runs the program, else python)")
     args = parser.parse_args(argv)
     try:
         result = run_stf(args.program, args.stf, include_dirs=args.include_dirs,
-                         defines=_defines(args.defines), verbose=args.verbose)  # fmt: skip
+                         defines=_defines(args.defines), verbose=args.verbose,
+                         engine=args.engine)  # fmt: skip
     except (CompileError, StfSyntaxError, UnknownName) as e:
         print(str(e), file=sys.stderr)
         print("FAIL: the test could not be loaded")

@@ -47,7 +47,8 @@ from p4sim.stf.syntax import (
     spaced_hex,
 )
 from p4sim.switch.errors import StateError
-from p4sim.switch.v1model import V1Switch, run_to_completion
+from p4sim.switch.native.engine import make_engine
+from p4sim.switch.v1model import run_to_completion
 
 PACKET_GAP_US = 1  # virtual time between two STF packets
 WAIT_US = 1_000_000  # virtual time a ``wait`` lets pass
@@ -99,10 +100,11 @@ def _hex(data: bytes) -> str:
 class StfRunner:
     """One switch instance driven by STF commands; `run` returns the verdict."""
 
-    def __init__(self, bmv2_json: dict, out: TextIO = sys.stdout, verbose: bool = False):
+    def __init__(self, bmv2_json: dict, out: TextIO = sys.stdout, verbose: bool = False,
+                 engine: str = "python"):
         self.program = Program(bmv2_json)
         self.now_us = 0
-        self.switch = V1Switch(bmv2_json, clock=lambda: self.now_us)
+        self.switch = make_engine(bmv2_json, engine, clock=lambda: self.now_us)
         self.out = out
         self.verbose = verbose
         self.result = StfResult()

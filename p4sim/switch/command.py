@@ -33,6 +33,7 @@ from emulation.clock import ENV as CLOCK_ENV
 from emulation.clock import ClockError, EmulationClock
 from p4sim.runtime.server import DEFAULT_ADDRESS, RuntimeServer
 from p4sim.switch.device import Device
+from p4sim.switch.native.device import NativeDevice
 from p4sim.switch.errors import ProgramError
 from p4sim.switch.pfc import DEFAULT_HEADROOM, DEFAULT_XOFF, DEFAULT_XON, PfcConfig
 from p4sim.switch.ports import PortError
@@ -135,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the fabric's emulation clock (default ${CLOCK_ENV}, else a fresh "
                         "undilated clock): CLOCK_MONOTONIC origin and wall seconds per "
                         "emulated second")
+    p.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
+                   help="the pipeline's engine: native (generated in C from the JSON and "
+                        "compiled; refuses a program with a construct it does not run, naming "
+                        "it), python (the reference engine), auto (default: native when it runs "
+                        "the program, else python, said once in the log)")
     p.add_argument("--thrift-port", type=int,
                    help="accepted for simple_switch_grpc compatibility; p4sim has no Thrift server")
     return p
@@ -200,10 +206,13 @@ def main(argv: list[str]) -> int:
     if args.thrift_port is not None:
         log.info("--thrift-port %d ignored: p4sim is programmed over P4Runtime only", args.thrift_port)
     try:
-        device = Device(ports, device_id=args.device_id, cpu_port=args.cpu_port,
-                        priority_queues=args.priority_queues, queue_depth=args.queue_depth,
-                        queue_rate_pps=args.queue_rate, port_rates=rates, pcap_dir=args.pcap,
-                        clock=clock, pfc=pfc)
+        # The native engine runs in the native loop (p4sim/switch/native/device.py);
+        # auto may fall back to Python at load time, so it keeps the Python loop.
+        kind = NativeDevice if args.engine == "native" else Device
+        device = kind(ports, device_id=args.device_id, cpu_port=args.cpu_port,
+                      priority_queues=args.priority_queues, queue_depth=args.queue_depth,
+                      queue_rate_pps=args.queue_rate, port_rates=rates, pcap_dir=args.pcap,
+                      clock=clock, pfc=pfc, engine=args.engine)
     except (PortError, ValueError, OSError) as e:
         log.error("%s", e)
         return 1

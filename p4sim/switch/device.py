@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from emulation.clock import EmulationClock
+from p4sim.switch.native.engine import make_engine
 from p4sim.switch.pause import is_mac_control, parse_pause, pfc_frame
 from p4sim.switch.pcap import PortCaptures
 from p4sim.switch.pfc import PfcConfig
@@ -89,19 +90,23 @@ def in_arrival_order(batches: Iterable[list[Arrival]]) -> list[Arrival]:
 class Device:
     """A v1model switch on Linux interfaces (``ports``: port number -> interface name)."""
 
+    # The traffic manager's class (the native device's is tm.c behind the same interface).
+    traffic_manager: Callable[..., TrafficManager] = TrafficManager
+
     def __init__(self, ports: dict[int, str], *, device_id: int = 0, cpu_port: int | None = None,
                  priority_queues: int = 1, queue_depth: int = DEFAULT_QUEUE_DEPTH,
                  queue_rate_pps: float | None = None, port_rates: dict[int, float] | None = None,
                  pcap_dir: str | None = None, clock: EmulationClock | None = None,
-                 pfc: PfcConfig | None = None) -> None:
+                 pfc: PfcConfig | None = None, engine: str = "python") -> None:
         if cpu_port is not None and cpu_port in ports:
             raise ValueError(f"CPU port {cpu_port} is also given an interface ({ports[cpu_port]})")
         self.device_id = device_id
         self.cpu_port = cpu_port
+        self.engine_kind = engine   # native, python or auto (native.engine.make_engine)
         self.emulation_clock = clock or EmulationClock.start()
         self.lock = threading.RLock()
         self.engine: V1Switch | None = None
-        self.tm = TrafficManager(self.clock, priority_queues, queue_depth, queue_rate_pps, pfc)
+        self.tm = self.traffic_manager(self.clock, priority_queues, queue_depth, queue_rate_pps, pfc)
         self.tm.send_pause = self._send_pause
         self.packet_in_handler: Callable[[bytes], None] | None = None
         self.counters = {"rx": 0, "tx": 0, "no_pipeline": 0, "pipeline_errors": 0,
@@ -141,9 +146,10 @@ class Device:
     # ---- pipeline
 
     def make_engine(self, bmv2_json: dict) -> V1Switch:
-        """Build (but do not install) a pipeline engine for this device from BMv2 JSON."""
-        return V1Switch(bmv2_json, cpu_port=self.cpu_port, device_id=self.device_id,
-                        clock=self.clock)
+        """Build (but do not install) a pipeline engine for this device from BMv2 JSON
+        (the engine `engine_kind` chooses)."""
+        return make_engine(bmv2_json, self.engine_kind, cpu_port=self.cpu_port,
+                           device_id=self.device_id, clock=self.clock)
 
     def install(self, engine: V1Switch | None) -> None:
         """Make ``engine`` the running pipeline (None: no pipeline, drop everything).

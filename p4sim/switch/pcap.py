@@ -49,6 +49,14 @@ class PcapWriter:
     def close(self) -> None:
         self._file.close()
 
+    def detach(self) -> int:
+        """Hand the file over (the native loop appends the records): a descriptor
+        positioned after what was written, owned by the caller; this writer is closed."""
+        self._file.flush()
+        fd = os.dup(self._file.fileno())
+        self._file.close()
+        return fd
+
 
 class PortCaptures:
     """The in/out capture pair of every port, keyed by port number."""
@@ -67,6 +75,11 @@ class PortCaptures:
         writer = self._out.get(port)
         if writer is not None:
             writer.write(frame)
+
+    def detach(self) -> dict[int, tuple[int, int]]:
+        """Every port's (in, out) capture as descriptors for the native loop
+        (`PcapWriter.detach`); these captures are closed."""
+        return {p: (self._in[p].detach(), self._out[p].detach()) for p in self._in}
 
     def flush(self) -> None:
         for writer in (*self._in.values(), *self._out.values()):

@@ -131,6 +131,7 @@ class InterfacePort:
     def __init__(self, number: int, iface: str, protocol: int = ETH_P_ALL, promisc: bool = True,
                  name: str | None = None, ring_blocks: int = RING_BLOCKS) -> None:
         self.number = number
+        self.ring_blocks = ring_blocks
         self._ring_frames = RING_FRAMES_PER_BLOCK * ring_blocks
         self.iface = iface
         self.name = name or f"port {number}"
@@ -228,6 +229,13 @@ class InterfacePort:
                 stamps.append(sec * 1_000_000_000 + nsec - realtime_ahead)
         self._next = slot
         return frames, stamps, len(frames) == limit
+
+    def ring(self) -> tuple[mmap.mmap, int, int, int, int]:
+        """The receive ring, for the native loop to read instead of `recv_batch`: the
+        mapping, block size, blocks, slot size, and the largest frame of the
+        interface (MTU, Ethernet header, one tag), beyond which a checksum-offloaded
+        frame is a segmentation-offload aggregate."""
+        return self._ring, RING_BLOCK, self.ring_blocks, RING_FRAME, self._max_frame
 
     def ready(self) -> bool:
         """A frame is waiting in the ring (a memory read, no system call)."""

@@ -273,10 +273,7 @@ class TrafficManager:
             state.drops += 1
             if not state.bad_priority_reported:
                 state.bad_priority_reported = True
-                log.error("port %d: priority %d out of range (0..%d): dropping such packets, as "
-                          "simple_switch does (start the switch with --priority-queues %d to queue "
-                          "them); said once, counted in the port's drops",
-                          port, priority, self.priorities - 1, max(priority + 1, 8))
+                say_bad_priority(port, priority, self.priorities)
             return False
         queue = state.queues[priority]
         qdepth = len(queue)
@@ -325,7 +322,9 @@ class TrafficManager:
         at = self.clock() if until is None else min(until, self.clock())
         if self.pfc is not None:
             self._pfc_timers(at)
-        for port in list(self._busy):
+        # Ports in ascending order, not the set's: the order is visible (a departure's
+        # XON moves its ingress port's schedule), and the native engine keeps it too.
+        for port in sorted(self._busy):
             state = self._ports[port]
             while state.queued:
                 if at < state.free_at:
@@ -401,8 +400,7 @@ class TrafficManager:
                 continue
             if q and not state.byte_rate and not state.no_rate_pause_reported:
                 state.no_rate_pause_reported = True
-                log.warning("port %d: PAUSE received but the port has no line rate (--port-rate): "
-                            "its quanta last no time", port)
+                say_pause_without_rate(port)
             state.pfc.pause(priority, now, now + state.quanta_us(q))
 
     def _pfc_deadlines(self, now: float) -> list[float]:
@@ -436,8 +434,7 @@ class TrafficManager:
                 if s.storm[p]:
                     if now - s.last_pause_rx[p] >= pfc.watchdog_us:
                         s.storm[p] = False
-                        log.warning("PFC watchdog: port %d priority %d: no PAUSE for %.0f ms, "
-                                    "lossless again", port, p, pfc.watchdog_us / 1e3)
+                        say_storm_over(port, p, pfc.watchdog_us)
                 elif state.queues[p] and s.paused(p, now) and now - s.paused_since[p] >= pfc.watchdog_us:
                     self._storm(port, state, p, now)
 
@@ -446,6 +443,7 @@ class TrafficManager:
         s = state.pfc
         s.storm[priority] = True
         s.storms += 1
+        paused_us = now - s.paused_since[priority]
         s.pause(priority, now, now)
         queue = state.queues[priority]
         dropped = len(queue)
@@ -456,9 +454,7 @@ class TrafficManager:
         state.queued -= dropped
         state.drops += dropped
         s.storm_drops += dropped
-        log.warning("PFC watchdog: port %d priority %d paused for %.0f ms with packets waiting "
-                    "(a pause storm): no longer lossless, %d packets discarded and the next ones "
-                    "too until the PAUSEs stop", port, priority, (now - s.paused_since[priority]) / 1e3, dropped)
+        say_storm(port, priority, paused_us, dropped)
 
     # ---- observation
 
@@ -499,6 +495,32 @@ class TrafficManager:
             }
             for port, s in sorted(self._ports.items())
         }
+
+
+# What the traffic manager says in the log; the native one (p4sim/switch/native/tm.py)
+# reports the same events in the same words.
+
+def say_bad_priority(port: int, priority: int, priorities: int) -> None:
+    log.error("port %d: priority %d out of range (0..%d): dropping such packets, as "
+              "simple_switch does (start the switch with --priority-queues %d to queue "
+              "them); said once, counted in the port's drops",
+              port, priority, priorities - 1, max(priority + 1, 8))
+
+
+def say_pause_without_rate(port: int) -> None:
+    log.warning("port %d: PAUSE received but the port has no line rate (--port-rate): "
+                "its quanta last no time", port)
+
+
+def say_storm(port: int, priority: int, paused_us: float, dropped: int) -> None:
+    log.warning("PFC watchdog: port %d priority %d paused for %.0f ms with packets waiting "
+                "(a pause storm): no longer lossless, %d packets discarded and the next ones "
+                "too until the PAUSEs stop", port, priority, paused_us / 1e3, dropped)
+
+
+def say_storm_over(port: int, priority: int, watchdog_us: float) -> None:
+    log.warning("PFC watchdog: port %d priority %d: no PAUSE for %.0f ms, lossless again",
+                port, priority, watchdog_us / 1e3)
 
 
 def _check_rate(rate: float | None, what: str) -> float | None:

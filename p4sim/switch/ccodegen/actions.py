@@ -1,0 +1,179 @@
+"""Actions and their primitives in C: ``A_<id>(p, F, S, d)`` per action, the twin of
+`codegen.actions`.
+
+Primitives that hand work to the switch outside the pipeline (clone, resubmit,
+recirculate, digest, truncate) record it in the packet registers `S`; native/driver.h
+acts on it where simple_switch does. p4c's ``_jump``/``_jump_if_zero`` become gotos.
+"""
+
+from __future__ import annotations
+
+from ..codegen.actions import DROP_PORT
+from .calculations import CCalculations
+from .context import CContext
+from .expressions import CExpressions, lit, read
+
+#: P4-14's arithmetic primitives and the C helper or operator for each.
+_BINARY = {"add": "p4n_add", "subtract": "p4n_sub", "shift_left": "p4n_shl",
+           "shift_right": "p4n_shr", "bit_and": "&", "bit_or": "|", "bit_xor": "^"}
+
+
+class CActions:
+    """Action functions and primitive statements of one program."""
+
+    def __init__(self, ctx: CContext, exprs: CExpressions, calcs: CCalculations) -> None:
+        self.ctx = ctx
+        self.L = ctx.layout
+        self.exprs = exprs
+        self.calcs = calcs
+        L = self.L
+        self.espec = L.find_field("standard_metadata.egress_spec")
+        self.mcast = (L.find_field("intrinsic_metadata.mcast_grp")
+                      or L.find_field("standard_metadata.mcast_grp"))
+
+    @staticmethod
+    def name(action_id: int) -> str:
+        """The C function of action `action_id`."""
+        return f"A_{int(action_id)}"
+
+    def declare(self, act: dict) -> None:
+        """Emit the prototype of an action's function."""
+        self.ctx.emit(f"static void {self.name(act['id'])}(p4n_pipeline *p, uint64_t *F, "
+                      f"p4n_state *S, const uint64_t *d);")
+
+    def action(self, act: dict) -> None:
+        """Emit `A_<id>`."""
+        emit = self.ctx.emit
+        for w in act.get("runtime_data", []):
+            if int(w["bitwidth"]) > 64:
+                raise self.ctx.unsupported(f"action parameter {w.get('name')!r} of "
+                                           f"{w['bitwidth']} bits (> 64)")
+        emit(f"static void {self.name(act['id'])}(p4n_pipeline *p, uint64_t *F, p4n_state *S, "
+             f"const uint64_t *d) {{")
+        emit("(void)p; (void)F; (void)S; (void)d;", 1)
+        prims = act.get("primitives", [])
+        jumps = any(pr["op"] in ("_jump", "_jump_if_zero") for pr in prims)
+        for i, pr in enumerate(prims):
+            with self.ctx.at(f"primitives[{i}]"):
+                if jumps:
+                    emit(f"L{i}:;", 1)
+                op = pr["op"]
+                ps = pr.get("parameters", [])
+                if op == "_jump":
+                    emit(f"goto L{self._target(ps[0], len(prims))};", 1)
+                elif op == "_jump_if_zero":
+                    emit(f"if (({self.exprs.expr(ps[0])}) == 0) goto L{self._target(ps[1], len(prims))};", 1)
+                else:
+                    self.primitive(pr, 1)
+        if jumps:
+            emit(f"L{len(prims)}:;", 1)
+        emit("}")
+        emit("")
+
+    def _target(self, tv: dict, n: int) -> int:
+        if tv.get("type") != "hexstr" or not 0 <= int(tv["value"], 16) <= n:
+            raise self.ctx.unsupported("a jump whose target is not a constant")
+        return int(tv["value"], 16)
+
+    def primitive(self, pr: dict, ind: int) -> None:
+        """Emit the statements of one primitive call."""
+        ctx, x = self.ctx, self.exprs
+        emit, e = ctx.emit, x.expr
+        op = pr["op"]
+        ps = pr.get("parameters", [])
+        if op in ("assign", "modify_field"):
+            emit(x.assign(ps[0], e(ps[1])), ind)
+        elif op in ("assign_header", "copy_header"):
+            dst, src = x.header(ps[0]), x.header(ps[1])
+            emit(f"if (!F[{src.valid_slot}]) F[{dst.valid_slot}] = 0; else {{", ind)
+            emit(f"F[{dst.valid_slot}] = 1;", ind + 1)
+            for sib in dst.union_siblings:
+                emit(f"F[{self.L.by_id[sib].valid_slot}] = 0;", ind + 1)
+            for fd, fs in zip(dst.fields, src.fields):
+                emit(f"F[{fd.slot}] = F[{fs.slot}];", ind + 1)
+            emit("}", ind)
+        elif op == "add_header":
+            h = x.header(ps[0])
+            emit(f"if (!F[{h.valid_slot}]) {{", ind)
+            for f in h.fields:
+                emit(f"F[{f.slot}] = 0;", ind + 1)
+            emit(f"F[{h.valid_slot}] = 1; S->plen += {h.nbytes};", ind + 1)
+            emit("}", ind)
+        elif op == "add_header_fast":
+            emit(f"F[{x.header(ps[0]).valid_slot}] = 1;", ind)
+        elif op == "remove_header":
+            h = x.header(ps[0])
+            emit(f"if (F[{h.valid_slot}]) {{ S->plen -= {h.nbytes}; F[{h.valid_slot}] = 0; }}", ind)
+        elif op in ("mark_to_drop", "drop"):
+            if self.espec is None:
+                raise ctx.unsupported("mark_to_drop without standard_metadata.egress_spec")
+            emit(f"F[{self.espec.slot}] = {DROP_PORT};", ind)
+            if self.mcast is not None:
+                emit(f"F[{self.mcast.slot}] = 0;", ind)
+        elif op == "exit":
+            emit("S->ex = 1;", ind)
+        elif op in ("no_op", "log_msg"):
+            # log_msg only logs (INFO) in the Python engine: no packet-visible effect
+            emit(";", ind)
+        elif op == "count":
+            name = ps[0]["value"]
+            c = ctx.index(ctx.counter_ix, "counter array", name)
+            size = int(ctx.counters[name]["size"])
+            t = ctx.tmp()
+            emit(f"{{ v_t {t} = {e(ps[1])};", ind)
+            emit(f"if ({t} >= 0 && {t} < {size}) {{ p->cnt_pkts[{c}][(size_t){t}] += 1; "
+                 f"p->cnt_bytes[{c}][(size_t){t}] += S->ilen; }} }}", ind + 1)
+        elif op == "execute_meter":
+            name = ps[0]["value"]
+            m = ctx.index(ctx.meter_ix, "meter array", name)
+            size = int(ctx.meters[name]["size"])
+            t = ctx.tmp()
+            emit(f"{{ v_t {t} = {e(ps[1])};", ind)
+            emit(f"if ({t} >= 0 && {t} < {size}) {{ "
+                 + x.assign(ps[2], f"(v_t)p4n_meter_execute(&p->meters[{m}][(size_t){t}], p->now, S->ilen)")
+                 + " } }", ind + 1)
+        elif op in ("register_read", "register_write"):
+            name = ps[1]["value"] if op == "register_read" else ps[0]["value"]
+            r = ctx.index(ctx.register_ix, "register array", name)
+            size = int(ctx.registers[name]["size"])
+            t = ctx.tmp()
+            idx = e(ps[2]) if op == "register_read" else e(ps[1])
+            emit(f"{{ v_t {t} = {idx};", ind)
+            if op == "register_read":
+                body = x.assign(ps[0], f"(v_t)p->regs[{r}][(size_t){t}]")
+            else:
+                width = int(ctx.registers[name]["bitwidth"])
+                body = f"p->regs[{r}][(size_t){t}] = (uint64_t)(({e(ps[2])}) & {lit((1 << width) - 1)});"
+            emit(f"if ({t} >= 0 && {t} < {size}) {{ {body} }} }}", ind + 1)
+        elif op == "modify_field_with_hash_based_offset":
+            calc = self.calcs.function(ps[2]["value"])
+            t = ctx.tmp()
+            emit(f"{{ v_t {t} = {e(ps[3])};", ind)
+            emit(x.assign(ps[0], f"p4n_add(p4n_mod((v_t){calc}(p, F, S), {t} ? {t} : 1), {e(ps[1])})")
+                 + " }", ind + 1)
+        elif op == "modify_field_rng_uniform":
+            emit(x.assign(ps[0], f"p4n_rng(&p->rng, {e(ps[1])}, {e(ps[2])})"), ind)
+        elif op in ("clone_ingress_pkt_to_egress", "clone_egress_pkt_to_egress"):
+            fl = e(ps[1]) if len(ps) > 1 else "0"
+            emit(f"S->clone = (int32_t)(({e(ps[0])}) & 0xFFFF); S->clone_fl = (uint32_t)(({fl}) & 0xFFFF);", ind)
+        elif op in ("resubmit", "resubmit_preserving_field_list"):
+            emit(f"S->resubmit = (uint32_t)(({e(ps[0]) if ps else '0'}) & 0xFFFF);", ind)
+        elif op in ("recirculate", "recirculate_preserving_field_list"):
+            emit(f"S->recirc = (uint32_t)(({e(ps[0]) if ps else '0'}) & 0xFFFF);", ind)
+        elif op == "generate_digest":
+            emit(f"S->learn = (uint32_t)(({e(ps[1])}) & 0xFFFF);", ind)
+        elif op == "truncate":
+            t = ctx.tmp()
+            emit(f"{{ v_t {t} = {e(ps[0])};", ind)
+            emit(f"if (S->trunc < 0 || {t} < S->trunc) S->trunc = {t} < 0 ? 0 : (int64_t){t}; }}", ind + 1)
+        elif op in ("add_to_field", "subtract_from_field"):
+            f = x.lvalue(ps[0])
+            fn = "p4n_add" if op == "add_to_field" else "p4n_sub"
+            emit(x.assign(ps[0], f"{fn}({read(f)}, {e(ps[1])})"), ind)
+        elif op in _BINARY:
+            fn = _BINARY[op]
+            src = (f"{fn}({e(ps[1])}, {e(ps[2])})" if fn.startswith("p4n")
+                   else f"({e(ps[1])} {fn} {e(ps[2])})")
+            emit(x.assign(ps[0], src), ind)
+        else:
+            raise ctx.unsupported(f"primitive {op!r}")

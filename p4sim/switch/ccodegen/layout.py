@@ -1,0 +1,113 @@
+"""The C file's preamble: what the runtime (native/runtime.h) and the driver
+(native/driver.h) read from the program -- the PHV size and template, the slots and
+masks of the standard metadata simple_switch reads and writes (as
+`V1Switch._find_standard_metadata` finds them), the field and learn lists, the sizes of
+the extern arrays -- and the check that the program's data fits the C engine at all.
+"""
+
+from __future__ import annotations
+
+from ..errors import ProgramError
+from ..program import Layout
+from .context import CContext
+
+#: The C engine keeps every field in one uint64_t slot.
+MAX_FIELD_BITS = 64
+
+
+def check(ctx: CContext) -> None:
+    """Unsupported for data the C engine does not hold: stacks, unions, varbit or wide fields."""
+    L, js = ctx.layout, ctx.js
+    for key in ("header_stacks", "header_unions", "header_union_stacks"):
+        if js.get(key):
+            with ctx.at(f"{key}[0] {js[key][0].get('name')!r}"):
+                raise ctx.unsupported(key.replace("_", " ")[:-1])
+    for h in L.headers:
+        for f in h.fields:
+            if f.varbit:
+                with ctx.at(f"headers {h.name!r}"):
+                    raise ctx.unsupported(f"varbit field {f.name!r}")
+            if f.width > MAX_FIELD_BITS:
+                with ctx.at(f"headers {h.name!r}"):
+                    raise ctx.unsupported(f"field {f.name!r} of {f.width} bits (> {MAX_FIELD_BITS})")
+    for r in js.get("register_arrays", []):
+        if int(r["bitwidth"]) > MAX_FIELD_BITS:
+            with ctx.at(f"register_arrays {r['name']!r}"):
+                raise ctx.unsupported(f"register of {r['bitwidth']} bits (> {MAX_FIELD_BITS})")
+    for m in js.get("meter_arrays", []):
+        if int(m.get("rate_count", 2)) > 4:
+            with ctx.at(f"meter_arrays {m['name']!r}"):
+                raise ctx.unsupported("a meter with more than 4 rates")
+
+
+def _slot(L: Layout, *names: str) -> tuple[int, int]:
+    """(slot, mask) of the first of `names` the program has, (-1, 0) if none."""
+    for n in names:
+        f = L.find_field(n)
+        if f is not None:
+            return f.slot, f.mask
+    return -1, 0
+
+
+def preamble(ctx: CContext, sizes: dict[str, int]) -> list[str]:
+    """The #defines and tables that come before runtime.h."""
+    L, js = ctx.layout, ctx.js
+    out = [f"#define {k} {v}" for k, v in sizes.items()]
+    std = {
+        "IN": ("standard_metadata.ingress_port",),
+        "LEN": ("standard_metadata.packet_length",),
+        "INST": ("standard_metadata.instance_type",),
+        "ESPEC": ("standard_metadata.egress_spec",),
+        "EPORT": ("standard_metadata.egress_port",),
+        "PERR": ("standard_metadata.parser_error",),
+        "CERR": ("standard_metadata.checksum_error",),
+        "MCAST": ("intrinsic_metadata.mcast_grp", "standard_metadata.mcast_grp"),
+        "RID": ("intrinsic_metadata.egress_rid", "standard_metadata.egress_rid"),
+        "IGTS": ("intrinsic_metadata.ingress_global_timestamp",
+                 "standard_metadata.ingress_global_timestamp"),
+        "EGTS": ("intrinsic_metadata.egress_global_timestamp",
+                 "standard_metadata.egress_global_timestamp"),
+        "PRIO": ("intrinsic_metadata.priority", "standard_metadata.priority"),
+    }
+    for short, names in std.items():
+        slot, mask = _slot(L, *names)
+        if slot < 0 and short in ("IN", "LEN", "INST", "ESPEC", "EPORT"):
+            raise ProgramError(f"the program has no {names[0]} field (simple_switch requires it)")
+        out.append(f"#define P4N_S_{short} {slot}")
+        out.append(f"#define P4N_M_{short} {hex(mask)}ULL")
+    espec = L.find_field("standard_metadata.egress_spec")
+    out.append(f"#define P4N_ESPEC_RESET {hex((511 + 1) & espec.mask)}ULL")
+    q = [_slot(L, "queueing_metadata." + n, "standard_metadata." + n)
+         for n in ("enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth")]
+    have_q = all(s >= 0 for s, _m in q)
+    out.append(f"#define P4N_HAVE_Q {int(have_q)}")
+    if have_q:
+        for i, (s, m) in enumerate(q):
+            out += [f"#define P4N_S_Q{i} {s}", f"#define P4N_M_Q{i} {hex(m)}ULL"]
+    return out
+
+
+def tables(ctx: CContext) -> list[str]:
+    """The PHV template, the metadata slots, the field and learn lists (after runtime.h)."""
+    L, js = ctx.layout, ctx.js
+    template = L.template()
+    out = [f"static const uint64_t p4n_template[{L.nslots + 1}] = "
+           f"{{{', '.join(str(int(v)) for v in template) or '0'}}};"]
+    meta = L.metadata_slots()
+    out.append(f"#define P4N_NMETA {len(meta)}")
+    out.append(f"static const int p4n_meta_slots[{len(meta) + 1}] = {{{', '.join(map(str, meta)) or '0'}}};")
+    for kind, key in (("field", "field_lists"), ("learn", "learn_lists")):
+        cases = []
+        for fl in js.get(key, []):
+            slots = []
+            for e in fl.get("elements", []):
+                if e.get("type") != "field":
+                    raise ProgramError(f"{fl['name']}: only field elements are supported")
+                slots.append(L.field(*e["value"]).slot)
+            out.append(f"static const int p4n_{kind}_{fl['id']}[{len(slots) + 1}] = "
+                       f"{{{', '.join(map(str, slots)) or '0'}}};")
+            cases.append(f"case {fl['id']}: *n = {len(slots)}; return p4n_{kind}_{fl['id']};")
+        out.append(f"static const int *p4n_{kind}_list(uint32_t id, int *n) {{")
+        out.append(f"    switch (id) {{ {' '.join(cases)} default: *n = 0; return NULL; }}")
+        out.append("}")
+    return out

@@ -1,0 +1,164 @@
+"""The parser in C: ``p4n_parse(p, F, S, data, dlen, &err) -> bytes parsed``, one label
+per parse state and gotos between them -- the twin of `codegen.parser`.
+
+Every read of the frame is bounds-checked first (a header longer than what is left
+ends the parser with PacketTooShort, as in the Python engine and BMv2). A select key
+is built in 128 bits, each field byte-aligned as BMv2 compares them.
+"""
+
+from __future__ import annotations
+
+from ..program import HeaderInfo
+from .actions import CActions
+from .context import CContext
+from .expressions import CExpressions, bits, lit, store
+
+
+class CParser:
+    """The parser of one program."""
+
+    def __init__(self, ctx: CContext, exprs: CExpressions, actions: CActions) -> None:
+        self.ctx = ctx
+        self.L = ctx.layout
+        self.exprs = exprs
+        self.actions = actions
+        self.errors = self.L.errors
+
+    def fail(self, code: str) -> str:
+        """Statement ending the parser with error `code` at the current position."""
+        return f"{{ *err = (int)({code}); return pos; }}"
+
+    def emit(self, parser: dict) -> None:
+        """Emit `p4n_parse`."""
+        ctx = self.ctx
+        states = parser.get("parse_states", [])
+        self._ids = {st["name"]: i for i, st in enumerate(states)}
+        ctx.emit("static uint32_t p4n_parse(p4n_pipeline *p, uint64_t *F, p4n_state *S, "
+                 "const uint8_t *data, uint32_t dlen, int *err) {")
+        ctx.emit("uint32_t pos = 0;", 1)
+        ctx.emit("v_t k = 0;", 1)
+        ctx.emit("(void)p; (void)S; (void)k; (void)data;", 1)
+        init = parser.get("init_state")
+        if init not in self._ids:
+            ctx.emit("return 0;", 1)
+        else:
+            ctx.emit(f"goto ST{self._ids[init]};", 1)
+        for st in states:
+            with ctx.at(f"parse state {st['name']!r}"):
+                ctx.emit(f"ST{self._ids[st['name']]}:", 0)
+                self.state_body(st, 1)
+        ctx.emit("}")
+        ctx.emit("")
+
+    def extract(self, h: HeaderInfo, ind: int) -> None:
+        """Statements extracting fixed-size header `h` at `pos` and moving past it."""
+        emit = self.ctx.emit
+        emit(f"if (dlen - pos < {h.nbytes}) {self.fail(self.errors['PacketTooShort'])}", ind)
+        off = 0
+        for f in h.fields:
+            src = f"(v_t)p4n_bits(data, dlen, (uint64_t)pos * 8 + {off}, {f.width})"
+            emit(store(f.slot, f.width, f.signed, src), ind)
+            off += f.width
+        emit(f"F[{h.valid_slot}] = 1;", ind)
+        for sib in h.union_siblings:
+            emit(f"F[{self.L.by_id[sib].valid_slot}] = 0;", ind)
+        emit(f"pos += {h.nbytes};", ind)
+
+    def state_body(self, st: dict, ind: int) -> None:
+        """Statements of one parse state; every path leaves with a goto or a return."""
+        ctx, x, errs = self.ctx, self.exprs, self.errors
+        emit = ctx.emit
+        pte = errs["PacketTooShort"]
+        for i, opd in enumerate(st.get("parser_ops", [])):
+            with ctx.at(f"parser_ops[{i}]"):
+                op = opd["op"]
+                ps = opd.get("parameters", [])
+                if op == "extract":
+                    if ps[0]["type"] != "regular":
+                        raise ctx.unsupported(f"extract into a {ps[0]['type']}")
+                    h = self.L.header(ps[0]["value"])
+                    self.extract(h, ind)
+                elif op == "set":
+                    src = ps[1]
+                    if src["type"] == "lookahead":
+                        nbytes = (int(src["value"][1]) + 7) // 8
+                        emit(f"if (dlen - pos < {nbytes}) {self.fail(pte)}", ind)
+                    emit(x.assign(ps[0], x.expr(src)), ind)
+                elif op == "verify":
+                    emit(f"if (!({x.expr(ps[0])})) {self.fail(x.expr(ps[1]))}", ind)
+                elif op in ("advance", "shift"):
+                    t = ctx.tmp()
+                    if op == "shift":
+                        amount = ps[0]["value"] if isinstance(ps[0], dict) else ps[0]
+                        n = int(amount, 16) if isinstance(amount, str) else int(amount)
+                        emit(f"{{ v_t {t} = {n * 8};", ind)
+                    else:
+                        emit(f"{{ v_t {t} = {x.expr(ps[0])};", ind)
+                    emit(f"if (p4n_mod({t}, 8)) {self.fail(errs['ParserInvalidArgument'])}", ind + 1)
+                    emit(f"if ((v_t)(dlen - pos) < p4n_shr({t}, 3)) {self.fail(pte)}", ind + 1)
+                    emit(f"pos += (uint32_t)p4n_shr({t}, 3); }}", ind + 1)
+                elif op == "primitive":
+                    self.actions.primitive(ps[0], ind)
+                else:
+                    raise ctx.unsupported(f"parser op {op!r}")
+        width = self.select_key(st, ind)
+        for tr in st.get("transitions", []):
+            nxt = tr.get("next_state")
+            go = "return pos;" if nxt is None else f"goto ST{self._target(nxt)};"
+            ttype = tr.get("type", "hexstr")
+            if ttype == "default":
+                emit(go, ind)
+                return
+            mask = tr.get("mask")
+            if ttype == "hexstr":
+                val = int(tr["value"], 16)
+                if mask is not None:
+                    m = int(mask, 16)
+                    emit(f"if ((k & {lit(m)}) == {lit(val & m)}) {go}", ind)
+                else:
+                    emit(f"if (k == {lit(val)}) {go}", ind)
+            elif ttype == "parse_vset":
+                if width > 64:
+                    raise ctx.unsupported(f"a value set matched against a {width}-bit key")
+                v = ctx.index(ctx.vset_ix, "parse value set", tr["value"])
+                if mask is not None:
+                    emit(f"if (p4n_vset_match_masked(&p->vsets[{v}], (uint64_t)k, "
+                         f"{hex(int(mask, 16) & ((1 << 64) - 1))}ULL)) {go}", ind)
+                else:
+                    emit(f"if (p4n_vset_match(&p->vsets[{v}], (uint64_t)k)) {go}", ind)
+            else:
+                raise ctx.unsupported(f"transition of type {ttype!r}")
+        emit("return pos;", ind)
+
+    def _target(self, name: str) -> int:
+        if name not in self._ids:
+            raise self.ctx.unsupported(f"unknown next state {name!r}")
+        return self._ids[name]
+
+    def select_key(self, st: dict, ind: int) -> int:
+        """Emit ``k = ...`` (fields byte-aligned); return the key's width in bits."""
+        key = st.get("transition_key", [])
+        if not key:
+            return 0
+        parts, widths = [], []
+        for k in key:
+            if k["type"] == "field":
+                f = self.L.field(*k["value"])
+                if f.varbit:
+                    raise self.ctx.unsupported(f"select on varbit field {k['value']}")
+                parts.append(f"(v_t){bits(f)}")
+                widths.append(f.width)
+            elif k["type"] == "lookahead":
+                parts.append(self.exprs.expr(k))
+                widths.append(int(k["value"][1]))
+            else:
+                raise self.ctx.unsupported(f"select key of type {k['type']!r}")
+        total = sum((w + 7) // 8 for w in widths) * 8
+        if total > 126:
+            raise self.ctx.unsupported(f"a select key of {total} bits")
+        terms, shift = [], total
+        for code, w in zip(parts, widths):
+            shift -= ((w + 7) // 8) * 8
+            terms.append(f"p4n_shl({code}, {shift})" if shift else code)
+        self.ctx.emit(f"k = {' | '.join(terms)};", ind)
+        return total

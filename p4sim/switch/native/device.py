@@ -1,0 +1,295 @@
+"""`NativeDevice`: the switch device of device.py with its packet loop in C (loop.c).
+
+The same interface as `Device`, and the same setup: the ports' sockets and rings
+(ports.py), the capture files (pcap.py), the traffic manager (tm.c behind
+`NativeTrafficManager`), the emulation clock. Then `run` hands all of it to the C
+loop, which reads the rings, runs the generated pipeline (`NativeSwitch`'s library,
+through pipeline.h's table of functions), queues, transmits and captures without
+Python. Python crosses in through ``lock`` (the P4Runtime server writing tables,
+QueueControl, stats: holding it holds the C loop's mutex, so the loop is between two
+wake-ups' work), through `inject` (PacketOut, a queue), and out through a thread that
+waits on the loop's notify eventfd for PacketIns and for what to log.
+
+Only a native pipeline runs here (`--engine native`): a Python engine would bring
+back the per-frame cost the C loop removes.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+from typing import Any
+
+from p4sim.switch import device as reference
+from p4sim.switch.device import Device
+from p4sim.switch.native import build as pipeline_build
+from p4sim.switch.native.engine import NativeSwitch, make_engine
+from p4sim.switch.native.libswitch import load
+from p4sim.switch.native.tm import NativeTrafficManager
+from p4sim.switch.v1model import V1Switch
+
+log = logging.getLogger(__name__)
+
+PACKET_IN_CAP = 1 << 17     # bytes: NativeSwitch's largest egress frame
+EVENTS_BATCH = 64
+
+
+class _LoopLock:
+    """``Device.lock`` for the native loop: reentrant in Python (an RLock), and the
+    outermost holder also holds the C loop's mutex."""
+
+    def __init__(self, lib: Any, dev: Any) -> None:
+        self._lib, self._dev = lib, dev
+        self._rlock = threading.RLock()
+        self._depth = 0
+
+    def __enter__(self) -> "_LoopLock":
+        self._rlock.acquire()
+        self._depth += 1
+        if self._depth == 1:
+            self._lib.p4n_device_lock(self._dev)   # cffi drops the GIL while it waits
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._lib.p4n_device_unlock(self._dev)
+        self._rlock.release()
+
+
+class NativeDevice(Device):
+    """A v1model switch on Linux interfaces whose packets a C loop handles (module
+    docstring); arguments as `Device`'s."""
+
+    traffic_manager = NativeTrafficManager
+
+    def __init__(self, ports: dict[int, str], **kwargs: Any) -> None:
+        kwargs.setdefault("engine", "native")
+        self._closed_counters: dict[str, int] = {}
+        if kwargs["engine"] != "native":
+            raise ValueError(f"the native device loop runs the native engine only, not {kwargs['engine']!r}")
+        self._dev = None
+        super().__init__(ports, **kwargs)
+        try:
+            self._attach()
+        except BaseException:
+            self.close()
+            raise
+        self._engines: dict[int, NativeSwitch] = {}   # generation -> engine, while its jobs queue
+        self._generation = -1
+        self._packet_in_handler = None
+
+    def _attach(self) -> None:
+        """Give the C loop the ports, captures, traffic manager and clock Device set up."""
+        ffi, lib = self._ffi, self._lib = load()
+        model = ffi.new("p4n_device_model *", {
+            "wake_quantum_packet_times": reference.WAKE_QUANTUM_PACKET_TIMES,
+            "rx_batch": reference.RX_BATCH, "backlog_warn_after_s": reference.BACKLOG_WARN_AFTER_S,
+            "backlog_warn_every_s": reference.BACKLOG_WARN_EVERY_S,
+            "kernel_drops_check_s": reference.KERNEL_DROPS_CHECK_S})
+        clock = self.emulation_clock
+        dev = lib.p4n_device_new(clock.origin_ns, clock.dilation, self.tm.tm, self._wakeup,
+                                 -1 if self.cpu_port is None else self.cpu_port, model)
+        if dev == ffi.NULL:
+            raise MemoryError("native device: out of memory")
+        self._dev = dev
+        self.lock = _LoopLock(lib, dev)
+        self._rings = []   # the mappings stay alive while C reads them
+        for number, port in self._ports.items():
+            ring, block, blocks, slot, max_frame = port.ring()
+            self._rings.append(ring)
+            if lib.p4n_device_add_port(dev, number, port.fileno(), ffi.from_buffer("uint8_t[]", ring), block,
+                                       blocks, slot, max_frame, port.mac):
+                raise ValueError(f"native device: port {number} cannot be added")
+        if self.captures is not None:
+            for number, (fd_in, fd_out) in self.captures.detach().items():
+                if lib.p4n_device_capture(dev, number, fd_in, fd_out):
+                    raise MemoryError("native device: out of memory for the captures")
+            self.captures = None
+
+    # ---- pipeline
+
+    def install(self, engine: V1Switch | None) -> None:
+        """Make ``engine`` (a `NativeSwitch`, or None) the running pipeline; packets of the
+        previous one still queued are dropped at the head of their queue (counted in
+        ``stale_after_reload``), its library kept until they are gone."""
+        if engine is not None and not isinstance(engine, NativeSwitch):
+            raise ValueError("the native device loop runs only a pipeline of the native engine")
+        ffi, lib = self._ffi, self._lib
+        with self.lock:
+            if engine is None:
+                lib.p4n_device_set_pipeline(self._dev, ffi.NULL, ffi.NULL, ffi.NULL)
+                self._generation = -1
+            else:
+                sent = pipeline_build.ffi.addressof(pipeline_build.load(engine.library), "p4n_egress_sent")
+                gen = lib.p4n_device_set_pipeline(self._dev, _pointer(ffi, engine.ops),
+                                                  _pointer(ffi, engine.pipeline), _pointer(ffi, sent))
+                if gen < 0:
+                    raise RuntimeError("native device: too many pipelines still have packets queued")
+                self._engines[gen] = engine
+                self._generation = gen
+            self.engine = engine
+            self._engines = {g: e for g, e in self._engines.items()
+                             if g == self._generation or lib.p4n_device_outstanding(self._dev, g)}
+        self._wake()
+
+    def make_engine(self, bmv2_json: dict) -> V1Switch:
+        return make_engine(bmv2_json, "native", cpu_port=self.cpu_port, device_id=self.device_id,
+                           clock=self.clock)
+
+    # ---- calls from other threads
+
+    def inject(self, data: bytes, port: int | None = None) -> None:
+        in_port = self.cpu_port if port is None else port
+        if in_port is None:
+            raise ValueError("packet injection needs a CPU port (--cpu-port) or an explicit port")
+        if not 0 <= in_port < 512:
+            raise ValueError(f"packet injection: port must be 0..511, got {in_port}")
+        data = bytes(data)
+        if self._lib.p4n_device_inject(self._dev, in_port, data, len(data)):
+            raise MemoryError("native device: out of memory for a PacketOut")
+
+    @property
+    def packet_in_handler(self):
+        return self._packet_in_handler
+
+    @packet_in_handler.setter
+    def packet_in_handler(self, handler) -> None:
+        self._packet_in_handler = handler
+        if self._dev is not None:
+            self._lib.p4n_device_set_packet_in(self._dev, handler is not None)
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """Device's counters, kept by the C loop (their last values once closed)."""
+        if self._dev is None:
+            return dict(self._closed_counters)
+        c = self._lib.p4n_device_counters(self._dev)
+        return {name: getattr(c, name) for name, _ in self._ffi.typeof("p4n_counters").fields}
+
+    @counters.setter
+    def counters(self, _initial: dict[str, int]) -> None:
+        """Device.__init__ sets the Python loop's counters; the C loop keeps its own."""
+
+    def fidelity(self) -> dict[str, Any]:
+        with self.lock:
+            lateness, bursts, packet_time = self.tm.fidelity()
+            return {"lateness": lateness.to_json(), "bursts": bursts,
+                    "packet_time_us": packet_time or 0.0,
+                    "kernel_drops": self._lib.p4n_device_kernel_drops(self._dev),
+                    "saturated_s": self._lib.p4n_device_saturated_s(self._dev),
+                    "dilation": self.emulation_clock.dilation}
+
+    # ---- the loop
+
+    def run(self) -> None:
+        """Forward packets in C until ``stop`` is called. The C loop runs on a thread of
+        its own, so that this one (the main thread, in `p4sim switch`) still runs the
+        signal handlers that call `stop`."""
+        log.info("switch running (native loop): %d ports%s", len(self._ports),
+                 "" if self.engine is not None else ", no pipeline loaded")
+        result: list[int] = []
+        relay = threading.Thread(target=self._relay, name="native-device-relay", daemon=True)
+        loop = threading.Thread(target=lambda: result.append(self._lib.p4n_device_run(self._dev)),
+                                name="native-device-loop", daemon=True)
+        relay.start()
+        loop.start()
+        loop.join()
+        self._stopping = True
+        relay.join()   # the loop's last notify woke it
+        self._relay_once()
+        if result != [0]:
+            raise OSError("native device loop: ppoll failed")
+        log.info("switch stopped: %s", self.summary())
+
+    def stop(self) -> None:
+        """Make ``run`` return; safe from any thread and from signal handlers."""
+        self._stopping = True
+        if self._dev is not None:
+            self._lib.p4n_device_stop(self._dev)
+
+    def _relay(self) -> None:
+        """Wait on the loop's notify eventfd: PacketIns to the handler, reports to the log."""
+        fd = self._lib.p4n_device_notify_fd(self._dev)
+        while not self._stopping:
+            try:
+                os.eventfd_read(fd)
+            except InterruptedError:
+                continue
+            self._relay_once()
+
+    def _relay_once(self) -> None:
+        ffi, lib = self._ffi, self._lib
+        buf = ffi.new("uint8_t[]", PACKET_IN_CAP)
+        while n := lib.p4n_device_packet_in(self._dev, buf, PACKET_IN_CAP):
+            handler = self._packet_in_handler
+            try:
+                if handler is None:
+                    raise RuntimeError("no PacketIn handler")
+                handler(ffi.buffer(buf, n)[:])
+            except Exception:
+                lib.p4n_device_packet_in_failed(self._dev)
+                log.exception("PacketIn handler failed on a %d-byte packet", n)
+        events = ffi.new("p4n_device_event[]", EVENTS_BATCH)
+        while n := lib.p4n_device_events(self._dev, events, EVENTS_BATCH):
+            for ev in events[0:n]:
+                self._say(ev)
+
+    def _say(self, ev: Any) -> None:
+        lib = self._lib
+        port = self._ports.get(ev.port)
+        where = f"port {ev.port}" + (f" ({port.iface})" if port is not None else "")
+        if ev.kind == lib.P4N_DEV_EV_TM:
+            with self.lock:
+                self.tm.report_events()
+        elif ev.kind == lib.P4N_DEV_EV_SOCKET_ERROR:
+            if ev.value == errno.ENETDOWN:   # said once by the kernel; the port keeps working
+                log.info("%s: link went down", where)
+            else:
+                log.warning("%s: socket error: %s", where, os.strerror(ev.value))
+        elif ev.kind == lib.P4N_DEV_EV_OVERSIZE:
+            log.warning("%s: dropped a %d-byte frame that could not be received whole", where, ev.value)
+        elif ev.kind == lib.P4N_DEV_EV_GSO:
+            log.warning("%s: received a %d-byte frame, larger than the MTU: the sending host uses "
+                        "segmentation offload; turn it off there (ethtool -K <host-iface> tso off "
+                        "gso off)", where, ev.value)
+        elif ev.kind == lib.P4N_DEV_EV_INGRESS_ERROR:
+            log.error("ingress pipeline failed on a %d-byte packet from port %d", ev.value, ev.port)
+        elif ev.kind == lib.P4N_DEV_EV_EGRESS_ERROR:
+            log.error("egress pipeline failed on a packet for port %d", ev.port)
+        elif ev.kind == lib.P4N_DEV_EV_BACKLOG:
+            log.warning("input backlog: ports have had frames waiting for %.1f s; "
+                        "the switch is not keeping up", ev.value / 1e6)
+        elif ev.kind == lib.P4N_DEV_EV_KERNEL_DROPS:
+            log.warning("input backlog: %s lost %d frames in the kernel (socket buffer full); "
+                        "the switch is not keeping up", where, ev.value)
+
+    def summary(self) -> str:
+        with self.lock:
+            drops = {p: st["drops"] for p, st in self.tm.stats().items() if st["drops"]}
+            parts = [f"{k}={v}" for k, v in self.counters.items()] + [f"queue_drops={drops or 0}"]
+            counters = self._ffi.new("p4n_port_counters *")
+            per_port: dict[str, dict[int, int]] = {"tx_errors": {}, "rx_truncated": {}, "kernel_drops": {}}
+            for number in self._ports:
+                self._lib.p4n_device_port_counters(self._dev, number, counters)
+                for what, values in per_port.items():
+                    if getattr(counters, what):
+                        values[number] = getattr(counters, what)
+        parts += [f"{what}={values or 0}" for what, values in per_port.items()]
+        return ", ".join(parts)
+
+    def close(self) -> None:
+        """Free the C loop (queued jobs go back to their pipelines), then what Device holds."""
+        if self._dev is not None:
+            self._closed_counters = self.counters
+            self._lib.p4n_device_free(self._dev)
+            self._dev = None
+            self._engines = {}
+        super().close()
+
+
+def _pointer(ffi: Any, cdata: Any) -> Any:
+    """A pointer of another cffi instance (the pipeline's) as this one's ``void *``."""
+    return ffi.cast("void *", int(pipeline_build.ffi.cast("uintptr_t", cdata)))

@@ -1,0 +1,127 @@
+"""The native engine (p4sim/switch/native/, ccodegen/) beside the Python one: the STF
+corpus of tests/p4 on native, control-plane writes mirrored into the C tables, and
+the choice between the engines (auto falls back to Python once, naming the construct;
+native refuses with the same words)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from p4sim.compiler import compile_file
+from p4sim.stf.command import run_stf
+from p4sim.switch import command
+from p4sim.switch.ccodegen import Unsupported
+from p4sim.switch.match import Exact, Lpm
+from p4sim.switch.native.engine import NativeSwitch, make_engine
+from p4sim.switch.v1model import V1Switch, run_to_completion
+
+GOOD = Path(__file__).parent / "p4" / "good"
+PROGRAMS = sorted(p for p in GOOD.glob("*.p4") if p.with_suffix(".stf").exists())
+ECMP = Path(__file__).parent / "engine_fixtures" / "ecmp.json"
+#: What the C engine leaves to Python (docs/native-engine.md), and where it says it is.
+REFUSAL = re.compile(r"^(header stack|header union|varbit field '[^']+'|field '[^']+' of \d+ bits "
+                     r"\(> 64\)|primitive 'assert'|primitive 'assume') at \S")
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.stem for p in PROGRAMS])
+def test_program_passes_its_stf_on_native_or_is_refused_by_name(program: Path) -> None:
+    out = io.StringIO()
+    try:
+        result = run_stf(str(program), str(program.with_suffix(".stf")), out=out, engine="native")
+    except Unsupported as exc:
+        assert REFUSAL.match(str(exc)), f"refusal without a documented construct: {exc}"
+        return
+    assert result.passed, out.getvalue()
+
+
+def test_native_runs_two_thirds_of_the_corpus() -> None:
+    """Guards against a generator change that sends most programs back to Python."""
+    native = 0
+    for program in PROGRAMS:
+        try:
+            NativeSwitch(compile_file(str(program)).bmv2_json)
+            native += 1
+        except Unsupported:
+            pass
+    assert native >= 61, f"only {native} of {len(PROGRAMS)} programs run on native"
+
+
+def udp(dst: str, sport: int) -> bytes:
+    pkt = bytes(Ether(dst="00:00:00:00:00:aa") / IP(src="10.1.0.1", dst=dst, ttl=64)
+                / UDP(sport=sport, dport=7))
+    return pkt + bytes(64 - len(pkt))
+
+
+def test_control_plane_writes_reach_the_c_tables() -> None:
+    """Every write through the runtime API changes native forwarding as it changes Python's."""
+    js = json.loads(ECMP.read_text())
+    engines = [V1Switch(js), NativeSwitch(js)]
+    packets = [udp(d, s) for d in ("10.1.0.9", "11.0.0.1", "172.16.0.1") for s in (1, 2, 3)]
+
+    def same(step: str) -> None:
+        py, nat = ([run_to_completion(sw, 1, p) for p in packets] for sw in engines)
+        assert py == nat, step
+        for name in ("MyIngress.port_pkts",):
+            assert engines[0].counter_read(name, 1) == engines[1].counter_read(name, 1), step
+
+    def both(call) -> list:
+        return [call(sw) for sw in engines]
+
+    same("no entries")
+    both(lambda sw: sw.table_add("MyIngress.ecmp_group", "MyIngress.set_ecmp_select",
+                                 [Lpm(0x0A000000, 8)], [0, 2]))
+    for i, port in ((0, 1), (1, 2)):
+        both(lambda sw: sw.table_add("MyIngress.ecmp_nhop", "MyIngress.set_nhop", [Exact(i)],
+                                     [0x020000000001 + i, port]))
+    same("routes")
+    h, _ = both(lambda sw: sw.table_add("MyIngress.ecmp_group", "MyIngress.set_ecmp_select",
+                                        [Lpm(0x0B000000, 8)], [1, 1]))
+    same("added")
+    both(lambda sw: sw.table_modify("MyIngress.ecmp_group", h, "MyIngress.set_ecmp_select", [0, 1]))
+    same("modified")
+    both(lambda sw: sw.table_delete("MyIngress.ecmp_group", h))
+    same("deleted")
+    both(lambda sw: sw.table_set_default("MyIngress.ecmp_group", "MyIngress.set_ecmp_select", [1, 1]))
+    same("default set")
+    both(lambda sw: sw.table_reset_default("MyIngress.ecmp_group"))
+    same("default reset")
+    both(lambda sw: sw.counter_write("MyIngress.port_pkts", 1, 7, 700))
+    same("counter written")
+    both(lambda sw: sw.counter_reset("MyIngress.port_pkts"))
+    same("counters reset")
+    both(lambda sw: sw.table_clear("MyIngress.ecmp_nhop"))
+    same("cleared")
+    assert engines[1].counter_read("MyIngress.port_pkts", 1)[0] > 0
+
+
+STACKED = GOOD / "header_stack_ops.p4"
+
+
+def test_auto_falls_back_to_python_once_naming_the_construct(caplog) -> None:
+    js = compile_file(str(STACKED)).bmv2_json
+    with caplog.at_level(logging.WARNING):
+        first = make_engine(js, "auto")
+        make_engine(js, "auto")
+    assert type(first) is V1Switch
+    said = [r.getMessage() for r in caplog.records if "native engine" in r.getMessage()]
+    assert len(said) == 1 and "header stack at header_stacks[0] 's'" in said[0]
+    with pytest.raises(Unsupported, match=r"header stack at header_stacks\[0\] 's'"):
+        make_engine(js, "native")
+    assert isinstance(make_engine(compile_file(str(GOOD / "basic_ipv4.p4")).bmv2_json, "auto"),
+                      NativeSwitch)
+
+
+def test_switch_engine_native_refuses_the_program_with_the_construct(tmp_path, capsys) -> None:
+    path = tmp_path / "stacked.json"
+    path.write_text(json.dumps(compile_file(str(STACKED)).bmv2_json))
+    rc = command.main([str(path), "--engine", "native", "--grpc-server-addr", "127.0.0.1:0"])
+    assert rc == 1
+    assert "header stack at header_stacks[0] 's'" in capsys.readouterr().err

@@ -1,0 +1,225 @@
+"""The native device loop (p4sim/switch/native/loop.c) against the Python Device, the
+reference: the same pipeline (tests/device_fixtures/two_port_qdepth.json, generated in
+C for the native device, whose egress writes enq_qdepth into each frame), the same
+frames on veths in namespaces, and the frames out, their order per port, the counters
+and the queue stats compared; and the C that reads frames (PAUSE parsing, checksum
+completion) against pause.py and ports.py on the frame fuzzer's frames."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+from netns import receive
+from p4sim.switch.device import Device
+from p4sim.switch.native.device import NativeDevice
+from p4sim.switch.native.libswitch import load
+from p4sim.switch.pause import MAX_QUANTA, PRIORITIES, parse_pause, pfc_frame
+from p4sim.switch.pfc import PfcConfig
+from p4sim.switch.ports import complete_l4_checksum
+from test_switch_fuzz_frames import base_frames, mutate
+from topo.namespaces import Netns
+
+FIXTURE = Path(__file__).parent / "device_fixtures" / "two_port_qdepth.json"
+DPORT = 4791
+root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+
+
+def udp(seq: int, size: int = 200, tos: int = 0) -> bytes:
+    pkt = Ether(src="02:00:00:00:01:01", dst="02:00:00:00:02:02") / \
+        IP(src="10.0.1.1", dst="10.0.2.2", tos=tos) / UDP(sport=10000 + seq, dport=DPORT)
+    return bytes(pkt / Raw(bytes(max(0, size - len(pkt)))))
+
+
+def ours(frame: bytes) -> bool:
+    return len(frame) > 37 and frame[12:14] == b"\x08\x00" and frame[36:38] == DPORT.to_bytes(2, "big")
+
+
+# ---- the C that reads frames, on hostile input
+
+
+def fuzzed_frames(n: int) -> list[bytes]:
+    rng, bases = random.Random(22), base_frames()
+    pauses = [pfc_frame(b"\x02" * 6, {p: rng.randrange(MAX_QUANTA + 1)}) for p in range(PRIORITIES)]
+    pauses.append(bytes.fromhex("0180c2000001" "020000000001" "8808" "0001" "0100") + bytes(42))
+    pool = bases + pauses
+    return pool + [mutate(rng, pool, 0) for _ in range(n)] + [f[:k] for f in pauses for k in (0, 13, 14, 17, 33)]
+
+
+def c_parse(ffi, lib, frame: bytes) -> dict[int, int] | None:
+    enabled, quanta = ffi.new("uint8_t *"), ffi.new("uint16_t[8]")
+    if not lib.p4n_parse_pause(frame, len(frame), enabled, quanta):
+        return None
+    return {p: quanta[p] for p in range(PRIORITIES) if enabled[0] >> p & 1}
+
+
+def test_pause_frames_and_checksums_as_the_python_ones():
+    ffi, lib = load()
+    frames = fuzzed_frames(3000)
+    for frame in frames:
+        assert bool(lib.p4n_is_mac_control(frame, len(frame))) == (len(frame) >= 14 and frame[12:14] == b"\x88\x08")
+        assert c_parse(ffi, lib, frame) == parse_pause(frame), frame.hex()
+        buf = ffi.new("uint8_t[]", frame)
+        lib.p4n_complete_l4_checksum(buf, len(frame))
+        assert ffi.buffer(buf, len(frame))[:] == complete_l4_checksum(frame), frame.hex()
+    out = ffi.new("uint8_t[]", lib.P4N_MIN_FRAME)
+    for p in range(PRIORITIES):
+        for q in (0, 1, 0x1234, MAX_QUANTA):
+            lib.p4n_pfc_frame(b"\x02\x00\x00\x00\x00\x07", p, q, out)
+            assert ffi.buffer(out)[:] == pfc_frame(b"\x02\x00\x00\x00\x00\x07", {p: q})
+
+
+CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+assert "libasan" in open("/proc/self/maps").read(), "ASan runtime not loaded"
+from p4sim.switch.native.libswitch import load
+from test_native_loop import fuzzed_frames
+ffi, lib = load({flags!r})
+enabled, quanta = ffi.new("uint8_t *"), ffi.new("uint16_t[8]")
+for frame in fuzzed_frames({n}):
+    exact = ffi.new("uint8_t[]", len(frame) or 1)   # a read past the frame is past the buffer
+    ffi.memmove(exact, frame, len(frame))
+    lib.p4n_is_mac_control(exact, len(frame))
+    lib.p4n_parse_pause(exact, len(frame), enabled, quanta)
+    lib.p4n_complete_l4_checksum(exact, len(frame))
+print("ok")
+"""
+
+
+def test_frame_reading_c_is_clean_under_asan_and_ubsan():
+    import subprocess
+    import sys
+    asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    flags = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all")
+    tests = Path(__file__).resolve().parent
+    child = subprocess.run([sys.executable, "-c", CHILD.format(tests=str(tests), flags=flags, n=5000)],
+                           capture_output=True, text=True, env=env, cwd=tests.parent, timeout=300)
+    assert child.returncode == 0 and child.stdout.strip() == "ok", child.stderr[-3000:]
+    assert "runtime error" not in child.stderr and "AddressSanitizer" not in child.stderr
+
+
+# ---- the loop on veths, against the Python device
+
+
+class Running:
+    """A device of ``kind`` in the switch namespace with the fixture's pipeline in the
+    engine ``engine``, its loop on a thread; always stopped and closed."""
+
+    def __init__(self, net: Netns, kind: type, engine: str, **kwargs) -> None:
+        with net.entered("sw"):
+            self.device = kind({1: net.ifaces["s1"], 2: net.ifaces["s2"]}, engine=engine, **kwargs)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.device.run()
+        except BaseException as e:
+            self.error = e
+
+    def __enter__(self):
+        try:
+            self.device.load_pipeline(json.loads(FIXTURE.read_text()))
+        except BaseException:
+            self.device.close()
+            raise
+        self.thread.start()
+        return self.device
+
+    def __exit__(self, *exc) -> None:
+        self.device.stop()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "device loop did not stop"
+        self.device.close()
+        if self.error is not None:
+            raise AssertionError("the device loop crashed") from self.error
+
+
+def exchange(kind: type, engine: str) -> dict:
+    """Bursts both ways through a slow port 2 with a short queue (tail drops, growing
+    enq_qdepth written into the frames), a PacketOut injected on port 1, then
+    everything the device did."""
+    with Netns() as net:
+        net.add_switch_and_hosts()
+        h1, h2 = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
+        burst, back = [udp(i) for i in range(24)], [udp(100 + i, 300) for i in range(5)]
+        # 40 ms a frame on port 2: the burst (well under a millisecond) is all queued or
+        # dropped before the second frame leaves, so what each frame meets is the same
+        # in every run: enq_qdepth 0, 0, 1, ..., 7 written into the frames, then tail drops.
+        with Running(net, kind, engine, port_rates={2: 5_000.0}, queue_depth=8) as dev:
+            for frame in burst:
+                h1.send(frame)
+            for frame in back:
+                h2.send(frame)
+            at_h2 = receive(h2, 9, 5.0, ours)
+            at_h1 = receive(h1, 5, 5.0, ours)
+            dev.inject(udp(200, 120), port=1)
+            at_h2 += receive(h2, 1, 5.0, ours)
+            time.sleep(0.2)                # nothing more arrives: a late extra frame would be a bug
+            at_h2 += receive(h2, 1, 0.1, ours)
+            with dev.lock:
+                stats = {p: {k: s[k] for k in ("enqueued", "drops", "sent_packets", "sent_bytes", "max_qdepth")}
+                         for p, s in dev.queue_stats().items()}
+        counters = dict(dev.counters)
+    return {"h2": [d for _, d in at_h2], "h1": [d for _, d in at_h1], "stats": stats,
+            "counters": {k: v for k, v in counters.items() if k not in ("rx",)},
+            "rx": counters["rx"]}
+
+
+@root
+def test_native_loop_forwards_what_the_python_device_forwards():
+    python = exchange(Device, "python")
+    native = exchange(NativeDevice, "native")
+    # The one on the wire, the 8 queued, then the PacketOut; the rest of the burst dropped.
+    assert len(python["h2"]) == 10 and len(python["h1"]) == 5 and python["stats"][2]["drops"] == 15
+    assert [f[19] for f in python["h2"][:9]] == [0, 0, 1, 2, 3, 4, 5, 6, 7]
+    assert native["h2"] == python["h2"]
+    assert native["h1"] == python["h1"]
+    assert native["stats"] == python["stats"]
+    assert native["counters"] == python["counters"]
+    # rx: the same frames, plus whatever else the hosts' kernels sent (IPv6 router
+    # solicitations), which the pipeline drops.
+    assert native["rx"] >= 30 and python["rx"] >= 30
+
+
+@root
+def test_native_loop_obeys_pause_and_sends_pause():
+    """A PFC frame from h2 stops port 2's lossless queue; the backlog from h1 then
+    crosses XOFF and the switch pauses h1."""
+    with Netns() as net:
+        net.add_switch_and_hosts()
+        h1, h2 = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
+        pfc = PfcConfig(frozenset({3}), xoff=1000, xon=400, headroom=4000)
+        with Running(net, NativeDevice, "native", port_rates={1: 125_000.0, 2: 125_000.0},
+                     priority_queues=8, pfc=pfc) as dev:
+            h2.send(pfc_frame(b"\x02\x00\x00\x00\x02\x02", {3: 2000}))   # 2000 x 512 bits at 1 Mbit/s: ~1 s
+            end = time.monotonic() + 5
+            while dev.counters["mac_control"] < 1 and time.monotonic() < end:
+                time.sleep(0.01)
+            for i in range(8):
+                h1.send(udp(i, 300, tos=3 << 2))   # the fixture: priority = dscp & 7
+            pauses = receive(h1, 1, 5.0, lambda f: f[12:14] == b"\x88\x08")
+            assert [parse_pause(f) for _, f in pauses] == [{3: MAX_QUANTA}]
+            end, held = time.monotonic() + 0.5, 0   # well inside the pause: all 8 wait
+            while held < 8 and time.monotonic() < end:
+                with dev.lock:
+                    held = dev.queue_stats()[2]["qdepth"]
+                time.sleep(0.005)
+            got = receive(h2, 8, 5.0, ours)         # released when the pause runs out
+            with dev.lock:
+                pfc_stats = dev.queue_stats()[2]["pfc"]
+        assert held == 8 and len(got) == 8
+        assert pfc_stats["pause_rx"][3] == 1 and pfc_stats["paused_s"][3] > 0.9
