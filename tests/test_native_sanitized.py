@@ -44,14 +44,15 @@ CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.timeout(max(300, FRAMES // 100))
+@pytest.mark.timeout(max(300, FRAMES // 100 + 20))
 def test_generated_c_survives_fuzzed_frames_under_asan_and_ubsan() -> None:
     asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
                           text=True, check=True).stdout.strip()
     env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     child = subprocess.run([sys.executable, "-c", CHILD.format(tests=str(TESTS), frames=FRAMES)],
-                           capture_output=True, text=True, env=env, cwd=TESTS.parent, timeout=600)
+                           capture_output=True, text=True, env=env, cwd=TESTS.parent,
+                           timeout=max(280, FRAMES // 100))
     report = child.stderr[-3000:]
     assert child.returncode == 0, f"sanitized pipeline failed:\n{report}"
     assert "runtime error" not in child.stderr and "AddressSanitizer" not in child.stderr, report
