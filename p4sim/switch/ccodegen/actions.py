@@ -84,26 +84,23 @@ class CActions:
         if op in ("assign", "modify_field"):
             emit(x.assign(ps[0], e(ps[1])), ind)
         elif op in ("assign_header", "copy_header"):
-            dst, src = x.header(ps[0]), x.header(ps[1])
-            emit(f"if (!F[{src.valid_slot}]) F[{dst.valid_slot}] = 0; else {{", ind)
-            emit(f"F[{dst.valid_slot}] = 1;", ind + 1)
-            for sib in dst.union_siblings:
-                emit(f"F[{self.L.by_id[sib].valid_slot}] = 0;", ind + 1)
-            for fd, fs in zip(dst.fields, src.fields):
-                emit(f"F[{fd.slot}] = F[{fs.slot}];", ind + 1)
-            emit("}", ind)
+            emit(f"p4n_h_copy(F, {x.href(ps[0])[1]}, {x.href(ps[1])[1]});", ind)
+        elif op == "assign_header_stack":
+            dst, src = x.stack(ps[0]["value"]), x.stack(ps[1]["value"])
+            for dh, sh in zip(dst.header_ids, src.header_ids):
+                emit(f"p4n_h_copy(F, {dh}, {sh});", ind)
+            emit(f"F[{dst.count_slot}] = F[{src.count_slot}];", ind)
+        elif op in ("push", "pop"):
+            st = x.stack(ps[0]["value"])
+            fn = "p4n_push_front" if op == "push" else "p4n_pop_front"
+            emit(f"{fn}(F, p4n_stk_{ctx.stack_ix[st.name]}, {len(st.header_ids)}, "
+                 f"{st.count_slot}, {e(ps[1])});", ind)
         elif op == "add_header":
-            h = x.header(ps[0])
-            emit(f"if (!F[{h.valid_slot}]) {{", ind)
-            for f in h.fields:
-                emit(f"F[{f.slot}] = 0;", ind + 1)
-            emit(f"F[{h.valid_slot}] = 1; S->plen += {h.nbytes};", ind + 1)
-            emit("}", ind)
+            emit(f"p4n_h_set_valid(F, S, {x.href(ps[0])[1]});", ind)
         elif op == "add_header_fast":
-            emit(f"F[{x.header(ps[0]).valid_slot}] = 1;", ind)
+            emit(f"F[{x.valid_slot(ps[0])}] = 1;", ind)
         elif op == "remove_header":
-            h = x.header(ps[0])
-            emit(f"if (F[{h.valid_slot}]) {{ S->plen -= {h.nbytes}; F[{h.valid_slot}] = 0; }}", ind)
+            emit(f"p4n_h_set_invalid(F, S, {x.href(ps[0])[1]});", ind)
         elif op in ("mark_to_drop", "drop"):
             if self.espec is None:
                 raise ctx.unsupported("mark_to_drop without standard_metadata.egress_spec")
@@ -167,9 +164,8 @@ class CActions:
             emit(f"{{ v_t {t} = {e(ps[0])};", ind)
             emit(f"if (S->trunc < 0 || {t} < S->trunc) S->trunc = {t} < 0 ? 0 : (int64_t){t}; }}", ind + 1)
         elif op in ("add_to_field", "subtract_from_field"):
-            f = x.lvalue(ps[0])
             fn = "p4n_add" if op == "add_to_field" else "p4n_sub"
-            emit(x.assign(ps[0], f"{fn}({read(f)}, {e(ps[1])})"), ind)
+            emit(x.assign(ps[0], f"{fn}({read(x.lvalue(ps[0]))}, {e(ps[1])})"), ind)
         elif op in _BINARY:
             fn = _BINARY[op]
             src = (f"{fn}({e(ps[1])}, {e(ps[2])})" if fn.startswith("p4n")

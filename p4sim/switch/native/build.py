@@ -22,7 +22,7 @@ from ..errors import ProgramError
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE.parents[2] / "build" / "native"
-HEADERS = ("pipeline.h", "runtime.h", "driver.h", "api.h")
+HEADERS = ("pipeline.h", "runtime.h", "headers.h", "driver.h", "api.h")
 CFLAGS = ("-O2", "-std=gnu11", "-fPIC", "-shared", "-Wall", "-Wno-unused-function",
           "-Wno-unused-label", "-Wno-unused-variable", "-fno-strict-aliasing")
 #: The flags of the sanitizer build the tests push fuzzed frames through.

@@ -489,6 +489,7 @@ typedef struct {
     uint32_t clone_fl, resubmit, recirc, learn;
     int64_t trunc;              /* -1: none */
     int ex;                     /* `exit` ran: the control ends */
+    int err;                    /* a stack index out of range: the packet is lost */
     const uint8_t *payload;     /* bytes after the parsed headers */
     uint32_t paylen;
 } p4n_state;
