@@ -8,6 +8,8 @@ acts on it where simple_switch does. p4c's ``_jump``/``_jump_if_zero`` become go
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..codegen.actions import DROP_PORT
 from .calculations import CCalculations
 from .context import CContext
@@ -75,6 +77,16 @@ class CActions:
             raise self.ctx.unsupported("a jump whose target is not a constant")
         return int(tv["value"], 16)
 
+    def cell(self, ix: dict[str, int], decls: dict[str, dict], kind: str, name: str,
+             index: dict, ind: int, body: Callable[[int, str], str]) -> None:
+        """``body`` on cell `index` of extern array `name` when the index is inside it
+        (BMv2 and the Python engine skip the primitive otherwise)."""
+        i = self.ctx.index(ix, kind, name)
+        size = int(decls[name]["size"])
+        t = self.ctx.tmp()
+        self.ctx.emit(f"{{ v_t {t} = {self.exprs.expr(index)};", ind)
+        self.ctx.emit(f"if ({t} >= 0 && {t} < {size}) {{ {body(i, f'(size_t){t}')} }} }}", ind + 1)
+
     def primitive(self, pr: dict, ind: int) -> None:
         """Emit the statements of one primitive call."""
         ctx, x = self.ctx, self.exprs
@@ -113,35 +125,20 @@ class CActions:
             # log_msg only logs (INFO) in the Python engine: no packet-visible effect
             emit(";", ind)
         elif op == "count":
-            name = ps[0]["value"]
-            c = ctx.index(ctx.counter_ix, "counter array", name)
-            size = int(ctx.counters[name]["size"])
-            t = ctx.tmp()
-            emit(f"{{ v_t {t} = {e(ps[1])};", ind)
-            emit(f"if ({t} >= 0 && {t} < {size}) {{ p->cnt_pkts[{c}][(size_t){t}] += 1; "
-                 f"p->cnt_bytes[{c}][(size_t){t}] += S->ilen; }} }}", ind + 1)
+            self.cell(ctx.counter_ix, ctx.counters, "counter array", ps[0]["value"], ps[1], ind,
+                      lambda c, t: f"p->cnt_pkts[{c}][{t}] += 1; p->cnt_bytes[{c}][{t}] += S->ilen;")
         elif op == "execute_meter":
-            name = ps[0]["value"]
-            m = ctx.index(ctx.meter_ix, "meter array", name)
-            size = int(ctx.meters[name]["size"])
-            t = ctx.tmp()
-            emit(f"{{ v_t {t} = {e(ps[1])};", ind)
-            emit(f"if ({t} >= 0 && {t} < {size}) {{ "
-                 + x.assign(ps[2], f"(v_t)p4n_meter_execute(&p->meters[{m}][(size_t){t}], p->now, S->ilen)")
-                 + " } }", ind + 1)
-        elif op in ("register_read", "register_write"):
-            name = ps[1]["value"] if op == "register_read" else ps[0]["value"]
-            r = ctx.index(ctx.register_ix, "register array", name)
-            size = int(ctx.registers[name]["size"])
-            t = ctx.tmp()
-            idx = e(ps[2]) if op == "register_read" else e(ps[1])
-            emit(f"{{ v_t {t} = {idx};", ind)
-            if op == "register_read":
-                body = x.assign(ps[0], f"(v_t)p->regs[{r}][(size_t){t}]")
-            else:
-                width = int(ctx.registers[name]["bitwidth"])
-                body = f"p->regs[{r}][(size_t){t}] = (uint64_t)(({e(ps[2])}) & {lit((1 << width) - 1)});"
-            emit(f"if ({t} >= 0 && {t} < {size}) {{ {body} }} }}", ind + 1)
+            self.cell(ctx.meter_ix, ctx.meters, "meter array", ps[0]["value"], ps[1], ind,
+                      lambda m, t: x.assign(ps[2], f"(v_t)p4n_meter_execute(&p->meters[{m}][{t}], "
+                                                   f"p->now, S->ilen)"))
+        elif op == "register_read":
+            self.cell(ctx.register_ix, ctx.registers, "register array", ps[1]["value"], ps[2], ind,
+                      lambda r, t: x.assign(ps[0], f"(v_t)p->regs[{r}][{t}]"))
+        elif op == "register_write":
+            width = ctx.declared_width(ps[0]["value"])
+            self.cell(ctx.register_ix, ctx.registers, "register array", ps[0]["value"], ps[1], ind,
+                      lambda r, t: f"p->regs[{r}][{t}] = (uint64_t)(({e(ps[2])}) & "
+                                   f"{lit((1 << width) - 1)});")
         elif op == "modify_field_with_hash_based_offset":
             calc = self.calcs.function(ps[2]["value"])
             t = ctx.tmp()

@@ -79,6 +79,11 @@ class CContext:
         except KeyError:
             raise ProgramError(f"unknown {kind} {name!r}") from None
 
+    def declared_width(self, register: str) -> int:
+        """The bit width of register array `register`."""
+        self.index(self.register_ix, "register array", register)
+        return int(self.registers[register]["bitwidth"])
+
     def source(self) -> str:
         """The complete C file."""
         return "\n".join(self.lines) + "\n"

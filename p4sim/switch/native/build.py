@@ -29,21 +29,10 @@ CFLAGS = ("-O2", "-std=gnu11", "-fPIC", "-shared", "-Wall", "-Wno-unused-functio
 SANITIZE = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g", "-O1",
             "-DP4N_EXACT_FRAMES")
 
-#: What Python calls: pipeline.h's contract and api.h's control-plane functions.
-CDEFS = """
-typedef struct p4n_pipeline p4n_pipeline;
-typedef struct p4n_job p4n_job;
-typedef struct { p4n_job *job; uint32_t port; uint32_t priority; uint32_t length; } p4n_handoff;
-typedef struct { uint8_t *data; uint32_t cap; uint32_t len; } p4n_frame;
-typedef struct {
-    int (*ingress)(p4n_pipeline *p, uint32_t in_port, const uint8_t *frame, uint32_t len,
-                   uint64_t now_us, p4n_handoff *out, int max);
-    int (*egress)(p4n_pipeline *p, p4n_job *job, uint32_t enq_qdepth, uint32_t deq_qdepth,
-                  uint64_t enq_timestamp, uint32_t deq_timedelta, uint64_t now_us,
-                  p4n_frame *frame, p4n_handoff *more, int max);
-    void (*job_free)(p4n_pipeline *p, p4n_job *job);
-} p4n_ops;
-const p4n_ops *p4n_get_ops(void);
+#: What Python calls: pipeline.h's contract (read from the header itself, without its
+#: preprocessor lines) and api.h's control-plane functions.
+CDEFS = "\n".join(line for line in (HERE / "pipeline.h").read_text().splitlines()
+                  if not line.startswith("#")) + """
 p4n_pipeline *p4n_new(void);
 void p4n_free(p4n_pipeline *p);
 int p4n_table_add(p4n_pipeline *p, int t, uint32_t handle, const uint64_t *lo, const uint64_t *hi,
