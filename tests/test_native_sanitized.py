@@ -20,8 +20,8 @@ from fuzzkit import count
 
 FRAMES = int(os.environ.get("P4SIM_FUZZ_FRAMES", "3000"))
 TESTS = Path(__file__).resolve().parent
-#: Programs with header stacks, fuzzed after astral.p4 (a tenth of the frames each).
-STACKED = ("header_stack_ops.p4", "source_routing.p4", "mri.p4")
+#: Programs with header stacks and unions, fuzzed after astral.p4 (a tenth of the frames each).
+STACKED = ("header_stack_ops.p4", "source_routing.p4", "mri.p4", "union_stack_runtime.p4")
 
 CHILD = textwrap.dedent("""
     import random, sys

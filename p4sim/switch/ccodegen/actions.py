@@ -102,11 +102,24 @@ class CActions:
             for dh, sh in zip(dst.header_ids, src.header_ids):
                 emit(f"p4n_h_copy(F, {dh}, {sh});", ind)
             emit(f"F[{dst.count_slot}] = F[{src.count_slot}];", ind)
+        elif op == "assign_union":
+            _s, d, sample = x.uref(ps[0])
+            _s2, src, _u = x.uref(ps[1])
+            for i in range(len(sample.header_ids)):
+                emit(f"p4n_h_copy(F, p4n_uh[{d}][{i}], p4n_uh[{src}][{i}]);", ind)
+        elif op == "assign_union_stack":
+            dst, src = x.stack(ps[0]["value"]), x.stack(ps[1]["value"])
+            for du, su in zip(dst.header_ids, src.header_ids):
+                for dh, sh in zip(self.L.union_by_id[du].header_ids, self.L.union_by_id[su].header_ids):
+                    emit(f"p4n_h_copy(F, {dh}, {sh});", ind)
+            emit(f"F[{dst.count_slot}] = F[{src.count_slot}];", ind)
         elif op in ("push", "pop"):
-            st = x.stack(ps[0]["value"])
+            name = ps[0]["value"]
+            st = x.stack(name)
             fn = "p4n_push_front" if op == "push" else "p4n_pop_front"
+            unions = int(name in self.L.union_stacks)
             emit(f"{fn}(F, p4n_stk_{ctx.stack_ix[st.name]}, {len(st.header_ids)}, "
-                 f"{st.count_slot}, {e(ps[1])});", ind)
+                 f"{st.count_slot}, {e(ps[1])}, {unions});", ind)
         elif op == "add_header":
             emit(f"p4n_h_set_valid(F, S, {x.href(ps[0])[1]});", ind)
         elif op == "add_header_fast":

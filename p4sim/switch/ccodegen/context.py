@@ -38,7 +38,7 @@ class CContext:
         self.meter_ix = _index(m["name"] for m in js.get("meter_arrays", []) if not m.get("is_direct"))
         self.register_ix = _index(r["name"] for r in js.get("register_arrays", []))
         self.vset_ix = _index(v["name"] for v in js.get("parse_vsets", []))
-        self.stack_ix = _index(layout.stacks)
+        self.stack_ix = _index(list(layout.stacks) + list(layout.union_stacks))
         self.counters = {c["name"]: c for c in js.get("counter_arrays", [])}
         self.meters = {m["name"]: m for m in js.get("meter_arrays", [])}
         self.registers = {r["name"]: r for r in js.get("register_arrays", [])}

@@ -8,8 +8,8 @@ stored, as the Python engine does with its unbounded ints. A header known only a
 time (a stack element ``hs[i]``, ``hs.last``) is a header id looked up in the layout
 tables ``p4n_hv``/``p4n_hf`` (`layout.tables`), as the Python engine's ``HV``/``HF``;
 an index outside the stack marks the packet's pipeline error (the Python engine raises
-IndexError there). Unions and varbit fields are not here: `layout.check` sends such
-programs to Python.
+IndexError there); a union's members likewise through ``p4n_uh``. Varbit fields are
+not here: `layout.check` sends such programs to Python.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..program import FieldInfo, HeaderInfo, StackInfo
+from ..program import FieldInfo, HeaderInfo, StackInfo, UnionInfo
 from .context import CContext
 
 M64 = (1 << 64) - 1
@@ -83,15 +83,32 @@ class CExpressions:
         self.L = ctx.layout
 
     def stack(self, name: str) -> StackInfo:
-        """Header stack by name."""
-        st = self.L.stacks.get(name)
+        """Header stack or union stack by name."""
+        st = self.L.stacks.get(name) or self.L.union_stacks.get(name)
         if st is None:
             raise self.ctx.unsupported(f"stack {name!r}")
         return st
 
     def stack_element(self, st: StackInfo, index: str) -> str:
-        """Code giving the header id of element `index` (code) of stack `st`."""
+        """Code giving the header (or union) id of element `index` (code) of stack `st`."""
         return f"p4n_stack_at(S, p4n_stk_{self.ctx.stack_ix[st.name]}, {len(st.header_ids)}, {index})"
+
+    def uref(self, tv: dict) -> tuple[bool, str, UnionInfo]:
+        """(is static, code giving the union id, a union of the right type)."""
+        t, v = tv["type"], tv["value"]
+        if t in ("header_union", "union"):
+            u = self.L.unions.get(v)
+            if u is None:
+                raise self.ctx.unsupported(f"unknown header union {v!r}")
+            uid = next(i for i, x in self.L.union_by_id.items() if x.name == v)
+            return True, str(uid), u
+        if t == "expression" and isinstance(v, dict) and "op" not in v:
+            return self.uref(v)
+        if t == "expression" and isinstance(v, dict) and v["op"] == "dereference_union_stack":
+            st = self.stack(v["left"]["value"])
+            return (False, self.stack_element(st, self.expr(v["right"])),
+                    self.L.union_by_id[st.header_ids[0]])
+        raise self.ctx.unsupported(f"header union reference {_brief(tv)}")
 
     def href(self, tv: dict) -> tuple[bool, str, HeaderInfo]:
         """(is static, code giving the header id, a header of the right type)."""
@@ -106,6 +123,13 @@ class CExpressions:
                 st = self.stack(v["left"]["value"])
                 return (False, self.stack_element(st, self.expr(v["right"])),
                         self.L.by_id[st.header_ids[0]])
+            if v["op"] == "access_union_header":
+                static, ucode, sample = self.uref(v["left"])
+                off = int(v["right"])
+                hid = sample.header_ids[off]
+                if static:
+                    return True, str(self.L.union_by_id[int(ucode)].header_ids[off]), self.L.by_id[hid]
+                return False, f"p4n_uh[{ucode}][{off}]", self.L.by_id[hid]
         raise self.ctx.unsupported(f"header reference {_brief(tv)}")
 
     def header(self, tv: dict) -> HeaderInfo:
@@ -189,6 +213,12 @@ class CExpressions:
             return f"({e(left)} {op} {e(right)})"
         if op in ("==", "!=") and _kind(left) == "header":
             return self.header_equal(left, right, op == "!=")
+        if op in ("==", "!=", "==u", "!=u") and _kind(left) == "union":
+            _s, a, _u = self.uref(left)
+            _s2, b, _u2 = self.uref(right)
+            return f"((v_t)({'!' if op[0] == '!' else ''}p4n_u_equal(F, {a}, {b})))"
+        if op == "valid_union":
+            return f"((v_t)p4n_u_valid(F, {self.uref(right)[1]}))"
         if op in ("==", "!=", ">", "<", ">=", "<="):
             return f"((v_t)({e(left)} {op} {e(right)}))"
         if op in ("==b", "!=b"):
@@ -242,8 +272,12 @@ def _kind(tv: dict) -> str:
     if t == "expression" and isinstance(v, dict):
         if "op" not in v:
             return _kind(v)
-        if v["op"] in ("dereference_header_stack", "dereference_stack"):
+        if v["op"] in ("dereference_header_stack", "dereference_stack", "access_union_header"):
             return "header"
+        if v["op"] == "dereference_union_stack":
+            return "union"
+    if t in ("header_union", "union"):
+        return "union"
     return "data"
 
 

@@ -14,7 +14,7 @@ from ..codegen.parser import _dereferences
 from ..program import HeaderInfo
 from .actions import CActions
 from .context import CContext
-from .expressions import CExpressions, bits, lit, store
+from .expressions import CExpressions, Slot, bits, lit, store
 
 
 class CParser:
@@ -73,14 +73,20 @@ class CParser:
         if t == "regular":
             self.extract(self.L.header(v), ind)
             return
-        if t != "stack":
+        if t == "stack":
+            st = self.exprs.stack(v)
+            hids = st.header_ids
+        elif t == "union_stack":
+            st = self.exprs.stack(v[0])
+            off = self.L.union_by_id[st.header_ids[0]].member_names.index(v[1])
+            hids = [self.L.union_by_id[uid].header_ids[off] for uid in st.header_ids]
+        else:
             raise self.ctx.unsupported(f"extract into a {t}")
-        st = self.exprs.stack(v)
         emit = self.ctx.emit
         emit(f"if (F[{st.count_slot}] >= {len(st.header_ids)}) "
              f"{self.fail(self.errors['StackOutOfBounds'])}", ind)
         emit(f"switch (F[{st.count_slot}]) {{", ind)
-        for i, hid in enumerate(st.header_ids):
+        for i, hid in enumerate(hids):
             emit(f"case {i}: {{", ind)
             self.extract(self.L.by_id[hid], ind + 1)
             emit("break; }", ind + 1)
@@ -183,6 +189,16 @@ class CParser:
                 slot = self.exprs.lvalue(k)
                 parts.append(f"(v_t){bits(slot)}")
                 widths.append(slot.width)
+            elif k["type"] == "union_stack_field":
+                st = self.exprs.stack(k["value"][0])
+                u0 = self.L.union_by_id[st.header_ids[0]]
+                moff = u0.member_names.index(k["value"][1])
+                h0 = self.L.by_id[u0.header_ids[moff]]
+                foff = [f.name for f in h0.fields].index(k["value"][2])
+                f = h0.fields[foff]
+                uid = self.exprs.stack_element(st, f"(v_t)F[{st.count_slot}] - 1")
+                parts.append(f"(v_t){bits(Slot(f'p4n_hf[p4n_uh[{uid}][{moff}]][{foff}]', f.width, f.signed))}")
+                widths.append(f.width)
             elif k["type"] == "lookahead":
                 parts.append(self.exprs.expr(k))
                 widths.append(int(k["value"][1]))
