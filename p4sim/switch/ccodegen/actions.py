@@ -32,6 +32,7 @@ class CActions:
         self.espec = L.find_field("standard_metadata.egress_spec")
         self.mcast = (L.find_field("intrinsic_metadata.mcast_grp")
                       or L.find_field("standard_metadata.mcast_grp"))
+        self._in_action = False   # primitives emitted inside an action function
 
     @staticmethod
     def name(action_id: int) -> str:
@@ -55,6 +56,7 @@ class CActions:
         emit("(void)p; (void)F; (void)S; (void)d;", 1)
         prims = act.get("primitives", [])
         jumps = any(pr["op"] in ("_jump", "_jump_if_zero") for pr in prims)
+        self._in_action = True
         for i, pr in enumerate(prims):
             with self.ctx.at(f"primitives[{i}]"):
                 if jumps:
@@ -67,6 +69,7 @@ class CActions:
                     emit(f"if (({self.exprs.expr(ps[0])}) == 0) goto L{self._target(ps[1], len(prims))};", 1)
                 else:
                     self.primitive(pr, 1)
+        self._in_action = False
         if jumps:
             emit(f"L{len(prims)}:;", 1)
         emit("}")
@@ -137,6 +140,12 @@ class CActions:
         elif op in ("no_op", "log_msg"):
             # log_msg only logs (INFO) in the Python engine: no packet-visible effect
             emit(";", ind)
+        elif op in ("assert", "assume"):
+            # the Python engine raises P4AssertionError: the packet's run stops here
+            if not self._in_action:
+                raise ctx.unsupported(f"{op} outside an action")
+            code = "P4N_ERR_ASSERT" if op == "assert" else "P4N_ERR_ASSUME"
+            emit(f"if (!({e(ps[0])})) {{ S->err = {code}; S->ex = 1; return; }}", ind)
         elif op == "count":
             self.cell(ctx.counter_ix, ctx.counters, "counter array", ps[0]["value"], ps[1], ind,
                       lambda c, t: f"p->cnt_pkts[{c}][{t}] += 1; p->cnt_bytes[{c}][{t}] += S->ilen;")

@@ -275,6 +275,9 @@ P4N_EXPORT int64_t p4n_run_batch(p4n_pipeline *p, uint32_t port, const uint8_t *
  * frame, which the Python engine sends (and a wire cannot carry). */
 P4N_EXPORT int p4n_egress_sent(p4n_pipeline *p) { return p->sent; }
 
+/* Why the last ingress or egress returned -1 (P4N_ERR_*). */
+P4N_EXPORT int p4n_last_error(p4n_pipeline *p) { return p->error; }
+
 P4N_EXPORT uint64_t p4n_dropped_passes(p4n_pipeline *p) { return p->dropped_passes; }
 
 #endif

@@ -63,6 +63,7 @@ int p4n_rng_state(p4n_pipeline *p, const uint32_t *mt, uint32_t index);
 int p4n_egress_sent(p4n_pipeline *p);
 int64_t p4n_run_batch(p4n_pipeline *p, uint32_t port, const uint8_t *frames, uint32_t len, int n,
                       uint64_t now_us);
+int p4n_last_error(p4n_pipeline *p);
 uint64_t p4n_dropped_passes(p4n_pipeline *p);
 """
 

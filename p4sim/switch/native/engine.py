@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ccodegen import Unsupported, generate_c
-from ..errors import ProgramError, StateError
+from ..errors import P4AssertionError, ProgramError, StateError
 from ..v1model import V1Switch
 from .build import compile_pipeline, ffi, load
 
@@ -36,6 +36,15 @@ MAX_JOBS = 4096
 FRAME_CAP = 1 << 17
 #: Words of digest data taken from C per call.
 DIGEST_WORDS = 1 << 14
+
+
+#: What the Python engine raises where a native run fails, by p4n_last_error (runtime.h).
+_FAILURES: dict[int | None, Callable[[], Exception]] = {
+    1: lambda: ProgramError("a header stack index outside the stack (Python: IndexError)"),
+    2: lambda: P4AssertionError("assert failed"),
+    3: lambda: P4AssertionError("assume failed"),
+    None: lambda: ProgramError("native pipeline error (too many copies or a frame too long)"),
+}
 
 
 class NativeJob:
@@ -96,7 +105,7 @@ class NativeSwitch(V1Switch):
     # ------------------------------------------------------------------ packets
     def _jobs(self, n: int, out: Any) -> list[NativeJob]:
         if n < 0:
-            raise ProgramError("native pipeline error (too many copies or a frame too long)")
+            raise _FAILURES.get(self._lib.p4n_last_error(self.pipeline), _FAILURES[None])()
         gc = ffi.gc
         free = self._job_free
         return [NativeJob(h.port, h.priority, h.length, gc(h.job, free))

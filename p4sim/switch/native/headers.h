@@ -9,7 +9,7 @@
  * raises IndexError there) and element 0 stands in so nothing is read out of bounds. */
 static inline int p4n_stack_at(p4n_state *S, const int *ids, int size, v_t index) {
     if (index < 0) index += size;
-    if (index < 0 || index >= size) { S->err = 1; return ids[0]; }
+    if (index < 0 || index >= size) { S->err = P4N_ERR_INDEX; return ids[0]; }
     return ids[(int)index];
 }
 

@@ -481,6 +481,9 @@ static int p4n_vset_match_masked(const p4n_vset *v, uint64_t key, uint64_t mask)
 }
 
 /* ------------------------------------------------------------ packet registers */
+/* Why a packet's run failed where the Python engine raises (p4n_last_error). */
+enum { P4N_ERR_NONE, P4N_ERR_INDEX, P4N_ERR_ASSERT, P4N_ERR_ASSUME, P4N_ERR_SIZE };
+
 typedef struct {
     uint32_t ilen;              /* ingress length: counters and meters count it */
     int64_t plen;               /* packet_length register */
@@ -489,7 +492,7 @@ typedef struct {
     uint32_t clone_fl, resubmit, recirc, learn;
     int64_t trunc;              /* -1: none */
     int ex;                     /* `exit` ran: the control ends */
-    int err;                    /* a stack index out of range: the packet is lost */
+    int err;                    /* P4N_ERR_*: the packet is lost (Python raised) */
     const uint8_t *payload;     /* bytes after the parsed headers */
     uint32_t paylen;
 } p4n_state;
@@ -522,6 +525,7 @@ struct p4n_pipeline {
     uint32_t ndigest, digest_cap;
     uint64_t dropped_passes;               /* packets dropped after MAX_PASSES */
     int sent;                              /* the last egress sent a frame (maybe empty) */
+    int error;                             /* P4N_ERR_* of the last failed run */
 };
 
 static p4n_mgrp *p4n_mgrp_find(p4n_pipeline *p, uint32_t mgrp) {
