@@ -10,6 +10,7 @@ and renamed, so switches starting together never load a half-written file.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -87,7 +88,17 @@ def compile_pipeline(source: str, sanitize: bool = False, cache: Path = CACHE) -
     if so.exists():
         return so
     cache.mkdir(parents=True, exist_ok=True)
-    fd, tmp_c = tempfile.mkstemp(suffix=".c", dir=cache)
+    # a fabric's switches start together with one program: one compiles, the others
+    # wait for its object instead of running gcc ten times on two cores
+    with open(so.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not so.exists():
+            _compile(source, flags, so)
+    return so
+
+
+def _compile(source: str, flags: tuple[str, ...], so: Path) -> None:
+    fd, tmp_c = tempfile.mkstemp(suffix=".c", dir=so.parent)
     with os.fdopen(fd, "w") as f:
         f.write(source)
     tmp_so = tmp_c[:-2] + ".so"
@@ -102,7 +113,6 @@ def compile_pipeline(source: str, sanitize: bool = False, cache: Path = CACHE) -
     finally:
         if os.path.exists(tmp_so):
             os.unlink(tmp_so)
-    return so
 
 
 def load(so: Path) -> object:
