@@ -106,10 +106,14 @@ class NativeSwitch(V1Switch):
     def _jobs(self, n: int, out: Any) -> list[NativeJob]:
         if n < 0:
             raise _FAILURES.get(self._lib.p4n_last_error(self.pipeline), _FAILURES[None])()
-        gc = ffi.gc
-        free = self._job_free
-        return [NativeJob(h.port, h.priority, h.length, gc(h.job, free))
-                for h in (out[i] for i in range(n))]
+        if n == 0:
+            return []
+        gc, free = ffi.gc, self._job_free
+        jobs = []
+        for i in range(n):
+            h = out[i]
+            jobs.append(NativeJob(h.port, h.priority, h.length, gc(h.job, free)))
+        return jobs
 
     def run_ingress(self, port: int, data: bytes) -> list[NativeJob]:  # type: ignore[override]
         """Parser + ingress + traffic-manager hand-off, in C (see `V1Switch.run_ingress`)."""
@@ -130,8 +134,10 @@ class NativeSwitch(V1Switch):
         frame = self._frame
         n = self._egress(self.pipeline, ptr, enq_qdepth, deq_qdepth, enq_timestamp,
                          deq_timedelta, self.clock(), frame, out, MAX_JOBS)
-        sent = ([(job.port, ffi.buffer(self._frame_buf, frame.len)[:])]
-                if self._lib.p4n_egress_sent(self.pipeline) else [])
+        if frame.len:
+            sent = [(job.port, ffi.buffer(self._frame_buf, frame.len)[:])]
+        else:  # nothing, or an empty frame (the Python engine sends those)
+            sent = [(job.port, b"")] if self._lib.p4n_egress_sent(self.pipeline) else []
         return sent, self._jobs(n, out)
 
     # ------------------------------------------------------------------ mirroring to C

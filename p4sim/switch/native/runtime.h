@@ -450,11 +450,16 @@ static void p4n_table_free(p4n_table *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* members_sorted_by_handle[hash % n] of a group (ActionProfile.choose); NULL: empty. */
-static p4n_member *p4n_choose(p4n_profile *pr, int32_t grp, uint64_t hash) {
-    if (grp < 0 || (uint32_t)grp >= pr->ngroups || !pr->groups[grp]) return NULL;
+/* Members in group `grp` (0 for none): the selector's hash is computed only when there
+ * are some, as ActionProfile.choose does (a stateful hash must not advance otherwise). */
+static uint32_t p4n_group_size(const p4n_profile *pr, int32_t grp) {
+    if (grp < 0 || (uint32_t)grp >= pr->ngroups || !pr->groups[grp]) return 0;
+    return pr->groups[grp][0];
+}
+
+/* members_sorted_by_handle[hash % n] of a non-empty group (ActionProfile.choose) */
+static p4n_member *p4n_group_pick(p4n_profile *pr, int32_t grp, uint64_t hash) {
     uint32_t *g = pr->groups[grp];
-    if (!g[0]) return NULL;
     uint32_t mbr = g[1 + hash % g[0]];
     return mbr < pr->nmembers && pr->members[mbr].used ? &pr->members[mbr] : NULL;
 }
