@@ -4,7 +4,8 @@ path with a queue deep enough that the ECN table is consulted.
 (``pipeline_kpps_64B``, ``pipeline_kpps_1000B``: the Python engine), and the same run
 per frame for both engines side by side (``switch_pipeline_ns_native``,
 ``switch_pipeline_ns_python``, 1000 B frames, ingress + egress through the engines'
-Python API; ``switch_pipeline_native_speedup`` their ratio)."""
+Python API; ``switch_pipeline_native_speedup`` their ratio; ``switch_pipeline_ns_native_c``
+the generated pipeline run from C, as the native packet loop runs it)."""
 
 from __future__ import annotations
 
@@ -69,4 +70,19 @@ def run() -> dict[str, float]:
         figures[f"switch_pipeline_ns_{name}"] = 1e6 / _kpps(engine, frames)
     figures["switch_pipeline_native_speedup"] = (figures["switch_pipeline_ns_python"]
                                                  / figures["switch_pipeline_ns_native"])
+    figures["switch_pipeline_ns_native_c"] = _c_ns(native, frames)
     return figures
+
+
+def _c_ns(sw: NativeSwitch, frames: list[bytes]) -> float:
+    """ns per frame of the generated pipeline run from C (`p4n_run_batch`): what it
+    costs the native packet loop, without a Python call per frame."""
+    lib, batch = sw._lib, b"".join(frames)
+    n = len(frames)
+    sent = lib.p4n_run_batch(sw.pipeline, 1, batch, len(frames[0]), n, 0)  # warm-up
+    assert sent == n, f"native pipeline sent {sent} of {n} frames"
+    rounds = PACKETS * 5 // n
+    started = time.perf_counter()
+    for _ in range(rounds):
+        lib.p4n_run_batch(sw.pipeline, 1, batch, len(frames[0]), n, 0)
+    return (time.perf_counter() - started) / (rounds * n) * 1e9

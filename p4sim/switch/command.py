@@ -35,6 +35,7 @@ from p4sim.runtime.server import DEFAULT_ADDRESS, RuntimeServer
 from p4sim.switch.device import Device
 from p4sim.switch.native.device import NativeDevice
 from p4sim.switch.errors import ProgramError
+from p4sim.switch.native.engine import NativeSwitch
 from p4sim.switch.pfc import DEFAULT_HEADROOM, DEFAULT_XOFF, DEFAULT_XON, PfcConfig
 from p4sim.switch.ports import PortError
 from p4sim.switch.traffic_manager import DEFAULT_QUEUE_DEPTH
@@ -221,11 +222,12 @@ def main(argv: list[str]) -> int:
     try:
         if pipeline is not None:
             try:
-                device.load_pipeline(pipeline)
+                engine = device.load_pipeline(pipeline)
             except ProgramError as e:
                 log.error("cannot load pipeline %s: %s", args.json, e)
                 return 1
-            log.info("pipeline loaded from %s", args.json)
+            log.info("pipeline loaded from %s (%s engine)", args.json,
+                     "native" if isinstance(engine, NativeSwitch) else "python")
         try:
             server.start()
         except RuntimeError as e:

@@ -14,7 +14,8 @@ and what they share: `expressions` (BMv2 expressions in 128-bit C), `calculation
 metadata, field and learn lists: what the driver reads), `context` (the program, the
 file being written, `Unsupported`).
 
-The file includes native/runtime.h (values, tables, externs) at the top and
+The file includes native/runtime.h (values, tables, externs) at the top,
+native/headers.h (operations on headers chosen at run time) after the layout, and
 native/driver.h (simple_switch's ingress/egress around the pipeline, the p4n_ops of
 pipeline.h) and native/api.h (the control-plane functions) at the end. A construct
 outside what the C engine runs raises `Unsupported` naming it and its place in the JSON.
@@ -41,7 +42,7 @@ __all__ = ["GENERATOR_VERSION", "CProgram", "Unsupported", "generate_c"]
 
 #: Part of the build cache's key (native/build.py): change it with any change of the
 #: generated code's meaning.
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 
 
 @dataclass
@@ -148,6 +149,7 @@ def generate_c(js: dict[str, Any], lay: Layout) -> CProgram:
     head += layout.preamble(ctx, sizes)
     head.append('#include "runtime.h"')
     head += layout.tables(ctx)
+    head.append('#include "headers.h"')
     head += _extern_sizes(ctx)
     setup = _setup(ctx, calcs, tables)
     tail = ['#include "driver.h"', '#include "api.h"']

@@ -8,6 +8,8 @@ acts on it where simple_switch does. p4c's ``_jump``/``_jump_if_zero`` become go
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..codegen.actions import DROP_PORT
 from .calculations import CCalculations
 from .context import CContext
@@ -30,6 +32,7 @@ class CActions:
         self.espec = L.find_field("standard_metadata.egress_spec")
         self.mcast = (L.find_field("intrinsic_metadata.mcast_grp")
                       or L.find_field("standard_metadata.mcast_grp"))
+        self._in_action = False   # primitives emitted inside an action function
 
     @staticmethod
     def name(action_id: int) -> str:
@@ -53,6 +56,7 @@ class CActions:
         emit("(void)p; (void)F; (void)S; (void)d;", 1)
         prims = act.get("primitives", [])
         jumps = any(pr["op"] in ("_jump", "_jump_if_zero") for pr in prims)
+        self._in_action = True
         for i, pr in enumerate(prims):
             with self.ctx.at(f"primitives[{i}]"):
                 if jumps:
@@ -65,6 +69,7 @@ class CActions:
                     emit(f"if (({self.exprs.expr(ps[0])}) == 0) goto L{self._target(ps[1], len(prims))};", 1)
                 else:
                     self.primitive(pr, 1)
+        self._in_action = False
         if jumps:
             emit(f"L{len(prims)}:;", 1)
         emit("}")
@@ -75,6 +80,16 @@ class CActions:
             raise self.ctx.unsupported("a jump whose target is not a constant")
         return int(tv["value"], 16)
 
+    def cell(self, ix: dict[str, int], decls: dict[str, dict], kind: str, name: str,
+             index: dict, ind: int, body: Callable[[int, str], str]) -> None:
+        """``body`` on cell `index` of extern array `name` when the index is inside it
+        (BMv2 and the Python engine skip the primitive otherwise)."""
+        i = self.ctx.index(ix, kind, name)
+        size = int(decls[name]["size"])
+        t = self.ctx.tmp()
+        self.ctx.emit(f"{{ v_t {t} = {self.exprs.expr(index)};", ind)
+        self.ctx.emit(f"if ({t} >= 0 && {t} < {size}) {{ {body(i, f'(size_t){t}')} }} }}", ind + 1)
+
     def primitive(self, pr: dict, ind: int) -> None:
         """Emit the statements of one primitive call."""
         ctx, x = self.ctx, self.exprs
@@ -84,26 +99,36 @@ class CActions:
         if op in ("assign", "modify_field"):
             emit(x.assign(ps[0], e(ps[1])), ind)
         elif op in ("assign_header", "copy_header"):
-            dst, src = x.header(ps[0]), x.header(ps[1])
-            emit(f"if (!F[{src.valid_slot}]) F[{dst.valid_slot}] = 0; else {{", ind)
-            emit(f"F[{dst.valid_slot}] = 1;", ind + 1)
-            for sib in dst.union_siblings:
-                emit(f"F[{self.L.by_id[sib].valid_slot}] = 0;", ind + 1)
-            for fd, fs in zip(dst.fields, src.fields):
-                emit(f"F[{fd.slot}] = F[{fs.slot}];", ind + 1)
-            emit("}", ind)
+            emit(f"p4n_h_copy(F, {x.href(ps[0])[1]}, {x.href(ps[1])[1]});", ind)
+        elif op == "assign_header_stack":
+            dst, src = x.stack(ps[0]["value"]), x.stack(ps[1]["value"])
+            for dh, sh in zip(dst.header_ids, src.header_ids):
+                emit(f"p4n_h_copy(F, {dh}, {sh});", ind)
+            emit(f"F[{dst.count_slot}] = F[{src.count_slot}];", ind)
+        elif op == "assign_union":
+            _s, d, sample = x.uref(ps[0])
+            _s2, src, _u = x.uref(ps[1])
+            for i in range(len(sample.header_ids)):
+                emit(f"p4n_h_copy(F, p4n_uh[{d}][{i}], p4n_uh[{src}][{i}]);", ind)
+        elif op == "assign_union_stack":
+            dst, src = x.stack(ps[0]["value"]), x.stack(ps[1]["value"])
+            for du, su in zip(dst.header_ids, src.header_ids):
+                for dh, sh in zip(self.L.union_by_id[du].header_ids, self.L.union_by_id[su].header_ids):
+                    emit(f"p4n_h_copy(F, {dh}, {sh});", ind)
+            emit(f"F[{dst.count_slot}] = F[{src.count_slot}];", ind)
+        elif op in ("push", "pop"):
+            name = ps[0]["value"]
+            st = x.stack(name)
+            fn = "p4n_push_front" if op == "push" else "p4n_pop_front"
+            unions = int(name in self.L.union_stacks)
+            emit(f"{fn}(F, p4n_stk_{ctx.stack_ix[st.name]}, {len(st.header_ids)}, "
+                 f"{st.count_slot}, {e(ps[1])}, {unions});", ind)
         elif op == "add_header":
-            h = x.header(ps[0])
-            emit(f"if (!F[{h.valid_slot}]) {{", ind)
-            for f in h.fields:
-                emit(f"F[{f.slot}] = 0;", ind + 1)
-            emit(f"F[{h.valid_slot}] = 1; S->plen += {h.nbytes};", ind + 1)
-            emit("}", ind)
+            emit(f"p4n_h_set_valid(F, S, {x.href(ps[0])[1]});", ind)
         elif op == "add_header_fast":
-            emit(f"F[{x.header(ps[0]).valid_slot}] = 1;", ind)
+            emit(f"F[{x.valid_slot(ps[0])}] = 1;", ind)
         elif op == "remove_header":
-            h = x.header(ps[0])
-            emit(f"if (F[{h.valid_slot}]) {{ S->plen -= {h.nbytes}; F[{h.valid_slot}] = 0; }}", ind)
+            emit(f"p4n_h_set_invalid(F, S, {x.href(ps[0])[1]});", ind)
         elif op in ("mark_to_drop", "drop"):
             if self.espec is None:
                 raise ctx.unsupported("mark_to_drop without standard_metadata.egress_spec")
@@ -115,36 +140,27 @@ class CActions:
         elif op in ("no_op", "log_msg"):
             # log_msg only logs (INFO) in the Python engine: no packet-visible effect
             emit(";", ind)
+        elif op in ("assert", "assume"):
+            # the Python engine raises P4AssertionError: the packet's run stops here
+            if not self._in_action:
+                raise ctx.unsupported(f"{op} outside an action")
+            code = "P4N_ERR_ASSERT" if op == "assert" else "P4N_ERR_ASSUME"
+            emit(f"if (!({e(ps[0])})) {{ S->err = {code}; S->ex = 1; return; }}", ind)
         elif op == "count":
-            name = ps[0]["value"]
-            c = ctx.index(ctx.counter_ix, "counter array", name)
-            size = int(ctx.counters[name]["size"])
-            t = ctx.tmp()
-            emit(f"{{ v_t {t} = {e(ps[1])};", ind)
-            emit(f"if ({t} >= 0 && {t} < {size}) {{ p->cnt_pkts[{c}][(size_t){t}] += 1; "
-                 f"p->cnt_bytes[{c}][(size_t){t}] += S->ilen; }} }}", ind + 1)
+            self.cell(ctx.counter_ix, ctx.counters, "counter array", ps[0]["value"], ps[1], ind,
+                      lambda c, t: f"p->cnt_pkts[{c}][{t}] += 1; p->cnt_bytes[{c}][{t}] += S->ilen;")
         elif op == "execute_meter":
-            name = ps[0]["value"]
-            m = ctx.index(ctx.meter_ix, "meter array", name)
-            size = int(ctx.meters[name]["size"])
-            t = ctx.tmp()
-            emit(f"{{ v_t {t} = {e(ps[1])};", ind)
-            emit(f"if ({t} >= 0 && {t} < {size}) {{ "
-                 + x.assign(ps[2], f"(v_t)p4n_meter_execute(&p->meters[{m}][(size_t){t}], p->now, S->ilen)")
-                 + " } }", ind + 1)
-        elif op in ("register_read", "register_write"):
-            name = ps[1]["value"] if op == "register_read" else ps[0]["value"]
-            r = ctx.index(ctx.register_ix, "register array", name)
-            size = int(ctx.registers[name]["size"])
-            t = ctx.tmp()
-            idx = e(ps[2]) if op == "register_read" else e(ps[1])
-            emit(f"{{ v_t {t} = {idx};", ind)
-            if op == "register_read":
-                body = x.assign(ps[0], f"(v_t)p->regs[{r}][(size_t){t}]")
-            else:
-                width = int(ctx.registers[name]["bitwidth"])
-                body = f"p->regs[{r}][(size_t){t}] = (uint64_t)(({e(ps[2])}) & {lit((1 << width) - 1)});"
-            emit(f"if ({t} >= 0 && {t} < {size}) {{ {body} }} }}", ind + 1)
+            self.cell(ctx.meter_ix, ctx.meters, "meter array", ps[0]["value"], ps[1], ind,
+                      lambda m, t: x.assign(ps[2], f"(v_t)p4n_meter_execute(&p->meters[{m}][{t}], "
+                                                   f"p->now, S->ilen)"))
+        elif op == "register_read":
+            self.cell(ctx.register_ix, ctx.registers, "register array", ps[1]["value"], ps[2], ind,
+                      lambda r, t: x.assign(ps[0], f"(v_t)p->regs[{r}][{t}]"))
+        elif op == "register_write":
+            width = ctx.declared_width(ps[0]["value"])
+            self.cell(ctx.register_ix, ctx.registers, "register array", ps[0]["value"], ps[1], ind,
+                      lambda r, t: f"p->regs[{r}][{t}] = (uint64_t)(({e(ps[2])}) & "
+                                   f"{lit((1 << width) - 1)});")
         elif op == "modify_field_with_hash_based_offset":
             calc = self.calcs.function(ps[2]["value"])
             t = ctx.tmp()
@@ -167,9 +183,8 @@ class CActions:
             emit(f"{{ v_t {t} = {e(ps[0])};", ind)
             emit(f"if (S->trunc < 0 || {t} < S->trunc) S->trunc = {t} < 0 ? 0 : (int64_t){t}; }}", ind + 1)
         elif op in ("add_to_field", "subtract_from_field"):
-            f = x.lvalue(ps[0])
             fn = "p4n_add" if op == "add_to_field" else "p4n_sub"
-            emit(x.assign(ps[0], f"{fn}({read(f)}, {e(ps[1])})"), ind)
+            emit(x.assign(ps[0], f"{fn}({read(x.lvalue(ps[0]))}, {e(ps[1])})"), ind)
         elif op in _BINARY:
             fn = _BINARY[op]
             src = (f"{fn}({e(ps[1])}, {e(ps[2])})" if fn.startswith("p4n")

@@ -38,6 +38,7 @@ class CContext:
         self.meter_ix = _index(m["name"] for m in js.get("meter_arrays", []) if not m.get("is_direct"))
         self.register_ix = _index(r["name"] for r in js.get("register_arrays", []))
         self.vset_ix = _index(v["name"] for v in js.get("parse_vsets", []))
+        self.stack_ix = _index(list(layout.stacks) + list(layout.union_stacks))
         self.counters = {c["name"]: c for c in js.get("counter_arrays", [])}
         self.meters = {m["name"]: m for m in js.get("meter_arrays", [])}
         self.registers = {r["name"]: r for r in js.get("register_arrays", [])}
@@ -77,6 +78,11 @@ class CContext:
             return table[name]
         except KeyError:
             raise ProgramError(f"unknown {kind} {name!r}") from None
+
+    def declared_width(self, register: str) -> int:
+        """The bit width of register array `register`."""
+        self.index(self.register_ix, "register array", register)
+        return int(self.registers[register]["bitwidth"])
 
     def source(self) -> str:
         """The complete C file."""

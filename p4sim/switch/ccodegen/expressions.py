@@ -4,15 +4,20 @@
 Every reference is a constant slot. A field is read as its value (a signed field
 sign-extended), computed on in 128 bits with the helpers of native/runtime.h (wrapping
 + - *, Python's shifts, floor division), and truncated (or sign-wrapped) only when
-stored, as the Python engine does with its unbounded ints. Header stacks, unions and
-varbit fields are not here: the layout check (`layout`) sends such programs to Python.
+stored, as the Python engine does with its unbounded ints. A header known only at run
+time (a stack element ``hs[i]``, ``hs.last``) is a header id looked up in the layout
+tables ``p4n_hv``/``p4n_hf`` (`layout.tables`), as the Python engine's ``HV``/``HF``;
+an index outside the stack marks the packet's pipeline error (the Python engine raises
+IndexError there); a union's members likewise through ``p4n_uh``. Varbit fields are
+not here: `layout.check` sends such programs to Python.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from ..program import FieldInfo
+from ..program import FieldInfo, HeaderInfo, StackInfo, UnionInfo
 from .context import CContext
 
 M64 = (1 << 64) - 1
@@ -27,17 +32,39 @@ def lit(n: int) -> str:
     return f"(((v_t){hex(n >> 64)}ULL << 64) | (v_t){hex(n & M64)}ULL)"
 
 
-def read(f: FieldInfo) -> str:
-    """The value of field `f` (sign-extended when signed)."""
-    return f"((v_t)(int64_t)F[{f.slot}])" if f.signed else f"((v_t)F[{f.slot}])"
+@dataclass(frozen=True)
+class Slot:
+    """A field to read or write: its slot (a constant, or code giving it at run time),
+    width and signedness."""
+
+    slot: str
+    width: int
+    signed: bool
+
+    @staticmethod
+    def of(f: FieldInfo) -> "Slot":
+        """The slot of a field known at compile time."""
+        return Slot(str(f.slot), f.width, f.signed)
+
+    @property
+    def mask(self) -> int:
+        """All-ones mask of the width."""
+        return (1 << self.width) - 1
 
 
-def bits(f: FieldInfo) -> str:
-    """Field `f` as its unsigned bits (what keys and byte images read), a uint64_t."""
-    return f"(F[{f.slot}] & {hex(f.mask)}ULL)" if f.signed else f"F[{f.slot}]"
+def read(f: FieldInfo | Slot) -> str:
+    """The value of a field (sign-extended when signed)."""
+    s = f if isinstance(f, Slot) else Slot.of(f)
+    return f"((v_t)(int64_t)F[{s.slot}])" if s.signed else f"((v_t)F[{s.slot}])"
 
 
-def store(slot: int, width: int, signed: bool, src: str) -> str:
+def bits(f: FieldInfo | Slot) -> str:
+    """A field as its unsigned bits (what keys and byte images read), a uint64_t."""
+    s = f if isinstance(f, Slot) else Slot.of(f)
+    return f"(F[{s.slot}] & {hex(s.mask)}ULL)" if s.signed else f"F[{s.slot}]"
+
+
+def store(slot: int | str, width: int, signed: bool, src: str) -> str:
     """Statement storing `src` into a slot of `width` bits (sign-wrapped when signed)."""
     if signed:
         return f"F[{slot}] = (uint64_t)(int64_t)p4n_sx({src}, {width});"
@@ -55,42 +82,108 @@ class CExpressions:
         self.ctx = ctx
         self.L = ctx.layout
 
-    def header(self, tv: dict) -> Any:
-        """The header a static header reference names."""
+    def stack(self, name: str) -> StackInfo:
+        """Header stack or union stack by name."""
+        st = self.L.stacks.get(name) or self.L.union_stacks.get(name)
+        if st is None:
+            raise self.ctx.unsupported(f"stack {name!r}")
+        return st
+
+    def stack_element(self, st: StackInfo, index: str) -> str:
+        """Code giving the header (or union) id of element `index` (code) of stack `st`."""
+        return f"p4n_stack_at(S, p4n_stk_{self.ctx.stack_ix[st.name]}, {len(st.header_ids)}, {index})"
+
+    def uref(self, tv: dict) -> tuple[bool, str, UnionInfo]:
+        """(is static, code giving the union id, a union of the right type)."""
+        t, v = tv["type"], tv["value"]
+        if t in ("header_union", "union"):
+            u = self.L.unions.get(v)
+            if u is None:
+                raise self.ctx.unsupported(f"unknown header union {v!r}")
+            uid = next(i for i, x in self.L.union_by_id.items() if x.name == v)
+            return True, str(uid), u
+        if t == "expression" and isinstance(v, dict) and "op" not in v:
+            return self.uref(v)
+        if t == "expression" and isinstance(v, dict) and v["op"] == "dereference_union_stack":
+            st = self.stack(v["left"]["value"])
+            return (False, self.stack_element(st, self.expr(v["right"])),
+                    self.L.union_by_id[st.header_ids[0]])
+        raise self.ctx.unsupported(f"header union reference {_brief(tv)}")
+
+    def href(self, tv: dict) -> tuple[bool, str, HeaderInfo]:
+        """(is static, code giving the header id, a header of the right type)."""
         t, v = tv["type"], tv["value"]
         if t in ("header", "regular"):
-            return self.L.header(v)
-        if t == "expression" and isinstance(v, dict) and "op" not in v:
-            return self.header(v)
+            h = self.L.header(v)
+            return True, str(h.id), h
+        if t == "expression" and isinstance(v, dict):
+            if "op" not in v:
+                return self.href(v)
+            if v["op"] in ("dereference_header_stack", "dereference_stack"):
+                st = self.stack(v["left"]["value"])
+                return (False, self.stack_element(st, self.expr(v["right"])),
+                        self.L.by_id[st.header_ids[0]])
+            if v["op"] == "access_union_header":
+                static, ucode, sample = self.uref(v["left"])
+                off = int(v["right"])
+                hid = sample.header_ids[off]
+                if static:
+                    return True, str(self.L.union_by_id[int(ucode)].header_ids[off]), self.L.by_id[hid]
+                return False, f"p4n_uh[{ucode}][{off}]", self.L.by_id[hid]
         raise self.ctx.unsupported(f"header reference {_brief(tv)}")
 
-    def lvalue(self, tv: dict) -> FieldInfo:
+    def header(self, tv: dict) -> HeaderInfo:
+        """The header a static header reference names."""
+        static, _code, h = self.href(tv)
+        if not static:
+            raise self.ctx.unsupported(f"a run-time header where a fixed one is needed {_brief(tv)}")
+        return h
+
+    def valid_slot(self, tv: dict) -> str:
+        """Code giving the validity slot of a header reference."""
+        static, code, h = self.href(tv)
+        return str(h.valid_slot) if static else f"p4n_hv[{code}]"
+
+    def lvalue(self, tv: dict) -> Slot:
         """The field a field-like destination names."""
         t, v = tv["type"], tv["value"]
         if t == "field":
             f = self.L.field(v[0], v[1])
             if f.varbit:
                 raise self.ctx.unsupported(f"varbit field {v[0]}.{v[1]}")
-            return f
+            return Slot.of(f)
         if t == "expression" and isinstance(v, dict):
             if "op" not in v:
                 return self.lvalue(v)
             if v["op"] == "access_field":
-                h = self.header(v["left"])
-                return h.fields[int(v["right"])]
+                static, code, h = self.href(v["left"])
+                off = int(v["right"])
+                f = h.fields[off]
+                if f.varbit:
+                    raise self.ctx.unsupported(f"varbit field {f.name!r}")
+                if static:
+                    return Slot.of(f)
+                return Slot(f"p4n_hf[{code}][{off}]", f.width, f.signed)
+        if t == "stack_field":
+            st = self.stack(v[0])
+            h = self.L.by_id[st.header_ids[0]]
+            off = [f.name for f in h.fields].index(v[1])
+            f = h.fields[off]
+            hid = self.stack_element(st, f"(v_t)F[{st.count_slot}] - 1")
+            return Slot(f"p4n_hf[{hid}][{off}]", f.width, f.signed)
         raise self.ctx.unsupported(f"field reference {_brief(tv)}")
 
     def assign(self, dst: dict, src: str) -> str:
         """Statement storing `src` into `dst`."""
-        f = self.lvalue(dst)
-        return store(f.slot, f.width, f.signed, src)
+        s = self.lvalue(dst)
+        return store(s.slot, s.width, s.signed, src)
 
     def expr(self, tv: Any) -> str:
         """C source (type v_t) for a BMv2 type-value object."""
         if not isinstance(tv, dict):
             raise self.ctx.unsupported(f"expression {_brief(tv)}")
         t, v = tv.get("type"), tv.get("value")
-        if t == "field":
+        if t in ("field", "stack_field"):
             return read(self.lvalue(tv))
         if t == "hexstr":
             n = int(v, 16)
@@ -120,6 +213,12 @@ class CExpressions:
             return f"({e(left)} {op} {e(right)})"
         if op in ("==", "!=") and _kind(left) == "header":
             return self.header_equal(left, right, op == "!=")
+        if op in ("==", "!=", "==u", "!=u") and _kind(left) == "union":
+            _s, a, _u = self.uref(left)
+            _s2, b, _u2 = self.uref(right)
+            return f"((v_t)({'!' if op[0] == '!' else ''}p4n_u_equal(F, {a}, {b})))"
+        if op == "valid_union":
+            return f"((v_t)p4n_u_valid(F, {self.uref(right)[1]}))"
         if op in ("==", "!=", ">", "<", ">=", "<="):
             return f"((v_t)({e(left)} {op} {e(right)}))"
         if op in ("==b", "!=b"):
@@ -135,7 +234,11 @@ class CExpressions:
         if op == "~":
             return f"(~{e(right)})"
         if op == "valid":
-            return f"((v_t)(F[{self.header(right).valid_slot}] != 0))"
+            return f"((v_t)(F[{self.valid_slot(right)}] != 0))"
+        if op == "last_stack_index":
+            return f"((v_t)F[{self.stack(right['value']).count_slot}] - 1)"
+        if op == "size_stack":
+            return f"((v_t)F[{self.stack(right['value']).count_slot}])"
         if op == "?":
             return f"(({e(v['cond'])}) ? {e(left)} : {e(right)})"
         if op in ("two_comp_mod", "usat_cast", "sat_cast"):
@@ -157,19 +260,24 @@ class CExpressions:
 
     def header_equal(self, left: dict, right: dict, negate: bool) -> str:
         """BMv2 `==h`: both invalid, or both valid with equal fields."""
-        a, b = self.header(left), self.header(right)
-        fields = " && ".join(f"F[{x.slot}] == F[{y.slot}]" for x, y in zip(a.fields, b.fields))
-        eq = (f"((!F[{a.valid_slot}] || !F[{b.valid_slot}]) ? (!F[{a.valid_slot}] && "
-              f"!F[{b.valid_slot}]) : ({fields or '1'}))")
-        return f"((v_t)({'!' if negate else ''}{eq}))"
+        _s, a, _h = self.href(left)
+        _s2, b, _h2 = self.href(right)
+        return f"((v_t)({'!' if negate else ''}p4n_h_equal(F, {a}, {b})))"
 
 
 def _kind(tv: dict) -> str:
     t, v = tv.get("type"), tv.get("value")
     if t in ("header", "regular"):
         return "header"
-    if t == "expression" and isinstance(v, dict) and "op" not in v:
-        return _kind(v)
+    if t == "expression" and isinstance(v, dict):
+        if "op" not in v:
+            return _kind(v)
+        if v["op"] in ("dereference_header_stack", "dereference_stack", "access_union_header"):
+            return "header"
+        if v["op"] == "dereference_union_stack":
+            return "union"
+    if t in ("header_union", "union"):
+        return "union"
     return "data"
 
 

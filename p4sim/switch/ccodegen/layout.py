@@ -16,12 +16,8 @@ MAX_FIELD_BITS = 64
 
 
 def check(ctx: CContext) -> None:
-    """Unsupported for data the C engine does not hold: stacks, unions, varbit or wide fields."""
+    """Unsupported for data the C engine does not hold: varbit or wide fields."""
     L, js = ctx.layout, ctx.js
-    for key in ("header_stacks", "header_unions", "header_union_stacks"):
-        if js.get(key):
-            with ctx.at(f"{key}[0] {js[key][0].get('name')!r}"):
-                raise ctx.unsupported(key.replace("_", " ")[:-1])
     for h in L.headers:
         for f in h.fields:
             if f.varbit:
@@ -87,12 +83,46 @@ def preamble(ctx: CContext, sizes: dict[str, int]) -> list[str]:
     return out
 
 
+def header_tables(L: Layout) -> list[str]:
+    """Per header id its validity slot, field slots, field count and wire bytes, and
+    per stack its header ids: the Python engine's ``HV``/``HF`` and ``STK_`` tables,
+    for headers chosen at run time (native/headers.h)."""
+    n = max((h.id for h in L.headers), default=0) + 1
+    by_id = [L.by_id.get(i) for i in range(n)]
+    maxf = max((len(h.fields) for h in L.headers), default=0) + 1
+    hv = [str(h.valid_slot if h else 0) for h in by_id]
+    hf = ["{" + ", ".join(str(f.slot) for f in (h.fields if h else [])) + (", " if h and h.fields else "")
+          + "0}" for h in by_id]
+    out = [f"#define P4N_NHEADERS {n}",
+           f"static const int p4n_hv[{n}] = {{{', '.join(hv)}}};",
+           f"static const int p4n_hf[{n}][{maxf}] = {{{', '.join(hf)}}};",
+           f"static const int p4n_hnf[{n}] = {{{', '.join(str(len(h.fields) if h else 0) for h in by_id)}}};",
+           f"static const int p4n_hbytes[{n}] = {{{', '.join(str(h.nbytes if h else 0) for h in by_id)}}};"]
+    sib = [h.union_siblings if h else [] for h in by_id]
+    maxs = max((len(x) for x in sib), default=0) + 1
+    out.append(f"static const int p4n_hnsib[{n}] = {{{', '.join(str(len(x)) for x in sib)}}};")
+    out.append(f"static const int p4n_hsib[{n}][{maxs}] = "
+               f"{{{', '.join('{' + ''.join(f'{L.by_id[x].valid_slot}, ' for x in xs) + '0}' for xs in sib)}}};")
+    nu = max(L.union_by_id, default=0) + 1
+    members = [L.union_by_id[i].header_ids if i in L.union_by_id else [] for i in range(nu)]
+    maxm = max((len(m) for m in members), default=0) + 1
+    out.append(f"#define P4N_NUNIONS {nu}")
+    out.append(f"static const int p4n_unm[{nu}] = {{{', '.join(str(len(m)) for m in members)}}};")
+    out.append(f"static const int p4n_uh[{nu}][{maxm}] = "
+               f"{{{', '.join('{' + ''.join(f'{h}, ' for h in m) + '0}' for m in members)}}};")
+    for i, st in enumerate(list(L.stacks.values()) + list(L.union_stacks.values())):
+        out.append(f"static const int p4n_stk_{i}[{len(st.header_ids) + 1}] = "
+                   f"{{{', '.join(map(str, st.header_ids))}, 0}};")
+    return out
+
+
 def tables(ctx: CContext) -> list[str]:
     """The PHV template, the metadata slots, the field and learn lists (after runtime.h)."""
     L, js = ctx.layout, ctx.js
     template = L.template()
     out = [f"static const uint64_t p4n_template[{L.nslots + 1}] = "
            f"{{{', '.join(str(int(v)) for v in template) or '0'}}};"]
+    out += header_tables(L)
     meta = L.metadata_slots()
     out.append(f"#define P4N_NMETA {len(meta)}")
     out.append(f"static const int p4n_meta_slots[{len(meta) + 1}] = {{{', '.join(map(str, meta)) or '0'}}};")

@@ -8,10 +8,13 @@ is built in 128 bits, each field byte-aligned as BMv2 compares them.
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..codegen.parser import _dereferences
 from ..program import HeaderInfo
 from .actions import CActions
 from .context import CContext
-from .expressions import CExpressions, bits, lit, store
+from .expressions import CExpressions, Slot, bits, lit, store
 
 
 class CParser:
@@ -64,6 +67,41 @@ class CParser:
             emit(f"F[{self.L.by_id[sib].valid_slot}] = 0;", ind)
         emit(f"pos += {h.nbytes};", ind)
 
+    def parse_extract(self, target: dict, ind: int) -> None:
+        """Extract into a header, or into the next element of a header stack."""
+        t, v = target["type"], target["value"]
+        if t == "regular":
+            self.extract(self.L.header(v), ind)
+            return
+        if t == "stack":
+            st = self.exprs.stack(v)
+            hids = st.header_ids
+        elif t == "union_stack":
+            st = self.exprs.stack(v[0])
+            off = self.L.union_by_id[st.header_ids[0]].member_names.index(v[1])
+            hids = [self.L.union_by_id[uid].header_ids[off] for uid in st.header_ids]
+        else:
+            raise self.ctx.unsupported(f"extract into a {t}")
+        emit = self.ctx.emit
+        emit(f"if (F[{st.count_slot}] >= {len(st.header_ids)}) "
+             f"{self.fail(self.errors['StackOutOfBounds'])}", ind)
+        emit(f"switch (F[{st.count_slot}]) {{", ind)
+        for i, hid in enumerate(hids):
+            emit(f"case {i}: {{", ind)
+            self.extract(self.L.by_id[hid], ind + 1)
+            emit("break; }", ind + 1)
+        emit("}", ind)
+        emit(f"F[{st.count_slot}] += 1;", ind)
+
+    def stack_bounds(self, tree: Any, ind: int) -> None:
+        """Before a parser op or select key reading a stack element chosen at run time:
+        an index past the end stops the parser with StackOutOfBounds (as
+        `codegen.parser.Parser.stack_bounds`)."""
+        for v in _dereferences(tree):
+            st = self.exprs.stack(v["left"]["value"])
+            self.ctx.emit(f"if ({self.exprs.expr(v['right'])} >= {len(st.header_ids)}) "
+                          f"{self.fail(self.errors['StackOutOfBounds'])}", ind)
+
     def state_body(self, st: dict, ind: int) -> None:
         """Statements of one parse state; every path leaves with a goto or a return."""
         ctx, x, errs = self.ctx, self.exprs, self.errors
@@ -73,11 +111,9 @@ class CParser:
             with ctx.at(f"parser_ops[{i}]"):
                 op = opd["op"]
                 ps = opd.get("parameters", [])
+                self.stack_bounds(ps, ind)
                 if op == "extract":
-                    if ps[0]["type"] != "regular":
-                        raise ctx.unsupported(f"extract into a {ps[0]['type']}")
-                    h = self.L.header(ps[0]["value"])
-                    self.extract(h, ind)
+                    self.parse_extract(ps[0], ind)
                 elif op == "set":
                     src = ps[1]
                     if src["type"] == "lookahead":
@@ -101,6 +137,7 @@ class CParser:
                     self.actions.primitive(ps[0], ind)
                 else:
                     raise ctx.unsupported(f"parser op {op!r}")
+        self.stack_bounds(st.get("transition_key", []), ind)
         width = self.select_key(st, ind)
         for tr in st.get("transitions", []):
             nxt = tr.get("next_state")
@@ -147,6 +184,20 @@ class CParser:
                 if f.varbit:
                     raise self.ctx.unsupported(f"select on varbit field {k['value']}")
                 parts.append(f"(v_t){bits(f)}")
+                widths.append(f.width)
+            elif k["type"] == "stack_field":
+                slot = self.exprs.lvalue(k)
+                parts.append(f"(v_t){bits(slot)}")
+                widths.append(slot.width)
+            elif k["type"] == "union_stack_field":
+                st = self.exprs.stack(k["value"][0])
+                u0 = self.L.union_by_id[st.header_ids[0]]
+                moff = u0.member_names.index(k["value"][1])
+                h0 = self.L.by_id[u0.header_ids[moff]]
+                foff = [f.name for f in h0.fields].index(k["value"][2])
+                f = h0.fields[foff]
+                uid = self.exprs.stack_element(st, f"(v_t)F[{st.count_slot}] - 1")
+                parts.append(f"(v_t){bits(Slot(f'p4n_hf[p4n_uh[{uid}][{moff}]][{foff}]', f.width, f.signed))}")
                 widths.append(f.width)
             elif k["type"] == "lookahead":
                 parts.append(self.exprs.expr(k))

@@ -94,7 +94,8 @@ class CTables:
                 emit("act = e->action; args = e->args;", ind + 1)
             else:
                 pr = f"&p->profiles[{self.ctx.profile_ix[table['action_profile']]}]"
-                choose = f"p4n_choose({pr}, e->grp, {sel})" if sel else "NULL"
+                choose = (f"(p4n_group_size({pr}, e->grp) ? p4n_group_pick({pr}, e->grp, {sel}) : NULL)"
+                          if sel else "NULL")
                 emit(f"m = e->grp >= 0 ? {choose} : p4n_member_of({pr}, e->mbr);", ind + 1)
                 emit("if (m) { act = m->action; args = m->args; }", ind + 1)
             if table.get("with_counters"):
@@ -112,7 +113,8 @@ class CTables:
         # miss: the default entry the table has now
         if kind == "indirect_ws":
             pr = f"&p->profiles[{self.ctx.profile_ix[table['action_profile']]}]"
-            emit(f"if (tb->def_grp >= 0) {{ m = p4n_choose({pr}, tb->def_grp, {sel}); "
+            emit(f"if (tb->def_grp >= 0) {{ if (p4n_group_size({pr}, tb->def_grp)) "
+                 f"m = p4n_group_pick({pr}, tb->def_grp, {sel}); "
                  f"if (m) {{ act = m->action; args = m->args; }} }}", ind)
             emit("else { act = tb->def_action; args = tb->def_args; }", ind)
         else:

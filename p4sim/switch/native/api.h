@@ -246,9 +246,43 @@ P4N_EXPORT int p4n_rng_state(p4n_pipeline *p, const uint32_t *mt, uint32_t index
     return 0;
 }
 
+/* run_to_completion (v1model.py) for `n` frames of `len` bytes back to back at `frames`,
+ * all from `port`: ingress, then egress of each job and of the jobs egress makes (FIFO),
+ * queue metadata 0. The frames sent; the pipeline's cost per frame without Python in
+ * between (bench/bench_pipeline.py). */
+P4N_EXPORT int64_t p4n_run_batch(p4n_pipeline *p, uint32_t port, const uint8_t *frames,
+                                 uint32_t len, int n, uint64_t now_us) {
+    enum { Q = 64, CAP = 1 << 17 };
+    p4n_handoff queue[Q], more[Q];
+    uint8_t *out = malloc(CAP);
+    if (!out) return -1;
+    p4n_frame frame = {out, CAP, 0};
+    int64_t sent = 0;
+    for (int i = 0; i < n && sent >= 0; i++) {
+        int q = p4n_ingress_op(p, port, frames + (size_t)i * len, len, now_us, queue, Q);
+        if (q < 0) { sent = -1; break; }
+        for (int j = 0; j < q; j++) {
+            int m = p4n_egress_op(p, queue[j].job, 0, 0, now_us, 0, now_us, &frame, more, Q - q);
+            if (m < 0) {
+                for (int k = j + 1; k < q; k++) free(queue[k].job);
+                sent = -1;
+                break;
+            }
+            sent += p->sent;
+            memcpy(queue + q, more, (size_t)m * sizeof *more);
+            q += m;
+        }
+    }
+    free(out);
+    return sent;
+}
+
 /* Whether the last egress sent a frame: pipeline.h's len 0 also stands for an empty
  * frame, which the Python engine sends (and a wire cannot carry). */
 P4N_EXPORT int p4n_egress_sent(p4n_pipeline *p) { return p->sent; }
+
+/* Why the last ingress or egress returned -1 (P4N_ERR_*). */
+P4N_EXPORT int p4n_last_error(p4n_pipeline *p) { return p->error; }
 
 P4N_EXPORT uint64_t p4n_dropped_passes(p4n_pipeline *p) { return p->dropped_passes; }
 

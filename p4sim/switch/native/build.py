@@ -10,6 +10,7 @@ and renamed, so switches starting together never load a half-written file.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -22,28 +23,17 @@ from ..errors import ProgramError
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE.parents[2] / "build" / "native"
-HEADERS = ("pipeline.h", "runtime.h", "driver.h", "api.h")
+HEADERS = ("pipeline.h", "runtime.h", "headers.h", "driver.h", "api.h")
 CFLAGS = ("-O2", "-std=gnu11", "-fPIC", "-shared", "-Wall", "-Wno-unused-function",
           "-Wno-unused-label", "-Wno-unused-variable", "-fno-strict-aliasing")
 #: The flags of the sanitizer build the tests push fuzzed frames through.
 SANITIZE = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g", "-O1",
             "-DP4N_EXACT_FRAMES")
 
-#: What Python calls: pipeline.h's contract and api.h's control-plane functions.
-CDEFS = """
-typedef struct p4n_pipeline p4n_pipeline;
-typedef struct p4n_job p4n_job;
-typedef struct { p4n_job *job; uint32_t port; uint32_t priority; uint32_t length; } p4n_handoff;
-typedef struct { uint8_t *data; uint32_t cap; uint32_t len; } p4n_frame;
-typedef struct {
-    int (*ingress)(p4n_pipeline *p, uint32_t in_port, const uint8_t *frame, uint32_t len,
-                   uint64_t now_us, p4n_handoff *out, int max);
-    int (*egress)(p4n_pipeline *p, p4n_job *job, uint32_t enq_qdepth, uint32_t deq_qdepth,
-                  uint64_t enq_timestamp, uint32_t deq_timedelta, uint64_t now_us,
-                  p4n_frame *frame, p4n_handoff *more, int max);
-    void (*job_free)(p4n_pipeline *p, p4n_job *job);
-} p4n_ops;
-const p4n_ops *p4n_get_ops(void);
+#: What Python calls: pipeline.h's contract (read from the header itself, without its
+#: preprocessor lines) and api.h's control-plane functions.
+CDEFS = "\n".join(line for line in (HERE / "pipeline.h").read_text().splitlines()
+                  if not line.startswith("#")) + """
 p4n_pipeline *p4n_new(void);
 void p4n_free(p4n_pipeline *p);
 int p4n_table_add(p4n_pipeline *p, int t, uint32_t handle, const uint64_t *lo, const uint64_t *hi,
@@ -72,6 +62,9 @@ int p4n_crc_params(p4n_pipeline *p, int calc, uint64_t poly, uint64_t init, uint
 int p4n_digest_take(p4n_pipeline *p, uint64_t *out, int max);
 int p4n_rng_state(p4n_pipeline *p, const uint32_t *mt, uint32_t index);
 int p4n_egress_sent(p4n_pipeline *p);
+int64_t p4n_run_batch(p4n_pipeline *p, uint32_t port, const uint8_t *frames, uint32_t len, int n,
+                      uint64_t now_us);
+int p4n_last_error(p4n_pipeline *p);
 uint64_t p4n_dropped_passes(p4n_pipeline *p);
 """
 
@@ -95,7 +88,17 @@ def compile_pipeline(source: str, sanitize: bool = False, cache: Path = CACHE) -
     if so.exists():
         return so
     cache.mkdir(parents=True, exist_ok=True)
-    fd, tmp_c = tempfile.mkstemp(suffix=".c", dir=cache)
+    # a fabric's switches start together with one program: one compiles, the others
+    # wait for its object instead of running gcc ten times on two cores
+    with open(so.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not so.exists():
+            _compile(source, flags, so)
+    return so
+
+
+def _compile(source: str, flags: tuple[str, ...], so: Path) -> None:
+    fd, tmp_c = tempfile.mkstemp(suffix=".c", dir=so.parent)
     with os.fdopen(fd, "w") as f:
         f.write(source)
     tmp_so = tmp_c[:-2] + ".so"
@@ -110,7 +113,6 @@ def compile_pipeline(source: str, sanitize: bool = False, cache: Path = CACHE) -
     finally:
         if os.path.exists(tmp_so):
             os.unlink(tmp_so)
-    return so
 
 
 def load(so: Path) -> object:

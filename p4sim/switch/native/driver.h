@@ -21,7 +21,7 @@ struct p4n_job {
 
 typedef struct {
     p4n_handoff *out;
-    int n, max, overflow;
+    int n, max, overflow;   /* overflow: more hand-offs than max, or the packet failed */
 } p4n_jobs;
 
 static void p4n_job_free(p4n_pipeline *p, p4n_job *job) { (void)p; free(job); }
@@ -100,6 +100,7 @@ static void p4n_ingress_loop(p4n_pipeline *p, uint32_t port, uint64_t *F0, p4n_s
         int ok = p4n_verify(p, F, &S);
         if (P4N_S_CERR >= 0) F[P4N_S_CERR >= 0 ? P4N_S_CERR : 0] = ok ? 0 : 1;
         p4n_run(p, F, &S, P4N_INGRESS_INIT);
+        if (S.err) { p->error = S.err; jobs->overflow = 1; return; }  /* Python raised */
         uint64_t egress_spec = F[P4N_S_ESPEC];
         if (S.clone >= 0) {
             p4n_session cfg = p->sessions[S.clone & 0xFFFF];
@@ -152,6 +153,7 @@ static void p4n_ingress_loop(p4n_pipeline *p, uint32_t port, uint64_t *F0, p4n_s
 static int p4n_ingress_op(p4n_pipeline *p, uint32_t in_port, const uint8_t *frame, uint32_t len,
                           uint64_t now_us, p4n_handoff *out, int max) {
     p->now = (int64_t)now_us;
+    p->error = P4N_ERR_SIZE;
     uint64_t F[P4N_NSLOTS + 1];
     memcpy(F, p4n_template, sizeof(uint64_t) * P4N_NSLOTS);
     p4n_state S;
@@ -202,7 +204,9 @@ static int p4n_egress_op(p4n_pipeline *p, p4n_job *job, uint32_t enq_qdepth, uin
     F[P4N_S_EPORT] = job->port & P4N_M_EPORT;
     F[P4N_S_ESPEC] = P4N_ESPEC_RESET;
     F[P4N_S_LEN] = (uint64_t)S->plen & P4N_M_LEN;
+    p->error = P4N_ERR_SIZE;
     p4n_run(p, F, S, P4N_EGRESS_INIT);
+    if (S->err) { p->error = S->err; rc = -1; goto done; }
     if (S->clone >= 0) {
         p4n_session cfg = p->sessions[S->clone & 0xFFFF];
         uint32_t fl = S->clone_fl;
@@ -227,6 +231,7 @@ static int p4n_egress_op(p4n_pipeline *p, p4n_job *job, uint32_t enq_qdepth, uin
     {
         p4n_bitbuf b = {frame->data, frame->cap, 0, 0};
         p4n_deparse(p, F, S, &b);
+        if (S->err) { p->error = S->err; rc = -1; goto done; }
         uint32_t hlen = p4n_bytes(&b);
         if (b.overflow || (uint64_t)hlen + job->paylen > frame->cap) { rc = -1; goto done; }
         memcpy(frame->data + hlen, job->payload, job->paylen);
@@ -249,13 +254,13 @@ static int p4n_egress_op(p4n_pipeline *p, p4n_job *job, uint32_t enq_qdepth, uin
     }
 done:
     free(job);
-    if (jobs.overflow) {
+    if (jobs.overflow || rc < 0) {
         for (int i = 0; i < jobs.n; i++) free(more[i].job);
         frame->len = 0;
         p->sent = 0;
         return -1;
     }
-    return rc < 0 ? rc : jobs.n;
+    return jobs.n;
 }
 
 static const p4n_ops P4N_OPS = {p4n_ingress_op, p4n_egress_op, p4n_job_free};

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ccodegen import Unsupported, generate_c
-from ..errors import ProgramError, StateError
+from ..errors import P4AssertionError, ProgramError, StateError
 from ..v1model import V1Switch
 from .build import compile_pipeline, ffi, load
 
@@ -36,6 +36,15 @@ MAX_JOBS = 4096
 FRAME_CAP = 1 << 17
 #: Words of digest data taken from C per call.
 DIGEST_WORDS = 1 << 14
+
+
+#: What the Python engine raises where a native run fails, by p4n_last_error (runtime.h).
+_FAILURES: dict[int | None, Callable[[], Exception]] = {
+    1: lambda: ProgramError("a header stack index outside the stack (Python: IndexError)"),
+    2: lambda: P4AssertionError("assert failed"),
+    3: lambda: P4AssertionError("assume failed"),
+    None: lambda: ProgramError("native pipeline error (too many copies or a frame too long)"),
+}
 
 
 class NativeJob:
@@ -96,11 +105,15 @@ class NativeSwitch(V1Switch):
     # ------------------------------------------------------------------ packets
     def _jobs(self, n: int, out: Any) -> list[NativeJob]:
         if n < 0:
-            raise ProgramError("native pipeline error (too many copies or a frame too long)")
-        gc = ffi.gc
-        free = self._job_free
-        return [NativeJob(h.port, h.priority, h.length, gc(h.job, free))
-                for h in (out[i] for i in range(n))]
+            raise _FAILURES.get(self._lib.p4n_last_error(self.pipeline), _FAILURES[None])()
+        if n == 0:
+            return []
+        gc, free = ffi.gc, self._job_free
+        jobs = []
+        for i in range(n):
+            h = out[i]
+            jobs.append(NativeJob(h.port, h.priority, h.length, gc(h.job, free)))
+        return jobs
 
     def run_ingress(self, port: int, data: bytes) -> list[NativeJob]:  # type: ignore[override]
         """Parser + ingress + traffic-manager hand-off, in C (see `V1Switch.run_ingress`)."""
@@ -121,8 +134,10 @@ class NativeSwitch(V1Switch):
         frame = self._frame
         n = self._egress(self.pipeline, ptr, enq_qdepth, deq_qdepth, enq_timestamp,
                          deq_timedelta, self.clock(), frame, out, MAX_JOBS)
-        sent = ([(job.port, ffi.buffer(self._frame_buf, frame.len)[:])]
-                if self._lib.p4n_egress_sent(self.pipeline) else [])
+        if frame.len:
+            sent = [(job.port, ffi.buffer(self._frame_buf, frame.len)[:])]
+        else:  # nothing, or an empty frame (the Python engine sends those)
+            sent = [(job.port, b"")] if self._lib.p4n_egress_sent(self.pipeline) else []
         return sent, self._jobs(n, out)
 
     # ------------------------------------------------------------------ mirroring to C

@@ -450,11 +450,16 @@ static void p4n_table_free(p4n_table *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* members_sorted_by_handle[hash % n] of a group (ActionProfile.choose); NULL: empty. */
-static p4n_member *p4n_choose(p4n_profile *pr, int32_t grp, uint64_t hash) {
-    if (grp < 0 || (uint32_t)grp >= pr->ngroups || !pr->groups[grp]) return NULL;
+/* Members in group `grp` (0 for none): the selector's hash is computed only when there
+ * are some, as ActionProfile.choose does (a stateful hash must not advance otherwise). */
+static uint32_t p4n_group_size(const p4n_profile *pr, int32_t grp) {
+    if (grp < 0 || (uint32_t)grp >= pr->ngroups || !pr->groups[grp]) return 0;
+    return pr->groups[grp][0];
+}
+
+/* members_sorted_by_handle[hash % n] of a non-empty group (ActionProfile.choose) */
+static p4n_member *p4n_group_pick(p4n_profile *pr, int32_t grp, uint64_t hash) {
     uint32_t *g = pr->groups[grp];
-    if (!g[0]) return NULL;
     uint32_t mbr = g[1 + hash % g[0]];
     return mbr < pr->nmembers && pr->members[mbr].used ? &pr->members[mbr] : NULL;
 }
@@ -481,6 +486,9 @@ static int p4n_vset_match_masked(const p4n_vset *v, uint64_t key, uint64_t mask)
 }
 
 /* ------------------------------------------------------------ packet registers */
+/* Why a packet's run failed where the Python engine raises (p4n_last_error). */
+enum { P4N_ERR_NONE, P4N_ERR_INDEX, P4N_ERR_ASSERT, P4N_ERR_ASSUME, P4N_ERR_SIZE };
+
 typedef struct {
     uint32_t ilen;              /* ingress length: counters and meters count it */
     int64_t plen;               /* packet_length register */
@@ -489,6 +497,7 @@ typedef struct {
     uint32_t clone_fl, resubmit, recirc, learn;
     int64_t trunc;              /* -1: none */
     int ex;                     /* `exit` ran: the control ends */
+    int err;                    /* P4N_ERR_*: the packet is lost (Python raised) */
     const uint8_t *payload;     /* bytes after the parsed headers */
     uint32_t paylen;
 } p4n_state;
@@ -521,6 +530,7 @@ struct p4n_pipeline {
     uint32_t ndigest, digest_cap;
     uint64_t dropped_passes;               /* packets dropped after MAX_PASSES */
     int sent;                              /* the last egress sent a frame (maybe empty) */
+    int error;                             /* P4N_ERR_* of the last failed run */
 };
 
 static p4n_mgrp *p4n_mgrp_find(p4n_pipeline *p, uint32_t mgrp) {
