@@ -8,8 +8,9 @@ STAMP    := $(VENV)/.installed
 # reachability checks, cpp for the P4 preprocessor (as p4c uses it), tcpdump to read pcaps,
 # tshark to decode them as Wireshark does, chromium to render the demo's report in tests,
 # sudo and openssh-server for Mininet's cluster mode (its test runs an sshd per pretend server
-# in namespaces; on a systemd machine the package also enables Debian's ssh service).
-APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo
+# in namespaces; on a systemd machine the package also enables Debian's ssh service); gcc and
+# libc6-dev build the native NIC (tccl/nic) through cffi.
+APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo gcc libc6-dev
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
 # Machines to run the fabric on (Mininet cluster mode, docs/fabric.md), e.g. "10.0.0.2 10.0.0.3".
