@@ -248,7 +248,7 @@ typedef struct {
     nic_responder *resp;
 } nic_qp;
 
-#define NIC_NO_QPN 0xFFFFFFFFu
+static const uint32_t NIC_NO_QPN = 0xFFFFFFFFu;
 
 typedef struct {
     nic_port *ports;
