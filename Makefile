@@ -45,7 +45,7 @@ test: setup
 FUZZ_EXAMPLES ?= 2000
 FUZZ_FRAMES   ?= 100000
 FUZZ_FLAP_S   ?= 10
-FUZZ_TESTS    := tests/test_runtime_fuzz.py tests/test_switch_fuzz_frames.py tests/test_control_fuzz.py \
+FUZZ_TESTS    := tests/test_runtime_fuzz.py tests/test_switch_fuzz_frames.py tests/test_control_fuzz.py tests/test_nic_sanitize.py \
                  tests/test_faults_fabric.py
 fuzz: setup
 	P4SIM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) P4SIM_FUZZ_FRAMES=$(FUZZ_FRAMES) P4SIM_FUZZ_FLAP_S=$(FUZZ_FLAP_S) \

@@ -33,7 +33,9 @@ BUILD = ROOT / "build" / "nic"
 SOURCES = ("frames.c", "cq.c", "dcqcn.c", "requester.c", "responder.c", "histogram.c", "device.c")
 CFLAGS = ("-O2", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter")
 # What the sanitizer build adds (tests/test_nic_sanitize.py): every out-of-bounds
-# access or undefined operation aborts with a report.
+# access or undefined operation aborts with a report. A process loads that build when
+# ASTRAL_NIC_SANITIZE=1 (and needs the ASan runtime preloaded: `sanitizer_env`).
+SANITIZE_ENV = "ASTRAL_NIC_SANITIZE"
 SANITIZE = ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
             "-fno-sanitize-recover=all")
 # A RoCE path MTU never exceeds 4096; the window is a few hundred packets at most.
@@ -95,8 +97,21 @@ def _cdef(gen: Path) -> str:
     return out
 
 
-def load(sanitize: bool = False) -> ModuleType:
-    """The compiled NIC module (``.ffi``, ``.lib``), built on first use."""
+def sanitizer_env() -> dict[str, str]:
+    """The environment of a process that runs the sanitizer build: ASan's runtime
+    preloaded (Python itself is not built with it), leaks not reported (the
+    interpreter's own allocations would be)."""
+    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], check=True, capture_output=True,
+                             text=True).stdout.strip()
+    return {SANITIZE_ENV: "1", "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
+            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+
+
+def load(sanitize: bool | None = None) -> ModuleType:
+    """The compiled NIC module (``.ffi``, ``.lib``), built on first use; with
+    sanitizers if ``sanitize`` (default: if ASTRAL_NIC_SANITIZE=1)."""
+    if sanitize is None:
+        sanitize = os.environ.get(SANITIZE_ENV) == "1"
     flags = CFLAGS + (SANITIZE if sanitize else ())
     layout = layout_h()
     h = hashlib.sha256(layout.encode())
