@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import os
 import queue
 import random
@@ -480,7 +481,11 @@ class Engine:
         message was posted since the last turn -- then handle what is there.
 
         The sleep comes first so that the caller looks at the results of a turn (a
-        message delivered, a send completed) before the loop sleeps again."""
+        message delivered, a send completed) before the loop sleeps again. With the
+        native NIC the NICs run in C meanwhile (`_native_turn`)."""
+        if self.device is not None:
+            self._native_turn(until)
+            return
         if self._posted:
             self._posted = False
         else:
@@ -488,44 +493,64 @@ class Engine:
             self._sleep(min(limits) if limits else None)
         self.turns += 1
         now = self._woke = self.clock()
-        if self.device is not None:
-            self.device.receive(self._readable)
-        else:
-            for nic in self.nics.values():
-                if nic.mac_control.ready() or nic.mac_control.fileno() in self._readable:
-                    nic.receive_pause(self.emulation_clock.from_monotonic_ns)
-                if nic.port.ready() or nic.port.fileno() in self._readable:
-                    self._receive(nic)
+        for nic in self.nics.values():
+            if nic.mac_control.ready() or nic.mac_control.fileno() in self._readable:
+                nic.receive_pause(self.emulation_clock.from_monotonic_ns)
+            if nic.port.ready() or nic.port.fileno() in self._readable:
+                self._receive(nic)
         self._readable.clear()
+        self._deliver_local(now)
+        self._run_commands()
+        now = self.clock()
+        wake = []
+        for nic in self.nics.values():
+            nic.pump(now)
+            t = nic.ready_at()
+            if t is not None:
+                wake.append(t)
+        for qp in self.qps.values():
+            t = qp.requester.check_timeout(now)
+            if t is not None:
+                wake.append(t)
+        self._due = min(wake + self._library_due(now), default=None)
+
+    def _native_turn(self, until: float | None) -> None:
+        """`turn` with the native NIC: its loop in C sleeps, receives, sends and times
+        out until there are completions, a command, or the library's next due time
+        (``until``, an NVLink delivery, a timeline sample) -- then the library's part."""
+        assert self.device is not None
+        limits = self._library_due(self.clock()) + ([until] if until is not None else [])
+        sleep, self._posted = not self._posted, False
+        if self.device.run(min(limits, default=math.inf), sleep, self._wake_r, self._quantum):
+            try:
+                os.read(self._wake_r, 4096)
+            except BlockingIOError:
+                pass
+        self.turns = self.device.wakeups
+        now = self.clock()
+        self._deliver_local(now)
+        self._run_commands()
+        self._library_due(self.clock())
+
+    def _deliver_local(self, now: float) -> None:
+        """Deliver the NVLink messages due by ``now``."""
         while self._local_q and self._local_q[0].due <= now:
             d = heapq.heappop(self._local_q)
             self.deliver(d.dst, d.src, d.data, NVLINK)
             if d.on_done is not None:
                 d.on_done()
-        self._run_commands()
-        now = self.clock()
+
+    def _library_due(self, now: float) -> list[float]:
+        """Take the flows' timeline sample if due; when the library's own things are
+        due next (the next sample, the next NVLink delivery)."""
         wake = []
-        if self.device is not None:
-            t = self.device.service(now)
-            if t is not None:
-                wake.append(t)
-        else:
-            for nic in self.nics.values():
-                nic.pump(now)
-                t = nic.ready_at()
-                if t is not None:
-                    wake.append(t)
-            for qp in self.qps.values():
-                t = qp.requester.check_timeout(now)
-                if t is not None:
-                    wake.append(t)
         if self.qps:
             if now >= self._next_sample:
                 self._sample(now)
             wake.append(self._next_sample)
         if self._local_q:
             wake.append(self._local_q[0].due)
-        self._due = min(wake) if wake else None
+        return wake
 
     def _sleep(self, until: float | None) -> None:
         """Wait until emulated time ``until`` (None: no limit), a frame or a command

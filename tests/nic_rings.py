@@ -82,7 +82,7 @@ class Device:
         self.data, self.pause = FakeRing(nic), FakeRing(nic)
         self.wire, self._end = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.wire.setblocking(False)
-        self.port = lib.nic_device_add_port(self.c, self._end.fileno(), self.data.c(), self.pause.c(),
+        self.port = lib.nic_device_add_port(self.c, self._end.fileno(), self._end.fileno(), self.data.c(), self.pause.c(),
                                             socket.inet_aton(A.ip), LINE_RATE, 3)
         assert self.port == 0
         self.delivered: list[bytes] = []

@@ -13,6 +13,7 @@
  * answers (ACK/NAK/CNP) of a paused priority wait in a held queue; then the RTOs run.
  * It returns when the next thing is due, so the loop sleeps until then. */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -70,6 +71,7 @@ nic_device *nic_device_new(int64_t origin_ns, double dilation, double frame_time
     d->max_rx_batch = max_rx_batch;
     d->max_tx_batch = max_tx_batch;
     d->catchup_frames = catchup_frames;
+    d->woke = -INFINITY;
     return d;
 }
 
@@ -94,8 +96,8 @@ static int ring_ok(const nic_ring *r)
            r->frames > 0 && (size_t)r->frames <= (r->len / r->block_size) * (r->block_size / r->frame_size);
 }
 
-int nic_device_add_port(nic_device *d, int fd, nic_ring data, nic_ring pause, const uint8_t *ip,
-                        double line_rate, int priority)
+int nic_device_add_port(nic_device *d, int fd, int pause_fd, nic_ring data, nic_ring pause,
+                        const uint8_t *ip, double line_rate, int priority)
 {
     if (!ring_ok(&data) || !ring_ok(&pause) || !(line_rate > 0) || priority < 0 || priority >= NIC_PRIORITIES)
         return -1;
@@ -106,6 +108,7 @@ int nic_device_add_port(nic_device *d, int fd, nic_ring data, nic_ring pause, co
     nic_port *p = &ports[d->n_ports];
     memset(p, 0, sizeof *p);
     p->fd = fd;
+    p->pause_fd = pause_fd;
     p->data = data;
     p->pause = pause;
     memcpy(p->ip, ip, 4);
@@ -512,4 +515,74 @@ int nic_device_skip(nic_device *d)
     slot_release(&p->data);
     d->need_qpn = NIC_NO_QPN;
     return 0;
+}
+
+/* ---- the loop ---------------------------------------------------------------------- */
+
+static double device_now(const nic_device *d)
+{
+    return (double)(clock_ns(CLOCK_MONOTONIC) - d->origin_ns) / (d->dilation * 1e9);
+}
+
+/* A socket that polls as failed (a link that went down) has its error cleared, or it
+ * would wake every poll. */
+static void clear_error(int fd)
+{
+    int err = 0;
+    socklen_t len = sizeof err;
+    (void)getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+}
+
+int nic_device_run(nic_device *d, double until, int sleep, int wake_fd, double quantum)
+{
+    size_t nfds = 1 + 2 * d->n_ports;
+    struct pollfd fds[1 + 2 * 64];
+    if (d->n_ports > 64)
+        return -1;
+    fds[0] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
+    for (size_t i = 0; i < d->n_ports; i++) {
+        fds[1 + 2 * i] = (struct pollfd){.fd = d->ports[i].fd, .events = POLLIN};
+        fds[2 + 2 * i] = (struct pollfd){.fd = d->ports[i].pause_fd, .events = POLLIN};
+    }
+    for (;;) {
+        double now = device_now(d), due;
+        d->woke = now;
+        d->wakeups++;
+        nic_device_receive(d, now);
+        if (d->need_qpn != NIC_NO_QPN)
+            return NIC_RUN_WORK;
+        int has = nic_device_service(d, device_now(d), &due);
+        if (d->cq.n || d->cq.oom)
+            return NIC_RUN_WORK;
+        if (!sleep)
+            return 0;
+        now = device_now(d);
+        if (now >= until)
+            return NIC_RUN_DUE;
+        double t = has && due < until ? due : until;
+        size_t n = nfds;
+        if (t <= d->woke + quantum) {
+            /* due within the quantum: wait for its end, and meanwhile only a command
+             * wakes the loop (frames wait in the rings, with their arrival times) */
+            t = d->woke + quantum;
+            n = 1;
+        }
+        struct timespec ts, *timeout = NULL;
+        if (isfinite(t)) {
+            double wall = (t - now) * d->dilation;
+            if (wall <= 0)
+                continue;
+            ts.tv_sec = (time_t)wall;
+            ts.tv_nsec = (long)((wall - (double)ts.tv_sec) * 1e9);
+            timeout = &ts;
+        }
+        int ready = ppoll(fds, n, timeout, NULL);
+        if (ready < 0)
+            return errno == EINTR ? NIC_RUN_SIGNAL : -1;
+        if (ready > 0 && fds[0].revents)
+            return NIC_RUN_COMMAND;
+        for (size_t i = 1; ready > 0 && i < n; i++)
+            if (fds[i].revents & POLLERR)
+                clear_error(fds[i].fd);
+    }
 }

@@ -4,7 +4,9 @@
 native``: the engine still opens each rank's interface ports (`InterfacePort`, IPv4 and
 MAC control) and sleeps on their sockets, but every frame is read from the rings,
 handled, paced and sent in C, and the library only posts messages and reaps
-completions (the received messages, the acknowledged sends). `NativeNicPort` is a
+completions (the received messages, the acknowledged sends). The NICs' loop is in C
+too (`NativeDevice.run`): the engine's thread sleeps there, in ``ppoll``, and comes back
+to Python only when the library has something to do. `NativeNicPort` is a
 rank's NIC as the engine, the control channel and the fidelity report see it -- the
 same attributes as `NicPort`, read from the C state.
 
@@ -16,6 +18,7 @@ the Python engine decides, then the receive goes on.
 from __future__ import annotations
 
 import functools
+import os
 from typing import TYPE_CHECKING, Any
 
 from emulation.clock import EmulationClock
@@ -119,7 +122,7 @@ class NativeDevice:
         except Exception:
             port.close()
             raise
-        index = lib.nic_device_add_port(self.c, port.fileno(), self._ring(port), self._ring(mac),
+        index = lib.nic_device_add_port(self.c, port.fileno(), mac.fileno(), self._ring(port), self._ring(mac),
                                         bytes(int(x) for x in info.ip.split(".")), line_rate_bps, priority)
         if index < 0:
             raise ValueError(f"rank {info.rank}: the native NIC cannot use the rings of {info.iface}")
@@ -127,19 +130,17 @@ class NativeDevice:
         self.nics.append(nic)
         return nic
 
-    def receive(self, readable: set[int]) -> None:
-        """Handle every frame waiting in the NICs' rings, in arrival order; sockets
-        reported readable with nothing in their rings have an error to clear (a link
-        that went down)."""
+    def run(self, until: float, sleep: bool, wake_fd: int, quantum: float) -> bool:
+        """Let the NICs run (`nic_device_run`: receive, send, time out, sleep) until
+        the library has completions to reap -- reaped here --, emulated time ``until``
+        comes, or a command arrives on ``wake_fd`` (then True); without ``sleep``, one
+        round. A frame for a QP not yet created creates it (the peer's first message)
+        or is ignored (not a QP of this job), as the Python engine decides."""
         c, engine = self.c, self.engine
-        if readable and not lib.nic_device_ready(c):
-            for nic in self.nics:
-                for port in (nic.port, nic.mac_control):
-                    if port.fileno() in readable:
-                        port.clear_error()
-        now = engine.clock()
         while True:
-            lib.nic_device_receive(c, now)
+            why = lib.nic_device_run(c, until, sleep, wake_fd, quantum)
+            if why < 0:
+                raise OSError(ffi.errno, f"native NIC: cannot wait on its sockets ({os.strerror(ffi.errno)})")
             self.completions.reap()
             if c.need_qpn == lib.NIC_NO_QPN:
                 break
@@ -150,14 +151,13 @@ class NativeDevice:
                 lib.nic_device_skip(c)
             else:
                 engine.qp(*ranks, index)
+            sleep = False                   # the rest of the rings, then back to the library
         engine.rx_frames, engine.rx_ignored = c.rx_frames, c.rx_ignored
+        return bool(why & lib.NIC_RUN_COMMAND)
 
-    def service(self, now: float) -> float | None:
-        """Send what the pacers allow at ``now``, run the RTOs; when the next is due."""
-        due = ffi.new("double *")
-        has = lib.nic_device_service(self.c, now, due)
-        self.completions.reap()
-        return due[0] if has else None
+    @property
+    def wakeups(self) -> int:
+        return self.c.wakeups
 
     def close(self) -> None:
         """Let go of the rings (before their ports close) and the C device."""

@@ -224,6 +224,7 @@ typedef struct {
 
 typedef struct {
     int fd;                     /* the IPv4 socket: sends every frame */
+    int pause_fd;               /* the MAC control socket (PAUSE frames) */
     nic_ring data, pause;
     uint8_t ip[4];
     double line_rate;
@@ -262,6 +263,8 @@ typedef struct {
     int64_t rx_frames, rx_ignored, tx_frames;
     uint32_t need_port, need_qpn;   /* where a receive stopped: a QP it does not know */
     double rx_now;
+    double woke;                /* emulated time of the last wake-up */
+    int64_t wakeups;
     uint8_t *txbuf;
     size_t txcap;
 } nic_device;
@@ -270,8 +273,8 @@ nic_device *nic_device_new(int64_t origin_ns, double dilation, double frame_time
                            int max_tx_batch, double catchup_frames);
 void nic_device_free(nic_device *d);
 /* The port's index, or -1 (a ring that does not add up, no memory). */
-int nic_device_add_port(nic_device *d, int fd, nic_ring data, nic_ring pause, const uint8_t *ip,
-                        double line_rate, int priority);
+int nic_device_add_port(nic_device *d, int fd, int pause_fd, nic_ring data, nic_ring pause,
+                        const uint8_t *ip, double line_rate, int priority);
 int nic_device_add_qp(nic_device *d, uint32_t port, uint32_t qpn, nic_requester *req, nic_responder *resp);
 /* Handles waiting frames in arrival order; returns how many. need_qpn != NIC_NO_QPN:
  * it stopped at a frame for that QP of port need_port, which add_qp or skip settles. */
@@ -280,5 +283,15 @@ int nic_device_skip(nic_device *d);
 int nic_device_ready(const nic_device *d);
 /* Sends what the pacers allow at now, runs the RTOs; 1 and *due: when next. */
 int nic_device_service(nic_device *d, double now, double *due);
+
+/* Why nic_device_run returned (besides a QP it does not know: need_qpn). */
+enum { NIC_RUN_WORK = 1, NIC_RUN_COMMAND = 2, NIC_RUN_DUE = 4, NIC_RUN_SIGNAL = 8 };
+/* The NICs' own loop, as an RNIC runs beside its driver: receive, send, run the RTOs,
+ * then sleep until the next departure, timeout or frame -- until there are completions
+ * for the library (NIC_RUN_WORK), wake_fd is readable (a command), emulated time
+ * `until` has come, or a signal arrived. Without `sleep` it returns after one round.
+ * A wake-up comes at least `quantum` (emulated s) after the one before, except for a
+ * command (engine.py's WAKE_QUANTUM_FRAMES). */
+int nic_device_run(nic_device *d, double until, int sleep, int wake_fd, double quantum);
 
 #endif
