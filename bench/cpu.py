@@ -155,10 +155,11 @@ class WindowError(RuntimeError):
 
 
 def job_cpu(fabric: Any, job: Job, run_dir: str | Path | None = None, settle_s: float = SETTLE_S,
-            window_s: float = WINDOW_S, timeout: float = 600.0) -> JobCpu:
-    """Run ``job`` on the running ``fabric`` and measure its processes' CPU over
-    ``window_s`` seconds, ``settle_s`` after every agent opened its NICs. The job must
-    last longer than that (`WindowError` otherwise)."""
+            window_s: float = WINDOW_S, timeout: float = 600.0, nic: str | None = None) -> JobCpu:
+    """Run ``job`` on the running ``fabric`` (agents on transport ``nic``, default the
+    spec's) and measure its processes' CPU over ``window_s`` seconds, ``settle_s`` after
+    every agent opened its NICs. The job must last longer than that (`WindowError`
+    otherwise)."""
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(fabric)
     agents: dict[str, int] = {}
     started = threading.Event()
@@ -170,7 +171,8 @@ def job_cpu(fabric: Any, job: Job, run_dir: str | Path | None = None, settle_s: 
 
     def run() -> None:
         try:
-            outcome["results"] = run_on_fabric(fabric, job, run_dir, timeout=timeout, on_started=on_started)
+            outcome["results"] = run_on_fabric(fabric, job, run_dir, timeout=timeout, on_started=on_started,
+                                               nic=nic)
         except BaseException as e:      # re-raised in the measuring thread
             outcome["error"] = e
 
