@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -150,4 +151,5 @@ def _build(out: Path, name: str, layout: str, flags: tuple[str, ...]) -> Path:
         built = Path(ffi.compile(tmpdir=str(tmp)))
         final = out / built.name
         os.replace(built, final)
+        shutil.rmtree(tmp, ignore_errors=True)      # the generated C and objects
         return final

@@ -357,14 +357,6 @@ static int64_t slot_stamp(const nic_ring *r, int64_t realtime_ahead)
     return (int64_t)host32(h + TP_SEC_AT) * 1000000000 + host32(h + TP_NSEC_AT) - realtime_ahead;
 }
 
-int nic_device_ready(const nic_device *d)
-{
-    for (size_t i = 0; i < d->n_ports; i++)
-        if (slot_ready(&d->ports[i].data) || slot_ready(&d->ports[i].pause))
-            return 1;
-    return 0;
-}
-
 /* The frame in the ring's head slot: its bytes, or NULL when it is to be dropped
  * unread (our own transmission, a frame too big for the slot, a VLAN-tagged one:
  * none is a RoCE frame of this NIC). */

@@ -280,7 +280,6 @@ int nic_device_add_qp(nic_device *d, uint32_t port, uint32_t qpn, nic_requester 
  * it stopped at a frame for that QP of port need_port, which add_qp or skip settles. */
 int nic_device_receive(nic_device *d, double now);
 int nic_device_skip(nic_device *d);
-int nic_device_ready(const nic_device *d);
 /* Sends what the pacers allow at now, runs the RTOs; 1 and *due: when next. */
 int nic_device_service(nic_device *d, double now, double *due);
 
