@@ -9,7 +9,8 @@ STAMP    := $(VENV)/.installed
 # tshark to decode them as Wireshark does, chromium to render the demo's report in tests,
 # gcc and libc6-dev to compile the native switch engine at start (loaded through cffi),
 # sudo and openssh-server for Mininet's cluster mode (its test runs an sshd per pretend server
-# in namespaces; on a systemd machine the package also enables Debian's ssh service).
+# in namespaces; on a systemd machine the package also enables Debian's ssh service); gcc and
+# libc6-dev also build the native NIC (tccl/nic).
 APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo gcc libc6-dev
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
@@ -46,7 +47,8 @@ FUZZ_EXAMPLES ?= 2000
 FUZZ_FRAMES   ?= 100000
 FUZZ_FLAP_S   ?= 10
 FUZZ_TESTS    := tests/test_runtime_fuzz.py tests/test_switch_fuzz_frames.py tests/test_control_fuzz.py \
-                 tests/test_faults_fabric.py tests/test_native_differential.py tests/test_native_sanitized.py
+                 tests/test_faults_fabric.py tests/test_native_differential.py tests/test_native_sanitized.py \
+                 tests/test_nic_sanitize.py
 fuzz: setup
 	P4SIM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) P4SIM_FUZZ_FRAMES=$(FUZZ_FRAMES) P4SIM_FUZZ_FLAP_S=$(FUZZ_FLAP_S) \
 	  $(PY) -m pytest -q $(FUZZ_TESTS)

@@ -8,7 +8,8 @@ share of line rate (in emulated time) the hosts really sent (``fabric_load``), s
 a run on a machine that other work shares still compares: the fabric at its dilation
 (``fabric_dilation``, `topo.dilation`), every NIC at line rate. Wake-ups (voluntary
 context switches of the processes' loops) are beside it: unlike CPU time, other load
-on the machine does not move them.
+on the machine does not move them. The same job again with the native NIC's agents
+(tccl/nic) on the same fabric: the ``*_native_agents`` figures, side by side.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def run() -> dict[str, float]:
         spec_file = Path(tmp) / "fabric.yaml"
         spec_file.write_text(own_spec(DEFAULT_FABRIC))
         with Fabric(load_spec(spec_file), run_dir=Path(tmp) / "run", program=program_fabric) as fabric:
-            use = job_cpu(fabric, line_rate_job(spec_file), Path(tmp) / "job")
+            use = job_cpu(fabric, line_rate_job(spec_file), Path(tmp) / "job", nic="python")
+            native = job_cpu(fabric, line_rate_job(spec_file), Path(tmp) / "job-native", nic="native")
             dilation = fabric.clock.dilation
     return {"fabric_cpu_frac_at_line_rate": use.fabric_frac_at_line_rate,
             "fabric_cpu_frac": use.fabric_frac, "fabric_load": use.load,
@@ -40,4 +42,8 @@ def run() -> dict[str, float]:
             "switches_cpu_per_s_at_line_rate": use.switches_at_line_rate,
             "switches_wakeups_per_s_at_line_rate": use.switches_wakeups_at_line_rate,
             "agents_wakeups_per_s_at_line_rate": use.agents_wakeups_at_line_rate,
-            "fabric_dilation": dilation}
+            "fabric_dilation": dilation,
+            "fabric_cpu_frac_at_line_rate_native_agents": native.fabric_frac_at_line_rate,
+            "fabric_load_native_agents": native.load,
+            "agents_cpu_per_s_at_line_rate_native": native.agents_at_line_rate,
+            "agents_wakeups_per_s_at_line_rate_native": native.agents_wakeups_at_line_rate}

@@ -155,10 +155,11 @@ class WindowError(RuntimeError):
 
 
 def job_cpu(fabric: Any, job: Job, run_dir: str | Path | None = None, settle_s: float = SETTLE_S,
-            window_s: float = WINDOW_S, timeout: float = 600.0) -> JobCpu:
-    """Run ``job`` on the running ``fabric`` and measure its processes' CPU over
-    ``window_s`` seconds, ``settle_s`` after every agent opened its NICs. The job must
-    last longer than that (`WindowError` otherwise)."""
+            window_s: float = WINDOW_S, timeout: float = 600.0, nic: str | None = None) -> JobCpu:
+    """Run ``job`` on the running ``fabric`` (agents on transport ``nic``, default the
+    spec's) and measure its processes' CPU over ``window_s`` seconds, ``settle_s`` after
+    every agent opened its NICs. The job must last longer than that (`WindowError`
+    otherwise)."""
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(fabric)
     agents: dict[str, int] = {}
     started = threading.Event()
@@ -170,7 +171,8 @@ def job_cpu(fabric: Any, job: Job, run_dir: str | Path | None = None, settle_s: 
 
     def run() -> None:
         try:
-            outcome["results"] = run_on_fabric(fabric, job, run_dir, timeout=timeout, on_started=on_started)
+            outcome["results"] = run_on_fabric(fabric, job, run_dir, timeout=timeout, on_started=on_started,
+                                               nic=nic)
         except BaseException as e:      # re-raised in the measuring thread
             outcome["error"] = e
 
@@ -230,13 +232,16 @@ def nic_counters(pid: int, iface: str) -> tuple[int, int]:
 
 
 def agent_pair_cpu(rails: int = 1, duplex: bool = False, size: int = 8 << 20, line_mbps: float = 10.0,
-                   mtu: int = 1024, settle_s: float = 1.5, window_s: float = 2.0) -> dict[str, float]:
-    """Agents a and b, ``rails`` NICs each, rail k of a joined to rail k of b by a veth
-    pair (no switch, nothing else in the way): a's NICs send ``size`` bytes each to b's
-    (and b's to a's too if ``duplex``, as every NIC of a ring does). Over ``window_s``
-    seconds inside the transfer: the two agents' CPU microseconds per data frame sent
-    (``agent_pair_cpu_us_per_frame``) and the share of the line rate the sending NICs
-    sent at (``agent_pair_load``), and the agents' wake-ups per frame."""
+                   mtu: int = 1024, settle_s: float = 1.5, window_s: float = 2.0,
+                   nic: str = "python") -> dict[str, float]:
+    """Agents a and b on transport ``nic``, ``rails`` NICs each, rail k of a joined to
+    rail k of b by a veth pair (no switch, nothing else in the way): a's NICs send
+    ``size`` bytes each to b's (and b's to a's too if ``duplex``, as every NIC of a ring
+    does). Over ``window_s`` seconds inside the transfer: the two agents' CPU
+    microseconds per data frame sent (``agent_pair_cpu_us_per_frame``) and nanoseconds
+    per bit sent (``agent_pair_cpu_ns_per_bit``: at dilation 1 emulated bits are wire
+    bits), the share of the line rate the sending NICs sent at (``agent_pair_load``),
+    and the agents' wake-ups per frame."""
     if size * 8 / (line_mbps * 1e6) < 1.5 * (settle_s + window_s):
         raise ValueError(f"{size} bytes at {line_mbps} Mbit/s end before the window does; send more")
     with Netns() as net, tempfile.TemporaryDirectory(prefix="cpu-pair-") as tmp:
@@ -264,7 +269,7 @@ def agent_pair_cpu(rails: int = 1, duplex: bool = False, size: int = 8 << 20, li
             for ns in "ba":     # the receiver first: the sender starts at once
                 procs[ns] = subprocess.Popen(
                     [*net.exec_prefix(ns), sys.executable, "-m", "tccl.agent", "--job", str(run_dir / "job.yaml"),
-                     "--server", ns, "--run-dir", str(run_dir)],
+                     "--server", ns, "--run-dir", str(run_dir), "--nic", nic],
                     cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 end = time.monotonic() + 60
                 while not socket_path(run_dir, ns).exists():
@@ -287,5 +292,6 @@ def agent_pair_cpu(rails: int = 1, duplex: bool = False, size: int = 8 << 20, li
             for p in procs.values():
                 stop_process(p, 5)
     return {"agent_pair_cpu_us_per_frame": (c1 - c0) / (f1 - f0) * 1e6,
+            "agent_pair_cpu_ns_per_bit": (c1 - c0) / ((b1 - b0) * 8) * 1e9,
             "agent_pair_wakeups_per_frame": (w1 - w0) / (f1 - f0),
             "agent_pair_load": (b1 - b0) * 8 / (t1 - t0) / (line_mbps * 1e6 * len(senders))}

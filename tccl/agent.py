@@ -35,6 +35,7 @@ from tccl.job import Job, JobError, load_job
 from tccl.results import HEADER, Row, bus_factor, format_fidelity, format_row, save
 from tccl.trace import Step, Trace
 from topo.addressing import AddressPlan
+from topo.spec import NICS
 
 # Stop lingering once no frame has arrived for this many retransmission timeouts.
 QUIET_RTOS = 4
@@ -144,9 +145,10 @@ def collective_timeout(job: Job, op: str, size: int) -> float:
 
 
 def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
-        clock: EmulationClock | None = None) -> dict[str, Any]:
+        clock: EmulationClock | None = None, nic: str = "python") -> dict[str, Any]:
     """Run the job's workload for ``server``'s ranks on the fabric's ``clock`` (default:
-    `EmulationClock.from_env`); returns what it saves as JSON."""
+    `EmulationClock.from_env`) over transport ``nic`` (`tccl.engine.NICS`); returns what
+    it saves as JSON."""
     w = job.workload
     trace = T.load_trace(w.trace) if w.trace else None
     ring = C.ring_order(job.ranks, w.order)
@@ -157,7 +159,7 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
     except ValueError as e:
         raise JobError(str(e)) from e
     port, planned = port_function(job, ring, trace, groups)
-    engine = Engine(job, server, ports=port, clock=clock)
+    engine = Engine(job, server, ports=port, clock=clock, nic=nic)
     rows: list[Row] = []
     extra: dict[str, Any] = {}
     ready_path(run_dir, server).unlink(missing_ok=True)
@@ -188,7 +190,7 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
     meta = {"job": job.name, "server": server, "op": w.op, "order": w.order, "algo": w.algo,
             "ports": job.transport.ports, "ranks": len(ring), "local_ranks": sorted(engine.local),
             "ring": ring, "ring_hops": C.ring_hops(ring, rank_info),
-            "planned_ports": planned, "gor_groups": groups is not None, "line_mbps": job.transport.line_mbps, "flows": flows,
+            "planned_ports": planned, "gor_groups": groups is not None, "nic": nic, "line_mbps": job.transport.line_mbps, "flows": flows,
             "fidelity": fidelity, "pfc": pfc,
             "timeline": {"columns": ["t_s", "acked_bytes", "rate_bps", "retransmits", "cnps"],
                          "flows": {str(q): rows for q, rows in engine.timeline.items()}}, **extra}
@@ -292,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-dir", required=True, help="directory for the control socket and results")
     ap.add_argument("--clock", help=f"the fabric's emulation clock, <origin_ns>:<dilation> "
                                     f"(default: ${CLOCK_ENV}, else a fresh undilated clock)")
+    ap.add_argument("--nic", choices=NICS, default="python",
+                    help="the RoCE transport: the Python reference or the native NIC in C (tccl/nic)")
     args = ap.parse_args(argv)
     run_dir = Path(args.run_dir)
     try:
@@ -299,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
         job = load_job(args.job)
         job.server_ranks(args.server)
-        run(job, args.server, run_dir, clock=clock)
+        run(job, args.server, run_dir, clock=clock, nic=args.nic)
     except (ClockError, JobError, OSError, PortError) as e:
         print(f"tccl agent: {e}", file=sys.stderr)
         return 2

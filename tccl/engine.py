@@ -22,6 +22,12 @@ Time is the fabric's `EmulationClock`: every reading (pacers, DCQCN, RTOs, NVLin
 deliveries, the flows' timeline) is emulated seconds, and every sleep is converted to
 wall time by the clock's dilation, so the agent runs at the fabric's pace.
 
+The transport runs in one of two engines (``nic``): ``python``, the reference --
+`NicPort` below and the queue pairs of `tccl.qp` -- or ``native``, the NIC in C
+(`tccl.nic`): the same semantics (the tests run both and compare their frames), with
+every frame read, handled, paced and sent in C; the loop then only posts messages and
+reaps completions.
+
 Messages between ranks: `send(src, dst, data, on_done, via)` and a per-(dst, src,
 channel) mailbox of received messages, in order. Ranks of the same server exchange
 messages over an emulated NVLink channel (serialised at its bandwidth, delivered after
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import os
 import queue
 import random
@@ -42,7 +49,7 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from emulation.clock import EmulationClock
 from p4sim.switch.pause import ETHERTYPE_MAC_CONTROL, PRIORITIES, parse_pause, quanta_seconds
@@ -53,6 +60,10 @@ from tccl.job import Job, RankInfo, qpn, qpn_index, qpn_ranks
 from tccl.qp import Requester, Responder
 from topo.hashmodel import PORT_RANGE
 from topo.headers import priority_dscp
+from topo.spec import NICS      # the transport engines: the reference, the NIC in C (tccl/nic)
+
+if TYPE_CHECKING:
+    from tccl.nic.device import NativeDevice, NativeNicPort
 
 MAX_RX_BATCH = 512          # frames read per NIC per turn before sending again
 MAX_TX_BATCH = 64           # frames sent per NIC per turn before reading again
@@ -99,6 +110,10 @@ class NicPort:
         self._free_at = float("-inf")   # previous departure + its serialisation time
         self.tx_lateness = Lateness(frame_time)
         self.rx_lateness = Lateness(frame_time)
+
+    def add_qp(self, qp: "QueuePair") -> None:
+        """Serve ``qp`` on this NIC (its requester joins the round robin)."""
+        self.requesters.append(qp.requester)
 
     def transmit(self, frame: bytes) -> None:
         """Put one frame on the wire. A full socket buffer or a link that is down (a
@@ -205,11 +220,11 @@ class QueuePair:
         def make(port: int) -> roce.FrameTemplate:
             return roce.FrameTemplate(src, dst, port, remote_qpn, dscp=dscp)
 
-        self.requester = Requester(self.qpn, make(sport), engine.dcqcn, now, mtu=t.mtu,
-                                   window=t.window, rto=t.rto, make_template=make)
+        self.requester = engine.Requester(self.qpn, make(sport), engine.dcqcn, now, mtu=t.mtu,
+                                          window=t.window, rto=t.rto, make_template=make)
         # ACKs and CNPs keep the QP's first source port: they are small and their path
         # does not matter for load balance.
-        self.responder = Responder(
+        self.responder = engine.Responder(
             self.qpn, roce.FrameTemplate(src, dst, sport, remote_qpn, dscp=dscp, ecn=roce.ECN_NOT_ECT),
             roce.FrameTemplate(src, dst, sport, remote_qpn, dscp=roce.CNP_DSCP, ecn=roce.ECN_NOT_ECT),
             engine.dcqcn.cnp_interval, lambda data: engine.deliver(local.rank, peer.rank, data, NET, index))
@@ -238,10 +253,13 @@ class _LocalDelivery:
 
 
 class Engine:
-    """Everything one agent runs: its ranks' NICs and QPs and the NVLink channels."""
+    """Everything one agent runs: its ranks' NICs and QPs and the NVLink channels, on
+    the transport engine ``nic`` (`NICS`)."""
 
     def __init__(self, job: Job, server: str, ports: Callable[..., int] | None = None,
-                 clock: EmulationClock | None = None) -> None:
+                 clock: EmulationClock | None = None, nic: str = "python") -> None:
+        if nic not in NICS:
+            raise ValueError(f"nic: one of {', '.join(NICS)}, got {nic!r}")
         self.job = job
         # The fabric's clock (default: ASTRAL_CLOCK, else a fresh one); `clock()` reads
         # emulated seconds.
@@ -255,7 +273,7 @@ class Engine:
         # ports(local, peer[, index]): the index is passed only for index > 0, so a plain
         # two-argument function serves single-QP jobs.
         self._ports = ports or (lambda *_: rng.randint(*PORT_RANGE))
-        self.nics: dict[int, NicPort] = {}
+        self.nics: dict[int, NicPort | NativeNicPort] = {}
         self._sink: socket.socket | None = None
         self.qps: dict[int, QueuePair] = {}
         self.mailbox: dict[tuple[int, int, str, int], deque[bytes]] = {}
@@ -288,6 +306,15 @@ class Engine:
         self._woke = float("-inf")
         self.started = self.clock()
         self._next_sample = self.started
+        # The native NIC's device (None: the Python transport), and the QP classes.
+        self.device: NativeDevice | None = None
+        self.Requester: Callable[..., Any] = Requester
+        self.Responder: Callable[..., Any] = Responder
+        if nic == "native":
+            from tccl.nic.device import NativeDevice
+            self.device = NativeDevice(self, self.emulation_clock, self._frame_time, MAX_RX_BATCH,
+                                       MAX_TX_BATCH, CATCHUP_FRAMES)
+            self.Requester, self.Responder = self.device.Requester, self.device.Responder
         # QPN -> [(t, acked bytes, rate bit/s, retransmits, CNPs)], for sending QPs.
         self.timeline: dict[int, list[tuple[float, int, float, int, int]]] = {}
 
@@ -296,9 +323,14 @@ class Engine:
     def open(self) -> "Engine":
         """Open the NICs (needs CAP_NET_RAW in the server's namespace; `PortError` if
         one cannot be opened)."""
+        t = self.job.transport
         for rank, info in self.local.items():
-            nic = self.nics[rank] = NicPort(info, self.job.transport.line_rate_bps, self._frame_time,
-                                            self.job.transport.priority)
+            nic: NicPort | NativeNicPort
+            if self.device is not None:
+                nic = self.device.open_port(info, t.line_rate_bps, t.priority, PAUSE_RING_BLOCKS)
+            else:
+                nic = NicPort(info, t.line_rate_bps, self._frame_time, t.priority)
+            self.nics[rank] = nic
             self._fds += [nic.port.fileno(), nic.mac_control.fileno()]
         # The kernel would answer every RoCE frame with ICMP port unreachable; a bound UDP
         # socket that is never read swallows them (its buffer fills, the rest are dropped).
@@ -309,6 +341,8 @@ class Engine:
 
     def close(self) -> None:
         self._fds = [self._wake_r]
+        if self.device is not None:
+            self.device.close()
         for nic in self.nics.values():
             nic.close()
         self.nics.clear()
@@ -345,7 +379,7 @@ class Engine:
             sport = self._ports(local, peer, index) if index else self._ports(local, peer)
             qp = QueuePair(self, self.local[local], self.ranks[peer], sport, self.clock(), index)
             self.qps[n] = qp
-            self.nics[local].requesters.append(qp.requester)
+            self.nics[local].add_qp(qp)
         return qp
 
     def send(self, src: int, dst: int, data: bytes | bytearray | memoryview,
@@ -447,7 +481,11 @@ class Engine:
         message was posted since the last turn -- then handle what is there.
 
         The sleep comes first so that the caller looks at the results of a turn (a
-        message delivered, a send completed) before the loop sleeps again."""
+        message delivered, a send completed) before the loop sleeps again. With the
+        native NIC the NICs run in C meanwhile (`_native_turn`)."""
+        if self.device is not None:
+            self._native_turn(until)
+            return
         if self._posted:
             self._posted = False
         else:
@@ -461,11 +499,7 @@ class Engine:
             if nic.port.ready() or nic.port.fileno() in self._readable:
                 self._receive(nic)
         self._readable.clear()
-        while self._local_q and self._local_q[0].due <= now:
-            d = heapq.heappop(self._local_q)
-            self.deliver(d.dst, d.src, d.data, NVLINK)
-            if d.on_done is not None:
-                d.on_done()
+        self._deliver_local(now)
         self._run_commands()
         now = self.clock()
         wake = []
@@ -478,13 +512,45 @@ class Engine:
             t = qp.requester.check_timeout(now)
             if t is not None:
                 wake.append(t)
+        self._due = min(wake + self._library_due(now), default=None)
+
+    def _native_turn(self, until: float | None) -> None:
+        """`turn` with the native NIC: its loop in C sleeps, receives, sends and times
+        out until there are completions, a command, or the library's next due time
+        (``until``, an NVLink delivery, a timeline sample) -- then the library's part."""
+        assert self.device is not None
+        limits = self._library_due(self.clock()) + ([until] if until is not None else [])
+        sleep, self._posted = not self._posted, False
+        if self.device.run(min(limits, default=math.inf), sleep, self._wake_r, self._quantum):
+            try:
+                os.read(self._wake_r, 4096)
+            except BlockingIOError:
+                pass
+        self.turns = self.device.wakeups
+        now = self.clock()
+        self._deliver_local(now)
+        self._run_commands()
+        self._library_due(self.clock())
+
+    def _deliver_local(self, now: float) -> None:
+        """Deliver the NVLink messages due by ``now``."""
+        while self._local_q and self._local_q[0].due <= now:
+            d = heapq.heappop(self._local_q)
+            self.deliver(d.dst, d.src, d.data, NVLINK)
+            if d.on_done is not None:
+                d.on_done()
+
+    def _library_due(self, now: float) -> list[float]:
+        """Take the flows' timeline sample if due; when the library's own things are
+        due next (the next sample, the next NVLink delivery)."""
+        wake = []
         if self.qps:
             if now >= self._next_sample:
                 self._sample(now)
             wake.append(self._next_sample)
         if self._local_q:
             wake.append(self._local_q[0].due)
-        self._due = min(wake) if wake else None
+        return wake
 
     def _sleep(self, until: float | None) -> None:
         """Wait until emulated time ``until`` (None: no limit), a frame or a command

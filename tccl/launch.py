@@ -60,36 +60,36 @@ class LaunchError(RuntimeError):
 
 
 def agent_command(fabric: HostsProvider, job_path: Path, server: str, run_dir: Path,
-                  clock: EmulationClock | None = None) -> list[str]:
+                  clock: EmulationClock | None = None, nic: str | None = None) -> list[str]:
     """The command line of ``server``'s agent: at the agents' real-time priority beside
     the fabric's switches, on the fabric's clock as ``server``'s machine reads it (or
-    ``clock``)."""
+    ``clock``), over the fabric spec's transport ``nic`` (or ``nic``)."""
     clock = clock or (fabric.clock_on(server) if fabric.clock else EmulationClock.from_env())
     return realtime_prefix(agent_priority(fabric.spec.rt_priority)) + [
         sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
-        "--run-dir", str(run_dir), "--clock", clock.encode()]
+        "--run-dir", str(run_dir), "--clock", clock.encode(), "--nic", nic or fabric.spec.nic]
 
 
 def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = None,
                   timeout: float = 120.0,
                   on_started: Callable[[dict[str, int]], None] | None = None,
-                  clock: EmulationClock | None = None) -> dict[str, dict[str, Any]]:
+                  clock: EmulationClock | None = None, nic: str | None = None) -> dict[str, dict[str, Any]]:
     """Run ``job`` on every server of the fabric that has ranks; results by server.
 
-    The agents run on ``clock`` (default: the fabric's, else `EmulationClock.from_env`);
-    ``timeout`` is emulated seconds. ``on_started`` is given every
+    The agents run on ``clock`` (default: the fabric's, else `EmulationClock.from_env`)
+    over transport ``nic`` (default: the fabric spec's); ``timeout`` is emulated seconds. ``on_started`` is given every
     agent's PID by server once all are started (e.g. to measure their CPU while they run).
     """
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(fabric)
     run_dir.mkdir(parents=True, exist_ok=True)
     job_path = run_dir / "job.yaml"
     job.save(job_path)
-    return run_jobs(fabric, {job_path: job}, run_dir, timeout, on_started, clock)
+    return run_jobs(fabric, {job_path: job}, run_dir, timeout, on_started, clock, nic)
 
 
 def run_jobs(fabric: HostsProvider, jobs: Mapping[Path, Job], run_dir: Path, timeout: float = 120.0,
              on_started: Callable[[dict[str, int]], None] | None = None,
-             clock: EmulationClock | None = None) -> dict[str, dict[str, Any]]:
+             clock: EmulationClock | None = None, nic: str | None = None) -> dict[str, dict[str, Any]]:
     """Start the agents of every job (its saved file -> the job) at once in ``run_dir``
     and wait for all of them; results by server (`run_on_fabric`'s arguments). The
     jobs must not share a server: agents, their sockets and results are per server.
@@ -106,7 +106,7 @@ def run_jobs(fabric: HostsProvider, jobs: Mapping[Path, Job], run_dir: Path, tim
         (run_dir / f"ready-{server}").unlink(missing_ok=True)
     try:
         for server, job_path in by_server.items():
-            procs[server] = fabric.host(server).popen(agent_command(fabric, job_path, server, run_dir, clock),
+            procs[server] = fabric.host(server).popen(agent_command(fabric, job_path, server, run_dir, clock, nic),
                                                       cwd=str(ROOT), text=True)
         if on_started is not None:
             on_started({server: proc.pid for server, proc in procs.items()})

@@ -18,10 +18,11 @@ RANKS = (RankInfo(0, "a", 0, 0, "eth0", "10.0.0.1", "02:00:00:00:00:01", "02:ff:
 
 
 @contextmanager
-def serving_agent(run_dir: Path, loop_s: float = 60.0) -> Iterator[tuple[Engine, QueuePair, AgentClient]]:
-    """Agent "a" serving in ``run_dir`` for at most ``loop_s`` (engine, its flow, a client);
-    everything is stopped when the block ends."""
-    engine = Engine(Job(ranks=RANKS, transport=Transport(), workload=Workload()), "a")
+def serving_agent(run_dir: Path, loop_s: float = 60.0, nic: str = "python"
+                  ) -> Iterator[tuple[Engine, QueuePair, AgentClient]]:
+    """Agent "a" serving in ``run_dir`` for at most ``loop_s`` (engine on transport
+    ``nic``, its flow, a client); everything is stopped when the block ends."""
+    engine = Engine(Job(ranks=RANKS, transport=Transport(), workload=Workload()), "a", nic=nic)
     qp = QueuePair(engine, RANKS[0], RANKS[1], 50000, engine.clock())
     engine.qps[qp.qpn] = qp
     server = ControlServer(engine, socket_path(run_dir, "a")).start()

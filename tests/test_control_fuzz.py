@@ -28,6 +28,7 @@ from tccl.control import MAX_APPLY_TIMEOUT, MESSAGES, SERVICE
 from topo.hashmodel import PORT_RANGE
 
 from agent_fixtures import serving_agent
+from topo.spec import NICS
 from fuzzkit import count, overwrite
 from runtime_fixtures.harness import CPU_PORT, Runtime
 
@@ -51,10 +52,11 @@ def answered(call, *args, **kwargs) -> grpc.StatusCode:
 
 # -- the agent's control channel --------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory):
-    """An agent with one flow, serving its control channel (for the whole module)."""
-    with serving_agent(tmp_path_factory.mktemp("agent"), loop_s=3600) as (_, qp, client):
+@pytest.fixture(scope="module", params=NICS)
+def agent(request, tmp_path_factory):
+    """An agent with one flow, serving its control channel (for the whole module), on
+    each transport."""
+    with serving_agent(tmp_path_factory.mktemp("agent"), loop_s=3600, nic=request.param) as (_, qp, client):
         yield qp, client
 
 

@@ -38,6 +38,7 @@ from tccl.job import Job  # noqa: E402
 from tccl.launch import LaunchError, run_on_fabric  # noqa: E402
 from testkit import gor_on, small_fabric, wait_for  # noqa: E402
 from topo.net import Fabric  # noqa: E402
+from topo.spec import NICS  # noqa: E402
 
 FLAP_S = float(os.environ.get("P4SIM_FUZZ_FLAP_S", "3"))
 FLAP_PERIOD_S = 0.1        # the cable changes state every 100 ms
@@ -67,7 +68,7 @@ def gor_alive(gor: Gor) -> bool:
 class RunningJob:
     """A job's agents launched by `run_on_fabric` in GOR's agent directory, on a thread."""
 
-    def __init__(self, fabric: Fabric, gor: Gor, job: Job) -> None:
+    def __init__(self, fabric: Fabric, gor: Gor, job: Job, nic: str | None = None) -> None:
         self.gor, self.job = gor, job
         self.pids: dict[str, int] = {}
         started = threading.Event()
@@ -77,7 +78,8 @@ class RunningJob:
             started.set()
 
         self._pool = ThreadPoolExecutor(max_workers=1)
-        self.future: Future = self._pool.submit(run_on_fabric, fabric, job, gor.agent_dir, JOB_TIMEOUT, on_started)
+        self.future: Future = self._pool.submit(run_on_fabric, fabric, job, gor.agent_dir, JOB_TIMEOUT, on_started,
+                                                nic=nic)
         wait_for("the agents to start", lambda: started.is_set() or self.future.done(), 60)
         self._pool.shutdown(wait=False)
         self.servers = sorted({r.server for r in job.ranks})
@@ -142,10 +144,13 @@ def listening(pid: int) -> list[tuple[str, str, int, str]]:
     return out
 
 
-def test_listening_sockets_are_on_loopback_or_in_the_fabric_and_agents_take_garbage(fabric: Fabric, gor: Gor) -> None:
+@pytest.mark.parametrize("nic", NICS)
+def test_listening_sockets_are_on_loopback_or_in_the_fabric_and_agents_take_garbage(fabric: Fabric, gor: Gor,
+                                                                                    nic: str) -> None:
     """All listening sockets of the switches, GOR (this process) and a running job's
-    agents; meanwhile each agent's control socket gets garbage, and the job completes."""
-    running = RunningJob(fabric, gor, job(fabric, "sockets"))
+    agents (on each transport); meanwhile each agent's control socket gets garbage, and
+    the job completes."""
+    running = RunningJob(fabric, gor, job(fabric, "sockets"), nic)
     running.sending()
     own = os.readlink("/proc/self/ns/net")
     hosts = {os.readlink(f"/proc/{fabric.host(s.name).pid}/ns/net") for s in fabric.plan.servers}
@@ -235,10 +240,11 @@ def test_a_cable_flapping_every_100_ms_leaves_gor_up_and_the_job_completes(fabri
     count("faults_survived")
 
 
-def test_an_agent_killed_mid_job_is_reported_with_its_ranks(fabric: Fabric, gor: Gor) -> None:
+@pytest.mark.parametrize("nic", NICS)
+def test_an_agent_killed_mid_job_is_reported_with_its_ranks(fabric: Fabric, gor: Gor, nic: str) -> None:
     count("faults_injected")
     j = job(fabric, "agentkill")
-    running = RunningJob(fabric, gor, j)
+    running = RunningJob(fabric, gor, j, nic)
     running.sending()
     victim = running.servers[-1]
     os.kill(running.pids[victim], signal.SIGKILL)

@@ -36,6 +36,7 @@ from tccl.control import AgentClient, socket_path
 from tccl.engine import Engine
 from tccl.job import Job, RankInfo, Transport, Workload, qpn
 from topo.namespaces import Netns
+from topo.spec import NICS
 from topo.processes import stop_process
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
@@ -62,16 +63,17 @@ def configure(net: Netns, ns: str, iface: str, mac: str, ip: str) -> None:
 class Agents:
     """Start agent processes inside namespaces; always terminate them by PID."""
 
-    def __init__(self, net: Netns, job: Job, tmp: Path, clock: EmulationClock | None = None) -> None:
+    def __init__(self, net: Netns, job: Job, tmp: Path, clock: EmulationClock | None = None,
+                 nic: str = "python") -> None:
         self.net, self.tmp = net, tmp
-        self.clock = clock
+        self.clock, self.nic = clock, nic
         self.job_path = tmp / "job.yaml"
         job.save(self.job_path)
         self.procs: dict[str, subprocess.Popen] = {}
 
     def start(self, server: str, ns: str) -> None:
         cmd = [*self.net.exec_prefix(ns), sys.executable, "-m", "tccl.agent", "--job",
-               str(self.job_path), "--server", server, "--run-dir", str(self.tmp)]
+               str(self.job_path), "--server", server, "--run-dir", str(self.tmp), "--nic", self.nic]
         if self.clock is not None:
             cmd += ["--clock", self.clock.encode()]
         self.procs[server] = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
@@ -127,12 +129,12 @@ def wait_acked(client: AgentClient, nbytes: int, timeout: float = 20) -> None:
         time.sleep(0.02)
 
 
-def ten_messages(tmp_path: Path, disturb) -> dict[str, dict]:
-    """a sends b ten messages of 100 KB; ``disturb(net, a's iface, agents, a's control
-    client)`` runs once both are up. The agents' results."""
+def ten_messages(tmp_path: Path, disturb, nic: str = "python") -> dict[str, dict]:
+    """a sends b ten messages of 100 KB over transport ``nic``; ``disturb(net, a's iface,
+    agents, a's control client)`` runs once both are up. The agents' results."""
     with Netns() as net:
         ia, ib = two_hosts(net)
-        agents = Agents(net, make_job(ia, ib, 100_000, iters=10), tmp_path)
+        agents = Agents(net, make_job(ia, ib, 100_000, iters=10), tmp_path, nic=nic)
         try:
             agents.start_ready("b", "b")
             agents.start_ready("a", "a")
@@ -147,11 +149,12 @@ def flow(result: dict, local: int, peer: int) -> dict:
     return next(f for f in result["flows"] if f["qpn"] == qpn(local, peer))
 
 
-def test_message_arrives_complete_and_in_order(tmp_path):
+@pytest.mark.parametrize("nic", NICS)
+def test_message_arrives_complete_and_in_order(tmp_path, nic):
     with Netns() as net:
         ia, ib = two_hosts(net)
         # A warm-up message first: the agents start at different times (as nccl-tests).
-        res = Agents(net, make_job(ia, ib, 300_000, warmup=1), tmp_path).a_to_b(60)
+        res = Agents(net, make_job(ia, ib, 300_000, warmup=1), tmp_path, nic=nic).a_to_b(60)
     assert res["a"]["rows"][0]["wrong"] == 0 and res["b"]["rows"][0]["wrong"] == 0
     rx = flow(res["b"], 1, 0)["rx"]
     assert rx["messages"] == 2 and rx["bad_icrc"] == 0 and rx["out_of_order"] == 0
@@ -166,12 +169,13 @@ def test_message_arrives_complete_and_in_order(tmp_path):
     assert sent["kernel_drops"] == got["kernel_drops"] == 0 and sent["dilation"] == 1.0
 
 
-def test_path_mtu_4096_over_jumbo_veths(tmp_path):
+@pytest.mark.parametrize("nic", NICS)
+def test_path_mtu_4096_over_jumbo_veths(tmp_path, nic):
     """RoCE's path MTU 4096 (frames of ~4150 bytes) on 9000-byte-MTU links: every
     frame is read from the NICs' receive rings whole, the message arrives intact."""
     with Netns() as net:
         ia, ib = two_hosts(net, mtu=9000)
-        res = Agents(net, make_job(ia, ib, 400_000, mtu=4096), tmp_path).a_to_b(60)
+        res = Agents(net, make_job(ia, ib, 400_000, mtu=4096), tmp_path, nic=nic).a_to_b(60)
     assert res["b"]["rows"][0]["wrong"] == 0
     rx = flow(res["b"], 1, 0)["rx"]
     assert rx["messages"] == 1 and rx["bad_icrc"] == 0 and rx["out_of_order"] == 0
@@ -230,27 +234,29 @@ def test_stopped_agents_show_in_their_fidelity(tmp_path):
     assert not receiver["faithful"]
 
 
-def test_go_back_n_recovers_tail_drops(tmp_path):
+@pytest.mark.parametrize("nic", NICS)
+def test_go_back_n_recovers_tail_drops(tmp_path, nic):
     with Netns() as net:
         ia, ib = two_hosts(net)
         # The wire carries 10 Mbit/s with a 10 KB queue; the sender paces at 20.
         net.run("a", "tc", "qdisc", "add", "dev", ia, "root", "tbf", "rate", "10mbit",
                 "burst", "5kb", "limit", "10kb")
-        res = Agents(net, make_job(ia, ib, 200_000, window=32), tmp_path).a_to_b(90)
+        res = Agents(net, make_job(ia, ib, 200_000, window=32), tmp_path, nic=nic).a_to_b(90)
     assert res["b"]["rows"][0]["wrong"] == 0
     sender = flow(res["a"], 0, 1)
     assert sender["retransmits"] > 0
     assert flow(res["b"], 1, 0)["rx"]["out_of_order"] > 0
 
 
-def test_frames_are_handled_at_their_arrival_time():
+@pytest.mark.parametrize("nic", NICS)
+def test_frames_are_handled_at_their_arrival_time(nic):
     """Two CE-marked packets arrive three CNP intervals apart and the agent reads
     them in one batch, later: it answers both with a CNP, because by their arrival
     times they were that far apart (by the time it got to them, they were not)."""
     with Netns() as net:
         ia, ib = two_hosts(net)
         job = make_job(ia, ib, 1000)
-        engine = Engine(job, "b")
+        engine = Engine(job, "b", nic=nic)
         with net.entered("b"):
             engine.open()
         tx, sniff = net.socket("a", ia), net.socket("b", ib)
@@ -319,7 +325,8 @@ def _fix_ip_checksum(frame: bytearray) -> None:
     frame[roce.IP_OFF + 10:roce.IP_OFF + 12] = (~total & 0xFFFF).to_bytes(2, "big")
 
 
-def test_ce_marks_produce_cnps_and_rate_cut(tmp_path):
+@pytest.mark.parametrize("nic", NICS)
+def test_ce_marks_produce_cnps_and_rate_cut(tmp_path, nic):
     marked = 60
     with Netns() as net:
         for ns in ("a", "m", "b"):
@@ -329,7 +336,7 @@ def test_ce_marks_produce_cnps_and_rate_cut(tmp_path):
         configure(net, "a", ia, MAC_A, IP_A)
         configure(net, "b", ib, MAC_B, IP_B)
         job = make_job(ia, ib, 400_000)
-        agents = Agents(net, job, tmp_path)
+        agents = Agents(net, job, tmp_path, nic=nic)
         try:
             with Marker(net, "m", ml, mr, marked) as marker:
                 agents.start_ready("b", "b")
@@ -351,11 +358,12 @@ def test_ce_marks_produce_cnps_and_rate_cut(tmp_path):
     assert res["b"]["rows"][0]["algbw_mbps"] < 0.9 * job.transport.line_mbps
 
 
-def test_control_channel_lists_flows_and_moves_a_flow(tmp_path):
+@pytest.mark.parametrize("nic", NICS)
+def test_control_channel_lists_flows_and_moves_a_flow(tmp_path, nic):
     with Netns() as net:
         ia, ib = two_hosts(net)
         # 12 messages of 150 KB (~60 ms each at 20 Mbit/s): boundaries to move at.
-        agents = Agents(net, make_job(ia, ib, 150_000, iters=12), tmp_path)
+        agents = Agents(net, make_job(ia, ib, 150_000, iters=12), tmp_path, nic=nic)
         sniff = net.socket("b", ib)
         try:
             agents.start_ready("b", "b")
@@ -432,7 +440,8 @@ def test_tp_allreduce_split_over_nvlink_and_nics(tmp_path):
     assert nic["acked_bytes"] > 0.05 * 200_000 * 3
 
 
-def test_link_down_and_up_loses_nothing(tmp_path):
+@pytest.mark.parametrize("nic", NICS)
+def test_link_down_and_up_loses_nothing(tmp_path, nic):
     """A link failure mid-transfer (the sender's NIC down for 0.5 s) only delays it."""
     def disturb(net: Netns, ia: str, agents: Agents, client: AgentClient) -> None:
         wait_acked(client, 200_000)                     # 2 of 10 messages are through
@@ -440,13 +449,14 @@ def test_link_down_and_up_loses_nothing(tmp_path):
         time.sleep(0.5)                                 # the outage
         net.run("a", "ip", "link", "set", ia, "up")
 
-    res = ten_messages(tmp_path, disturb)
+    res = ten_messages(tmp_path, disturb, nic)
     assert res["b"]["rows"][0]["wrong"] == 0
     assert flow(res["b"], 1, 0)["rx"]["messages"] == 10
     assert flow(res["a"], 0, 1)["timeouts"] + flow(res["a"], 0, 1)["naks"] > 0
 
 
-def test_tree_allreduce_over_two_servers(tmp_path):
+@pytest.mark.parametrize("nic", NICS)
+def test_tree_allreduce_over_two_servers(tmp_path, nic):
     """Two servers of two rails each, one veth pair per rail (each rail its own
     "leaf"): the rail-aware tree AllReduce gives every rank the XOR of all inputs, its
     one edge between the servers stays on a rail, and the rest rides NVLink."""
@@ -467,7 +477,7 @@ def test_tree_allreduce_over_two_servers(tmp_path):
         job = Job(ranks=tuple(ranks), transport=Transport(line_mbps=20.0, mtu=1024, nvlink_gbps=1.0),
                   workload=Workload(op="allreduce", sizes=(50_000,), iters=1, warmup=0, algo="tree"),
                   name="tree")
-        agents = Agents(net, job, tmp_path)
+        agents = Agents(net, job, tmp_path, nic=nic)
         try:
             agents.start("a", "a")
             agents.start("b", "b")

@@ -9,11 +9,12 @@ import pytest
 from tccl.job import qpn
 
 from agent_fixtures import serving_agent
+from topo.spec import NICS
 
 
-@pytest.fixture
-def agent(tmp_path):
-    with serving_agent(tmp_path) as serving:
+@pytest.fixture(params=NICS)
+def agent(request, tmp_path):
+    with serving_agent(tmp_path, nic=request.param) as serving:
         yield serving
 
 

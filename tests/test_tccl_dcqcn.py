@@ -6,15 +6,16 @@ import dataclasses
 
 import pytest
 
-from tccl.dcqcn import DcqcnParams, DcqcnRate, Scale
+from nic_fixtures import transport  # noqa: F401
+from tccl.dcqcn import DcqcnParams, Scale
 
 # Unscaled real-world parameters with round numbers that make the arithmetic readable.
 P = dataclasses.replace(DcqcnParams(), line_rate=100e9, rate_ai=1e9, rate_hai=10e9,
                         min_rate=1e8, byte_counter=1e12)
 
 
-def test_cnp_cuts_rate_by_half_alpha_and_raises_alpha():
-    r = DcqcnRate(P, now=0.0)
+def test_cnp_cuts_rate_by_half_alpha_and_raises_alpha(transport):
+    r = transport.DcqcnRate(P, now=0.0)
     r.on_cnp(0.0)
     # alpha starts at 1: Rc = Rc (1 - 1/2); Rt = old Rc; alpha = (1-g) + g = 1.
     assert r.rc == pytest.approx(50e9) and r.rt == pytest.approx(100e9)
@@ -23,8 +24,8 @@ def test_cnp_cuts_rate_by_half_alpha_and_raises_alpha():
     assert r.rc == pytest.approx(25e9) and r.rt == pytest.approx(50e9)
 
 
-def test_alpha_decays_once_per_k_without_cnp():
-    r = DcqcnRate(P, now=0.0)
+def test_alpha_decays_once_per_k_without_cnp(transport):
+    r = transport.DcqcnRate(P, now=0.0)
     r.on_cnp(0.0)
     r.advance(3.5 * P.alpha_timer)              # three expiries of K
     assert r.alpha == pytest.approx((1 - P.g) ** 3)
@@ -33,8 +34,8 @@ def test_alpha_decays_once_per_k_without_cnp():
     assert r.alpha == pytest.approx((1 - P.g) * a + P.g)
 
 
-def test_fast_recovery_halves_distance_to_target():
-    r = DcqcnRate(P, now=0.0)
+def test_fast_recovery_halves_distance_to_target(transport):
+    r = transport.DcqcnRate(P, now=0.0)
     r.on_cnp(0.0)                               # rc 50G, rt 100G
     for k in range(1, P.fast_recovery_steps):
         r.advance(k * P.rate_timer + 1e-9)
@@ -43,9 +44,9 @@ def test_fast_recovery_halves_distance_to_target():
     assert r.timer_count == P.fast_recovery_steps - 1
 
 
-def test_additive_then_hyper_increase():
+def test_additive_then_hyper_increase(transport):
     p = dataclasses.replace(P, byte_counter=1000.0)
-    r = DcqcnRate(p, now=0.0)
+    r = transport.DcqcnRate(p, now=0.0)
     r.on_cnp(0.0)
     r.on_cnp(0.0)                               # rc 25G, rt 50G
     f = p.fast_recovery_steps
@@ -66,15 +67,15 @@ def test_additive_then_hyper_increase():
     assert r.rt == pytest.approx(min(p.line_rate, rt_before + i * p.rate_hai))
 
 
-def test_rate_recovers_to_line_rate_and_never_exceeds_it():
-    r = DcqcnRate(P, now=0.0)
+def test_rate_recovers_to_line_rate_and_never_exceeds_it(transport):
+    r = transport.DcqcnRate(P, now=0.0)
     r.on_cnp(0.0)
     r.advance(10_000 * P.rate_timer)
     assert r.rc == pytest.approx(P.line_rate) and r.rc <= P.line_rate
 
 
-def test_rate_never_below_floor():
-    r = DcqcnRate(P, now=0.0)
+def test_rate_never_below_floor(transport):
+    r = transport.DcqcnRate(P, now=0.0)
     for _ in range(100):
         r.on_cnp(0.0)
     assert r.rc == P.min_rate

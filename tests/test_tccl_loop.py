@@ -87,7 +87,7 @@ class RecordingHost:
 class FakeFabric:
     """What the launcher needs of a fabric, with hosts made by ``host``."""
 
-    spec = SimpleNamespace(rt_priority=0)   # normal scheduling: no chrt before python
+    spec = SimpleNamespace(rt_priority=0, nic="python")   # normal scheduling: no chrt before python
     clock = None
 
     def __init__(self, run_dir: Path, host) -> None:
@@ -106,6 +106,15 @@ def test_launcher_gives_every_agent_the_same_clock(tmp_path):
     for cmd in commands:
         assert cmd[cmd.index("--clock") + 1] == clock.encode()
     assert json.loads((tmp_path / "run" / "results-s.json").read_text()) == {}
+
+
+def test_launcher_passes_the_transport_of_the_spec_or_the_caller(tmp_path):
+    commands: list[list[str]] = []
+    fabric = FakeFabric(tmp_path, lambda name: RecordingHost(commands))
+    job = Job(ranks=TWO_SERVERS, workload=Workload(op="sendrecv"))
+    run_on_fabric(fabric, job, tmp_path / "a", clock=EmulationClock.start())
+    run_on_fabric(fabric, job, tmp_path / "b", clock=EmulationClock.start(), nic="native")
+    assert [cmd[cmd.index("--nic") + 1] for cmd in commands] == ["python"] * 2 + ["native"] * 2
 
 
 

@@ -7,20 +7,21 @@ import pytest
 
 from tccl import roce
 from tccl.dcqcn import DcqcnParams, Scale
-from tccl.qp import Requester, Responder
+from nic_fixtures import transport  # noqa: F401
 
 A = roce.Endpoint("02:00:00:00:00:0a", "10.0.0.1")
 B = roce.Endpoint("02:00:00:00:00:0b", "10.0.0.2")
 PARAMS = DcqcnParams().scaled(Scale.for_line_rate(20e6))
 
 
-def pair(mtu=100, window=8):
-    """A requester on A and a responder on B (`run` is the wire between them)."""
+def pair(engine, mtu=100, window=8):
+    """A requester on A and a responder on B of transport ``engine`` (`run` is the wire
+    between them)."""
     got: list[bytes] = []
-    req = Requester(0x101, roce.FrameTemplate(A, B, 50000, 0x202), PARAMS, 0.0, mtu=mtu,
+    req = engine.Requester(0x101, roce.FrameTemplate(A, B, 50000, 0x202), PARAMS, 0.0, mtu=mtu,
                     window=window, rto=0.05,
                     make_template=lambda port: roce.FrameTemplate(A, B, port, 0x202))
-    resp = Responder(0x202, roce.FrameTemplate(B, A, 50001, 0x101, ecn=roce.ECN_NOT_ECT),
+    resp = engine.Responder(0x202, roce.FrameTemplate(B, A, 50001, 0x101, ecn=roce.ECN_NOT_ECT),
                      roce.FrameTemplate(B, A, 50001, 0x101, dscp=roce.CNP_DSCP,
                                         ecn=roce.ECN_NOT_ECT),
                      PARAMS.cnp_interval, got.append)
@@ -56,8 +57,8 @@ def run(req, resp, drop=lambda i, f: False, ce=lambda i: False, until=None, limi
     return now, sent, back
 
 
-def test_messages_arrive_complete_and_in_order():
-    req, resp, got = pair()
+def test_messages_arrive_complete_and_in_order(transport):
+    req, resp, got = pair(transport)
     msgs = [bytes([i]) * n for i, n in enumerate((1, 100, 101, 1000, 57))]
     for m in msgs:
         req.post(m)
@@ -67,8 +68,8 @@ def test_messages_arrive_complete_and_in_order():
 
 
 @pytest.mark.parametrize("drops", [{0}, {3}, {3, 4, 5}, {9}, set(range(2, 40, 7))])
-def test_go_back_n_recovers_from_losses(drops):
-    req, resp, got = pair()
+def test_go_back_n_recovers_from_losses(transport, drops):
+    req, resp, got = pair(transport)
     data = bytes(range(256)) * 10
     req.post(data)
     req.post(b"second")
@@ -78,8 +79,8 @@ def test_go_back_n_recovers_from_losses(drops):
     assert sent == req.stats.packets
 
 
-def test_lost_acks_recovered_by_timeout():
-    req, resp, got = pair()
+def test_lost_acks_recovered_by_timeout(transport):
+    req, resp, got = pair(transport)
     req.post(b"x" * 250)            # 3 packets, the last asks for an ACK
     lost = {"n": 0}
 
@@ -93,8 +94,8 @@ def test_lost_acks_recovered_by_timeout():
     assert got == [b"x" * 250] and req.stats.timeouts == 1
 
 
-def test_ce_marks_give_at_most_one_cnp_per_interval_and_cut_rate():
-    req, resp, got = pair(mtu=1000, window=64)
+def test_ce_marks_give_at_most_one_cnp_per_interval_and_cut_rate(transport):
+    req, resp, got = pair(transport, mtu=1000, window=64)
     req.post(bytes(100_000))
     marked = 40
     now, sent, back = run(req, resp, ce=lambda i: i < marked, limit=60.0)
@@ -109,8 +110,8 @@ def test_ce_marks_give_at_most_one_cnp_per_interval_and_cut_rate():
     assert req.rate.cnps == len(cnps) and req.rate.alpha > 0
 
 
-def test_port_change_waits_for_boundary_and_drains():
-    req, resp, got = pair()
+def test_port_change_waits_for_boundary_and_drains(transport):
+    req, resp, got = pair(transport)
     req.post(b"a" * 500)
     req.post(b"b" * 500)
     # Send two packets of the first message, then ask for a new port.
@@ -124,8 +125,8 @@ def test_port_change_waits_for_boundary_and_drains():
     assert resp.last_sport == 60000
 
 
-def test_port_change_of_idle_flow_applies_at_once():
-    req, resp, got = pair()
+def test_port_change_of_idle_flow_applies_at_once(transport):
+    req, resp, got = pair(transport)
     change = req.request_port(61000)
     assert change.done.is_set() and req.sport == 61000
     req.post(b"q" * 150)
@@ -133,8 +134,8 @@ def test_port_change_of_idle_flow_applies_at_once():
     assert got == [b"q" * 150] and resp.last_sport == 61000
 
 
-def test_port_change_applies_when_the_last_message_is_acknowledged():
-    req, resp, got = pair()
+def test_port_change_applies_when_the_last_message_is_acknowledged(transport):
+    req, resp, got = pair(transport)
     req.post(b"w" * 250)
     for t in range(3):
         req.next_frame(float(t))          # all three packets out, none acknowledged yet
@@ -144,16 +145,16 @@ def test_port_change_applies_when_the_last_message_is_acknowledged():
     assert change.done.is_set() and req.sport == 62000 and got == [b"w" * 250]
 
 
-def test_bad_port_and_empty_message_rejected():
-    req, _, _ = pair()
+def test_bad_port_and_empty_message_rejected(transport):
+    req, _, _ = pair(transport)
     with pytest.raises(ValueError, match="1024..65535"):
         req.request_port(80)
     with pytest.raises(ValueError, match="at least one byte"):
         req.post(b"")
 
 
-def test_pacing_follows_rate():
-    req, resp, _ = pair(mtu=1000, window=1000)
+def test_pacing_follows_rate(transport):
+    req, resp, _ = pair(transport, mtu=1000, window=1000)
     req.post(bytes(100_000))
     now, sent, _ = run(req, resp)
     wire = req.stats.bytes * 8
@@ -161,8 +162,8 @@ def test_pacing_follows_rate():
     assert wire / PARAMS.line_rate <= now + 1e-3 <= 1.2 * wire / PARAMS.line_rate + 2e-3
 
 
-def test_icrc_corruption_is_dropped_and_recovered():
-    req, resp, got = pair()
+def test_icrc_corruption_is_dropped_and_recovered(transport):
+    req, resp, got = pair(transport)
     req.post(b"z" * 300)
     corrupt = {"done": False}
     # Corrupt the second packet once, on its way into the responder.

@@ -73,6 +73,8 @@ FRAME_OVERHEAD = 18
 DEFAULT_PFC_WATCHDOG_MS = 1000.0
 # SCHED_RR priorities chrt accepts.
 MAX_RT_PRIORITY = 99
+# The agents' transport engines (`nic`): the Python reference and the native NIC.
+NICS = ("python", "native")
 # Mininet cluster mode's links between servers (mininet.examples.cluster): RemoteGRELink,
 # RemoteSSHLink (topo/cluster.py; docs/fabric.md says when to use which).
 CLUSTER_LINKS = ("gre", "ssh")
@@ -181,6 +183,9 @@ class FabricSpec:
     # Switch and agent processes run SCHED_RR at this priority (0: normal scheduling),
     # so that other work on the machine cannot hold the emulated network off the CPU.
     rt_priority: int = 10
+    # The agents' RoCE transport (tccl.engine): the Python reference, or the NIC in C
+    # (tccl/nic), the same semantics for far less CPU per frame.
+    nic: str = "python"
     # The cluster tier: 1 pod and no super-spines is the two-tier fabric.
     pods: int = 1
     super_spines: int = 0
@@ -250,7 +255,7 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "links": dict, "queue_depth": int, "ecn": dict,
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
     "pcap": bool, "nvlink": dict, "time_factor": (int, float), "mtu": int,
-    "dilation": (int, float, str), "rt_priority": int, "pods": int, "super_spines": int,
+    "dilation": (int, float, str), "rt_priority": int, "nic": str, "pods": int, "super_spines": int,
     "oversubscription": dict, "cluster": (dict, type(None)), "pfc": dict,
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
@@ -430,6 +435,8 @@ def validate(spec: FabricSpec, source: str = "fabric spec", emulated: bool = Tru
     if not 0 <= spec.rt_priority <= MAX_RT_PRIORITY:
         fail("rt_priority", f"a SCHED_RR priority 1..{MAX_RT_PRIORITY}, or 0 for normal "
              f"scheduling, got {spec.rt_priority}")
+    if spec.nic not in NICS:
+        fail("nic", f"the agents' transport, one of {', '.join(NICS)}, got {spec.nic!r}")
     if spec.cluster is not None:
         _validate_cluster(spec, fail)
     ecn = spec.ecn

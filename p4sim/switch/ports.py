@@ -237,6 +237,19 @@ class InterfacePort:
         frame is a segmentation-offload aggregate."""
         return self._ring, RING_BLOCK, self.ring_blocks, RING_FRAME, self._max_frame
 
+    def nic_ring(self) -> tuple[mmap.mmap, int, int, int, int]:
+        """The receive ring for a reader in C (tccl/nic): the mapping, its block size,
+        slot size, number of slots and the slot the kernel fills next. Such a reader
+        takes the ring over from that slot on (the port is then read only there); it
+        hands each slot back by zeroing its status, as `recv_batch` does."""
+        assert self._ring is not None
+        return self._ring, RING_BLOCK, RING_FRAME, self._ring_frames, self._next
+
+    def clear_error(self) -> None:
+        """Clear a pending socket error (for a reader of the ring in C: `recv_batch`
+        does it when it finds the ring empty)."""
+        self._check_error()
+
     def ready(self) -> bool:
         """A frame is waiting in the ring (a memory read, no system call)."""
         return bool(self._ring[self._slots[self._next]] & TP_STATUS_USER)

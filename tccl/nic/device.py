@@ -1,0 +1,169 @@
+"""One agent's native NICs: the sibling of engine.py's `NicPort` and receive path.
+
+`NativeDevice` owns the C device (device.c) of an `Engine` opened with ``nic:
+native``: the engine still opens each rank's interface ports (`InterfacePort`, IPv4 and
+MAC control) and sleeps on their sockets, but every frame is read from the rings,
+handled, paced and sent in C, and the library only posts messages and reaps
+completions (the received messages, the acknowledged sends). The NICs' loop is in C
+too (`NativeDevice.run`): the engine's thread sleeps there, in ``ppoll``, and comes back
+to Python only when the library has something to do. `NativeNicPort` is a
+rank's NIC as the engine, the control channel and the fidelity report see it -- the
+same attributes as `NicPort`, read from the C state.
+
+A frame for a QP the device does not know yet stops the C receive: the engine creates
+that QP (the peer's first message) or the frame is ignored (not a QP of this job), as
+the Python engine decides, then the receive goes on.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import TYPE_CHECKING, Any
+
+from emulation.clock import EmulationClock
+from emulation.fidelity import LatenessHistogram
+from p4sim.switch.pause import ETHERTYPE_MAC_CONTROL
+from p4sim.switch.ports import ETH_P_IPV4, InterfacePort
+from tccl.fidelity import Lateness
+from tccl.job import RankInfo, qpn_index, qpn_ranks
+from tccl.nic import qp as native
+
+if TYPE_CHECKING:
+    from tccl.engine import Engine, QueuePair
+
+ffi, lib = native.ffi, native.lib
+
+
+def _lateness(c: Any, unit_s: float) -> Lateness:
+    """A C lateness histogram as `tccl.fidelity.Lateness`."""
+    late = Lateness(unit_s)
+    late.histogram = LatenessHistogram(list(c.counts), c.max)
+    late.early = c.early
+    return late
+
+
+class NativeNicPort:
+    """One rank's NIC in the native device: its interface ports (opened here, as
+    `NicPort` does) and its state in C."""
+
+    def __init__(self, device: "NativeDevice", index: int, info: RankInfo, port: InterfacePort,
+                 mac_control: InterfacePort) -> None:
+        self.device, self.index, self.info = device, index, info
+        self.port, self.mac_control = port, mac_control
+
+    @property
+    def _c(self) -> Any:
+        # Looked up each time: adding a port may move the device's array of them.
+        return self.device.c.ports[self.index]
+
+    def add_qp(self, qp: "QueuePair") -> None:
+        """Serve ``qp`` on this NIC (its requester joins the round robin)."""
+        if lib.nic_device_add_qp(self.device.c, self.index, qp.qpn, qp.requester._c, qp.responder._c) != 0:
+            raise MemoryError(f"rank {self.info.rank}: the native NIC could not add QP {qp.qpn:#x}")
+
+    @property
+    def tx_lateness(self) -> Lateness:
+        return _lateness(self._c.tx_lateness, self.device.frame_time)
+
+    @property
+    def rx_lateness(self) -> Lateness:
+        return _lateness(self._c.rx_lateness, self.device.frame_time)
+
+    @property
+    def pause_rx(self) -> int:
+        return self._c.pause_rx
+
+    def paused_seconds(self, now: float) -> float:
+        """Time the QPs' priority has been paused, up to ``now``."""
+        return self._c.paused_s - max(0.0, self._c.paused_until[self._c.priority] - now)
+
+    @property
+    def tx_dropped(self) -> int:
+        return self._c.tx_errors
+
+    def close(self) -> None:
+        self.port.close()
+        self.mac_control.close()
+
+
+class NativeDevice:
+    """The C device of one engine: its NICs, QPs and completion queue."""
+
+    def __init__(self, engine: "Engine", clock: EmulationClock, frame_time: float, max_rx_batch: int,
+                 max_tx_batch: int, catchup_frames: float) -> None:
+        self.engine = engine
+        self.frame_time = frame_time
+        c = lib.nic_device_new(clock.origin_ns, clock.dilation, frame_time, max_rx_batch, max_tx_batch,
+                               catchup_frames)
+        if c == ffi.NULL:
+            raise ValueError(f"native NIC: cannot make a device (dilation {clock.dilation}, "
+                             f"frame time {frame_time} s)")
+        self.c = ffi.gc(c, lib.nic_device_free)
+        self.completions = native.Completions(ffi.addressof(self.c, "cq"))
+        self.Requester = functools.partial(native.Requester, completions=self.completions)
+        self.Responder = functools.partial(native.Responder, completions=self.completions)
+        self.nics: list[NativeNicPort] = []
+        self._buffers: list[Any] = []       # the rings as C sees them, released at close
+
+    def _ring(self, port: InterfacePort) -> Any:
+        mapping, block, frame, frames, nxt = port.nic_ring()
+        base = ffi.from_buffer("uint8_t[]", mapping)
+        self._buffers.append(base)
+        return {"base": base, "len": len(mapping), "block_size": block, "frame_size": frame,
+                "frames": frames, "next": nxt}
+
+    def open_port(self, info: RankInfo, line_rate_bps: float, priority: int, pause_ring_blocks: int) -> NativeNicPort:
+        """Open rank ``info``'s NIC (`PortError` if its interface cannot be opened)."""
+        port = InterfacePort(info.rank, info.iface, protocol=ETH_P_IPV4, promisc=False, name=f"rank {info.rank}")
+        try:
+            mac = InterfacePort(info.rank, info.iface, protocol=ETHERTYPE_MAC_CONTROL, promisc=False,
+                                name=f"rank {info.rank} MAC control", ring_blocks=pause_ring_blocks)
+        except Exception:
+            port.close()
+            raise
+        index = lib.nic_device_add_port(self.c, port.fileno(), mac.fileno(), self._ring(port), self._ring(mac),
+                                        bytes(int(x) for x in info.ip.split(".")), line_rate_bps, priority)
+        if index < 0:
+            raise ValueError(f"rank {info.rank}: the native NIC cannot use the rings of {info.iface}")
+        nic = NativeNicPort(self, index, info, port, mac)
+        self.nics.append(nic)
+        return nic
+
+    def run(self, until: float, sleep: bool, wake_fd: int, quantum: float) -> bool:
+        """Let the NICs run (`nic_device_run`: receive, send, time out, sleep) until
+        the library has completions to reap -- reaped here --, emulated time ``until``
+        comes, or a command arrives on ``wake_fd`` (then True); without ``sleep``, one
+        round. A frame for a QP not yet created creates it (the peer's first message)
+        or is ignored (not a QP of this job), as the Python engine decides."""
+        c, engine = self.c, self.engine
+        while True:
+            why = lib.nic_device_run(c, until, sleep, wake_fd, quantum)
+            if why < 0:
+                raise OSError(ffi.errno, f"native NIC: cannot wait on its sockets ({os.strerror(ffi.errno)})")
+            self.completions.reap()
+            if c.need_qpn == lib.NIC_NO_QPN:
+                break
+            nic = self.nics[c.need_port]
+            ranks, index = qpn_ranks(c.need_qpn), qpn_index(c.need_qpn)
+            if ranks is None or ranks[0] != nic.info.rank or ranks[1] not in engine.ranks \
+                    or index >= engine.job.transport.qps:
+                lib.nic_device_skip(c)
+            else:
+                engine.qp(*ranks, index)
+            sleep = False                   # the rest of the rings, then back to the library
+        engine.rx_frames, engine.rx_ignored = c.rx_frames, c.rx_ignored
+        return bool(why & lib.NIC_RUN_COMMAND)
+
+    @property
+    def wakeups(self) -> int:
+        return self.c.wakeups
+
+    def close(self) -> None:
+        """Let go of the rings (before their ports close) and the C device."""
+        for buf in self._buffers:
+            ffi.release(buf)
+        self._buffers.clear()
+        for nic in self.nics:
+            nic.close()
+        self.nics.clear()
