@@ -4,11 +4,21 @@ implies."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
-from controller.alarms import LEVELS, NOTICE, AlarmThresholds
+from typing import Any
+
+from controller.alarms import LEVELS, NOTICE, AlarmThresholds, SwitchAlarms
 from controller.placement import SAFETY
 from topo.addressing import AddressPlan
+from topo.headers import ROCE_DATA_OVERHEAD
+
+# The switches' alarm levels in full-size packet times of an uplink: notice at two marks
+# within 4 (a queue past Kmin, where marks start), warning at 4 within 8 (half the
+# packets), critical at 8 within 8 (every packet: the queue at Kmax or over).
+SWITCH_ALARM_MARKS = (2, 4, 8)
+SWITCH_ALARM_WINDOWS = (4, 8, 8)
 
 
 @dataclass(frozen=True)
@@ -28,6 +38,9 @@ class GorConfig:
     until the queue hovers near Kmin), so marks alone do not tell an overloaded link
     from a busy one whose software switch forwards in bursts; a link with room left
     under the safety threshold is not where moving a flow helps.
+    ``switch_alarms``: the levels the switches raise by themselves, programmed into
+    them when GOR connects (None: none, the counter poll alone raises alarms); GOR
+    runs a tick as soon as one raises a link's level instead of waiting for the next.
     """
 
     interval_s: float = 0.25
@@ -41,6 +54,7 @@ class GorConfig:
     cooldown_s: float = 10.0
     auto: bool = True
     thresholds: AlarmThresholds = field(default_factory=AlarmThresholds)
+    switch_alarms: SwitchAlarms | None = None
 
     def __post_init__(self) -> None:
         for name in ("interval_s", "window_s", "verify_s", "clear_s"):
@@ -61,3 +75,23 @@ def default_thresholds(plan: AddressPlan) -> AlarmThresholds:
     kmax, cap = plan.spec.ecn.kmax, plan.spec.queue_depth
     depths = sorted(min(n * kmax, cap - 3 + n) for n in (1, 2, 3))
     return AlarmThresholds(queue_depth=(depths[0], depths[1], depths[2]))
+
+
+def default_switch_alarms(plan: AddressPlan, holdoff_s: float) -> SwitchAlarms:
+    """The switches' alarm levels for the fabric's uplinks (`SWITCH_ALARM_MARKS` within
+    `SWITCH_ALARM_WINDOWS` packet times of a full RoCE frame), one alarm per port and
+    level every ``holdoff_s`` (GOR's interval: a link that keeps marking is re-alarmed
+    before its poll could lower it)."""
+    spec = plan.spec
+    packet_s = (spec.mtu + ROCE_DATA_OVERHEAD) * 8 / (spec.links.uplink_mbps * 1e6)
+    windows = tuple(n * packet_s for n in SWITCH_ALARM_WINDOWS)
+    return SwitchAlarms(SWITCH_ALARM_MARKS, (windows[0], windows[1], windows[2]), holdoff_s)
+
+
+def default_config(plan: AddressPlan, **settings: Any) -> GorConfig:
+    """GOR's settings for ``plan``'s fabric: ``settings`` over the defaults, with the
+    alarm thresholds and the switches' alarm levels its spec implies."""
+    config = GorConfig(thresholds=default_thresholds(plan), **settings)
+    if "switch_alarms" in settings:
+        return config
+    return dataclasses.replace(config, switch_alarms=default_switch_alarms(plan, config.interval_s))

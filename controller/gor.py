@@ -1,7 +1,9 @@
 """GOR, the global controller: the loop that watches the fabric and moves elephants.
 
-Every ``interval_s`` the loop thread
+Every ``interval_s`` -- and at once when a switch's own ECN alarm (a PacketIn from
+astral.p4, `controller.alarms.parse_alarm`) raises a link's level -- the loop thread
 
+0. takes in the switches' alarms that arrived (`AlarmBook.raise_from_switch`);
 1. reads every switch's counters (`controller.telemetry`) and the state of every
    leaf-spine cable (`controller.cables`), repairing the routes when one goes down or
    comes back (`controller.repair`);
@@ -40,9 +42,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from controller.agents import AgentDirectory, AgentFlow, JobRunner
-from controller.alarms import LEVELS, Alarm, AlarmBook, AlarmEvent, LinkSample
+from controller.alarms import LEVELS, Alarm, AlarmBook, AlarmEvent, LinkSample, SwitchAlarm, parse_alarm
 from controller.cables import CableWatch, after
-from controller.config import GorConfig, default_thresholds
+from controller.config import GorConfig, default_config
 from controller.elephants import Elephant, Sample, SampleWindow, parse_sample
 from controller.events import EventLog
 from controller.flows import Flow, FlowTable
@@ -51,7 +53,7 @@ from controller.paths import LinkId, candidate_paths, links_of, predict
 from controller.demand import FlowEnds, estimate_demands
 from controller.placement import FlowToPlace, place
 from controller.repair import RouteRepair
-from controller.routes import Down, cable
+from controller.routes import Down, SwitchProgram, cable
 from controller.switches import SwitchFleet
 from controller.telemetry import LinkStats, Telemetry
 from emulation.clock import EmulationClock
@@ -77,6 +79,10 @@ CONTROL_FRAME_MAX = 128
 # between ticks (s): a fifth of the default interval, and no I/O, so it costs the
 # switches nothing and the loop a few lock turns.
 MOVE_POLL_S = 0.05
+# A switch's alarm that raises a link's level runs a tick at once, but never sooner than
+# this after the previous tick (s): each tick polls every switch's counters, and a
+# tick's utilisation needs some packets to be measured over.
+ALARM_TICK_GAP_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -109,7 +115,7 @@ class Gor:
         # this is; a caller that launches the agents itself names their run dir.
         self.agent_dir = Path(agent_dir) if agent_dir is not None else self.run_dir / AGENT_SUBDIR
         self.agent_dir.mkdir(parents=True, exist_ok=True)
-        self.config = config or GorConfig(thresholds=default_thresholds(plan))
+        self.config = config or default_config(plan)
         self.fabric = fabric
         # The fabric's emulation clock (a fresh one without a fabric): ticks, deadlines
         # and event times are emulated seconds; `clock` is its reading, handed to the
@@ -121,8 +127,11 @@ class Gor:
         self.alarms = AlarmBook(self.config.thresholds)
         self.samples = SampleWindow(self.config.window_s, max(1, plan.spec.sample_rate))
         self._incoming: queue.SimpleQueue[Sample] = queue.SimpleQueue()
+        # The switches' alarms as they arrive (finsy's thread), and the loop's wake-up.
+        self._switch_alarms: queue.SimpleQueue[SwitchAlarm] = queue.SimpleQueue()
+        self._wake = threading.Event()
         self.routes = RouteRepair(plan, self.events, self.agent_dir, self.lock)
-        self.fleet = SwitchFleet(plan, pipeline, self.routes.program, on_packet=self._on_packet)
+        self.fleet = SwitchFleet(plan, pipeline, self._program, on_packet=self._on_packet)
         self.telemetry: Telemetry | None = None
         self.cables = CableWatch(plan)
         # The agents' control channels (a test gives a stand-in).
@@ -145,6 +154,7 @@ class Gor:
         self._utils: dict[LinkId, deque[tuple[float, float]]] = {}
         # Alarmed links for which no plan was found: not re-planned before this time.
         self._no_plan_until: dict[LinkId, float] = {}
+        self._ticked_at = 0.0
         # Every NIC's line rate: the host capacity of the demand estimate.
         self._nic_bps = plan.spec.links.host_mbps * 1e6
 
@@ -165,6 +175,7 @@ class Gor:
     def stop(self) -> None:
         """Stop the loop, the agent calls and the switch sessions (safe twice)."""
         self._stop.set()
+        self._wake.set()
         if self.jobs is not None:
             self.jobs.stop_all()
         if self._thread is not None:
@@ -189,7 +200,12 @@ class Gor:
         self.stop()
 
     def configure(self, **changes: Any) -> GorConfig:
-        """Change settings at run time (validated); thresholds apply from the next tick."""
+        """Change settings at run time (validated); thresholds apply from the next tick.
+        The switches' alarm levels are not among them: they are programmed when a
+        switch connects."""
+        if "switch_alarms" in changes:
+            raise ValueError("GOR config: switch_alarms are programmed into the switches when GOR "
+                             "starts; give them in its GorConfig")
         with self.lock:
             self.config = dataclasses.replace(self.config, **changes)
             self.alarms.thresholds = self.config.thresholds
@@ -209,27 +225,44 @@ class Gor:
         next_tick = self.clock()
         while not self._stop.is_set():
             next_tick += self.config.interval_s
-            try:
-                self.tick()
-            except Exception:  # noqa: BLE001 -- the loop must outlive one bad round
-                LOG.exception("GOR tick failed")
-            self._between_ticks(next_tick)
+            self._tick_safely()
+            # A switch's alarm that raised a level: a tick now, the next one as planned.
+            while self._between_ticks(next_tick):
+                self._tick_safely()
             if self.clock() > next_tick + self.config.interval_s:
                 next_tick = self.clock()     # fell behind: do not try to catch up
 
-    def _between_ticks(self, until: float) -> None:
-        """Wait for the next tick; while moves are in flight, take in the samples and
-        the agents' answers every `MOVE_POLL_S` meanwhile (no switch or agent I/O:
-        the queue and the moves' futures), so a move is seen commanded and moved when
-        the evidence arrives, not up to a telemetry interval later."""
+    def _tick_safely(self) -> None:
+        try:
+            self.tick()
+        except Exception:  # noqa: BLE001 -- the loop must outlive one bad round
+            LOG.exception("GOR tick failed")
+
+    def _between_ticks(self, until: float) -> bool:
+        """Wait for the next tick; True (at once) when a switch's alarm raised a link's
+        level and the last tick is `ALARM_TICK_GAP_S` old. While moves are in flight,
+        take in the samples and the agents' answers every `MOVE_POLL_S` meanwhile (no
+        switch or agent I/O: the queue and the moves' futures), so a move is seen
+        commanded and moved when the evidence arrives, not up to a telemetry interval
+        later."""
+        raised_at = None
         while not self._stop.is_set():
-            left = until - self.clock()
+            now = self.clock()
+            if raised_at is not None and now >= raised_at:
+                return True
+            left = until - now
             if left <= 0:
-                return
+                return False
             with self.lock:
                 watching = self.mover.in_flight()
-            if self.time.wait(self._stop, min(left, MOVE_POLL_S) if watching else left):
-                return
+            wait = min(left, MOVE_POLL_S) if watching else left
+            if raised_at is not None:
+                wait = min(wait, raised_at - now)
+            if self.time.wait(self._wake, wait):
+                self._wake.clear()
+                if self._take_switch_alarms() and raised_at is None:
+                    raised_at = max(now, self._ticked_at + ALARM_TICK_GAP_S)
+                continue
             if watching:
                 self._merge_listing()
                 with self.lock:
@@ -241,8 +274,9 @@ class Gor:
         """One round: telemetry, cables, alarms, samples, flows, moves (each step's I/O
         outside the lock)."""
         assert self.telemetry is not None
+        self._take_switch_alarms()
         stats = self.telemetry.poll(self.clock, self.config.interval_s / 2)
-        now = self.clock()
+        now = self._ticked_at = self.clock()
         while self.telemetry.storms:
             switch, port, trips = self.telemetry.storms.pop(0)
             # A pause storm: the switch's PFC watchdog took a queue out of lossless service.
@@ -287,9 +321,41 @@ class Gor:
             self.flows.sampled(s)
 
     def _on_packet(self, switch: str, packet: Any) -> None:
-        sample = parse_sample(self.clock(), switch, packet.metadata, packet.payload)
-        if sample is not None:
-            self._incoming.put(sample)
+        """A PacketIn (on finsy's thread): a switch's alarm wakes the loop, a sample
+        waits for the next tick; one PacketIn may be both."""
+        now = self.clock()
+        alarm = parse_alarm(now, switch, packet.metadata)
+        if alarm is not None:
+            self._switch_alarms.put(alarm)
+            self._wake.set()
+        if packet.metadata.get("sampled"):
+            sample = parse_sample(now, switch, packet.metadata, packet.payload)
+            if sample is not None:
+                self._incoming.put(sample)
+
+    def _take_switch_alarms(self) -> bool:
+        """The switches' alarms that arrived, into the alarm book; whether one raised
+        or escalated a fabric link GOR may act on (so a tick is due now)."""
+        assert self.telemetry is not None
+        raised = False
+        with self.lock:
+            while True:
+                try:
+                    alarm = self._switch_alarms.get_nowait()
+                except queue.Empty:
+                    return raised
+                link = self.telemetry.links.tx.get((alarm.switch, alarm.port))
+                if link is None or cable(*link) in self.routes.down:
+                    continue
+                event = self.alarms.raise_from_switch(link, alarm)
+                if event is not None:
+                    self._alarm_event(event)
+                    raised |= link in self.fabric_links and event.level >= self.config.act_level
+
+    def _program(self, name: str) -> SwitchProgram:
+        """What switch ``name`` is given when it connects: its routes with the failures
+        in force, and the alarm levels of GOR's config."""
+        return dataclasses.replace(self.routes.program(name), alarms=self.config.switch_alarms)
 
     def _alarm_event(self, event: AlarmEvent) -> None:
         self.events.emit(event.name, t=event.time, **event.fields())

@@ -42,7 +42,7 @@ _VERSION_SHIFT, _IHL_MASK, _ECN_MASK = IPV4.shift("version"), IPV4.mask("ihl"), 
 _PORTS = UDP.struct("srcPort", "dstPort")
 _BTH = BTH.struct("opcode", ("fecn", "destQP"), ("ackRequest", "psn"))
 _DQPN_MASK, _PSN_MASK = BTH.mask("destQP"), BTH.mask("psn")
-_PACKET_IN = PACKET_IN.struct()
+_PACKET_IN = PACKET_IN.struct("ingress_port", "egress_port", "qdepth", "switch_id")
 # Dotted-quad strings by their 4 bytes: a fabric has few addresses and millions of frames.
 _ADDRESSES: dict[bytes, str] = {}
 
@@ -77,10 +77,10 @@ def decode(frame: bytes) -> Packet | None:
 def decode_packet_in(data: bytes) -> tuple[int, int, int, int, bytes] | None:
     """(switch id, ingress port, egress port, queue depth, frame) of a PacketIn as the
     CPU port's capture holds it; None if too short."""
-    if len(data) < _PACKET_IN.size:
+    if len(data) < PACKET_IN.length:
         return None
     ingress, egress, qdepth, switch_id = _PACKET_IN.unpack_from(data)
-    return switch_id, ingress, egress, qdepth, data[_PACKET_IN.size:]
+    return switch_id, ingress, egress, qdepth, data[PACKET_IN.length:]
 
 
 def psn_after(a: int, b: int) -> bool:

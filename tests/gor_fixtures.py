@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from controller.config import GorConfig, default_thresholds
+from controller.config import default_config
 from controller.gor import Gor
 from topo.freeports import free_port_base
 from topo.net import Fabric
@@ -41,7 +41,7 @@ def small_fabric(name: str, letter: str, run_dir: Path) -> Iterator[Fabric]:
 def gor_on(fabric: Fabric, run_dir: Path) -> Iterator[Gor]:
     """GOR with the default thresholds on ``fabric``, its run directory ``run_dir``."""
     assert fabric.pipeline is not None
-    g = Gor(fabric.plan, fabric.pipeline, run_dir, GorConfig(thresholds=default_thresholds(fabric.plan)),
+    g = Gor(fabric.plan, fabric.pipeline, run_dir, default_config(fabric.plan),
             fabric=fabric)
     try:
         g.start()
