@@ -15,11 +15,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from controller.alarms import CRITICAL, NOTICE, OK, WARNING, AlarmBook, AlarmThresholds, LinkSample
+from controller.alarms import (CRITICAL, NOTICE, OK, WARNING, AlarmBook, AlarmThresholds, LinkSample, SwitchAlarm,
+                               SwitchAlarms, parse_alarm)
 from controller.cables import CableWatch, after
 from controller.events import EventLog, loop_latencies, read_events
 from controller.agents import AgentFlow
-from controller.config import GorConfig, default_thresholds
+from controller.config import GorConfig, default_config, default_switch_alarms, default_thresholds
 from controller.gor import Gor
 from controller.elephants import Sample, SampleWindow, parse_sample
 from controller.moves import Move
@@ -53,7 +54,7 @@ def test_alarm_levels_raise_at_once_and_clear_only_after_quiet_intervals():
     (e,) = book.update(1, sample(0.02, 3))
     assert (e.kind, e.level, e.time) == ("raised", NOTICE, 1)
     assert e.name == "alarm_raised" and e.fields() == {"link": "b0l0->sp0", "level": "notice", "previous": "ok",
-                                                       "ecn_fraction": 0.02, "queue_depth": 3}
+                                                       "ecn_fraction": 0.02, "queue_depth": 3, "source": "poll"}
     (e,) = book.update(2, sample(0.30, 65))
     assert (e.kind, e.level, e.previous) == ("escalated", CRITICAL, NOTICE)
     # Below the critical raise threshold but above half of it: stays critical.
@@ -73,6 +74,60 @@ def test_alarm_lowers_to_the_level_the_quiet_intervals_support():
     book.update(0, sample(0.5, 30))
     (e,) = book.update(1, sample(0.04, 0))   # >= half of warning's 5 %: warning stays possible
     assert (e.kind, e.level) == ("lowered", WARNING)
+
+
+def test_switch_alarms_raise_at_arrival_and_hold_the_level_against_the_poll():
+    """A switch's alarm raises (or escalates) the link at once, with its marks and the
+    first mark's time in the event; one at or below the level in force changes nothing
+    but restarts the quiet count, so the poll clears only after clear_after quiet
+    intervals without a switch alarm."""
+    book = AlarmBook(AlarmThresholds(clear_after=2))
+    assert book.update(1.0, sample(0.0, 0)) == []
+    alarm = SwitchAlarm("b0l0", 3, WARNING, 4, 1.2, 1.2035)
+    e = book.raise_from_switch(LINK, alarm)
+    assert (e.kind, e.level, e.previous, e.time) == ("raised", WARNING, OK, 1.2035)
+    assert e.fields() == {"link": "b0l0->sp0", "level": "warning", "previous": "ok", "ecn_fraction": 0.0,
+                          "queue_depth": 0, "source": "switch", "marks": 4, "first_mark_t": 1.2, "alarm_ms": 3.5}
+    assert book.raise_from_switch(LINK, SwitchAlarm("b0l0", 3, NOTICE, 2, 1.3, 1.3)) is None
+    assert book.update(1.5, sample(0.0, 0)) == []          # quiet 1 of 2
+    assert book.raise_from_switch(LINK, SwitchAlarm("b0l0", 3, WARNING, 4, 1.6, 1.6)) is None
+    assert book.update(1.75, sample(0.0, 0)) == []         # quiet 1 again: the switch still marks
+    (e,) = book.update(2.0, sample(0.0, 0))
+    assert (e.kind, e.level) == ("cleared", OK)
+    e = book.raise_from_switch(LINK, SwitchAlarm("b0l0", 3, CRITICAL, 8, 2.1, 2.2))
+    assert (e.kind, e.level, book.alarms[LINK].since) == ("raised", CRITICAL, 2.2)
+
+
+def test_switch_alarm_packet_ins_decode_and_levels_are_checked():
+    meta = {"egress_port": 3, "alarm_level": 2, "alarm_marks": 4, "first_mark": 1_500_000, "sampled": 0}
+    assert parse_alarm(1.6, "b0l0", meta) == SwitchAlarm("b0l0", 3, WARNING, 4, 1.5, 1.6)
+    assert parse_alarm(1.6, "b0l0", {**meta, "alarm_level": 0}) is None      # a sample only
+    assert parse_alarm(1.6, "b0l0", {**meta, "alarm_level": 4}) is None      # no such level
+    assert parse_alarm(1.6, "b0l0", {"egress_port": 3}) is None
+    for bad, match in [(dict(marks=(2, 1, 8)), "marks must be three rising"),
+                       (dict(marks=(2, 4, 65)), "marks must be three rising counts in 1..64"),
+                       (dict(marks=(0, 4, 8)), "marks"),
+                       (dict(windows_s=(0.0, 0.01, 0.01)), "windows_s"),
+                       (dict(holdoff_s=0.0), "holdoff_s")]:
+        args = dict(marks=(2, 4, 8), windows_s=(0.004, 0.008, 0.008), holdoff_s=0.25) | bad
+        with pytest.raises(ValueError, match=match):
+            SwitchAlarms(**args)
+
+
+def test_default_switch_alarms_are_packet_times_of_the_uplinks():
+    """Default fabric: 10 Mbit/s uplinks, MTU 4096 -> a full RoCE frame (4096 + 58 bytes) in 3.32 ms; the
+    levels 2, 4, 8 marks within 4, 8, 8 of them; GOR's default config carries them,
+    with its interval as the hold-off."""
+    plan = AddressPlan(FabricSpec(blocks=2, servers_per_block=2, rails=2, spines=2))
+    alarms = default_switch_alarms(plan, 0.25)
+    assert alarms.marks == (2, 4, 8)
+    assert [round(w * 1e3, 2) for w in alarms.windows_s] == [13.29, 26.59, 26.59]
+    assert alarms.action_params() == {"notice_marks": 2, "notice_window_us": 13293, "warning_marks": 4,
+                                      "warning_window_us": 26586, "critical_marks": 8,
+                                      "critical_window_us": 26586, "holdoff_us": 250000}
+    assert default_config(plan).switch_alarms == alarms
+    assert default_config(plan, interval_s=0.5).switch_alarms.holdoff_s == 0.5
+    assert default_config(plan, switch_alarms=None).switch_alarms is None
 
 
 def test_marked_fraction_of_a_handful_of_packets_is_ignored():
@@ -461,6 +516,41 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     # Tick 1's loop finds no flow at all, tick 2's the elephant no agent can move.
     assert [e["event"] for e in gor.events.snapshot() if e["event"] in ("detect", "skip", "failed")] == \
         ["detect", "failed", "detect", "skip", "failed"]
+    gor.events.close()
+
+
+def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
+    """A PacketIn carrying an alarm of a fabric link that raises its level wakes GOR's
+    loop, which ticks at once (not at the next interval); one that raises nothing, or
+    raises a NIC link (moving flows cannot relieve it), does not; a sample-only
+    PacketIn waits for the tick. GOR programs its alarm levels into every switch."""
+    plan = AddressPlan(SPEC)
+    now = [100.0]
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=FakeAgents())
+    assert gor._program("b0l0").alarms == gor.config.switch_alarms == default_switch_alarms(plan, 0.25)
+    gor.telemetry = SimpleNamespace(links=LinkMap(plan))  # type: ignore[assignment]
+    up0 = plan.uplink_port(0)
+
+    def packet_in(port: int, level: int, sampled: int = 0) -> SimpleNamespace:
+        return SimpleNamespace(metadata={"egress_port": port, "alarm_level": level, "alarm_marks": 4,
+                                         "first_mark": 99_990_000, "sampled": sampled, "ingress_port": 1},
+                               payload=roce_packet("10.0.0.1", "10.0.1.1", 50000, 1086))
+
+    gor._on_packet("b0l0", packet_in(up0, 0, sampled=1))
+    assert not gor._wake.is_set() and gor._incoming.qsize() == 1
+    gor._on_packet("b0l0", packet_in(up0, WARNING))
+    assert gor._wake.is_set() and gor._incoming.qsize() == 1
+    assert gor._between_ticks(now[0] + 0.25) is True             # a tick now
+    (raised,) = [e for e in gor.events.snapshot() if e["event"] == "alarm_raised"]
+    assert (raised["link"], raised["level"], raised["source"], raised["alarm_ms"]) == \
+        ("b0l0->sp0", "warning", "switch", 10.0)
+    gor._on_packet("b0l0", packet_in(up0, NOTICE))               # below the level in force
+    assert gor._take_switch_alarms() is False
+    nic = plan.server_at(0, 0).nics[0]
+    gor._on_packet("b0l0", packet_in(nic.leaf_port, CRITICAL))   # a NIC link: alarmed, not acted on
+    assert gor._take_switch_alarms() is False and gor.alarms.level(LinkMap(plan).tx[("b0l0", nic.leaf_port)]) == CRITICAL
+    gor._on_packet("b0l0", packet_in(up0, CRITICAL))
+    assert gor._take_switch_alarms() is True and gor.alarms.level(("b0l0", "sp0")) == CRITICAL
     gor.events.close()
 
 
