@@ -14,11 +14,13 @@ from controller.placement import SAFETY
 from topo.addressing import AddressPlan
 from topo.headers import ROCE_DATA_OVERHEAD
 
-# The switches' alarm levels in full-size packet times of an uplink: notice at two marks
-# within 4 (a queue past Kmin, where marks start), warning at 4 within 8 (half the
-# packets), critical at 8 within 8 (every packet: the queue at Kmax or over).
-SWITCH_ALARM_MARKS = (2, 4, 8)
-SWITCH_ALARM_WINDOWS = (4, 8, 8)
+# The switches' alarm levels in full-size packet times of an uplink: notice at the first
+# mark (a queue past Kmin: DCQCN's senders keep a collided link's queue near Kmin, where
+# marks are a few percent of the packets -- measured, two marks within 4 packet times
+# came once in three collisions), warning at 4 within 8 (half the packets), critical
+# at 8 within 8 (every packet: the queue at Kmax or over).
+SWITCH_ALARM_MARKS = (1, 4, 8)
+SWITCH_ALARM_WINDOWS = (1, 8, 8)
 
 
 @dataclass(frozen=True)

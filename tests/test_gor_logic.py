@@ -116,13 +116,13 @@ def test_switch_alarm_packet_ins_decode_and_levels_are_checked():
 
 def test_default_switch_alarms_are_packet_times_of_the_uplinks():
     """Default fabric: 10 Mbit/s uplinks, MTU 4096 -> a full RoCE frame (4096 + 58 bytes) in 3.32 ms; the
-    levels 2, 4, 8 marks within 4, 8, 8 of them; GOR's default config carries them,
+    levels 1, 4, 8 marks within 1, 8, 8 of them; GOR's default config carries them,
     with its interval as the hold-off."""
     plan = AddressPlan(FabricSpec(blocks=2, servers_per_block=2, rails=2, spines=2))
     alarms = default_switch_alarms(plan, 0.25)
-    assert alarms.marks == (2, 4, 8)
-    assert [round(w * 1e3, 2) for w in alarms.windows_s] == [13.29, 26.59, 26.59]
-    assert alarms.action_params() == {"notice_marks": 2, "notice_window_us": 13293, "warning_marks": 4,
+    assert alarms.marks == (1, 4, 8)
+    assert [round(w * 1e3, 2) for w in alarms.windows_s] == [3.32, 26.59, 26.59]
+    assert alarms.action_params() == {"notice_marks": 1, "notice_window_us": 3323, "warning_marks": 4,
                                       "warning_window_us": 26586, "critical_marks": 8,
                                       "critical_window_us": 26586, "holdoff_us": 250000}
     assert default_config(plan).switch_alarms == alarms
