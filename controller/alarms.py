@@ -8,7 +8,7 @@ telemetry interval, from two numbers per link: the fraction of its transmitted p
 that were ECN-marked, and the deepest its egress queue got (packets). A level is
 *raised* (or escalated) as soon as either reaches it; it is *lowered* (or cleared) only
 after ``clear_after`` intervals in a row below ``clear_ratio`` times the poll's
-thresholds and without a switch alarm -- so a link near a threshold does not flap, and
+thresholds -- so a link near a threshold does not flap, and
 a flow that was just moved is not judged by one quiet interval. Every change is an
 `AlarmEvent` with its timestamp.
 
@@ -223,10 +223,10 @@ class AlarmBook:
 
     def raise_from_switch(self, link: LinkId, alarm: SwitchAlarm) -> AlarmEvent | None:
         """Take in a switch's alarm of ``link`` at its arrival: raise or escalate to its
-        level; at or below the level in force it only restarts the count of quiet
-        intervals (the link is still marking). None when the level does not change."""
+        level (None when that is no higher than the level in force). Lowering stays
+        the poll's: a notice comes with a single mark, and a link that marks now and
+        then would never clear if each such mark restarted the quiet count."""
         state = self.alarms.setdefault(link, Alarm())
-        state.quiet = 0
         if alarm.level <= state.level:
             return None
         last = state.last or LinkSample(0.0, 0, 0)

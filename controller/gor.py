@@ -48,12 +48,13 @@ from controller.config import GorConfig, default_config
 from controller.elephants import Elephant, Sample, SampleWindow, parse_sample
 from controller.events import EventLog
 from controller.flows import Flow, FlowTable
-from controller.moves import Move, Mover
+from controller.moves import MAX_RETRIES, Move, Mover
 from controller.paths import LinkId, candidate_paths, links_of, predict
 from controller.demand import FlowEnds, estimate_demands
 from controller.placement import FlowToPlace, place
 from controller.repair import RouteRepair
 from controller.routes import Down, SwitchProgram, cable
+from controller.simulate import rank, ranked_paths
 from controller.switches import SwitchFleet
 from controller.telemetry import LinkStats, Telemetry
 from emulation.clock import EmulationClock
@@ -87,9 +88,11 @@ ALARM_TICK_GAP_S = 0.05
 
 @dataclass(frozen=True)
 class LoopPlacement:
-    """What one reroute loop decided: the moves (flow id -> new path), every active
-    flow's path afterwards and its demand (bit/s), how (`controller.placement`), the
-    projected worst link before and after, and how many flows could move."""
+    """What one reroute loop's placement made: the moves (flow id -> new path), every
+    active flow's path before and afterwards and its demand (bit/s), how
+    (`controller.placement`), the projected worst link before and after, how many flows
+    could move, each movable flow's ECMP paths and the links judged (capacities):
+    what the simulation of its candidates needs (`controller.simulate`)."""
 
     moves: dict[int, tuple[str, ...]]
     paths: dict[int, tuple[str, ...]]
@@ -99,6 +102,9 @@ class LoopPlacement:
     worst_after: float
     listed: int          # of the active flows, how many an agent lists (the rest: samples only)
     movable: int
+    current: dict[int, tuple[str, ...]]
+    options: dict[int, tuple[tuple[str, ...], ...]]
+    capacity: dict[LinkId, float]
 
 
 class Gor:
@@ -464,25 +470,36 @@ class Gor:
         alarmed = set(self.alarms.active(self.config.act_level))
         since = {link: a.since for link, a, _ in actionable}
         placed, flows = self._place(now, loop, alarmed, set(since))
+        # Simulate, then act: the placement's candidates ranked by the model; the best
+        # one's moves go out, each with its paths in the ranked candidates' order.
+        candidates = rank(placed.current, placed.paths, placed.options, placed.demands, placed.capacity) \
+            if placed.moves else []
+        best = candidates[0] if candidates else None
         moves = []
-        for key, path in sorted(placed.moves.items(), key=lambda kv: flows[kv[0]].id):
+        for key in sorted(best.moved if best else (), key=lambda k: flows[k].id):
             flow = flows[key]
             old = tuple(self.path_of(flow) or ())
             # The alarm the move relieves (when its old path crosses one) dates it.
             relieved = [l for l in links_of(list(old)) if l in since]
             detect_t = max(since[l] for l in relieved) if relieved else min(since.values())
+            ranked = ranked_paths(key, placed.current[key], candidates)
             moves.append(Move(loop, flow, flow.sport, relieved[0] if relieved else None, old,
-                              placed.demands[key], [path], detect_t))
+                              placed.demands[key], list(ranked)[:1 + MAX_RETRIES], detect_t, predicted=ranked))
         self.events.emit("decide", loop=loop, method=placed.method,
                          worst_before=round(placed.worst_before, 3), worst_after=round(placed.worst_after, 3),
                          flows=len(placed.paths), listed=placed.listed, movable=placed.movable,
+                         simulated=[c.summary() for c in candidates],
                          moves=[{"flow": m.flow.label, "flow_id": m.flow.id,
-                                 "demand_mbps": round(m.rate_bps / 1e6, 3), "current": "-".join(m.old_path),
-                                 "path": "-".join(m.candidates[0])} for m in moves])
+                                 "demand_mbps": round(m.rate_bps / 1e6, 3),
+                                 "predicted_mbps": round(m.predicted[m.candidates[0]] / 1e6, 3),
+                                 "current": "-".join(m.old_path),
+                                 "path": "-".join(m.candidates[0]),
+                                 "next": ["-".join(p) for p in m.candidates[1:]]} for m in moves])
         if not moves:
             self.events.emit("failed", loop=loop, links=["->".join(l) for l, _, _ in actionable],
                              reason=("no movable elephant" if not placed.movable else
-                                     "no placement better than the current one"))
+                                     "no placement better than the current one" if not placed.moves else
+                                     "the simulation found no candidate better than the current placement"))
             # The same answer would come every tick: ask again a little later -- at the
             # next tick if nothing could move while a listing that may name the flows'
             # agents is under way (a job's agents start after GOR).
@@ -520,7 +537,9 @@ class Gor:
             to_place.append(FlowToPlace(flow.id, demands[flow.id], current, candidates, may_move))
         result = place(to_place, capacity, alarmed, self.config.safety)
         return LoopPlacement(result.moves, result.paths, demands, result.method, result.worst_before,
-                               result.worst_after, sum(f.server is not None for f in active), movable), \
+                             result.worst_after, sum(f.server is not None for f in active), movable,
+                             {f.key: f.current for f in to_place},
+                             {f.key: f.candidates for f in to_place if f.movable}, capacity), \
             {f.id: f for f in active}
 
     def _active_flows(self, now: float) -> list[Flow]:

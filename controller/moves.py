@@ -7,8 +7,12 @@ next candidate path; its answer comes on a worker thread) -> ``VERIFYING`` (the 
 uplink, or the planned spine towards the destination leaf -- within ``verify_s``: ``moved``; otherwise the next candidate is commanded, and when none is
 left the old port is put back: ``rolled_back``) -> ``CLEARING`` (a move off an alarmed
 link waits up to ``clear_s`` for the alarm to drop below ``act_level``: ``cleared`` or
-``not_cleared``) -> ``DONE``. A finished move stays listed for two intervals, so that
-its links are not planned again before telemetry shows it. Every step is an event.
+``not_cleared``; a move that did not relieve its link tries its next candidate -- the
+simulation's next best path for the flow, `controller.simulate` -- with a ``retry``
+event, at most `MAX_RETRIES` times) -> ``DONE``. When the clearing ends, a ``measured``
+event puts the flow's rate the model predicted beside the one its samples on the new
+path show. A finished move stays listed for two intervals, so that its links are not
+planned again before telemetry shows it. Every step is an event.
 
 The agent calls run on a worker pool: `Mover` never waits for an agent, so GOR's lock
 (held while moves advance) is never held across agent I/O.
@@ -44,6 +48,8 @@ COMMAND_TIMEOUT_S = 10.0
 # (a call lasts until the flow's next message boundary, and one placement commands
 # every move it makes in the same tick -- eight in the demo's stock job).
 AGENT_WORKERS = 16
+# A move that did not relieve its link tries at most this many further candidates.
+MAX_RETRIES = 2
 
 
 class MoveState(enum.Enum):
@@ -67,6 +73,8 @@ class Move:
     rate_bps: float
     candidates: list[tuple[str, ...]]
     detect_t: float
+    # The flow's rate on each candidate path as simulated (`controller.simulate`).
+    predicted: dict[tuple[str, ...], float] = field(default_factory=dict)
     state: MoveState = MoveState.COMMANDING
     path: tuple[str, ...] = ()
     sport: int = 0
@@ -75,6 +83,7 @@ class Move:
     deadline: float = 0.0
     outcome: str = ""
     moved_t: float = float("-inf")        # when the data plane showed it on its new path
+    retries: int = 0
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -215,10 +224,28 @@ class Mover:
         if self.alarms.level(move.link) < config.act_level:
             self.events.emit("cleared", loop=move.loop, link="->".join(move.link),
                              latency_s=round(now - move.detect_t, 4))
+            self._measured(move, now)
             self._finish(move, "cleared")
         elif now > move.deadline:
             self.events.emit("not_cleared", loop=move.loop, link="->".join(move.link))
-            self._finish(move, "not cleared")
+            self._measured(move, now)
+            if move.candidates and move.retries < MAX_RETRIES:
+                move.retries += 1
+                self.events.emit("retry", loop=move.loop, flow=move.flow.label, round=move.retries,
+                                 reason=f"{'->'.join(move.link)} still alarmed", path="-".join(move.candidates[0]))
+                self.command(move)
+            else:
+                self._finish(move, "not cleared")
+
+    def _measured(self, move: Move, now: float) -> None:
+        """The flow's rate on its new path, estimated from its samples leaving the source
+        leaf by the path's uplink since it moved, beside the simulation's prediction."""
+        switch, port = self.links.port_of((move.path[1], move.path[2]))
+        seen = [e for e in self.samples.flows(now, switch, port) if e.flow == move.flow.five_tuple]
+        self.events.emit("measured", loop=move.loop, flow=move.flow.label, path="-".join(move.path),
+                         predicted_mbps=round(move.predicted[move.path] / 1e6, 3) if move.path in move.predicted else None,
+                         measured_mbps=round(seen[0].rate_bps / 1e6, 3) if seen else None,
+                         samples=seen[0].samples if seen else 0)
 
     def _next_or_rollback(self, move: Move) -> None:
         if move.candidates:

@@ -21,11 +21,12 @@ from functools import cached_property
 
 import numpy as np
 
+from controller.fairness import NONE
 from topo.addressing import AddressPlan, ip_str, nic_address, nic_location
 from topo.hashmodel import ecmp_indices, tier_algorithm
 
-# A path slot with no node (a shorter path: within one leaf, or one pod).
-NONE = -1
+# A path slot with no node (a shorter path: within one leaf, or one pod) holds NONE,
+# the padding the max-min filling reads (`controller.fairness`).
 # Node tiers: what a link between two of them is (host link, leaf-spine, spine-super-spine).
 SERVER, LEAF, SPINE, SUPERSPINE = 0, 1, 2, 3
 _TIER = {"leaf": LEAF, "spine": SPINE, "superspine": SUPERSPINE}

@@ -18,7 +18,7 @@ from controller.paths import candidate_paths
 from experiments.configs import CONFIGS, QPS, build_job
 from experiments.metrics import StepCost
 from scale.fabric import NONE, FabricIndex
-from scale.fairness import max_min_rates
+from controller.fairness import max_min_rates
 from scale.flows import job_step_flows, step_flows
 from scale.gor import replan
 from scale.model import evaluate, evaluate_job, excess, step_seconds
