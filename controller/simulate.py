@@ -5,8 +5,8 @@ active flows with the model `scale/` runs on whole jobs: max-min fair rates
 (`controller.fairness`) of the flows on their paths, each flow capped at its demand
 (Hedera's estimate, `controller.demand`: what its NICs would let it send -- the cap is
 a link of the flow's own whose capacity is the demand). The candidates: the
-placement's (`controller.placement`), the same with one moved flow on each of its other
-ECMP paths, and the placement in force (no move). A candidate's `Prediction`: every
+placement's (`controller.placement`), the same with one moved flow left where it is or
+on each of its other ECMP paths, and the placement in force (no move). A candidate's `Prediction`: every
 flow's rate, the worst judged link's utilisation, and the step factor -- the largest
 demand / rate over the flows: a collective step ends with its slowest flow, so with
 equal shares the step takes that many times as long as with every flow at its demand.
@@ -79,7 +79,8 @@ def simulate(paths: Paths, demands: Mapping[int, float], capacity: Mapping[LinkI
     caps = [capacity[l] for l in judged] + [demands[k] for k in keys]
     alloc = max_min_rates(table, dict(enumerate(caps)))
     rates = {k: float(r) for k, r in zip(keys, alloc.rates)}
-    util = {judged[int(i)]: load / caps[int(i)] for i, load in zip(alloc.links, alloc.load_bps) if i < len(judged)}
+    util = {judged[int(i)]: float(load) / caps[int(i)] for i, load in zip(alloc.links, alloc.load_bps)
+            if i < len(judged)}
     worst = max(util, key=lambda l: (util[l], l), default=None)
     step = max((demands[k] / rates[k] for k in keys), default=1.0)
     return Prediction(rates, worst, util[worst] if worst else 0.0, step)
@@ -92,9 +93,10 @@ def rank(current: Paths, planned: Paths, options: Mapping[int, tuple[tuple[str, 
     ECMP paths of each movable flow."""
     placements = [dict(planned), dict(current)]
     for key in sorted(k for k in planned if planned[k] != current[k]):
-        for path in options.get(key, ()):
-            if path not in (planned[key], current[key]) and len(placements) < MAX_CANDIDATES:
-                placements.append({**planned, key: path})
+        for path in (current[key], *options.get(key, ())):
+            variant = {**planned, key: path}
+            if path != planned[key] and variant not in placements and len(placements) < MAX_CANDIDATES:
+                placements.append(variant)
     out = []
     for paths in placements:
         moved = tuple(sorted(k for k in paths if paths[k] != current[k]))

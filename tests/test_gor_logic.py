@@ -395,6 +395,64 @@ def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp
     gor.events.close()
 
 
+def test_a_move_that_does_not_clear_its_link_retries_the_next_simulated_path(tmp_path):
+    """Off an alarmed link with two ranked paths: the flow is shown on the first, the
+    link stays alarmed past clear_s -- ``not_cleared``, the rate measured there beside
+    the prediction, a ``retry`` on the second; shown there and the alarm clears:
+    ``cleared`` and its measurement."""
+    plan = AddressPlan(SPEC)
+    now = [100.0]
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=FakeAgents())
+    src, dst = plan.nic("10.0.0.1"), plan.nic("10.0.1.1")
+    paths = [tuple(p) for p in candidate_paths(plan, FiveTuple(src.ip, dst.ip))]
+    old = find_port(plan, FiveTuple(src.ip, dst.ip), list(paths[2]))
+    gor._refresh_agent_flows({"b0h0"}, [AgentFlow("b0h0", 7, src.ip, dst.ip, old, 4791, 1000, 5e6, "active")],
+                             now[0])
+    flow = gor.flow("10.0.0.1:%d->10.0.1.1" % old)
+    hot = ("b0l0", "sp2")
+    gor.alarms.raise_from_switch(hot, SwitchAlarm("b0l0", plan.uplink_port(2), NOTICE, 1, now[0], now[0]))
+
+    def step(seconds: float) -> list[dict]:
+        before = len(gor.events.snapshot())
+        for m in gor.mover.moves:
+            if m.future is not None:
+                m.future.result(5)
+        now[0] += seconds
+        gor.mover.advance(now[0])
+        return gor.events.snapshot()[before:]
+
+    def shown_on(path: tuple[str, ...], n: int = 1) -> None:
+        """``n`` samples of the flow's current 5-tuple leaving b0l0 towards the path's spine."""
+        ft = FiveTuple(src.ip, dst.ip, sport=flow.sport)
+        gor.samples.add([Sample(now[0] - 0.01 * i, "b0l0", 1, plan.uplink_port(int(path[2][2:])), 0, ft, 1000)
+                         for i in range(n)])
+
+    move = Move(1, flow, old, hot, paths[2], 10e6, [paths[0], paths[1]], now[0],
+                predicted={paths[0]: 6e6, paths[1]: 4e6})
+    gor.mover.command(move)
+    assert [e["event"] for e in step(0.1)] == ["commanded"]
+    shown_on(paths[0])
+    assert [e["event"] for e in step(0.1)] == ["moved"]
+    assert step(gor.config.clear_s - 0.5) == []
+    shown_on(paths[0], 4)                      # the samples of the last window measure it
+    events = step(0.6)
+    assert [e["event"] for e in events] == ["not_cleared", "measured", "retry", "command"]
+    measured, retry = events[1], events[2]
+    assert measured["predicted_mbps"] == 6.0 and measured["samples"] == 4 and measured["measured_mbps"] > 0
+    assert (retry["round"], retry["path"]) == (1, "-".join(paths[1]))
+    assert [e["event"] for e in step(0.1)] == ["commanded"]
+    shown_on(paths[1])
+    assert [e["event"] for e in step(0.1)] == ["moved"]
+    for t in range(gor.config.thresholds.clear_after):
+        gor.alarms.update(now[0] + t, {hot: LinkSample(0.0, 0, 500)})
+    events = step(0.1)
+    assert [e["event"] for e in events] == ["cleared", "measured"]
+    assert events[1]["predicted_mbps"] == 4.0 and events[1]["path"] == "-".join(paths[1])
+    assert move.outcome == "cleared" and predict(plan, flow.five_tuple)[2] == "sp1"
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
+
+
 def test_a_new_jobs_qp_with_a_reused_number_is_a_new_flow(tmp_path):
     """QP numbers repeat from job to job; the QP's creation time tells them apart, so a
     flow GOR just moved (cooling down) does not make the next job's flow wait."""
@@ -595,6 +653,12 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path):
     assert (d["worst_before"], d["worst_after"]) == (2.0, 1.0)
     assert [m["demand_mbps"] for m in d["moves"]] == [5.0, 5.0]
     assert {m["path"].split("-")[2] for m in d["moves"]} == {"sp1"}
+    # Simulated: the placement first (each QP at its demand, the uplinks full), then
+    # either move alone (three QPs on sp0: 10/3 each, 1.5x), the one in force last
+    # (four QPs on one uplink: each at half its demand).
+    assert [(c["moves"], c["step_factor"], c["worst_util"]) for c in d["simulated"]] == \
+        [(2, 1.0, 1.0), (1, 1.5, 1.0), (1, 1.5, 1.0), (0, 2.0, 1.0)]
+    assert [m["predicted_mbps"] for m in d["moves"]] == [5.0, 5.0] and all(m["next"] == [] for m in d["moves"])
     commands = [e for e in gor.events.snapshot() if e["event"] == "command"]
     assert len(commands) == 2 and {c["loop"] for c in commands} == {d["loop"]}
     gor.mover._pool.shutdown(wait=True)
