@@ -567,7 +567,7 @@ class Gor:
                   "cooling down" if now - flow.moved_at < self.config.cooldown_s else
                   "already moving" if self.mover.moving(flow) else "")
         if reason and report:
-            self.events.emit("skip", loop=loop, flow=flow.label, reason=reason)
+            self.events.emit("skip", loop=loop, flow=flow.label, flow_id=flow.id, reason=reason)
         return not reason
 
     # --- acting by hand ----------------------------------------------------------------
@@ -584,7 +584,7 @@ class Gor:
                                  f"paths: {', '.join('-'.join(p) for p in paths)}")
             loop = next(self._loops)
             now = self.clock()
-            self.events.emit("detect", loop=loop, t=now, flow=flow.label, reason="manual reroute")
+            self.events.emit("detect", loop=loop, t=now, flow=flow.label, flow_id=flow.id, reason="manual reroute")
             move = Move(loop, flow, flow.sport, None, tuple(self.path_of(flow) or ()), flow.rate_bps,
                         [tuple(path)], now)
             self.mover.command(move)

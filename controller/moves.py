@@ -156,7 +156,7 @@ class Mover:
         move.path = move.candidates.pop(0)
         used = self.flows.ports(move.flow.src, move.flow.dst)
         move.sport = find_port(self.plan, move.flow.five_tuple, list(move.path), self.routes.down, avoid=used)
-        self.events.emit("command", loop=move.loop, flow=move.flow.label, server=move.flow.server,
+        self.events.emit("command", loop=move.loop, flow=move.flow.label, flow_id=move.flow.id, server=move.flow.server,
                          path="-".join(move.path), sport=move.sport, old_sport=move.old_sport)
         move.state, move.since = MoveState.COMMANDING, self.clock()
         move.deadline = move.since + config.verify_s + COMMAND_TIMEOUT_S
@@ -177,7 +177,7 @@ class Mover:
             elif move.state is MoveState.CLEARING:
                 self._clearing(move, now, config)
             elif move.state is MoveState.COMMANDING and now > move.deadline:
-                self.events.emit("command_timeout", loop=move.loop, flow=move.flow.label)
+                self.events.emit("command_timeout", loop=move.loop, flow=move.flow.label, flow_id=move.flow.id)
                 self._finish(move, "timeout")
         self.moves = [m for m in self.moves if m.state is not MoveState.DONE or now < m.deadline]
 
@@ -185,25 +185,25 @@ class Mover:
         assert move.future is not None
         error = move.future.exception()
         if error is not None:
-            self.events.emit("command_failed", loop=move.loop, flow=move.flow.label, error=str(error))
+            self.events.emit("command_failed", loop=move.loop, flow=move.flow.label, flow_id=move.flow.id, error=str(error))
             self._next_or_rollback(move)
             return
         reply = move.future.result()
         move.flow.sport = move.sport
-        self.events.emit("commanded", loop=move.loop, flow=move.flow.label, waited_s=round(reply.waited_s, 4))
+        self.events.emit("commanded", loop=move.loop, flow=move.flow.label, flow_id=move.flow.id, waited_s=round(reply.waited_s, 4))
         move.state, move.deadline = MoveState.VERIFYING, now + config.verify_s
 
     def _verify(self, move: Move, now: float, config: GorConfig) -> None:
         if self._seen_on_path(move):
             move.flow.moved_at = move.moved_t = now
-            self.events.emit("moved", loop=move.loop, flow=move.flow.label, path="-".join(move.path),
+            self.events.emit("moved", loop=move.loop, flow=move.flow.label, flow_id=move.flow.id, path="-".join(move.path),
                              sport=move.sport, latency_s=round(now - move.detect_t, 4))
             if move.link is None:
                 self._finish(move, "moved")
             else:
                 move.state, move.deadline = MoveState.CLEARING, now + config.clear_s
         elif now > move.deadline:
-            self.events.emit("not_moved", loop=move.loop, flow=move.flow.label, path="-".join(move.path))
+            self.events.emit("not_moved", loop=move.loop, flow=move.flow.label, flow_id=move.flow.id, path="-".join(move.path))
             self._next_or_rollback(move)
 
     def _seen_on_path(self, move: Move) -> bool:
@@ -231,7 +231,7 @@ class Mover:
             self._measured(move, now)
             if move.candidates and move.retries < MAX_RETRIES:
                 move.retries += 1
-                self.events.emit("retry", loop=move.loop, flow=move.flow.label, round=move.retries,
+                self.events.emit("retry", loop=move.loop, flow=move.flow.label, flow_id=move.flow.id, round=move.retries,
                                  reason=f"{'->'.join(move.link)} still alarmed", path="-".join(move.candidates[0]))
                 self.command(move)
             else:
@@ -242,7 +242,7 @@ class Mover:
         leaf by the path's uplink since it moved, beside the simulation's prediction."""
         switch, port = self.links.port_of((move.path[1], move.path[2]))
         seen = [e for e in self.samples.flows(now, switch, port) if e.flow == move.flow.five_tuple]
-        self.events.emit("measured", loop=move.loop, flow=move.flow.label, path="-".join(move.path),
+        self.events.emit("measured", loop=move.loop, flow=move.flow.label, flow_id=move.flow.id, path="-".join(move.path),
                          predicted_mbps=round(move.predicted[move.path] / 1e6, 3) if move.path in move.predicted else None,
                          measured_mbps=round(seen[0].rate_bps / 1e6, 3) if seen else None,
                          samples=seen[0].samples if seen else 0)
@@ -252,7 +252,7 @@ class Mover:
             self.command(move)
             return
         if move.flow.sport != move.old_sport:
-            self.events.emit("rolled_back", loop=move.loop, flow=move.flow.label, sport=move.old_sport)
+            self.events.emit("rolled_back", loop=move.loop, flow=move.flow.label, flow_id=move.flow.id, sport=move.old_sport)
             assert move.flow.server is not None
             self._pool.submit(self.agents.set_source_port, move.flow.server, move.flow.qpn,
                               move.old_sport, self.settings().verify_s + AGENT_WAIT_S)

@@ -10,7 +10,7 @@ reads a pipe or a file line by line like a terminal (``echo links | make run``).
 
 GOR commands: ``topology``, ``links``, ``alarms``, ``flows``, ``paths``, ``reroute``,
 ``pin``/``unpin``, ``set``, ``link`` (down/up, then GOR's repair), ``job``/``jobs``/``wait``,
-``sleep``, ``watch``, ``events``, ``nics``, ``switches``, ``p4sh``; ``quit`` (or EOF)
+``sleep``, ``watch``, ``events``, ``why``, ``nics``, ``switches``, ``p4sh``; ``quit`` (or EOF)
 tears everything down.
 
 Scripts (a pipe, ``source FILE``) run each command as soon as the last one is done, so
@@ -39,6 +39,7 @@ from mininet.cli import CLI
 
 from controller.agents import JobRun
 from controller.alarms import LEVELS
+from controller.events import flow_story
 from controller.gor import Gor
 from controller.paths import candidate_paths, find_port
 from controller.publish import write_spec
@@ -46,6 +47,26 @@ from emulation.fidelity import switches_window
 from tccl.job import OPS, JobError, Transport, Workload, job_from_fabric, load_job
 from tccl.launch import job_from_command
 from tccl.results import HEADER, Row, format_fidelity, format_row
+
+def _why_line(e: dict[str, Any]) -> str:
+    """One event of `why`, in words."""
+    name = e["event"]
+    if name == "detect":
+        return f"detect: {e.get('link') or e.get('reason')} {e.get('level', '')}".rstrip()
+    if name == "decide":
+        (m,) = e["moves"]
+        sims = "; ".join(f"{c['moves']} move(s): step x{c['step_factor']}, worst {c['worst_util']:.0%}"
+                         for c in e.get("simulated", ()))
+        nxt = ", ".join(m.get("next", ())) or "none"
+        return (f"decide ({e['method']}): simulated {len(e.get('simulated', ()))} [{sims}]; "
+                f"chose {m['path']} (from {m['current']}), demand {m['demand_mbps']} Mbit/s, "
+                f"predicted {m.get('predicted_mbps')} Mbit/s; next: {nxt}")
+    if name == "measured":
+        return (f"measured on {e['path']}: {e['measured_mbps']} Mbit/s ({e['samples']} samples), "
+                f"predicted {e['predicted_mbps']}")
+    fields = {k: v for k, v in e.items() if k not in ("ts", "t", "event", "loop", "flow", "flow_id")}
+    return f"{name} {json.dumps(fields, default=str)}" if fields else name
+
 
 def _fraction(text: str) -> float:
     """``0.75`` or ``75%`` -> 0.75."""
@@ -325,6 +346,20 @@ class GorCLI(CLI):
             fields = {k: v for k, v in e.items() if k not in ("ts", "t", "event")}
             self.out(f"{time.strftime('%H:%M:%S', time.localtime(e['ts']))}.{int(e['ts'] % 1 * 1000):03d} "
                      f"{e['event']:<15} {json.dumps(fields, default=str)}")
+
+    def do_why(self, line: str) -> None:
+        """why FLOW: why GOR moved the flow (or did not), loop by loop -- the alarm, the
+        candidate placements it simulated (best first), the path it chose with the
+        predicted rate and the next ones, each step of the move, any retry, and the
+        rate measured on the new path beside the prediction."""
+        flow = self.gor.flow(_one(line, "why FLOW"))
+        story = flow_story(self.gor.events.snapshot(), flow.id)
+        if not story:
+            self.out(f"GOR has not decided about {flow.label} (flow {flow.id})")
+        for loop, steps in story.items():
+            self.out(f"loop {loop}:")
+            for e in steps:
+                self.out(f"  {e['t']:9.3f}  {_why_line(e)}")
 
     def do_watch(self, line: str) -> None:
         """watch [SECONDS] [all|NAME...]: the links view and alarms, refreshed every
@@ -633,6 +668,7 @@ class GorCLI(CLI):
         return self._complete(text, self._flow_ids())
 
     complete_unpin = complete_paths
+    complete_why = complete_paths
 
     def complete_reroute(self, text: str, line: str, *_: Any) -> list[str]:
         if len(line.split()) <= (1 if not text else 2):

@@ -18,10 +18,11 @@ import pytest
 from controller.alarms import (CRITICAL, NOTICE, OK, WARNING, AlarmBook, AlarmThresholds, LinkSample, SwitchAlarm,
                                SwitchAlarms, parse_alarm)
 from controller.cables import CableWatch, after
-from controller.events import EventLog, loop_latencies, read_events
+from controller.events import EventLog, flow_story, loop_latencies, read_events
 from controller.agents import AgentFlow
 from controller.config import GorConfig, default_config, default_switch_alarms, default_thresholds
 from controller.gor import Gor
+from controller.repl import _why_line
 from controller.elephants import Sample, SampleWindow, parse_sample
 from controller.moves import Move
 from controller.paths import candidate_paths, find_port, predict
@@ -661,6 +662,16 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path):
     assert [m["predicted_mbps"] for m in d["moves"]] == [5.0, 5.0] and all(m["next"] == [] for m in d["moves"])
     commands = [e for e in gor.events.snapshot() if e["event"] == "command"]
     assert len(commands) == 2 and {c["loop"] for c in commands} == {d["loop"]}
+    # `why FLOW` for a moved flow: this loop's detect, its decide with only that flow's
+    # move, its command; a flow the loop left alone has no story.
+    moved = d["moves"][0]
+    story = flow_story(gor.events.snapshot(), moved["flow_id"])
+    assert list(story) == [d["loop"]] and [e["event"] for e in story[d["loop"]]] == ["detect", "decide", "command"]
+    why = _why_line(story[d["loop"]][1])
+    assert why.startswith("decide (") and "simulated 4 [2 move(s): step x1.0, worst 100%;" in why
+    assert f"chose {moved['path']}" in why and "predicted 5.0 Mbit/s; next: none" in why
+    stays = next(f for f in gor.flows if f.id not in {m["flow_id"] for m in d["moves"]})
+    assert flow_story(gor.events.snapshot(), stays.id) == {}
     gor.mover._pool.shutdown(wait=True)
     assert len(agents.calls) == 2
     gor.events.close()
