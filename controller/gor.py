@@ -161,6 +161,8 @@ class Gor:
         # Alarmed links for which no plan was found: not re-planned before this time.
         self._no_plan_until: dict[LinkId, float] = {}
         self._ticked_at = 0.0
+        # The switches whose P4Runtime session is down (routed around), as last seen.
+        self._dead: frozenset[str] = frozenset()
         # Every NIC's line rate: the host capacity of the demand estimate.
         self._nic_bps = plan.spec.links.host_mbps * 1e6
 
@@ -367,13 +369,19 @@ class Gor:
         self.events.emit(event.name, t=event.time, **event.fields())
 
     def _check_cables(self) -> None:
-        """Compare every leaf-spine cable's interfaces with the failure set; repair
-        the routes when they differ."""
-        changes = self.cables.changes(self.routes.down)
+        """Compare every leaf-spine cable's interfaces, and whether the switches at its
+        ends answer, with the failure set; repair the routes when they differ. A switch
+        whose P4Runtime stream broke is dead: its cables are routed around within the
+        tick, and come back when it answers again (and was re-pushed)."""
+        dead = frozenset(sw.name for sw in self.plan.switches if not self.fleet.is_up(sw.name))
+        for name in sorted(dead ^ self._dead):
+            self.events.emit("switch_down" if name in dead else "switch_up", switch=name)
+        self._dead = dead
+        changes = self.cables.changes(self.routes.down, dead)
         for change in changes:
             self.events.emit("link_up" if change.up else "link_down", link=change.name)
         if changes:
-            self.routes.repair(after(self.routes.down, changes), self.fleet)
+            self.routes.repair(after(self.routes.down, changes), self.fleet, dead)
 
     # --- flows ---------------------------------------------------------------------
 

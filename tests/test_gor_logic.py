@@ -7,6 +7,7 @@ does its switch and agent I/O without holding GOR's lock."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 import threading
@@ -549,6 +550,7 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=agents)
     writes: list[bool] = []
     gor.fleet.write = lambda updates, timeout=10.0: writes.append(lock_free(gor.lock))  # type: ignore[method-assign]
+    gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
     gor.cables = CableWatch(plan, lambda intf: intf != plan.intf("b1l1", plan.uplink_port(2)))
     links = LinkMap(plan)
     hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
@@ -573,6 +575,39 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     # Tick 1's loop finds no flow at all, tick 2's the elephant no agent can move.
     assert [e["event"] for e in gor.events.snapshot() if e["event"] in ("detect", "skip", "failed")] == \
         ["detect", "failed", "detect", "skip", "failed"]
+    gor.events.close()
+
+
+def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(tmp_path):
+    """sp1's P4Runtime session breaks: the next tick counts each of its cables down
+    (``switch_down``, ``link_down``), the leaves' groups drop it -- written to every
+    switch whose routes change but the dead one --; when it answers again its cables
+    come back and it is written too."""
+    plan = AddressPlan(SPEC)
+    now = [100.0]
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=FakeAgents())
+    written: list[set[str]] = []
+    gor.fleet.write = lambda updates, timeout=10.0: written.append({n for n, u in updates.items() if u})  # type: ignore[method-assign]
+    dead = {"sp1"}
+    gor.fleet.is_up = lambda name: name not in dead  # type: ignore[method-assign]
+    gor.cables = CableWatch(plan, lambda intf: True)           # every interface stays up
+    leaves = [leaf.name for leaf in plan.leaves]
+    gor._check_cables()
+    names = [(e["event"], e.get("switch") or e.get("link")) for e in gor.events.snapshot()]
+    assert names[0] == ("switch_down", "sp1") and sorted(names[1:5]) == [("link_down", f"{l}-sp1") for l in leaves]
+    assert gor.down == {cable(l, "sp1") for l in leaves}
+    assert written == [set(leaves)]                             # the leaves' groups; sp1 not written
+    assert all(1 not in ecmp_members(plan, a, b, gor.down) for a in leaves for b in leaves if a != b)
+    assert gor._program("sp1") == dataclasses.replace(switch_program(plan, "sp1", gor.down),
+                                                      alarms=gor.config.switch_alarms)  # its re-push
+    gor._check_cables()                                         # still dead: nothing new
+    assert len(written) == 1
+    dead.clear()
+    before = len(gor.events.snapshot())
+    gor._check_cables()
+    names = [(e["event"], e.get("switch") or e.get("link")) for e in gor.events.snapshot()[before:]]
+    assert names[0] == ("switch_up", "sp1") and sorted(names[1:5]) == [("link_up", f"{l}-sp1") for l in leaves]
+    assert gor.down == frozenset() and written[-1] == set(leaves) | {"sp1"}
     gor.events.close()
 
 
@@ -640,6 +675,8 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path):
     agents = ListingAgents(listing)
     gor = Gor(plan, build_pipeline(spec), tmp_path, clock=StoppedClock(now), agents=agents)
     gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
+    gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
+    gor.cables = CableWatch(plan, lambda intf: True)
     links = LinkMap(plan)
     hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
     gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
