@@ -27,8 +27,9 @@ SWITCH_ALARM_WINDOWS = (1, 8, 8)
 class GorConfig:
     """GOR's knobs (the REPL's ``set`` changes them at run time).
 
-    ``top_n``: the elephants of an alarmed port named in the ``detect`` event (the
-    placement takes every active flow). ``safety``: the projected utilisation a
+    ``top_n``: the elephants of an alarmed port named in the ``detect`` event: what a
+    reroute loop moves first (every other movable flow only when the model predicts
+    better for it, `controller.gor`). ``safety``: the projected utilisation a
     placement keeps every link under where the demands allow (`controller.placement`).
     ``interval_s``: telemetry period; 0.25 s gives alarms within a few hundred ms while
     polling 10 switches costs them little CPU. ``window_s``: how far back samples count

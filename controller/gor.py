@@ -54,11 +54,12 @@ from controller.demand import FlowEnds, estimate_demands
 from controller.placement import FlowToPlace, place
 from controller.repair import RouteRepair
 from controller.routes import Down, SwitchProgram, cable
-from controller.simulate import rank, ranked_paths
+from controller.simulate import Candidate, rank, ranked_paths
 from controller.switches import SwitchFleet
 from controller.telemetry import LinkStats, Telemetry
 from emulation.clock import EmulationClock
 from topo.addressing import AddressPlan
+from topo.hashmodel import FiveTuple
 from topo.pipeline import Pipeline
 
 LOG = logging.getLogger("controller.gor")
@@ -477,11 +478,20 @@ class Gor:
                              for _, _, elephants in actionable for e in elephants])
         alarmed = set(self.alarms.active(self.config.act_level))
         since = {link: a.since for link, a, _ in actionable}
-        placed, flows = self._place(now, loop, alarmed, set(since))
-        # Simulate, then act: the placement's candidates ranked by the model; the best
-        # one's moves go out, each with its paths in the ranked candidates' order.
-        candidates = rank(placed.current, placed.paths, placed.options, placed.demands, placed.capacity) \
-            if placed.moves else []
+        # Simulate, then act. The alarmed links' top elephants are what moves first: a
+        # placement of them alone, and one of every movable flow, each with its
+        # candidates ranked by the model; the second is taken only when its best
+        # candidate is strictly better. The best one's moves go out, each with its
+        # paths in the ranked candidates' order.
+        elephants = {e.flow for _, _, top in actionable for e in top}
+        placed, flows = self._place(now, loop, alarmed, set(since), elephants)
+        candidates = self._simulate(placed)
+        scope = "elephants"
+        wide, _ = self._place(now, loop, alarmed, set(since), None)
+        wide_candidates = self._simulate(wide)
+        if (wide_candidates and (not candidates or wide_candidates[0].score < candidates[0].score)) \
+                or not candidates:        # nothing to move either way: the whole picture's why
+            placed, candidates, scope = wide, wide_candidates, "all movable flows"
         best = candidates[0] if candidates else None
         moves = []
         for key in sorted(best.moved if best else (), key=lambda k: flows[k].id):
@@ -493,7 +503,7 @@ class Gor:
             ranked = ranked_paths(key, placed.current[key], candidates)
             moves.append(Move(loop, flow, flow.sport, relieved[0] if relieved else None, old,
                               placed.demands[key], list(ranked)[:1 + MAX_RETRIES], detect_t, predicted=ranked))
-        self.events.emit("decide", loop=loop, method=placed.method,
+        self.events.emit("decide", loop=loop, method=placed.method, scope=scope,
                          worst_before=round(placed.worst_before, 3), worst_after=round(placed.worst_after, 3),
                          flows=len(placed.paths), listed=placed.listed, movable=placed.movable,
                          simulated=[c.summary() for c in candidates],
@@ -518,11 +528,12 @@ class Gor:
         for move in moves:
             self.mover.command(move)
 
-    def _place(self, now: float, loop: int, alarmed: set[LinkId], acted_on: set[LinkId]
-               ) -> tuple["LoopPlacement", dict[int, Flow]]:
+    def _place(self, now: float, loop: int, alarmed: set[LinkId], acted_on: set[LinkId],
+               only: set[FiveTuple] | None) -> tuple["LoopPlacement", dict[int, Flow]]:
         """The active flows' demands (`controller.demand`) and the placement of the
-        movable ones (`controller.placement`), by flow id. Why a flow on a link acted
-        on may not move is a ``skip`` event (for the others it would be noise)."""
+        movable ones (`controller.placement`) -- of those in ``only``, if given -- by
+        flow id. Why a flow on a link acted on may not move is a ``skip`` event (for
+        the others it would be noise; once per loop)."""
         active = self._active_flows(now)
         demands = estimate_demands([FlowEnds(f.id, f.src, f.dst) for f in active], self._nic_bps)
         capacity = {link: cap for link, cap in self.telemetry.links.capacity.items()
@@ -537,8 +548,9 @@ class Gor:
             # a spine (a path of 5 nodes; 7 across pods), and First Fit moves only
             # those on links over their bar: a collision whose alarm is a tick away is
             # undone in the same loop.
-            report = any(link in acted_on for link in links_of(list(current)))
-            may_move = len(current) >= 5 and target is None and self._movable(flow, now, loop, report)
+            report = only is None and any(link in acted_on for link in links_of(list(current)))
+            may_move = len(current) >= 5 and target is None and self._movable(flow, now, loop, report) \
+                and (only is None or flow.five_tuple in only)
             movable += may_move
             candidates = tuple(tuple(p) for p in candidate_paths(self.plan, flow.five_tuple, self.routes.down)) \
                 if may_move else ()
@@ -549,6 +561,13 @@ class Gor:
                              {f.key: f.current for f in to_place},
                              {f.key: f.candidates for f in to_place if f.movable}, capacity), \
             {f.id: f for f in active}
+
+    @staticmethod
+    def _simulate(placed: "LoopPlacement") -> list[Candidate]:
+        """A placement's candidates ranked by the model (none when it moves nothing)."""
+        if not placed.moves:
+            return []
+        return rank(placed.current, placed.paths, placed.options, placed.demands, placed.capacity)
 
     def _active_flows(self, now: float) -> list[Flow]:
         """The flows sending now: sampled in the window, or listed by their agent with

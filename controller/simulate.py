@@ -10,7 +10,9 @@ on each of its other ECMP paths, and the placement in force (no move). A candida
 flow's rate, the worst judged link's utilisation, and the step factor -- the largest
 demand / rate over the flows: a collective step ends with its slowest flow, so with
 equal shares the step takes that many times as long as with every flow at its demand.
-Candidates rank by step factor, then worst link, then fewer moves; each moved flow
+Candidates rank by step factor, then worst link, then fewer moves (GOR also compares
+the best candidates of two placements this way: of the alarmed links' top elephants
+alone, and of every movable flow -- the latter only when strictly better); each moved flow
 carries its paths in the ranked candidates' order, so when a move does not relieve its
 link the next one is the model's next best (`controller.moves`).
 """
@@ -54,6 +56,13 @@ class Candidate:
     paths: dict[int, tuple[str, ...]]
     moved: tuple[int, ...]
     prediction: Prediction
+
+    @property
+    def score(self) -> tuple[int, int]:
+        """Step factor, then worst link, rounded to `TIE` (lower is better): so that
+        float noise does not outrank fewer moves."""
+        p = self.prediction
+        return round(p.step_factor / TIE), round(p.worst_util / TIE)
 
     def summary(self) -> dict:
         """The candidate for GOR's event log."""
@@ -101,9 +110,7 @@ def rank(current: Paths, planned: Paths, options: Mapping[int, tuple[tuple[str, 
     for paths in placements:
         moved = tuple(sorted(k for k in paths if paths[k] != current[k]))
         out.append(Candidate(paths, moved, simulate(paths, demands, capacity)))
-    # Rounded to TIE, so that float noise does not outrank fewer moves.
-    out.sort(key=lambda c: (round(c.prediction.step_factor / TIE), round(c.prediction.worst_util / TIE),
-                            len(c.moved)))
+    out.sort(key=lambda c: (c.score, len(c.moved)))
     return out
 
 

@@ -657,10 +657,14 @@ class ListingAgents(FakeAgents):
         return {f.server for f in self.listing}, list(self.listing)
 
 
-def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path):
+@pytest.mark.parametrize("top_n, scope", [(2, "elephants"), (1, "all movable flows")])
+def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path, top_n, scope):
     """Two connections of two QPs each leave b0l0, all four on sp0 (200 % of the
     uplink by their demands, 5 Mbit/s each: half a NIC per QP). One reroute loop moves
-    two of them to sp1 -- a move per flow, commanded in the same tick."""
+    two of them to sp1 -- a move per flow, commanded in the same tick. The top two
+    elephants are moved first; with only the top one named, moving it alone leaves
+    three QPs on sp0 (1.5x the step), so the model takes the placement of every
+    movable flow."""
     spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
     plan = AddressPlan(spec)
     now = [100.0]
@@ -677,6 +681,7 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path):
     gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
     gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
     gor.cables = CableWatch(plan, lambda intf: True)
+    gor.configure(top_n=top_n)
     links = LinkMap(plan)
     hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
     gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
@@ -688,6 +693,10 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path):
     decide = [e for e in gor.events.snapshot() if e["event"] == "decide"]
     assert len(decide) == 1, gor.events.snapshot()
     d = decide[0]
+    assert d["scope"] == scope
+    (detect,) = [e for e in gor.events.snapshot() if e["event"] == "detect"]
+    if scope == "elephants":
+        assert {m["flow"] for m in d["moves"]} == {e["flow"] for e in detect["elephants"]}
     assert (d["worst_before"], d["worst_after"]) == (2.0, 1.0)
     assert [m["demand_mbps"] for m in d["moves"]] == [5.0, 5.0]
     assert {m["path"].split("-")[2] for m in d["moves"]} == {"sp1"}
