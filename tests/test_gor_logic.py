@@ -352,6 +352,18 @@ class FakeAgents:
         pass
 
 
+def advance_moves(gor: Gor, now: list[float], seconds: float) -> list[dict]:
+    """Let the agents' answers arrive, move the stopped clock on by ``seconds`` and the
+    moves with it; the events that caused."""
+    before = len(gor.events.snapshot())
+    for m in gor.mover.moves:
+        if m.future is not None:
+            m.future.result(5)
+    now[0] += seconds
+    gor.mover.advance(now[0])
+    return gor.events.snapshot()[before:]
+
+
 def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp_path):
     plan = AddressPlan(SPEC)
     now = [100.0]
@@ -365,13 +377,7 @@ def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp
     assert [p[2] for p in paths] == ["sp0", "sp1", "sp2"]
 
     def step(seconds: float) -> list[str]:
-        before = len(gor.events.snapshot())
-        for m in gor.mover.moves:
-            if m.future is not None:
-                m.future.result(5)
-        now[0] += seconds
-        gor.mover.advance(now[0])
-        return [e["event"] for e in gor.events.snapshot()[before:]]
+        return [e["event"] for e in advance_moves(gor, now, seconds)]
 
     # By hand to sp2: the agent acks, a sample of the new 5-tuple leaving b0l0 towards
     # sp2 is the proof.
@@ -415,13 +421,7 @@ def test_a_move_that_does_not_clear_its_link_retries_the_next_simulated_path(tmp
     gor.alarms.raise_from_switch(hot, SwitchAlarm("b0l0", plan.uplink_port(2), NOTICE, 1, now[0], now[0]))
 
     def step(seconds: float) -> list[dict]:
-        before = len(gor.events.snapshot())
-        for m in gor.mover.moves:
-            if m.future is not None:
-                m.future.result(5)
-        now[0] += seconds
-        gor.mover.advance(now[0])
-        return gor.events.snapshot()[before:]
+        return advance_moves(gor, now, seconds)
 
     def shown_on(path: tuple[str, ...], n: int = 1) -> None:
         """``n`` samples of the flow's current 5-tuple leaving b0l0 towards the path's spine."""
