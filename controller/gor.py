@@ -138,7 +138,9 @@ class Gor:
         self._switch_alarms: queue.SimpleQueue[SwitchAlarm] = queue.SimpleQueue()
         self._wake = threading.Event()
         self.routes = RouteRepair(plan, self.events, self.agent_dir, self.lock)
-        self.fleet = SwitchFleet(plan, pipeline, self._program, on_packet=self._on_packet)
+        self.fleet = SwitchFleet(plan, pipeline, self._program, on_packet=self._on_packet, on_push=self._on_push)
+        # Set (finsy's thread) when a switch GOR routes around as dead was pushed again.
+        self._came_back = threading.Event()
         self.telemetry: Telemetry | None = None
         self.cables = CableWatch(plan)
         # The agents' control channels (a test gives a stand-in).
@@ -249,7 +251,8 @@ class Gor:
 
     def _between_ticks(self, until: float) -> bool:
         """Wait for the next tick; True (at once) when a switch's alarm raised a link's
-        level and the last tick is `ALARM_TICK_GAP_S` old. While moves are in flight,
+        level, or a switch routed around as dead was pushed again (its cables back in
+        service now, not a tick later), and the last tick is `ALARM_TICK_GAP_S` old. While moves are in flight,
         take in the samples and the agents' answers every `MOVE_POLL_S` meanwhile (no
         switch or agent I/O: the queue and the moves' futures), so a move is seen
         commanded and moved when the evidence arrives, not up to a telemetry interval
@@ -269,7 +272,11 @@ class Gor:
                 wait = min(wait, raised_at - now)
             if self.time.wait(self._wake, wait):
                 self._wake.clear()
-                if self._take_switch_alarms() and raised_at is None:
+                due = self._take_switch_alarms()
+                if self._came_back.is_set():
+                    self._came_back.clear()
+                    due = True
+                if due and raised_at is None:
                     raised_at = max(now, self._ticked_at + ALARM_TICK_GAP_S)
                 continue
             if watching:
@@ -360,6 +367,13 @@ class Gor:
                 if event is not None:
                     self._alarm_event(event)
                     raised |= link in self.fabric_links and event.level >= self.config.act_level
+
+    def _on_push(self, name: str) -> None:
+        """A switch was (re)programmed (finsy's thread): one GOR routes around as dead
+        wakes the loop."""
+        if name in self._dead:
+            self._came_back.set()
+            self._wake.set()
 
     def _program(self, name: str) -> SwitchProgram:
         """What switch ``name`` is given when it connects: its routes with the failures

@@ -581,8 +581,8 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
 def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(tmp_path):
     """sp1's P4Runtime session breaks: the next tick counts each of its cables down
     (``switch_down``, ``link_down``), the leaves' groups drop it -- written to every
-    switch whose routes change but the dead one --; when it answers again its cables
-    come back and it is written too."""
+    switch whose routes change but the dead one --; when it answers again (its re-push
+    wakes the loop for a tick at once) its cables come back and it is written too."""
     plan = AddressPlan(SPEC)
     now = [100.0]
     gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=FakeAgents())
@@ -591,6 +591,7 @@ def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(t
     dead = {"sp1"}
     gor.fleet.is_up = lambda name: name not in dead  # type: ignore[method-assign]
     gor.cables = CableWatch(plan, lambda intf: True)           # every interface stays up
+    gor.telemetry = SimpleNamespace(links=LinkMap(plan))  # type: ignore[assignment]
     leaves = [leaf.name for leaf in plan.leaves]
     gor._check_cables()
     names = [(e["event"], e.get("switch") or e.get("link")) for e in gor.events.snapshot()]
@@ -602,7 +603,11 @@ def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(t
                                                       alarms=gor.config.switch_alarms)  # its re-push
     gor._check_cables()                                         # still dead: nothing new
     assert len(written) == 1
+    gor._on_push("b0l0")                                        # a live switch pushed: no hurry
+    assert not gor._wake.is_set()
     dead.clear()
+    gor._on_push("sp1")                                         # back and re-pushed: a tick now
+    assert gor._wake.is_set() and gor._between_ticks(now[0] + 0.25) is True
     before = len(gor.events.snapshot())
     gor._check_cables()
     names = [(e["event"], e.get("switch") or e.get("link")) for e in gor.events.snapshot()[before:]]
