@@ -111,6 +111,8 @@ def test_sessions_telemetry_and_reconnect_after_a_switch_restart(fabric: Fabric,
     node.start([])
     type(node).batchStartup([node])
     wait_for("the re-push after the restart", lambda: gor.fleet.pushes[leaf] > pushes, 30, 0.1)
+    # While it was down GOR routed around it; its re-push brings its cables back.
+    wait_for("the leaf back in service", lambda: not any(leaf in c for c in gor.down), 5, gor=gor)
     out = fabric.host(a.server).cmd(f"ping -n -q -c 3 -W 2 -I {a.ip} {c.ip}")
     assert " 0% packet loss" in out, out
 
