@@ -250,13 +250,13 @@ class Gor:
             LOG.exception("GOR tick failed")
 
     def _between_ticks(self, until: float) -> bool:
-        """Wait for the next tick; True (at once) when a switch's alarm raised a link's
-        level, or a switch routed around as dead was pushed again (its cables back in
-        service now, not a tick later), and the last tick is `ALARM_TICK_GAP_S` old. While moves are in flight,
-        take in the samples and the agents' answers every `MOVE_POLL_S` meanwhile (no
-        switch or agent I/O: the queue and the moves' futures), so a move is seen
-        commanded and moved when the evidence arrives, not up to a telemetry interval
-        later."""
+        """Wait for the next tick; True (at once, once the last tick is
+        `ALARM_TICK_GAP_S` old) when a switch's alarm raised a link's level, or a switch
+        routed around as dead was pushed again (its cables back in service now, not a
+        tick later). While moves are in flight, take in the samples and the agents'
+        answers every `MOVE_POLL_S` meanwhile (no switch or agent I/O: the queue and the
+        moves' futures), so a move is seen commanded and moved when the evidence
+        arrives, not up to a telemetry interval later."""
         raised_at = None
         while not self._stop.is_set():
             now = self.clock()
