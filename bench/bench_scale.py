@@ -24,7 +24,7 @@ from pathlib import Path
 
 from experiments.configs import CONFIGS, configured, hostfile_job, parse_configs
 from scale.fabric import FabricIndex
-from scale.fairness import max_min_rates
+from controller.fairness import max_min_rates
 from scale.flows import job_step_flows
 from scale.model import evaluate
 from tccl.trace import load_trace

@@ -1,10 +1,14 @@
 """Three-level congestion alarms per directed link, with hysteresis.
 
-Each telemetry interval gives every link two numbers: the fraction of its transmitted
-packets that were ECN-marked, and the deepest its egress queue got (packets). A level
-is *raised* (or escalated) as soon as one interval reaches its thresholds; it is
-*lowered* (or cleared) only after ``clear_after`` intervals in a row below
-``clear_ratio`` times those thresholds -- so a link near a threshold does not flap, and
+Two sources raise them. The switches, at once: astral.p4 keeps the times of each
+egress port's last marks and, when a level's number of marks (`SwitchAlarms`) falls
+within its window, sends the controller a PacketIn naming the level (`parse_alarm`;
+one per port and level per hold-off, however many marks). And the counter poll, each
+telemetry interval, from two numbers per link: the fraction of its transmitted packets
+that were ECN-marked, and the deepest its egress queue got (packets). A level is
+*raised* (or escalated) as soon as either reaches it; it is *lowered* (or cleared) only
+after ``clear_after`` intervals in a row below ``clear_ratio`` times the poll's
+thresholds -- so a link near a threshold does not flap, and
 a flow that was just moved is not judged by one quiet interval. Every change is an
 `AlarmEvent` with its timestamp.
 
@@ -68,6 +72,73 @@ class AlarmThresholds:
         return level
 
 
+# astral.p4's ALARM_RING: a switch remembers the times of a port's last 64 marks, so a
+# level's threshold is at most that many.
+ALARM_RING = 64
+
+
+@dataclass(frozen=True)
+class SwitchAlarms:
+    """The levels the switches raise by themselves: level L when ``marks[L-1]`` of an
+    egress port's packets were ECN-marked within ``windows_s[L-1]`` (emulated seconds,
+    a sliding window: the switch compares the time of the mark that makes the count
+    with the time of the earliest of them), and at most one alarm per port and level
+    every ``holdoff_s``. `controller.config.default_switch_alarms` derives them from
+    the fabric's spec; GOR programs them into every switch (astral.p4's alarm_config).
+    """
+
+    marks: tuple[int, int, int]
+    windows_s: tuple[float, float, float]
+    holdoff_s: float
+
+    def __post_init__(self) -> None:
+        if len(self.marks) != 3 or list(self.marks) != sorted(self.marks) or \
+                not 1 <= self.marks[0] <= self.marks[2] <= ALARM_RING:
+            raise ValueError(f"switch alarms: marks must be three rising counts in 1..{ALARM_RING} "
+                             f"(notice, warning, critical), got {self.marks}")
+        if len(self.windows_s) != 3 or not all(0 < w < 4000 for w in self.windows_s):
+            raise ValueError(f"switch alarms: windows_s must be three windows in (0, 4000) s, got {self.windows_s}")
+        if not 0 < self.holdoff_s < 4000:
+            raise ValueError(f"switch alarms: holdoff_s must be in (0, 4000) s, got {self.holdoff_s}")
+
+    def action_params(self) -> dict[str, int]:
+        """astral.p4's set_alarm_config arguments (microseconds of the switch's clock)."""
+        us = [round(w * 1e6) for w in self.windows_s]
+        return {"notice_marks": self.marks[0], "notice_window_us": us[0],
+                "warning_marks": self.marks[1], "warning_window_us": us[1],
+                "critical_marks": self.marks[2], "critical_window_us": us[2],
+                "holdoff_us": round(self.holdoff_s * 1e6)}
+
+
+@dataclass(frozen=True)
+class SwitchAlarm:
+    """One alarm a switch sent: the port whose marks reached ``level``, how many marks
+    that level counts, when the first of them was made (the switch's emulated
+    seconds) and when the alarm reached the controller."""
+
+    switch: str
+    port: int
+    level: int
+    marks: int
+    first_mark: float
+    received: float
+
+    @property
+    def latency_s(self) -> float:
+        """First of the marks -> the alarm at the controller (emulated seconds)."""
+        return self.received - self.first_mark
+
+
+def parse_alarm(received: float, switch: str, metadata: dict) -> SwitchAlarm | None:
+    """The alarm a PacketIn carries (its ``alarm_level`` 1..3), or None (a sample only,
+    or a level out of range: whatever a switch sends is GOR's input)."""
+    level = int(metadata.get("alarm_level", 0))
+    if not NOTICE <= level <= CRITICAL:
+        return None
+    return SwitchAlarm(switch, int(metadata.get("egress_port", 0)), level, int(metadata.get("alarm_marks", 0)),
+                       int(metadata.get("first_mark", 0)) / 1e6, received)
+
+
 @dataclass(frozen=True)
 class LinkSample:
     """One interval of one link: marked fraction, max queue depth, packets sent."""
@@ -88,6 +159,7 @@ class AlarmEvent:
     previous: int
     ecn_fraction: float
     queue_depth: int
+    switch_alarm: SwitchAlarm | None = None    # what raised it, when a switch did
 
     @property
     def name(self) -> str:
@@ -95,9 +167,15 @@ class AlarmEvent:
         return f"alarm_{self.kind}"
 
     def fields(self) -> dict:
-        """The event's fields for GOR's log (names instead of level numbers)."""
-        return {"link": "->".join(self.link), "level": LEVELS[self.level], "previous": LEVELS[self.previous],
-                "ecn_fraction": round(self.ecn_fraction, 4), "queue_depth": self.queue_depth}
+        """The event's fields for GOR's log (names instead of level numbers); a switch's
+        alarm adds its marks, the first mark's time and that mark -> GOR in ms."""
+        out = {"link": "->".join(self.link), "level": LEVELS[self.level], "previous": LEVELS[self.previous],
+               "ecn_fraction": round(self.ecn_fraction, 4), "queue_depth": self.queue_depth,
+               "source": "poll" if self.switch_alarm is None else "switch"}
+        if self.switch_alarm is not None:
+            a = self.switch_alarm
+            out.update(marks=a.marks, first_mark_t=round(a.first_mark, 6), alarm_ms=round(a.latency_s * 1e3, 3))
+        return out
 
 
 @dataclass
@@ -142,6 +220,20 @@ class AlarmBook:
                                          sample.ecn_fraction, sample.queue_depth))
                 alarm.level, alarm.since = new, now
         return events
+
+    def raise_from_switch(self, link: LinkId, alarm: SwitchAlarm) -> AlarmEvent | None:
+        """Take in a switch's alarm of ``link`` at its arrival: raise or escalate to its
+        level (None when that is no higher than the level in force). Lowering stays
+        the poll's: a notice comes with a single mark, and a link that marks now and
+        then would never clear if each such mark restarted the quiet count."""
+        state = self.alarms.setdefault(link, Alarm())
+        if alarm.level <= state.level:
+            return None
+        last = state.last or LinkSample(0.0, 0, 0)
+        event = AlarmEvent(alarm.received, link, "raised" if state.level == OK else "escalated", alarm.level,
+                           state.level, last.ecn_fraction, last.queue_depth, alarm)
+        state.level, state.since = alarm.level, alarm.received
+        return event
 
     def level(self, link: LinkId) -> int:
         alarm = self.alarms.get(link)

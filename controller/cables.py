@@ -1,5 +1,8 @@
 """Which leaf-spine cables are down, from the operational state of their two interfaces
-(spine-super-spine cables are not watched: routes do not yet go around them).
+and from the switches at their ends: every cable of a switch that stopped answering
+(its P4Runtime stream broken) counts as down, so routes go around a dead switch as
+around its cables (spine-super-spine cables are not watched: routes do not yet go
+around them).
 
 The switches run in the root namespace, so each of their ports is an interface there,
 named by the addressing plan (`AddressPlan.intf`); a cable is up when both ends are.
@@ -50,11 +53,12 @@ class CableWatch:
                         plan.intf(plan.spine(leaf.pod, k).name, plan.spine_port(leaf.block, leaf.rail)))
                        for leaf in plan.leaves for k in range(plan.spec.spines)]
 
-    def changes(self, down: Down) -> list[CableChange]:
-        """The cables that went down or came back, compared with ``down``."""
+    def changes(self, down: Down, dead: frozenset[str] = frozenset()) -> list[CableChange]:
+        """The cables that went down or came back, compared with ``down``; a cable of
+        a switch in ``dead`` is down whatever its interfaces say."""
         out = []
         for leaf, spine, leaf_intf, spine_intf in self.cables:
-            up = self.state(leaf_intf) and self.state(spine_intf)
+            up = False if leaf in dead or spine in dead else self.state(leaf_intf) and self.state(spine_intf)
             if up is None:
                 continue
             key = cable(leaf, spine)

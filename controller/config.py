@@ -4,19 +4,32 @@ implies."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
-from controller.alarms import LEVELS, NOTICE, AlarmThresholds
+from typing import Any
+
+from controller.alarms import LEVELS, NOTICE, AlarmThresholds, SwitchAlarms
 from controller.placement import SAFETY
 from topo.addressing import AddressPlan
+from topo.headers import ROCE_DATA_OVERHEAD
+
+# The switches' alarm levels in full-size packet times of an uplink: notice at the first
+# mark (a queue past Kmin: DCQCN's senders keep a collided link's queue near Kmin, where
+# marks are a few percent of the packets -- measured, two marks within 4 packet times
+# came once in three collisions), warning at 4 within 8 (half the packets), critical
+# at 8 within 8 (every packet: the queue at Kmax or over).
+SWITCH_ALARM_MARKS = (1, 4, 8)
+SWITCH_ALARM_WINDOWS = (1, 8, 8)
 
 
 @dataclass(frozen=True)
 class GorConfig:
     """GOR's knobs (the REPL's ``set`` changes them at run time).
 
-    ``top_n``: the elephants of an alarmed port named in the ``detect`` event (the
-    placement takes every active flow). ``safety``: the projected utilisation a
+    ``top_n``: the elephants of an alarmed port named in the ``detect`` event: what a
+    reroute loop moves first (every other movable flow only when the model predicts
+    better for it, `controller.gor`). ``safety``: the projected utilisation a
     placement keeps every link under where the demands allow (`controller.placement`).
     ``interval_s``: telemetry period; 0.25 s gives alarms within a few hundred ms while
     polling 10 switches costs them little CPU. ``window_s``: how far back samples count
@@ -28,6 +41,9 @@ class GorConfig:
     until the queue hovers near Kmin), so marks alone do not tell an overloaded link
     from a busy one whose software switch forwards in bursts; a link with room left
     under the safety threshold is not where moving a flow helps.
+    ``switch_alarms``: the levels the switches raise by themselves, programmed into
+    them when GOR connects (None: none, the counter poll alone raises alarms); GOR
+    runs a tick as soon as one raises a link's level instead of waiting for the next.
     """
 
     interval_s: float = 0.25
@@ -41,6 +57,7 @@ class GorConfig:
     cooldown_s: float = 10.0
     auto: bool = True
     thresholds: AlarmThresholds = field(default_factory=AlarmThresholds)
+    switch_alarms: SwitchAlarms | None = None
 
     def __post_init__(self) -> None:
         for name in ("interval_s", "window_s", "verify_s", "clear_s"):
@@ -61,3 +78,23 @@ def default_thresholds(plan: AddressPlan) -> AlarmThresholds:
     kmax, cap = plan.spec.ecn.kmax, plan.spec.queue_depth
     depths = sorted(min(n * kmax, cap - 3 + n) for n in (1, 2, 3))
     return AlarmThresholds(queue_depth=(depths[0], depths[1], depths[2]))
+
+
+def default_switch_alarms(plan: AddressPlan, holdoff_s: float) -> SwitchAlarms:
+    """The switches' alarm levels for the fabric's uplinks (`SWITCH_ALARM_MARKS` within
+    `SWITCH_ALARM_WINDOWS` packet times of a full RoCE frame), one alarm per port and
+    level every ``holdoff_s`` (GOR's interval: a link that keeps marking is re-alarmed
+    before its poll could lower it)."""
+    spec = plan.spec
+    packet_s = (spec.mtu + ROCE_DATA_OVERHEAD) * 8 / (spec.links.uplink_mbps * 1e6)
+    windows = tuple(n * packet_s for n in SWITCH_ALARM_WINDOWS)
+    return SwitchAlarms(SWITCH_ALARM_MARKS, (windows[0], windows[1], windows[2]), holdoff_s)
+
+
+def default_config(plan: AddressPlan, **settings: Any) -> GorConfig:
+    """GOR's settings for ``plan``'s fabric: ``settings`` over the defaults, with the
+    alarm thresholds and the switches' alarm levels its spec implies."""
+    config = GorConfig(thresholds=default_thresholds(plan), **settings)
+    if "switch_alarms" in settings:
+        return config
+    return dataclasses.replace(config, switch_alarms=default_switch_alarms(plan, config.interval_s))

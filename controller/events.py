@@ -87,3 +87,39 @@ def move_latencies(events: Iterable[dict[str, Any]]) -> list[float]:
     new path, for every ``moved`` event of an automatic loop (a loop may move several
     flows: each is its own detect -> moved time)."""
     return [float(e["latency_s"]) for e in events if e.get("event") == "moved" and "latency_s" in e]
+
+
+# A flow's own steps in a loop (events that name it by its ``flow_id``).
+FLOW_STEPS = frozenset({"detect", "skip", "command", "commanded", "command_failed", "command_timeout", "moved",
+                        "not_moved", "retry", "measured", "rolled_back"})
+# A loop's steps that concern all of its moves.
+LOOP_STEPS = frozenset({"detect", "cleared", "not_cleared"})
+
+
+def flow_story(events: Iterable[dict[str, Any]], flow_id: int) -> dict[int, list[dict[str, Any]]]:
+    """Every reroute loop that decided about flow ``flow_id`` (moved it, or named it),
+    by loop number, in order: its ``detect``, its ``decide`` with only this flow's
+    move (and the candidates simulated), the flow's own steps (command ... measured;
+    by id, as its label changes with its source port), and the loop's
+    ``cleared``/``not_cleared`` -- what `why FLOW` at GOR's prompt shows."""
+    by_loop: dict[int, list[dict[str, Any]]] = {}
+    for e in events:
+        if e.get("loop") is not None:
+            by_loop.setdefault(e["loop"], []).append(e)
+    out: dict[int, list[dict[str, Any]]] = {}
+    for loop, steps in by_loop.items():
+        story, named = [], False
+        for e in steps:
+            if e["event"] == "decide":
+                moves = [m for m in e.get("moves", ()) if m.get("flow_id") == flow_id]
+                if moves:
+                    story.append({**e, "moves": moves})
+                    named = True
+            elif e.get("flow_id") == flow_id and e["event"] in FLOW_STEPS:
+                story.append(e)
+                named = True
+            elif e["event"] in LOOP_STEPS and "flow_id" not in e:
+                story.append(e)
+        if named:
+            out[loop] = story
+    return out

@@ -1,7 +1,9 @@
 """GOR, the global controller: the loop that watches the fabric and moves elephants.
 
-Every ``interval_s`` the loop thread
+Every ``interval_s`` -- and at once when a switch's own ECN alarm (a PacketIn from
+astral.p4, `controller.alarms.parse_alarm`) raises a link's level -- the loop thread
 
+0. takes in the switches' alarms that arrived (`AlarmBook.raise_from_switch`);
 1. reads every switch's counters (`controller.telemetry`) and the state of every
    leaf-spine cable (`controller.cables`), repairing the routes when one goes down or
    comes back (`controller.repair`);
@@ -40,22 +42,24 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from controller.agents import AgentDirectory, AgentFlow, JobRunner
-from controller.alarms import LEVELS, Alarm, AlarmBook, AlarmEvent, LinkSample
+from controller.alarms import LEVELS, Alarm, AlarmBook, AlarmEvent, LinkSample, SwitchAlarm, parse_alarm
 from controller.cables import CableWatch, after
-from controller.config import GorConfig, default_thresholds
+from controller.config import GorConfig, default_config
 from controller.elephants import Elephant, Sample, SampleWindow, parse_sample
 from controller.events import EventLog
 from controller.flows import Flow, FlowTable
-from controller.moves import Move, Mover
+from controller.moves import MAX_RETRIES, Move, Mover
 from controller.paths import LinkId, candidate_paths, links_of, predict
 from controller.demand import FlowEnds, estimate_demands
 from controller.placement import FlowToPlace, place
 from controller.repair import RouteRepair
-from controller.routes import Down, cable
+from controller.routes import Down, SwitchProgram, cable
+from controller.simulate import Candidate, rank, ranked_paths
 from controller.switches import SwitchFleet
 from controller.telemetry import LinkStats, Telemetry
 from emulation.clock import EmulationClock
 from topo.addressing import AddressPlan
+from topo.hashmodel import FiveTuple
 from topo.pipeline import Pipeline
 
 LOG = logging.getLogger("controller.gor")
@@ -77,13 +81,19 @@ CONTROL_FRAME_MAX = 128
 # between ticks (s): a fifth of the default interval, and no I/O, so it costs the
 # switches nothing and the loop a few lock turns.
 MOVE_POLL_S = 0.05
+# A switch's alarm that raises a link's level runs a tick at once, but never sooner than
+# this after the previous tick (s): each tick polls every switch's counters, and a
+# tick's utilisation needs some packets to be measured over.
+ALARM_TICK_GAP_S = 0.05
 
 
 @dataclass(frozen=True)
 class LoopPlacement:
-    """What one reroute loop decided: the moves (flow id -> new path), every active
-    flow's path afterwards and its demand (bit/s), how (`controller.placement`), the
-    projected worst link before and after, and how many flows could move."""
+    """What one reroute loop's placement made: the moves (flow id -> new path), every
+    active flow's path before and afterwards and its demand (bit/s), how
+    (`controller.placement`), the projected worst link before and after, how many flows
+    could move, each movable flow's ECMP paths and the links judged (capacities):
+    what the simulation of its candidates needs (`controller.simulate`)."""
 
     moves: dict[int, tuple[str, ...]]
     paths: dict[int, tuple[str, ...]]
@@ -93,6 +103,9 @@ class LoopPlacement:
     worst_after: float
     listed: int          # of the active flows, how many an agent lists (the rest: samples only)
     movable: int
+    current: dict[int, tuple[str, ...]]
+    options: dict[int, tuple[tuple[str, ...], ...]]
+    capacity: dict[LinkId, float]
 
 
 class Gor:
@@ -109,7 +122,7 @@ class Gor:
         # this is; a caller that launches the agents itself names their run dir.
         self.agent_dir = Path(agent_dir) if agent_dir is not None else self.run_dir / AGENT_SUBDIR
         self.agent_dir.mkdir(parents=True, exist_ok=True)
-        self.config = config or GorConfig(thresholds=default_thresholds(plan))
+        self.config = config or default_config(plan)
         self.fabric = fabric
         # The fabric's emulation clock (a fresh one without a fabric): ticks, deadlines
         # and event times are emulated seconds; `clock` is its reading, handed to the
@@ -121,8 +134,13 @@ class Gor:
         self.alarms = AlarmBook(self.config.thresholds)
         self.samples = SampleWindow(self.config.window_s, max(1, plan.spec.sample_rate))
         self._incoming: queue.SimpleQueue[Sample] = queue.SimpleQueue()
+        # The switches' alarms as they arrive (finsy's thread), and the loop's wake-up.
+        self._switch_alarms: queue.SimpleQueue[SwitchAlarm] = queue.SimpleQueue()
+        self._wake = threading.Event()
         self.routes = RouteRepair(plan, self.events, self.agent_dir, self.lock)
-        self.fleet = SwitchFleet(plan, pipeline, self.routes.program, on_packet=self._on_packet)
+        self.fleet = SwitchFleet(plan, pipeline, self._program, on_packet=self._on_packet, on_push=self._on_push)
+        # Set (finsy's thread) when a switch GOR routes around as dead was pushed again.
+        self._came_back = threading.Event()
         self.telemetry: Telemetry | None = None
         self.cables = CableWatch(plan)
         # The agents' control channels (a test gives a stand-in).
@@ -145,6 +163,9 @@ class Gor:
         self._utils: dict[LinkId, deque[tuple[float, float]]] = {}
         # Alarmed links for which no plan was found: not re-planned before this time.
         self._no_plan_until: dict[LinkId, float] = {}
+        self._ticked_at = 0.0
+        # The switches whose P4Runtime session is down (routed around), as last seen.
+        self._dead: frozenset[str] = frozenset()
         # Every NIC's line rate: the host capacity of the demand estimate.
         self._nic_bps = plan.spec.links.host_mbps * 1e6
 
@@ -165,6 +186,7 @@ class Gor:
     def stop(self) -> None:
         """Stop the loop, the agent calls and the switch sessions (safe twice)."""
         self._stop.set()
+        self._wake.set()
         if self.jobs is not None:
             self.jobs.stop_all()
         if self._thread is not None:
@@ -189,7 +211,12 @@ class Gor:
         self.stop()
 
     def configure(self, **changes: Any) -> GorConfig:
-        """Change settings at run time (validated); thresholds apply from the next tick."""
+        """Change settings at run time (validated); thresholds apply from the next tick.
+        The switches' alarm levels are not among them: they are programmed when a
+        switch connects."""
+        if "switch_alarms" in changes:
+            raise ValueError("GOR config: switch_alarms are programmed into the switches when GOR "
+                             "starts; give them in its GorConfig")
         with self.lock:
             self.config = dataclasses.replace(self.config, **changes)
             self.alarms.thresholds = self.config.thresholds
@@ -209,27 +236,49 @@ class Gor:
         next_tick = self.clock()
         while not self._stop.is_set():
             next_tick += self.config.interval_s
-            try:
-                self.tick()
-            except Exception:  # noqa: BLE001 -- the loop must outlive one bad round
-                LOG.exception("GOR tick failed")
-            self._between_ticks(next_tick)
+            self._tick_safely()
+            # A switch's alarm that raised a level: a tick now, the next one as planned.
+            while self._between_ticks(next_tick):
+                self._tick_safely()
             if self.clock() > next_tick + self.config.interval_s:
                 next_tick = self.clock()     # fell behind: do not try to catch up
 
-    def _between_ticks(self, until: float) -> None:
-        """Wait for the next tick; while moves are in flight, take in the samples and
-        the agents' answers every `MOVE_POLL_S` meanwhile (no switch or agent I/O:
-        the queue and the moves' futures), so a move is seen commanded and moved when
-        the evidence arrives, not up to a telemetry interval later."""
+    def _tick_safely(self) -> None:
+        try:
+            self.tick()
+        except Exception:  # noqa: BLE001 -- the loop must outlive one bad round
+            LOG.exception("GOR tick failed")
+
+    def _between_ticks(self, until: float) -> bool:
+        """Wait for the next tick; True (at once, once the last tick is
+        `ALARM_TICK_GAP_S` old) when a switch's alarm raised a link's level, or a switch
+        routed around as dead was pushed again (its cables back in service now, not a
+        tick later). While moves are in flight, take in the samples and the agents'
+        answers every `MOVE_POLL_S` meanwhile (no switch or agent I/O: the queue and the
+        moves' futures), so a move is seen commanded and moved when the evidence
+        arrives, not up to a telemetry interval later."""
+        raised_at = None
         while not self._stop.is_set():
-            left = until - self.clock()
+            now = self.clock()
+            if raised_at is not None and now >= raised_at:
+                return True
+            left = until - now
             if left <= 0:
-                return
+                return False
             with self.lock:
                 watching = self.mover.in_flight()
-            if self.time.wait(self._stop, min(left, MOVE_POLL_S) if watching else left):
-                return
+            wait = min(left, MOVE_POLL_S) if watching else left
+            if raised_at is not None:
+                wait = min(wait, raised_at - now)
+            if self.time.wait(self._wake, wait):
+                self._wake.clear()
+                due = self._take_switch_alarms()
+                if self._came_back.is_set():
+                    self._came_back.clear()
+                    due = True
+                if due and raised_at is None:
+                    raised_at = max(now, self._ticked_at + ALARM_TICK_GAP_S)
+                continue
             if watching:
                 self._merge_listing()
                 with self.lock:
@@ -241,8 +290,9 @@ class Gor:
         """One round: telemetry, cables, alarms, samples, flows, moves (each step's I/O
         outside the lock)."""
         assert self.telemetry is not None
+        self._take_switch_alarms()
         stats = self.telemetry.poll(self.clock, self.config.interval_s / 2)
-        now = self.clock()
+        now = self._ticked_at = self.clock()
         while self.telemetry.storms:
             switch, port, trips = self.telemetry.storms.pop(0)
             # A pause storm: the switch's PFC watchdog took a queue out of lossless service.
@@ -287,21 +337,66 @@ class Gor:
             self.flows.sampled(s)
 
     def _on_packet(self, switch: str, packet: Any) -> None:
-        sample = parse_sample(self.clock(), switch, packet.metadata, packet.payload)
-        if sample is not None:
-            self._incoming.put(sample)
+        """A PacketIn (on finsy's thread): a switch's alarm wakes the loop, a sample
+        waits for the next tick; one PacketIn may be both."""
+        now = self.clock()
+        alarm = parse_alarm(now, switch, packet.metadata)
+        if alarm is not None:
+            self._switch_alarms.put(alarm)
+            self._wake.set()
+        if packet.metadata.get("sampled"):
+            sample = parse_sample(now, switch, packet.metadata, packet.payload)
+            if sample is not None:
+                self._incoming.put(sample)
+
+    def _take_switch_alarms(self) -> bool:
+        """The switches' alarms that arrived, into the alarm book; whether one raised
+        or escalated a fabric link GOR may act on (so a tick is due now)."""
+        assert self.telemetry is not None
+        raised = False
+        with self.lock:
+            while True:
+                try:
+                    alarm = self._switch_alarms.get_nowait()
+                except queue.Empty:
+                    return raised
+                link = self.telemetry.links.tx.get((alarm.switch, alarm.port))
+                if link is None or cable(*link) in self.routes.down:
+                    continue
+                event = self.alarms.raise_from_switch(link, alarm)
+                if event is not None:
+                    self._alarm_event(event)
+                    raised |= link in self.fabric_links and event.level >= self.config.act_level
+
+    def _on_push(self, name: str) -> None:
+        """A switch was (re)programmed (finsy's thread): one GOR routes around as dead
+        wakes the loop."""
+        if name in self._dead:
+            self._came_back.set()
+            self._wake.set()
+
+    def _program(self, name: str) -> SwitchProgram:
+        """What switch ``name`` is given when it connects: its routes with the failures
+        in force, and the alarm levels of GOR's config."""
+        return dataclasses.replace(self.routes.program(name), alarms=self.config.switch_alarms)
 
     def _alarm_event(self, event: AlarmEvent) -> None:
         self.events.emit(event.name, t=event.time, **event.fields())
 
     def _check_cables(self) -> None:
-        """Compare every leaf-spine cable's interfaces with the failure set; repair
-        the routes when they differ."""
-        changes = self.cables.changes(self.routes.down)
+        """Compare every leaf-spine cable's interfaces, and whether the switches at its
+        ends answer, with the failure set; repair the routes when they differ. A switch
+        whose P4Runtime stream broke is dead: its cables are routed around within the
+        tick, and come back when it answers again (and was re-pushed)."""
+        dead = frozenset(sw.name for sw in self.plan.switches if not self.fleet.is_up(sw.name))
+        for name in sorted(dead ^ self._dead):
+            self.events.emit("switch_down" if name in dead else "switch_up", switch=name)
+        self._dead = dead
+        changes = self.cables.changes(self.routes.down, dead)
         for change in changes:
             self.events.emit("link_up" if change.up else "link_down", link=change.name)
         if changes:
-            self.routes.repair(after(self.routes.down, changes), self.fleet)
+            self.routes.repair(after(self.routes.down, changes), self.fleet, dead)
 
     # --- flows ---------------------------------------------------------------------
 
@@ -397,26 +492,46 @@ class Gor:
                              for _, _, elephants in actionable for e in elephants])
         alarmed = set(self.alarms.active(self.config.act_level))
         since = {link: a.since for link, a, _ in actionable}
-        placed, flows = self._place(now, loop, alarmed, set(since))
+        # Simulate, then act. The alarmed links' top elephants are what moves first: a
+        # placement of them alone, and one of every movable flow, each with its
+        # candidates ranked by the model; the second is taken only when its best
+        # candidate is strictly better. The best one's moves go out, each with its
+        # paths in the ranked candidates' order.
+        elephants = {e.flow for _, _, top in actionable for e in top}
+        placed, flows = self._place(now, loop, alarmed, set(since), elephants)
+        candidates = self._simulate(placed)
+        scope = "elephants"
+        wide, _ = self._place(now, loop, alarmed, set(since), None)
+        wide_candidates = self._simulate(wide)
+        if (wide_candidates and (not candidates or wide_candidates[0].score < candidates[0].score)) \
+                or not candidates:        # nothing to move either way: the whole picture's why
+            placed, candidates, scope = wide, wide_candidates, "all movable flows"
+        best = candidates[0] if candidates else None
         moves = []
-        for key, path in sorted(placed.moves.items(), key=lambda kv: flows[kv[0]].id):
+        for key in sorted(best.moved if best else (), key=lambda k: flows[k].id):
             flow = flows[key]
             old = tuple(self.path_of(flow) or ())
             # The alarm the move relieves (when its old path crosses one) dates it.
             relieved = [l for l in links_of(list(old)) if l in since]
             detect_t = max(since[l] for l in relieved) if relieved else min(since.values())
+            ranked = ranked_paths(key, placed.current[key], candidates)
             moves.append(Move(loop, flow, flow.sport, relieved[0] if relieved else None, old,
-                              placed.demands[key], [path], detect_t))
-        self.events.emit("decide", loop=loop, method=placed.method,
+                              placed.demands[key], list(ranked)[:1 + MAX_RETRIES], detect_t, predicted=ranked))
+        self.events.emit("decide", loop=loop, method=placed.method, scope=scope,
                          worst_before=round(placed.worst_before, 3), worst_after=round(placed.worst_after, 3),
                          flows=len(placed.paths), listed=placed.listed, movable=placed.movable,
+                         simulated=[c.summary() for c in candidates],
                          moves=[{"flow": m.flow.label, "flow_id": m.flow.id,
-                                 "demand_mbps": round(m.rate_bps / 1e6, 3), "current": "-".join(m.old_path),
-                                 "path": "-".join(m.candidates[0])} for m in moves])
+                                 "demand_mbps": round(m.rate_bps / 1e6, 3),
+                                 "predicted_mbps": round(m.predicted[m.candidates[0]] / 1e6, 3),
+                                 "current": "-".join(m.old_path),
+                                 "path": "-".join(m.candidates[0]),
+                                 "next": ["-".join(p) for p in m.candidates[1:]]} for m in moves])
         if not moves:
             self.events.emit("failed", loop=loop, links=["->".join(l) for l, _, _ in actionable],
                              reason=("no movable elephant" if not placed.movable else
-                                     "no placement better than the current one"))
+                                     "no placement better than the current one" if not placed.moves else
+                                     "the simulation found no candidate better than the current placement"))
             # The same answer would come every tick: ask again a little later -- at the
             # next tick if nothing could move while a listing that may name the flows'
             # agents is under way (a job's agents start after GOR).
@@ -427,11 +542,12 @@ class Gor:
         for move in moves:
             self.mover.command(move)
 
-    def _place(self, now: float, loop: int, alarmed: set[LinkId], acted_on: set[LinkId]
-               ) -> tuple["LoopPlacement", dict[int, Flow]]:
+    def _place(self, now: float, loop: int, alarmed: set[LinkId], acted_on: set[LinkId],
+               only: set[FiveTuple] | None) -> tuple["LoopPlacement", dict[int, Flow]]:
         """The active flows' demands (`controller.demand`) and the placement of the
-        movable ones (`controller.placement`), by flow id. Why a flow on a link acted
-        on may not move is a ``skip`` event (for the others it would be noise)."""
+        movable ones (`controller.placement`) -- of those in ``only``, if given -- by
+        flow id. Why a flow on a link acted on may not move is a ``skip`` event (for
+        the others it would be noise; once per loop)."""
         active = self._active_flows(now)
         demands = estimate_demands([FlowEnds(f.id, f.src, f.dst) for f in active], self._nic_bps)
         capacity = {link: cap for link, cap in self.telemetry.links.capacity.items()
@@ -446,16 +562,26 @@ class Gor:
             # a spine (a path of 5 nodes; 7 across pods), and First Fit moves only
             # those on links over their bar: a collision whose alarm is a tick away is
             # undone in the same loop.
-            report = any(link in acted_on for link in links_of(list(current)))
-            may_move = len(current) >= 5 and target is None and self._movable(flow, now, loop, report)
+            report = only is None and any(link in acted_on for link in links_of(list(current)))
+            may_move = len(current) >= 5 and target is None and self._movable(flow, now, loop, report) \
+                and (only is None or flow.five_tuple in only)
             movable += may_move
             candidates = tuple(tuple(p) for p in candidate_paths(self.plan, flow.five_tuple, self.routes.down)) \
                 if may_move else ()
             to_place.append(FlowToPlace(flow.id, demands[flow.id], current, candidates, may_move))
         result = place(to_place, capacity, alarmed, self.config.safety)
         return LoopPlacement(result.moves, result.paths, demands, result.method, result.worst_before,
-                               result.worst_after, sum(f.server is not None for f in active), movable), \
+                             result.worst_after, sum(f.server is not None for f in active), movable,
+                             {f.key: f.current for f in to_place},
+                             {f.key: f.candidates for f in to_place if f.movable}, capacity), \
             {f.id: f for f in active}
+
+    @staticmethod
+    def _simulate(placed: "LoopPlacement") -> list[Candidate]:
+        """A placement's candidates ranked by the model (none when it moves nothing)."""
+        if not placed.moves:
+            return []
+        return rank(placed.current, placed.paths, placed.options, placed.demands, placed.capacity)
 
     def _active_flows(self, now: float) -> list[Flow]:
         """The flows sending now: sampled in the window, or listed by their agent with
@@ -482,7 +608,7 @@ class Gor:
                   "cooling down" if now - flow.moved_at < self.config.cooldown_s else
                   "already moving" if self.mover.moving(flow) else "")
         if reason and report:
-            self.events.emit("skip", loop=loop, flow=flow.label, reason=reason)
+            self.events.emit("skip", loop=loop, flow=flow.label, flow_id=flow.id, reason=reason)
         return not reason
 
     # --- acting by hand ----------------------------------------------------------------
@@ -499,7 +625,7 @@ class Gor:
                                  f"paths: {', '.join('-'.join(p) for p in paths)}")
             loop = next(self._loops)
             now = self.clock()
-            self.events.emit("detect", loop=loop, t=now, flow=flow.label, reason="manual reroute")
+            self.events.emit("detect", loop=loop, t=now, flow=flow.label, flow_id=flow.id, reason="manual reroute")
             move = Move(loop, flow, flow.sport, None, tuple(self.path_of(flow) or ()), flow.rate_bps,
                         [tuple(path)], now)
             self.mover.command(move)

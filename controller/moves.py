@@ -4,11 +4,16 @@ that the flow went where it was sent.
 A move walks through `MoveState`: ``COMMANDING`` (the agent was told the port for the
 next candidate path; its answer comes on a worker thread) -> ``VERIFYING`` (the new
 5-tuple must be sampled on the new path -- leaving the source leaf by the planned
-uplink, or the planned spine towards the destination leaf -- within ``verify_s``: ``moved``; otherwise the next candidate is commanded, and when none is
-left the old port is put back: ``rolled_back``) -> ``CLEARING`` (a move off an alarmed
+uplink, or the planned spine towards the destination leaf -- within ``verify_s``:
+``moved``; otherwise the next candidate is commanded, and when none is left the old
+port is put back: ``rolled_back``) -> ``CLEARING`` (a move off an alarmed
 link waits up to ``clear_s`` for the alarm to drop below ``act_level``: ``cleared`` or
-``not_cleared``) -> ``DONE``. A finished move stays listed for two intervals, so that
-its links are not planned again before telemetry shows it. Every step is an event.
+``not_cleared``; a move that did not relieve its link tries its next candidate -- the
+simulation's next best path for the flow, `controller.simulate` -- with a ``retry``
+event, at most `MAX_RETRIES` times) -> ``DONE``. When the clearing ends, a ``measured``
+event puts the flow's rate the model predicted beside the one its samples on the new
+path show. A finished move stays listed for two intervals, so that its links are not
+planned again before telemetry shows it. Every step is an event.
 
 The agent calls run on a worker pool: `Mover` never waits for an agent, so GOR's lock
 (held while moves advance) is never held across agent I/O.
@@ -44,6 +49,8 @@ COMMAND_TIMEOUT_S = 10.0
 # (a call lasts until the flow's next message boundary, and one placement commands
 # every move it makes in the same tick -- eight in the demo's stock job).
 AGENT_WORKERS = 16
+# A move that did not relieve its link tries at most this many further candidates.
+MAX_RETRIES = 2
 
 
 class MoveState(enum.Enum):
@@ -67,6 +74,8 @@ class Move:
     rate_bps: float
     candidates: list[tuple[str, ...]]
     detect_t: float
+    # The flow's rate on each candidate path as simulated (`controller.simulate`).
+    predicted: dict[tuple[str, ...], float] = field(default_factory=dict)
     state: MoveState = MoveState.COMMANDING
     path: tuple[str, ...] = ()
     sport: int = 0
@@ -75,6 +84,7 @@ class Move:
     deadline: float = 0.0
     outcome: str = ""
     moved_t: float = float("-inf")        # when the data plane showed it on its new path
+    retries: int = 0
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -147,8 +157,8 @@ class Mover:
         move.path = move.candidates.pop(0)
         used = self.flows.ports(move.flow.src, move.flow.dst)
         move.sport = find_port(self.plan, move.flow.five_tuple, list(move.path), self.routes.down, avoid=used)
-        self.events.emit("command", loop=move.loop, flow=move.flow.label, server=move.flow.server,
-                         path="-".join(move.path), sport=move.sport, old_sport=move.old_sport)
+        self._emit("command", move, server=move.flow.server, path="-".join(move.path), sport=move.sport,
+                   old_sport=move.old_sport)
         move.state, move.since = MoveState.COMMANDING, self.clock()
         move.deadline = move.since + config.verify_s + COMMAND_TIMEOUT_S
         if move not in self.moves:
@@ -168,7 +178,7 @@ class Mover:
             elif move.state is MoveState.CLEARING:
                 self._clearing(move, now, config)
             elif move.state is MoveState.COMMANDING and now > move.deadline:
-                self.events.emit("command_timeout", loop=move.loop, flow=move.flow.label)
+                self._emit("command_timeout", move)
                 self._finish(move, "timeout")
         self.moves = [m for m in self.moves if m.state is not MoveState.DONE or now < m.deadline]
 
@@ -176,25 +186,25 @@ class Mover:
         assert move.future is not None
         error = move.future.exception()
         if error is not None:
-            self.events.emit("command_failed", loop=move.loop, flow=move.flow.label, error=str(error))
+            self._emit("command_failed", move, error=str(error))
             self._next_or_rollback(move)
             return
         reply = move.future.result()
         move.flow.sport = move.sport
-        self.events.emit("commanded", loop=move.loop, flow=move.flow.label, waited_s=round(reply.waited_s, 4))
+        self._emit("commanded", move, waited_s=round(reply.waited_s, 4))
         move.state, move.deadline = MoveState.VERIFYING, now + config.verify_s
 
     def _verify(self, move: Move, now: float, config: GorConfig) -> None:
         if self._seen_on_path(move):
             move.flow.moved_at = move.moved_t = now
-            self.events.emit("moved", loop=move.loop, flow=move.flow.label, path="-".join(move.path),
-                             sport=move.sport, latency_s=round(now - move.detect_t, 4))
+            self._emit("moved", move, path="-".join(move.path), sport=move.sport,
+                       latency_s=round(now - move.detect_t, 4))
             if move.link is None:
                 self._finish(move, "moved")
             else:
                 move.state, move.deadline = MoveState.CLEARING, now + config.clear_s
         elif now > move.deadline:
-            self.events.emit("not_moved", loop=move.loop, flow=move.flow.label, path="-".join(move.path))
+            self._emit("not_moved", move, path="-".join(move.path))
             self._next_or_rollback(move)
 
     def _seen_on_path(self, move: Move) -> bool:
@@ -215,22 +225,46 @@ class Mover:
         if self.alarms.level(move.link) < config.act_level:
             self.events.emit("cleared", loop=move.loop, link="->".join(move.link),
                              latency_s=round(now - move.detect_t, 4))
+            self._measured(move, now)
             self._finish(move, "cleared")
         elif now > move.deadline:
             self.events.emit("not_cleared", loop=move.loop, link="->".join(move.link))
-            self._finish(move, "not cleared")
+            self._measured(move, now)
+            if move.candidates and move.retries < MAX_RETRIES:
+                move.retries += 1
+                self._emit("retry", move, round=move.retries, reason=f"{'->'.join(move.link)} still alarmed",
+                           path="-".join(move.candidates[0]))
+                self.command(move)
+            else:
+                self._finish(move, "not cleared")
+
+    def _measured(self, move: Move, now: float) -> None:
+        """The flow's rate on its new path, estimated from its samples leaving the source
+        leaf by the path's uplink since it moved, beside the simulation's prediction."""
+        switch, port = self.links.port_of((move.path[1], move.path[2]))
+        seen = [e for e in self.samples.flows(now, switch, port) if e.flow == move.flow.five_tuple]
+        predicted = move.predicted.get(move.path)
+        self._emit("measured", move, path="-".join(move.path),
+                   predicted_mbps=None if predicted is None else round(predicted / 1e6, 3),
+                   measured_mbps=round(seen[0].rate_bps / 1e6, 3) if seen else None,
+                   samples=seen[0].samples if seen else 0)
 
     def _next_or_rollback(self, move: Move) -> None:
         if move.candidates:
             self.command(move)
             return
         if move.flow.sport != move.old_sport:
-            self.events.emit("rolled_back", loop=move.loop, flow=move.flow.label, sport=move.old_sport)
+            self._emit("rolled_back", move, sport=move.old_sport)
             assert move.flow.server is not None
             self._pool.submit(self.agents.set_source_port, move.flow.server, move.flow.qpn,
                               move.old_sport, self.settings().verify_s + AGENT_WAIT_S)
             move.flow.sport = move.old_sport
         self._finish(move, "failed")
+
+    def _emit(self, name: str, move: Move, **fields: Any) -> None:
+        """An event of ``move``'s flow: its loop, its label and id (the label changes
+        with the port; `events.flow_story` goes by id)."""
+        self.events.emit(name, loop=move.loop, flow=move.flow.label, flow_id=move.flow.id, **fields)
 
     def _finish(self, move: Move, outcome: str) -> None:
         move.state, move.outcome = MoveState.DONE, outcome

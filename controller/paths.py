@@ -86,12 +86,26 @@ def find_port(plan: AddressPlan, flow: FiveTuple, path: list[str], down: Down = 
                 if sport not in skip:
                     return sport
     else:
+        # The path names its spine (and super-spine): one choice to check, not a search
+        # over the group (the flow-level model asks this for thousands of moves).
         members = ecmp_members(plan, src, dst, down)
-        crossing = plan.pod_of(plan.nic(flow.src).block) != plan.pod_of(plan.nic(flow.dst).block)
-        supers = range(plan.spec.super_spines) if crossing else (None,)
-        for spine in members:
-            for superspine in supers:
-                if path == path_via(plan, flow, spine, superspine):
-                    return source_port_for_spine(plan, flow, spine, start, skip, members, superspine)
+        choice = _choice(plan, path)
+        if choice is not None and choice[0] in members and path == path_via(plan, flow, *choice):
+            return source_port_for_spine(plan, flow, choice[0], start, skip, members, choice[1])
     raise ValueError(f"no UDP source port in {lo}..{hi} puts {flow.src}->{flow.dst} "
                      f"onto {'-'.join(path)}")
+
+
+def _choice(plan: AddressPlan, path: list[str]) -> tuple[int, int | None] | None:
+    """The spine number a path of 5 nodes goes up (and, of 7, the super-spine number
+    that spine goes up to); None for any other list of nodes."""
+    if len(path) not in (5, 7):
+        return None
+    try:
+        up = plan.switch(path[2])
+        top = plan.switch(path[3]) if len(path) == 7 else None
+    except KeyError:
+        return None
+    if up.role != "spine" or up.spine is None or (top is not None and top.role != "superspine"):
+        return None
+    return up.spine, None if top is None else top.superspine

@@ -47,13 +47,14 @@ class RouteRepair:
             self.version += 1
             publish(self.publish_dir, topology_document(self.plan, self.down, self.version))
 
-    def repair(self, down: Down, fleet: SwitchFleet) -> None:
+    def repair(self, down: Down, fleet: SwitchFleet, dead: frozenset[str] = frozenset()) -> None:
         """Reprogram the switches whose routes change with cables ``down`` failed, then
-        publish. Called by one thread (GOR's loop)."""
+        publish; switches in ``dead`` are not written (when one answers again it is
+        re-pushed whole, with ``down`` as it is then). Called by one thread (GOR's loop)."""
         old, self._target = self._target, down
         updates = {sw.name: program_updates(switch_program(self.plan, sw.name, old),
                                             switch_program(self.plan, sw.name, down))
-                   for sw in self.plan.switches}
+                   for sw in self.plan.switches if sw.name not in dead}
         changed = sorted(n for n, u in updates.items() if u)
         try:
             fleet.write({n: updates[n] for n in changed})

@@ -10,7 +10,7 @@ reads a pipe or a file line by line like a terminal (``echo links | make run``).
 
 GOR commands: ``topology``, ``links``, ``alarms``, ``flows``, ``paths``, ``reroute``,
 ``pin``/``unpin``, ``set``, ``link`` (down/up, then GOR's repair), ``job``/``jobs``/``wait``,
-``sleep``, ``watch``, ``events``, ``nics``, ``switches``, ``p4sh``; ``quit`` (or EOF)
+``sleep``, ``watch``, ``events``, ``why``, ``nics``, ``switches``, ``p4sh``; ``quit`` (or EOF)
 tears everything down. ``help`` lists them by group, one line each (`COMMAND_GROUPS`),
 before Mininet's own.
 
@@ -43,6 +43,7 @@ from mininet.cli import CLI
 from controller import p4sh, views
 from controller.agents import JobRun
 from controller.alarms import LEVELS
+from controller.events import flow_story
 from controller.gor import Gor
 from controller.jobtable import job_table, running
 from controller.paths import candidate_paths
@@ -102,6 +103,7 @@ COMMAND_GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("flows", "the flows GOR knows: 5-tuple, agent, rate, spine"),
         ("paths", "paths FLOW: a flow's ECMP paths and the source port for each"),
         ("events", "events [N] [NAME]: GOR's last events"),
+        ("why", "why FLOW: why GOR moved a flow (or did not): alarm, simulated candidates, measurement"),
         ("watch", "watch [SECONDS] [all|NAME...]: links and alarms, refreshed"),
         ("fidelity", "fidelity [mark]: how faithful the emulation has been"),
     )),
@@ -329,6 +331,20 @@ class GorCLI(CLI):
         recent = [e for e in self.gor.events.snapshot() if not names or e["event"] in names][-n:]
         if recent:
             self.out(views.events_table(recent))
+
+    def do_why(self, line: str) -> None:
+        """why FLOW: why GOR moved the flow (or did not), loop by loop -- the alarm, the
+        candidate placements it simulated (best first), the path it chose with the
+        predicted rate and the next ones, each step of the move, any retry, and the
+        rate measured on the new path beside the prediction."""
+        flow = self.gor.flow(_one(line, "why FLOW"))
+        story = flow_story(self.gor.events.snapshot(), flow.id)
+        if not story:
+            self.out(f"GOR has not decided about {flow.label} (flow {flow.id})")
+        for loop, steps in story.items():
+            self.out(f"loop {loop}:")
+            for e in steps:
+                self.out(f"  {e['t']:9.3f}  {views.why_line(e)}")
 
     def do_watch(self, line: str) -> None:
         """watch [SECONDS] [all|NAME...]: the links view and alarms, refreshed every
@@ -621,6 +637,7 @@ class GorCLI(CLI):
         return self._complete(text, self._flow_ids())
 
     complete_unpin = complete_paths
+    complete_why = complete_paths
 
     def complete_reroute(self, text: str, line: str, *_: Any) -> list[str]:
         if len(line.split()) <= (1 if not text else 2):

@@ -37,6 +37,7 @@ from typing import Any, Iterable
 
 import finsy as fy
 
+from controller.alarms import SwitchAlarms
 from p4sim.runtime.service import MAX_BATCH_UPDATES
 from topo.addressing import (CPU_CLONE_SESSION, CPU_PORT, FABRIC_NET, UPLINK_GROUP,
                              AddressPlan, SwitchInfo)
@@ -117,6 +118,9 @@ class SwitchProgram:
     arp: tuple[ArpAnswer, ...] = ()
     sampled_ports: tuple[int, ...] = ()     # fabric links: where elephants are looked for
     clone_session: tuple[int, int] = field(default=(CPU_CLONE_SESSION, CPU_PORT))
+    # The ECN alarm levels the switch raises by itself (GOR's; None: left off, as
+    # a fabric programmed without GOR has them).
+    alarms: SwitchAlarms | None = None
 
 
 def ecn_steps(profile: EcnProfile) -> tuple[EcnStep, ...]:
@@ -281,16 +285,20 @@ def program_updates(old: SwitchProgram, new: SwitchProgram) -> list[Any]:
 
 
 def entities(program: SwitchProgram) -> list[Any]:
-    """The program as finsy entities, in a safe write order: the switch_config default
-    entry, the clone session, then next hops before the routes that use them."""
+    """The program as finsy entities, in a safe write order: the default entries
+    (switch_config, and alarm_config when the program has alarms), the clone session,
+    then next hops before the routes that use them."""
     sw = program.switch
     out: list[Any] = [
         fy.P4TableEntry("switch_config", is_default_action=True,
                         action=fy.P4TableAction("set_switch_config", salt=sw.salt,
                                                 switch_id=sw.switch_id,
                                                 sample_rate=program.sample_rate)),
-        fy.P4CloneSessionEntry(program.clone_session[0], replicas=[program.clone_session[1]]),
     ]
+    if program.alarms is not None:
+        out.append(fy.P4TableEntry("alarm_config", is_default_action=True,
+                                   action=fy.P4TableAction("set_alarm_config", **program.alarms.action_params())))
+    out.append(fy.P4CloneSessionEntry(program.clone_session[0], replicas=[program.clone_session[1]]))
     out += [next_hop_entity(hop) for hop in program.next_hops]
     out += [route_entity(route) for route in program.routes]
     # Entries of a range table need a priority; they do not overlap, so one value does.
@@ -310,12 +318,11 @@ def entities(program: SwitchProgram) -> list[Any]:
 async def program_switch(switch: fy.Switch, program: SwitchProgram) -> None:
     """Write ``program`` to a connected primary finsy switch (its pipeline already set).
 
-    The default action and the clone session exist from the start, so they are
-    modified/inserted; table entries are inserted.
+    The default actions exist from the start, so they are modified; the clone
+    session and the table entries are inserted.
     """
-    items = entities(program)
-    default, clone, rest = items[0], items[1], items[2:]
-    await write_batched(switch, [~default, +clone, *(+e for e in rest)])
+    await write_batched(switch, [~e if getattr(e, "is_default_action", False) else +e
+                                 for e in entities(program)])
 
 
 async def write_batched(switch: fy.Switch, updates: list[Any]) -> None:

@@ -10,7 +10,8 @@ what GOR needs on top:
   wiped and its current program written again (`desired(name)`, which includes the
   failure repairs in force), so a restarted switch gets back exactly what it had --
   and a fabric brought up empty (`make run`) is programmed by this first push alone;
-* sampled packets (PacketIns) are handed to a callback, with the switch name;
+* sampled packets (PacketIns) are handed to a callback, with the switch name, and
+  every push is told to another (GOR ticks at once when a dead switch is back);
 * an asyncio loop on a thread of its own, so the REPL and the telemetry loop call
   `run(coro)`/`write(...)` synchronously; writes to several switches go out as one
   WriteRequest per switch, all switches concurrently.
@@ -54,10 +55,11 @@ class SwitchFleet:
 
     def __init__(self, plan: AddressPlan, pipeline: Pipeline, desired: Callable[[str], SwitchProgram],
                  on_packet: Callable[[str, Any], None] | None = None,
-                 election_id: int | None = None) -> None:
+                 election_id: int | None = None, on_push: Callable[[str], None] | None = None) -> None:
         self.plan = plan
         self.desired = desired
         self.on_packet = on_packet
+        self.on_push = on_push
         self.pushes: dict[str, int] = {sw.name: 0 for sw in plan.switches}
         self._ready: dict[str, threading.Event] = {sw.name: threading.Event() for sw in plan.switches}
         self.election_id = election_id or fresh_election_id()
@@ -165,6 +167,8 @@ class SwitchFleet:
         await sw.delete_all()
         await program_switch(sw, self.desired(sw.name))
         self.pushes[sw.name] += 1
+        if self.on_push is not None:
+            self.on_push(sw.name)
         if self.on_packet is not None:
             sw.create_task(self._packets(sw))
         self._ready[sw.name].set()

@@ -141,3 +141,22 @@ def events_table(events: Iterable[dict[str, Any]]) -> str:
                     f"{e['event']:<15} {json.dumps(fields, default=str)}")
     return "\n".join(rows)
 
+
+def why_line(e: dict[str, Any]) -> str:
+    """One event of `why`, in words."""
+    name = e["event"]
+    if name == "detect":
+        return f"detect: {e.get('link') or e.get('reason')} {e.get('level', '')}".rstrip()
+    if name == "decide":
+        (m,) = e["moves"]
+        sims = "; ".join(f"{c['moves']} move(s): step x{c['step_factor']}, worst {c['worst_util']:.0%}"
+                         for c in e.get("simulated", ()))
+        nxt = ", ".join(m.get("next", ())) or "none"
+        return (f"decide ({e['method']}): simulated {len(e.get('simulated', ()))} [{sims}]; "
+                f"chose {m['path']} (from {m['current']}), demand {m['demand_mbps']} Mbit/s, "
+                f"predicted {m.get('predicted_mbps')} Mbit/s; next: {nxt}")
+    if name == "measured":
+        return (f"measured on {e['path']}: {e['measured_mbps']} Mbit/s ({e['samples']} samples), "
+                f"predicted {e['predicted_mbps']}")
+    fields = {k: v for k, v in e.items() if k not in ("ts", "t", "event", "loop", "flow", "flow_id")}
+    return f"{name} {json.dumps(fields, default=str)}" if fields else name

@@ -8,7 +8,10 @@ spine (a collision GOR must resolve) or different ones (a balanced run GOR must 
 alone). Senders run below the NIC rate so that the NIC links themselves never queue.
 
 `measure_loop` runs the collision ``repeats`` times on a fabric with a GOR attached and
-returns the detect -> moved loop latencies (``gor_loop_s_p50``, ``gor_loop_s_max``).
+returns the detect -> moved loop latencies (``gor_loop_s_p50``, ``gor_loop_s_max``) and,
+over every alarm a switch raised meanwhile, first CE mark -> alarm at GOR in emulated
+ms (``gor_alarm_ms_p50``, ``gor_alarm_ms_p99``: the first of the marks that reached
+the level, by the switch's clock, to the PacketIn's arrival, by GOR's; one clock).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import time
 from typing import Any
 
 from controller.gor import Gor
+from experiments.summary import percentile
 from controller.paths import predict
 from tccl import collectives as C
 from tccl.agent import port_function
@@ -92,10 +96,17 @@ def loop_steps(gor: Gor, loop: int) -> dict[str, dict[str, Any]]:
     return {e["event"]: e for e in gor.events.snapshot() if e.get("loop") == loop}
 
 
+def switch_alarm_ms(events: list[dict[str, Any]]) -> list[float]:
+    """First CE mark -> alarm at GOR (emulated ms) of every level a switch's alarm
+    raised or escalated in ``events``."""
+    return [e["alarm_ms"] for e in events
+            if e["event"] in ("alarm_raised", "alarm_escalated") and e.get("source") == "switch"]
+
+
 def measure_loop(gor: Gor, repeats: int = 5, iters: int = 40, sender_mbps: float = SENDER_MBPS,
                  timeout: float = 30.0) -> dict[str, float]:
     """Run the collision ``repeats`` times (stopping each job once its loop cleared);
-    detect -> moved seconds, median and max."""
+    detect -> moved seconds, median and max; the switches' alarm latencies."""
     if gor.jobs is None:
         raise ScenarioError("GOR was started without a fabric: it cannot start agents")
     latencies = []
@@ -109,4 +120,9 @@ def measure_loop(gor: Gor, repeats: int = 5, iters: int = 40, sender_mbps: float
             gor.jobs.jobs.clear()
         steps = loop_steps(gor, cleared["loop"])
         latencies.append(steps["moved"]["t"] - steps["detect"]["t"])
-    return {"gor_loop_s_p50": statistics.median(latencies), "gor_loop_s_max": max(latencies)}
+    alarms = switch_alarm_ms(gor.events.snapshot())
+    if not alarms:
+        raise ScenarioError("no switch raised an ECN alarm during the collisions")
+    return {"gor_loop_s_p50": statistics.median(latencies), "gor_loop_s_max": max(latencies),
+            "gor_alarm_ms_p50": statistics.median(alarms), "gor_alarm_ms_p99": percentile(alarms, 0.99)}
+

@@ -201,7 +201,7 @@ def record_run(exp: Experiment, fabric: Any, recorder: Recorder, with_gor: bool,
     """Run ``launch`` (the agents of one or more jobs in ``run_dir``; their results by
     server) on the running fabric, with a GOR of its own if ``with_gor``, and record
     the links, GOR's events and the fidelity over it."""
-    from controller.config import GorConfig, default_thresholds
+    from controller.config import default_config
     from controller.gor import Gor
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -211,7 +211,7 @@ def record_run(exp: Experiment, fabric: Any, recorder: Recorder, with_gor: bool,
     if with_gor:
         # The agents run in run_dir: GOR must find their control sockets there, and
         # publish its topology where they read it.
-        gor = Gor(fabric.plan, fabric.pipeline, run_dir, GorConfig(thresholds=default_thresholds(fabric.plan)),
+        gor = Gor(fabric.plan, fabric.pipeline, run_dir, default_config(fabric.plan),
                   fabric=fabric, agent_dir=run_dir).start()
     clock = fabric.clock
     try:

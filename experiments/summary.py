@@ -89,13 +89,13 @@ def repeat_numbers(results: Mapping[str, Mapping[str, Any]], ideal_comm_s: float
         "gor_moves": sum(1 for e in events if e.get("event") == "moved"),
         "gor_loops": sum(1 for e in events if e.get("event") == "detect"),
         "gor_loop_s": statistics.median(latencies) if latencies else None,
-        "gor_loop_s_p99": _percentile(latencies, 0.99),
+        "gor_loop_s_p99": percentile(latencies, 0.99),
         "gor_move_latencies_s": latencies,
         "links": links["links"],
     }
 
 
-def _percentile(values: Sequence[float], q: float) -> float | None:
+def percentile(values: Sequence[float], q: float) -> float | None:
     """The ``q`` quantile of ``values`` (nearest rank, so it is a measured value);
     None for none."""
     if not values:
@@ -117,7 +117,7 @@ def config_row(repeats: Sequence[Mapping[str, Any]], model: Mapping[str, Any] | 
     # GOR's detect -> moved over every move of every repeat (a repeat has a handful).
     pooled = sorted(x for r in repeats for x in r.get("gor_move_latencies_s", []))
     row["gor_loop_s"] = statistics.median(pooled) if pooled else None
-    row["gor_loop_s_p99"] = _percentile(pooled, 0.99)
+    row["gor_loop_s_p99"] = percentile(pooled, 0.99)
     row["iteration_s_spread"] = spread(r["iteration_s"] for r in repeats).as_dict()
     row["busbw_frac_spread"] = spread(r["busbw_frac"] for r in repeats).as_dict()
     middle = sorted(repeats, key=lambda r: r["iteration_s"])[(len(repeats) - 1) // 2]

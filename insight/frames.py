@@ -13,16 +13,16 @@ from topo.headers import ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, BTH, PACKET_IN
 # BTH opcodes that carry no payload of the message: RC ACKNOWLEDGE and ATOMIC ACKNOWLEDGE.
 ACK_OPCODES = frozenset({ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE})
 PSN_MODULUS = BTH.mask("psn") + 1
-_PACKET_IN = PACKET_IN.struct()
+_PACKET_IN = PACKET_IN.struct("ingress_port", "egress_port", "qdepth", "switch_id")
 
 
 def decode_packet_in(data: bytes) -> tuple[int, int, int, int, bytes] | None:
     """(switch id, ingress port, egress port, queue depth, frame) of a PacketIn as the
     CPU port's capture holds it; None if too short."""
-    if len(data) < _PACKET_IN.size:
+    if len(data) < PACKET_IN.length:
         return None
     ingress, egress, qdepth, switch_id = _PACKET_IN.unpack_from(data)
-    return switch_id, ingress, egress, qdepth, data[_PACKET_IN.size:]
+    return switch_id, ingress, egress, qdepth, data[PACKET_IN.length:]
 
 
 def psn_after(a: int, b: int) -> bool:

@@ -16,6 +16,9 @@
  *   - sampled_port: the egress ports (fabric links) whose RoCE data packets are sampled.
  *   - arp_reply: a leaf answers ARP requests for its rail gateway address itself
  *     (proxy ARP), so hosts resolve their first hop without any other ARP speaker.
+ *   - alarm_config: the three ECN alarm levels (marks within a window, per egress
+ *     port) and the hold-off between two alarms of one port and level; all zero
+ *     (the default) turns the alarms off.
  * Standard P4-16 that p4c accepts unchanged. The ECMP hash algorithms are chosen at
  * compile time (-DECMP_HASH_ALGO=crc16 -DSPINE_HASH_ALGO=crc32), as the fabric spec's
  * `ecmp_hash` says (topo/hashmodel.py: tier_algorithm).
@@ -49,17 +52,32 @@ const bit<16> ARP_REQUEST = 1;
 const bit<16> ARP_REPLY = 2;
 /* Field list id preserved into the sampled clone (see clone_preserving_field_list). */
 #define SAMPLE_FIELDS 1
+/* The ECN alarms remember the timestamps of each egress port's last ALARM_RING marks
+ * (a power of two: ring positions are a mark count & (ALARM_RING - 1)), so a level's
+ * threshold is at most ALARM_RING marks. */
+const bit<32> ALARM_RING = 64;
+const bit<32> ALARM_RING_MASK = 63;
+/* Alarm levels: 1 notice, 2 warning, 3 critical (controller/alarms.py: LEVELS). */
+const bit<32> ALARM_LEVELS = 4;
 
 typedef bit<9>  port_t;
 typedef bit<48> mac_t;
 typedef bit<32> ip4_t;
 
+/* What goes to the controller: a 1-in-N sample (sampled = 1), an ECN alarm of the
+ * egress port (alarm_level 1..3, with the level's mark count and the emulated time in
+ * microseconds of the first of those marks), or both at once. The payload is the
+ * packet's first bytes either way. */
 @controller_header("packet_in")
 header packet_in_t {
     bit<16> ingress_port;
     bit<16> egress_port;
     bit<32> qdepth;
     bit<32> switch_id;
+    bit<8>  sampled;
+    bit<8>  alarm_level;
+    bit<16> alarm_marks;
+    bit<48> first_mark;
 }
 
 @controller_header("packet_out")
@@ -156,9 +174,14 @@ struct metadata_t {
     @field_list(SAMPLE_FIELDS) bit<16> ingress_port;
     /* Set in ingress for the 1-in-N packet; egress then clones it to the CPU port,
      * carrying the data port and its queue depth in the preserved fields. */
-    bit<1>  sample;
+    @field_list(SAMPLE_FIELDS) bit<8> sample;
     @field_list(SAMPLE_FIELDS) bit<16> sampled_egress_port;
     @field_list(SAMPLE_FIELDS) bit<32> sampled_qdepth;
+    /* An ECN alarm raised by this packet's mark (egress): the level, its mark count
+     * and the time of the first of those marks; 0 = none. */
+    @field_list(SAMPLE_FIELDS) bit<8>  alarm_level;
+    @field_list(SAMPLE_FIELDS) bit<16> alarm_marks;
+    @field_list(SAMPLE_FIELDS) bit<48> first_mark;
 }
 
 parser AstralParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
@@ -380,6 +403,53 @@ control AstralEgress(inout headers_t hdr, inout metadata_t meta,
     counter(NUM_PORTS, CounterType.packets_and_bytes) tx_port_counter;
     counter(NUM_PORTS, CounterType.packets) ecn_marked_counter;
     register<bit<32>>(NUM_PORTS) max_qdepth;
+    /* ECN alarms: per egress port, how many packets it marked and the egress
+     * timestamps of the last ALARM_RING of them (slot = count & ALARM_RING_MASK); per
+     * port and level, when its last alarm went out (0: never). */
+    register<bit<32>>(NUM_PORTS) mark_count;
+    register<bit<48>>(NUM_PORTS * ALARM_RING) mark_ring;
+    register<bit<48>>(NUM_PORTS * ALARM_LEVELS) alarm_sent;
+    bit<8>  marks1 = 0;
+    bit<8>  marks2 = 0;
+    bit<8>  marks3 = 0;
+    bit<32> window1 = 0;
+    bit<32> window2 = 0;
+    bit<32> window3 = 0;
+    bit<32> holdoff = 0;
+
+    action set_alarm_config(bit<8> notice_marks, bit<32> notice_window_us,
+                            bit<8> warning_marks, bit<32> warning_window_us,
+                            bit<8> critical_marks, bit<32> critical_window_us,
+                            bit<32> holdoff_us) {
+        marks1 = notice_marks;
+        window1 = notice_window_us;
+        marks2 = warning_marks;
+        window2 = warning_window_us;
+        marks3 = critical_marks;
+        window3 = critical_window_us;
+        holdoff = holdoff_us;
+    }
+
+    /* Keyless: the controller sets the default action (GOR, from its config). */
+    table alarm_config {
+        actions = { set_alarm_config; }
+        default_action = set_alarm_config(0, 0, 0, 0, 0, 0, 0);
+    }
+
+    /* Level `level` is reached when the port's `marks`-th latest mark (this packet's
+     * is the latest, number `count`) is at most `window` us old: a sliding window,
+     * exact to the microsecond. Called for the levels in rising order, so the highest
+     * reached wins. */
+    action check_level(bit<8> level, bit<8> marks, bit<32> window, bit<32> port, bit<32> count,
+                       bit<48> now) {
+        bit<48> first;
+        mark_ring.read(first, port * ALARM_RING + ((count - (bit<32>)marks + 1) & ALARM_RING_MASK));
+        if (marks != 0 && count >= (bit<32>)marks && now - first <= (bit<48>)window) {
+            meta.alarm_level = level;
+            meta.alarm_marks = (bit<16>)marks;
+            meta.first_mark = first;
+        }
+    }
 
     action set_mark_threshold(bit<16> threshold) {
         meta.mark_threshold = threshold;
@@ -403,6 +473,10 @@ control AstralEgress(inout headers_t hdr, inout metadata_t meta,
             hdr.packet_in.egress_port = meta.sampled_egress_port;
             hdr.packet_in.qdepth = meta.sampled_qdepth;
             hdr.packet_in.switch_id = meta.switch_id;
+            hdr.packet_in.sampled = meta.sample;
+            hdr.packet_in.alarm_level = meta.alarm_level;
+            hdr.packet_in.alarm_marks = meta.alarm_marks;
+            hdr.packet_in.first_mark = meta.first_mark;
             truncate(128);
             return;
         }
@@ -421,9 +495,32 @@ control AstralEgress(inout headers_t hdr, inout metadata_t meta,
             if (meta.mark_threshold != 0 && draw < meta.mark_threshold) {
                 hdr.ipv4.ecn = 3;
                 ecn_marked_counter.count(port);
+                /* The mark's ECN alarm: remember its time, find the highest level
+                 * the port's marks reach, and raise that level's alarm (the clone to
+                 * the CPU port below) unless the port sent one of that level less
+                 * than `holdoff` us ago -- a storm of marks is one alarm per hold-off. */
+                alarm_config.apply();
+                bit<48> now = standard_metadata.egress_global_timestamp;
+                bit<32> count;
+                mark_count.read(count, port);
+                count = count + 1;
+                mark_count.write(port, count);
+                mark_ring.write(port * ALARM_RING + (count & ALARM_RING_MASK), now);
+                check_level(1, marks1, window1, port, count, now);
+                check_level(2, marks2, window2, port, count, now);
+                check_level(3, marks3, window3, port, count, now);
+                bit<48> sent;
+                bit<32> slot = port * ALARM_LEVELS + (bit<32>)meta.alarm_level;
+                alarm_sent.read(sent, slot);
+                if (meta.alarm_level != 0 && sent != 0 && now - sent < (bit<48>)holdoff) {
+                    meta.alarm_level = 0;
+                }
+                if (meta.alarm_level != 0) {
+                    alarm_sent.write(slot, now);
+                }
             }
         }
-        if (meta.sample == 1) {
+        if (meta.sample == 1 || meta.alarm_level != 0) {
             meta.sampled_egress_port = (bit<16>)standard_metadata.egress_port;
             meta.sampled_qdepth = (bit<32>)standard_metadata.enq_qdepth;
             clone_preserving_field_list(CloneType.E2E, CPU_CLONE_SESSION, SAMPLE_FIELDS);

@@ -21,11 +21,12 @@ from functools import cached_property
 
 import numpy as np
 
+from controller.fairness import NONE
 from topo.addressing import AddressPlan, ip_str, nic_address, nic_location
 from topo.hashmodel import ecmp_indices, tier_algorithm
 
-# A path slot with no node (a shorter path: within one leaf, or one pod).
-NONE = -1
+# A path slot with no node (a shorter path: within one leaf, or one pod) holds NONE,
+# the padding the max-min filling reads (`controller.fairness`).
 # Node tiers: what a link between two of them is (host link, leaf-spine, spine-super-spine).
 SERVER, LEAF, SPINE, SUPERSPINE = 0, 1, 2, 3
 _TIER = {"leaf": LEAF, "spine": SPINE, "superspine": SUPERSPINE}
@@ -168,7 +169,36 @@ class FabricIndex:
     def paths(self, src: np.ndarray, dst: np.ndarray, sports: np.ndarray) -> FlowPaths:
         """The paths of flows from NIC ``src`` to NIC ``dst`` with UDP source ports
         ``sports`` (arrays of equal length)."""
-        spine, superspine = self.choices(src, dst, sports)
+        return self.paths_via(src, dst, *self.choices(src, dst, sports))
+
+    def candidate_paths(self, src: np.ndarray, dst: np.ndarray) -> list[list[tuple[str, ...]]]:
+        """Per flow NIC ``src`` -> NIC ``dst`` every path ECMP can give it (no failed
+        cables), as node names, sorted: one per spine, across pods one per spine and
+        super-spine of its plane -- `controller.paths.candidate_paths` for a whole job
+        at once (GOR's planner in the model asks it of every spine-crossing flow)."""
+        spec = self.plan.spec
+        up = self.nic_leaf[src] != self.nic_leaf[dst]
+        across = up & (self.nic_pod[src] != self.nic_pod[dst])
+        names = np.array([self.name(n) for n in range(self.nodes)] + [""], dtype=object)   # NONE -> ""
+        out: list[list[tuple[str, ...]]] = [[] for _ in range(len(src))]
+        for k in range(spec.spines):
+            for j in range(max(1, spec.super_spines)):
+                spine = np.where(up, k, NONE)
+                superspine = np.where(across, j, NONE)
+                if j and not across.any():
+                    break
+                chosen = np.nonzero(across)[0] if j else np.arange(len(src))
+                nodes = self.paths_via(src[chosen], dst[chosen], spine[chosen], superspine[chosen]).nodes
+                for flow, row in zip(chosen.tolist(), names[nodes].tolist()):
+                    path = tuple(n for n in row if n)
+                    if path not in out[flow]:
+                        out[flow].append(path)
+        return [sorted(paths) for paths in out]
+
+    def paths_via(self, src: np.ndarray, dst: np.ndarray, spine: np.ndarray, superspine: np.ndarray) -> FlowPaths:
+        """The paths of flows from NIC ``src`` to NIC ``dst`` up spine number ``spine``
+        (NONE: within one leaf) and super-spine number ``superspine`` (NONE: within one
+        pod)."""
         up, across = spine != NONE, superspine != NONE
         within = up & ~across
         k = np.maximum(spine, 0)

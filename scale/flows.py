@@ -65,7 +65,7 @@ def step_rings(job: Job, trace: T.Trace) -> list[dict[int, int] | None]:
 class StepFlows:
     """One step's flows as columns: ranks, NICs, QP index, UDP source port, and the
     unit of flows that move at one rate (a ring, else a connection's QPs:
-    `scale.fairness`)."""
+    `controller.fairness`)."""
 
     src_rank: np.ndarray
     dst_rank: np.ndarray

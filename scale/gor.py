@@ -5,7 +5,8 @@ alarms; at flow level both are known exactly, so this runs its planning steps on
 them directly: Hedera demands (`controller.demand`), the alarmed links -- fabric links
 whose flows' demands exceed their capacity (a queue that grows: ECN marks, the alarm) --,
 the global placement of every spine-crossing flow (`controller.placement`, candidates
-from `controller.paths`), and the source port that puts each moved flow on its new
+from `scale.fabric.FabricIndex.candidate_paths`: `controller.paths`' for a whole job at
+once), and the source port that puts each moved flow on its new
 path (`controller.paths.find_port`, avoiding ports of the same address pair as GOR's
 mover does). It is GOR's steady state: the demo's first iteration, before the moves
 land, runs at the library's own pace.
@@ -19,7 +20,7 @@ import numpy as np
 
 from controller.config import GorConfig
 from controller.demand import FlowEnds, estimate_demands
-from controller.paths import candidate_paths, find_port
+from controller.paths import find_port
 from controller.placement import EPSILON, FlowToPlace, place
 from topo.hashmodel import FiveTuple
 
@@ -50,11 +51,11 @@ def replan(index: FabricIndex, src: np.ndarray, dst: np.ndarray, sports: np.ndar
     fabric = index.fabric_links
     capacity = dict(zip((index.link_name(l) for l in fabric), index.capacity_bps(fabric).tolist()))
     to_place = []
-    for k in np.nonzero(paths.switch_hops > 1)[0]:        # through the fabric, not one leaf
-        flow = FiveTuple(ips[src[k]], ips[dst[k]], sport=int(sports[k]))
+    crossing = np.nonzero(paths.switch_hops > 1)[0]       # through the fabric, not one leaf
+    options = index.candidate_paths(src[crossing], dst[crossing])
+    for k, candidates in zip(crossing.tolist(), options):
         current = tuple(index.name(int(n)) for n in paths.nodes[k] if n != NONE)
-        candidates = tuple(tuple(p) for p in candidate_paths(plan, flow))
-        to_place.append(FlowToPlace(int(k), demands[int(k)], current, candidates))
+        to_place.append(FlowToPlace(k, demands[k], current, tuple(candidates)))
     result = place(to_place, capacity, {index.link_name(l) for l in alarmed}, config.safety)
     out = sports.copy()
     for k, path in sorted(result.moves.items()):

@@ -2,7 +2,7 @@
 
 For every collective step: the flows with the ports the agents pick (`scale.flows`),
 after GOR's moves when GOR is on (`scale.gor`); their paths from the hash model
-(`scale.fabric`); max-min fair rates (`scale.fairness`, a ring's flows coupled into
+(`scale.fabric`); max-min fair rates (`controller.fairness`, a ring's flows coupled into
 one rate); and the step's time. A ring collective moves in lock step, so a step runs
 at the pace of its slowest flow; a
 connection's data is split evenly over its QPs, so that flow carries
@@ -41,7 +41,7 @@ from topo.headers import ROCE_DATA_OVERHEAD
 from topo.spec import load_spec
 
 from scale.fabric import FabricIndex
-from scale.fairness import Allocation, max_min_rates
+from controller.fairness import Allocation, max_min_rates
 from scale.flows import StepFlows, job_step_flows
 from scale.gor import replan
 

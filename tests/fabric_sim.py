@@ -50,6 +50,9 @@ def install(sw: V1Switch, program: SwitchProgram) -> None:
     info = program.switch
     sw.table_set_default("AstralIngress.switch_config", "AstralIngress.set_switch_config",
                          [info.salt, info.switch_id, program.sample_rate])
+    if program.alarms is not None:
+        sw.table_set_default("AstralEgress.alarm_config", "AstralEgress.set_alarm_config",
+                             list(program.alarms.action_params().values()))
     sw.mirroring_add(*program.clone_session)
     for hop in program.next_hops:
         sw.table_add("AstralIngress.ecmp_nhop", "AstralIngress.forward",

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from controller.alarms import CRITICAL, NOTICE, parse_alarm
 from controller.elephants import SampleWindow, parse_sample
 from p4sim.runtime.queues import SERVICE as QUEUES
 from p4sim.switch.device import Device
@@ -148,8 +149,9 @@ def test_malformed_queue_control_requests_never_break_the_switch(queues, request
 
 # -- GOR's sampled PacketIns --------------------------------------------------------------------
 
-metadata = st.dictionaries(st.sampled_from(["ingress_port", "egress_port", "qdepth", "switch_id", "other"]),
-                           st.integers(0, 2**32 - 1), max_size=5)
+metadata = st.dictionaries(st.sampled_from(["ingress_port", "egress_port", "qdepth", "switch_id", "sampled",
+                                            "alarm_level", "alarm_marks", "first_mark", "other"]),
+                           st.integers(0, 2**48 - 1), max_size=8)
 
 
 SAMPLED = bytes(Ether(src="02:00:0a:00:00:01", dst="02:ff:00:00:00:01") / IP(src="10.0.0.1", dst="10.0.1.1")
@@ -162,11 +164,13 @@ payloads = st.one_of(st.binary(max_size=80), st.lists(st.tuples(st.sampled_from(
 
 @FUZZ
 @given(packets=st.lists(st.tuples(metadata, payloads), min_size=1, max_size=20))
-def test_garbage_packet_ins_never_break_gors_sampling(packets) -> None:
+def test_garbage_packet_ins_never_break_gors_sampling_or_alarms(packets) -> None:
     window = SampleWindow(window_s=1.0, sample_rate=4)
     samples = []
     for md, payload in packets:
         count("control_fuzzed")
+        alarm = parse_alarm(0.5, "b0l0", md)
+        assert alarm is None or NOTICE <= alarm.level <= CRITICAL, "an alarm level no switch can raise"
         sample = parse_sample(0.5, "b0l0", md, payload)
         if sample is not None:
             ip_len = (payload[14] & 0x0F) * 4

@@ -1,7 +1,7 @@
 """GOR on a running fabric (root, Mininet): P4Runtime sessions that survive a switch
 restart, telemetry that sees traffic where the hash model puts it, the whole
 detect -> decide -> command -> moved -> cleared loop with real TCCL agents, no moves
-on a balanced run, and a failed cable routed around while a job runs.
+on a balanced run, and a failed cable and a dead spine routed around while a job runs.
 
 One small fabric for the module (2 blocks x 2 servers x 1 rail, 2 spines; NICs and
 uplinks at 10 Mbit/s, senders at 6: two flows overload an uplink, one does not), one GOR
@@ -102,6 +102,8 @@ def test_sessions_telemetry_and_reconnect_after_a_switch_restart(fabric: Fabric,
     node.start([])
     type(node).batchStartup([node])
     wait_for("the re-push after the restart", lambda: gor.fleet.pushes[leaf] > pushes, 30, 0.1)
+    # While it was down GOR routed around it; its re-push brings its cables back.
+    wait_for("the leaf back in service", lambda: not any(leaf in c for c in gor.down), 5, gor=gor)
     out = fabric.host(a.server).cmd(f"ping -n -q -c 3 -W 2 -I {a.ip} {c.ip}")
     assert " 0% packet loss" in out, out
 
@@ -141,7 +143,7 @@ def finish(gor: Gor) -> None:
 def test_two_elephants_on_one_uplink_are_split_and_the_alarm_clears(fabric: Fabric, gor: Gor) -> None:
     """A balanced run first: no move, and each flow's rate alone on its path -- its
     fair rate on this machine. Then REPEATS runs with both flows on sp0; then the
-    benchmark's measurement (`bench.gor_scenario.measure_loop`) once."""
+    benchmark's measurement (`experiments.gor_loop.measure_loop`) once."""
     plan = fabric.plan
     assert gor.jobs is not None
     balanced = two_flow_job(plan, (0, 1), ITERS, SENDER_MBPS, "balanced")[0]
@@ -217,17 +219,25 @@ def test_two_tenants_flows_planned_apart_collide_and_gor_splits_them(fabric: Fab
     assert min(after.values()) > 0.5 * SENDER_MBPS, after
 
 
-def test_link_down_moves_traffic_and_the_job_completes(fabric: Fabric, gor: Gor) -> None:
-    plan = fabric.plan
-    leaf, spine0, spine1 = plan.leaves[0].name, plan.spines[0].name, plan.spines[1].name
-    job, ports = two_flow_job(plan, (0, 1), ITERS, SENDER_MBPS, "linkdown")
+def flow_on_sp0(gor: Gor, name: str) -> FiveTuple:
+    """A balanced job (one flow per spine) started with GOR's moves off; its flow on
+    sp0, once sampled leaving b0l0 by the uplink to sp0."""
+    plan = gor.plan
+    job, ports = two_flow_job(plan, (0, 1), ITERS, SENDER_MBPS, name)
     gor.configure(auto=False)
     assert gor.jobs is not None
     gor.jobs.start(job)
     a, _, c, _ = endpoints(plan)
     on_sp0 = FiveTuple(a.ip, c.ip, sport=ports[0])
     wait_for("the flow on sp0 in the samples",
-             lambda: gor.samples.seen(on_sp0, leaf, plan.uplink_port(0), 0.0), 20)
+             lambda: gor.samples.seen(on_sp0, plan.leaves[0].name, plan.uplink_port(0), 0.0), 20)
+    return on_sp0
+
+
+def test_link_down_moves_traffic_and_the_job_completes(fabric: Fabric, gor: Gor) -> None:
+    plan = fabric.plan
+    leaf, spine0, spine1 = plan.leaves[0].name, plan.spines[0].name, plan.spines[1].name
+    on_sp0 = flow_on_sp0(gor, "linkdown")
     try:
         fabric.net.configLinkStatus(leaf, spine0, "down")
         wait_for("GOR's repair", lambda: events(gor, "repaired"), 5)
@@ -243,4 +253,32 @@ def test_link_down_moves_traffic_and_the_job_completes(fabric: Fabric, gor: Gor)
         fabric.net.configLinkStatus(leaf, spine0, "up")
     wait_for("the cable back in service", lambda: frozenset((leaf, spine0)) not in gor.down, 5)
     assert [e["event"] for e in gor.events.snapshot() if e["event"] in ("link_down", "link_up")] == ["link_down", "link_up"]
+    assert predict(plan, on_sp0)[2] == spine0
+
+
+def test_a_dead_spine_is_routed_around_and_the_job_completes(fabric: Fabric, gor: Gor) -> None:
+    """sp0's switch process stops mid-job (its interfaces stay up: only GOR can tell):
+    within a few ticks its P4Runtime session is down, b0l0's group drops it and the
+    flow that hashed onto it leaves by sp1; the switch restarts, is re-pushed, its
+    cables come back, and the job completes with every byte right."""
+    plan = fabric.plan
+    leaf, spine0 = plan.leaves[0].name, plan.spines[0].name
+    on_sp0 = flow_on_sp0(gor, "deadspine")
+    node = fabric.net.get(spine0)
+    pushes = gor.fleet.pushes[spine0]
+    node.stop(deleteIntfs=False)
+    try:
+        wait_for("GOR's repair around the dead spine",
+                 lambda: frozenset((leaf, spine0)) in gor.down and events(gor, "repaired"), 15, gor=gor)
+        repaired = gor.clock()
+        assert [e["switch"] for e in events(gor, "switch_down")] == [spine0]
+        wait_for("the flow on sp1", lambda: gor.samples.seen(on_sp0, leaf, plan.uplink_port(1), repaired), 10,
+                 gor=gor)
+    finally:
+        node.start([])
+        type(node).batchStartup([node])
+    wait_for("the re-push after the restart", lambda: gor.fleet.pushes[spine0] > pushes, 30, 0.1, gor=gor)
+    wait_for("the spine back in service", lambda: frozenset((leaf, spine0)) not in gor.down, 10, gor=gor)
+    assert [e["switch"] for e in events(gor, "switch_up")] == [spine0]
+    finish(gor)
     assert predict(plan, on_sp0)[2] == spine0

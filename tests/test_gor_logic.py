@@ -7,6 +7,7 @@ does its switch and agent I/O without holding GOR's lock."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 import threading
@@ -14,12 +15,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from controller.alarms import CRITICAL, NOTICE, OK, WARNING, AlarmBook, AlarmThresholds, LinkSample
+from controller.alarms import (CRITICAL, NOTICE, OK, WARNING, AlarmBook, AlarmThresholds, LinkSample, SwitchAlarm,
+                               SwitchAlarms, parse_alarm)
 from controller.cables import CableWatch, after
-from controller.events import EventLog, loop_latencies, read_events
+from controller.events import EventLog, flow_story, loop_latencies, read_events
 from controller.agents import AgentFlow
-from controller.config import GorConfig, default_thresholds
+from controller.config import GorConfig, default_config, default_switch_alarms, default_thresholds
 from controller.gor import Gor
+from controller.repl import _why_line
 from controller.elephants import Sample, SampleWindow, parse_sample
 from controller.moves import Move
 from controller.paths import candidate_paths, find_port, predict
@@ -53,7 +56,7 @@ def test_alarm_levels_raise_at_once_and_clear_only_after_quiet_intervals():
     (e,) = book.update(1, sample(0.02, 3))
     assert (e.kind, e.level, e.time) == ("raised", NOTICE, 1)
     assert e.name == "alarm_raised" and e.fields() == {"link": "b0l0->sp0", "level": "notice", "previous": "ok",
-                                                       "ecn_fraction": 0.02, "queue_depth": 3}
+                                                       "ecn_fraction": 0.02, "queue_depth": 3, "source": "poll"}
     (e,) = book.update(2, sample(0.30, 65))
     assert (e.kind, e.level, e.previous) == ("escalated", CRITICAL, NOTICE)
     # Below the critical raise threshold but above half of it: stays critical.
@@ -73,6 +76,58 @@ def test_alarm_lowers_to_the_level_the_quiet_intervals_support():
     book.update(0, sample(0.5, 30))
     (e,) = book.update(1, sample(0.04, 0))   # >= half of warning's 5 %: warning stays possible
     assert (e.kind, e.level) == ("lowered", WARNING)
+
+
+def test_switch_alarms_raise_at_arrival_and_hold_the_level_against_the_poll():
+    """A switch's alarm raises (or escalates) the link at once, with its marks and the
+    first mark's time in the event; one at or below the level in force changes nothing;
+    lowering is the poll's, after clear_after quiet intervals."""
+    book = AlarmBook(AlarmThresholds(clear_after=2))
+    assert book.update(1.0, sample(0.0, 0)) == []
+    alarm = SwitchAlarm("b0l0", 3, WARNING, 4, 1.2, 1.2035)
+    e = book.raise_from_switch(LINK, alarm)
+    assert (e.kind, e.level, e.previous, e.time) == ("raised", WARNING, OK, 1.2035)
+    assert e.fields() == {"link": "b0l0->sp0", "level": "warning", "previous": "ok", "ecn_fraction": 0.0,
+                          "queue_depth": 0, "source": "switch", "marks": 4, "first_mark_t": 1.2, "alarm_ms": 3.5}
+    assert book.raise_from_switch(LINK, SwitchAlarm("b0l0", 3, NOTICE, 2, 1.3, 1.3)) is None
+    assert book.update(1.5, sample(0.0, 0)) == []          # quiet 1 of 2
+    assert book.raise_from_switch(LINK, SwitchAlarm("b0l0", 3, WARNING, 4, 1.6, 1.6)) is None
+    (e,) = book.update(1.75, sample(0.0, 0))                # quiet 2 of 2
+    assert (e.kind, e.level) == ("cleared", OK)
+    e = book.raise_from_switch(LINK, SwitchAlarm("b0l0", 3, CRITICAL, 8, 2.1, 2.2))   # raised again
+    assert (e.kind, e.level, book.alarms[LINK].since) == ("raised", CRITICAL, 2.2)
+
+
+def test_switch_alarm_packet_ins_decode_and_levels_are_checked():
+    meta = {"egress_port": 3, "alarm_level": 2, "alarm_marks": 4, "first_mark": 1_500_000, "sampled": 0}
+    assert parse_alarm(1.6, "b0l0", meta) == SwitchAlarm("b0l0", 3, WARNING, 4, 1.5, 1.6)
+    assert parse_alarm(1.6, "b0l0", {**meta, "alarm_level": 0}) is None      # a sample only
+    assert parse_alarm(1.6, "b0l0", {**meta, "alarm_level": 4}) is None      # no such level
+    assert parse_alarm(1.6, "b0l0", {"egress_port": 3}) is None
+    for bad, match in [(dict(marks=(2, 1, 8)), "marks must be three rising"),
+                       (dict(marks=(2, 4, 65)), "marks must be three rising counts in 1..64"),
+                       (dict(marks=(0, 4, 8)), "marks"),
+                       (dict(windows_s=(0.0, 0.01, 0.01)), "windows_s"),
+                       (dict(holdoff_s=0.0), "holdoff_s")]:
+        args = dict(marks=(2, 4, 8), windows_s=(0.004, 0.008, 0.008), holdoff_s=0.25) | bad
+        with pytest.raises(ValueError, match=match):
+            SwitchAlarms(**args)
+
+
+def test_default_switch_alarms_are_packet_times_of_the_uplinks():
+    """Default fabric: 10 Mbit/s uplinks, MTU 4096 -> a full RoCE frame (4096 + 58 bytes) in 3.32 ms; the
+    levels 1, 4, 8 marks within 1, 8, 8 of them; GOR's default config carries them,
+    with its interval as the hold-off."""
+    plan = AddressPlan(FabricSpec(blocks=2, servers_per_block=2, rails=2, spines=2))
+    alarms = default_switch_alarms(plan, 0.25)
+    assert alarms.marks == (1, 4, 8)
+    assert [round(w * 1e3, 2) for w in alarms.windows_s] == [3.32, 26.59, 26.59]
+    assert alarms.action_params() == {"notice_marks": 1, "notice_window_us": 3323, "warning_marks": 4,
+                                      "warning_window_us": 26586, "critical_marks": 8,
+                                      "critical_window_us": 26586, "holdoff_us": 250000}
+    assert default_config(plan).switch_alarms == alarms
+    assert default_config(plan, interval_s=0.5).switch_alarms.holdoff_s == 0.5
+    assert default_config(plan, switch_alarms=None).switch_alarms is None
 
 
 def test_marked_fraction_of_a_handful_of_packets_is_ignored():
@@ -297,6 +352,18 @@ class FakeAgents:
         pass
 
 
+def advance_moves(gor: Gor, now: list[float], seconds: float) -> list[dict]:
+    """Let the agents' answers arrive, move the stopped clock on by ``seconds`` and the
+    moves with it; the events that caused."""
+    before = len(gor.events.snapshot())
+    for m in gor.mover.moves:
+        if m.future is not None:
+            m.future.result(5)
+    now[0] += seconds
+    gor.mover.advance(now[0])
+    return gor.events.snapshot()[before:]
+
+
 def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp_path):
     plan = AddressPlan(SPEC)
     now = [100.0]
@@ -310,13 +377,7 @@ def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp
     assert [p[2] for p in paths] == ["sp0", "sp1", "sp2"]
 
     def step(seconds: float) -> list[str]:
-        before = len(gor.events.snapshot())
-        for m in gor.mover.moves:
-            if m.future is not None:
-                m.future.result(5)
-        now[0] += seconds
-        gor.mover.advance(now[0])
-        return [e["event"] for e in gor.events.snapshot()[before:]]
+        return [e["event"] for e in advance_moves(gor, now, seconds)]
 
     # By hand to sp2: the agent acks, a sample of the new 5-tuple leaving b0l0 towards
     # sp2 is the proof.
@@ -339,6 +400,58 @@ def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp
     assert auto.outcome == "failed" and flow.sport == start
     gor.mover._pool.shutdown(wait=True)         # the rollback call runs in a worker too
     assert gor.agents.calls[-1] == ("b0h0", 7, start)
+    gor.events.close()
+
+
+def test_a_move_that_does_not_clear_its_link_retries_the_next_simulated_path(tmp_path):
+    """Off an alarmed link with two ranked paths: the flow is shown on the first, the
+    link stays alarmed past clear_s -- ``not_cleared``, the rate measured there beside
+    the prediction, a ``retry`` on the second; shown there and the alarm clears:
+    ``cleared`` and its measurement."""
+    plan = AddressPlan(SPEC)
+    now = [100.0]
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=FakeAgents())
+    src, dst = plan.nic("10.0.0.1"), plan.nic("10.0.1.1")
+    paths = [tuple(p) for p in candidate_paths(plan, FiveTuple(src.ip, dst.ip))]
+    old = find_port(plan, FiveTuple(src.ip, dst.ip), list(paths[2]))
+    gor._refresh_agent_flows({"b0h0"}, [AgentFlow("b0h0", 7, src.ip, dst.ip, old, 4791, 1000, 5e6, "active")],
+                             now[0])
+    flow = gor.flow("10.0.0.1:%d->10.0.1.1" % old)
+    hot = ("b0l0", "sp2")
+    gor.alarms.raise_from_switch(hot, SwitchAlarm("b0l0", plan.uplink_port(2), NOTICE, 1, now[0], now[0]))
+
+    def step(seconds: float) -> list[dict]:
+        return advance_moves(gor, now, seconds)
+
+    def shown_on(path: tuple[str, ...], n: int = 1) -> None:
+        """``n`` samples of the flow's current 5-tuple leaving b0l0 towards the path's spine."""
+        ft = FiveTuple(src.ip, dst.ip, sport=flow.sport)
+        gor.samples.add([Sample(now[0] - 0.01 * i, "b0l0", 1, plan.uplink_port(int(path[2][2:])), 0, ft, 1000)
+                         for i in range(n)])
+
+    move = Move(1, flow, old, hot, paths[2], 10e6, [paths[0], paths[1]], now[0],
+                predicted={paths[0]: 6e6, paths[1]: 4e6})
+    gor.mover.command(move)
+    assert [e["event"] for e in step(0.1)] == ["commanded"]
+    shown_on(paths[0])
+    assert [e["event"] for e in step(0.1)] == ["moved"]
+    assert step(gor.config.clear_s - 0.5) == []
+    shown_on(paths[0], 4)                      # the samples of the last window measure it
+    events = step(0.6)
+    assert [e["event"] for e in events] == ["not_cleared", "measured", "retry", "command"]
+    measured, retry = events[1], events[2]
+    assert measured["predicted_mbps"] == 6.0 and measured["samples"] == 4 and measured["measured_mbps"] > 0
+    assert (retry["round"], retry["path"]) == (1, "-".join(paths[1]))
+    assert [e["event"] for e in step(0.1)] == ["commanded"]
+    shown_on(paths[1])
+    assert [e["event"] for e in step(0.1)] == ["moved"]
+    for t in range(gor.config.thresholds.clear_after):
+        gor.alarms.update(now[0] + t, {hot: LinkSample(0.0, 0, 500)})
+    events = step(0.1)
+    assert [e["event"] for e in events] == ["cleared", "measured"]
+    assert events[1]["predicted_mbps"] == 4.0 and events[1]["path"] == "-".join(paths[1])
+    assert move.outcome == "cleared" and predict(plan, flow.five_tuple)[2] == "sp1"
+    gor.mover._pool.shutdown(wait=True)
     gor.events.close()
 
 
@@ -428,6 +541,7 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=agents)
     writes: list[bool] = []
     gor.fleet.write = lambda updates, timeout=10.0: writes.append(lock_free(gor.lock))  # type: ignore[method-assign]
+    gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
     gor.cables = CableWatch(plan, lambda intf: intf != plan.intf("b1l1", plan.uplink_port(2)))
     links = LinkMap(plan)
     hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
@@ -455,6 +569,79 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     gor.events.close()
 
 
+def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(tmp_path):
+    """sp1's P4Runtime session breaks: the next tick counts each of its cables down
+    (``switch_down``, ``link_down``), the leaves' groups drop it -- written to every
+    switch whose routes change but the dead one --; when it answers again (its re-push
+    wakes the loop for a tick at once) its cables come back and it is written too."""
+    plan = AddressPlan(SPEC)
+    now = [100.0]
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=FakeAgents())
+    written: list[set[str]] = []
+    gor.fleet.write = lambda updates, timeout=10.0: written.append({n for n, u in updates.items() if u})  # type: ignore[method-assign]
+    dead = {"sp1"}
+    gor.fleet.is_up = lambda name: name not in dead  # type: ignore[method-assign]
+    gor.cables = CableWatch(plan, lambda intf: True)           # every interface stays up
+    gor.telemetry = SimpleNamespace(links=LinkMap(plan))  # type: ignore[assignment]
+    leaves = [leaf.name for leaf in plan.leaves]
+    gor._check_cables()
+    names = [(e["event"], e.get("switch") or e.get("link")) for e in gor.events.snapshot()]
+    assert names[0] == ("switch_down", "sp1") and sorted(names[1:5]) == [("link_down", f"{l}-sp1") for l in leaves]
+    assert gor.down == {cable(l, "sp1") for l in leaves}
+    assert written == [set(leaves)]                             # the leaves' groups; sp1 not written
+    assert all(1 not in ecmp_members(plan, a, b, gor.down) for a in leaves for b in leaves if a != b)
+    assert gor._program("sp1") == dataclasses.replace(switch_program(plan, "sp1", gor.down),
+                                                      alarms=gor.config.switch_alarms)  # its re-push
+    gor._check_cables()                                         # still dead: nothing new
+    assert len(written) == 1
+    gor._on_push("b0l0")                                        # a live switch pushed: no hurry
+    assert not gor._wake.is_set()
+    dead.clear()
+    gor._on_push("sp1")                                         # back and re-pushed: a tick now
+    assert gor._wake.is_set() and gor._between_ticks(now[0] + 0.25) is True
+    before = len(gor.events.snapshot())
+    gor._check_cables()
+    names = [(e["event"], e.get("switch") or e.get("link")) for e in gor.events.snapshot()[before:]]
+    assert names[0] == ("switch_up", "sp1") and sorted(names[1:5]) == [("link_up", f"{l}-sp1") for l in leaves]
+    assert gor.down == frozenset() and written[-1] == set(leaves) | {"sp1"}
+    gor.events.close()
+
+
+def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
+    """A PacketIn carrying an alarm of a fabric link that raises its level wakes GOR's
+    loop, which ticks at once (not at the next interval); one that raises nothing, or
+    raises a NIC link (moving flows cannot relieve it), does not; a sample-only
+    PacketIn waits for the tick. GOR programs its alarm levels into every switch."""
+    plan = AddressPlan(SPEC)
+    now = [100.0]
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=FakeAgents())
+    assert gor._program("b0l0").alarms == gor.config.switch_alarms == default_switch_alarms(plan, 0.25)
+    gor.telemetry = SimpleNamespace(links=LinkMap(plan))  # type: ignore[assignment]
+    up0 = plan.uplink_port(0)
+
+    def packet_in(port: int, level: int, sampled: int = 0) -> SimpleNamespace:
+        return SimpleNamespace(metadata={"egress_port": port, "alarm_level": level, "alarm_marks": 4,
+                                         "first_mark": 99_990_000, "sampled": sampled, "ingress_port": 1},
+                               payload=roce_packet("10.0.0.1", "10.0.1.1", 50000, 1086))
+
+    gor._on_packet("b0l0", packet_in(up0, 0, sampled=1))
+    assert not gor._wake.is_set() and gor._incoming.qsize() == 1
+    gor._on_packet("b0l0", packet_in(up0, WARNING))
+    assert gor._wake.is_set() and gor._incoming.qsize() == 1
+    assert gor._between_ticks(now[0] + 0.25) is True             # a tick now
+    (raised,) = [e for e in gor.events.snapshot() if e["event"] == "alarm_raised"]
+    assert (raised["link"], raised["level"], raised["source"], raised["alarm_ms"]) == \
+        ("b0l0->sp0", "warning", "switch", 10.0)
+    gor._on_packet("b0l0", packet_in(up0, NOTICE))               # below the level in force
+    assert gor._take_switch_alarms() is False
+    nic = plan.server_at(0, 0).nics[0]
+    gor._on_packet("b0l0", packet_in(nic.leaf_port, CRITICAL))   # a NIC link: alarmed, not acted on
+    assert gor._take_switch_alarms() is False and gor.alarms.level(LinkMap(plan).tx[("b0l0", nic.leaf_port)]) == CRITICAL
+    gor._on_packet("b0l0", packet_in(up0, CRITICAL))
+    assert gor._take_switch_alarms() is True and gor.alarms.level(("b0l0", "sp0")) == CRITICAL
+    gor.events.close()
+
+
 class ListingAgents(FakeAgents):
     """Agents that list the given flows (and record port changes)."""
 
@@ -466,10 +653,14 @@ class ListingAgents(FakeAgents):
         return {f.server for f in self.listing}, list(self.listing)
 
 
-def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path):
+@pytest.mark.parametrize("top_n, scope", [(2, "elephants"), (1, "all movable flows")])
+def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path, top_n, scope):
     """Two connections of two QPs each leave b0l0, all four on sp0 (200 % of the
     uplink by their demands, 5 Mbit/s each: half a NIC per QP). One reroute loop moves
-    two of them to sp1 -- a move per flow, commanded in the same tick."""
+    two of them to sp1 -- a move per flow, commanded in the same tick. The top two
+    elephants are moved first; with only the top one named, moving it alone leaves
+    three QPs on sp0 (1.5x the step), so the model takes the placement of every
+    movable flow."""
     spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
     plan = AddressPlan(spec)
     now = [100.0]
@@ -484,6 +675,9 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path):
     agents = ListingAgents(listing)
     gor = Gor(plan, build_pipeline(spec), tmp_path, clock=StoppedClock(now), agents=agents)
     gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
+    gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
+    gor.cables = CableWatch(plan, lambda intf: True)
+    gor.configure(top_n=top_n)
     links = LinkMap(plan)
     hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
     gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
@@ -495,11 +689,31 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path):
     decide = [e for e in gor.events.snapshot() if e["event"] == "decide"]
     assert len(decide) == 1, gor.events.snapshot()
     d = decide[0]
+    assert d["scope"] == scope
+    (detect,) = [e for e in gor.events.snapshot() if e["event"] == "detect"]
+    if scope == "elephants":
+        assert {m["flow"] for m in d["moves"]} == {e["flow"] for e in detect["elephants"]}
     assert (d["worst_before"], d["worst_after"]) == (2.0, 1.0)
     assert [m["demand_mbps"] for m in d["moves"]] == [5.0, 5.0]
     assert {m["path"].split("-")[2] for m in d["moves"]} == {"sp1"}
+    # Simulated: the placement first (each QP at its demand, the uplinks full), then
+    # either move alone (three QPs on sp0: 10/3 each, 1.5x), the one in force last
+    # (four QPs on one uplink: each at half its demand).
+    assert [(c["moves"], c["step_factor"], c["worst_util"]) for c in d["simulated"]] == \
+        [(2, 1.0, 1.0), (1, 1.5, 1.0), (1, 1.5, 1.0), (0, 2.0, 1.0)]
+    assert [m["predicted_mbps"] for m in d["moves"]] == [5.0, 5.0] and all(m["next"] == [] for m in d["moves"])
     commands = [e for e in gor.events.snapshot() if e["event"] == "command"]
     assert len(commands) == 2 and {c["loop"] for c in commands} == {d["loop"]}
+    # `why FLOW` for a moved flow: this loop's detect, its decide with only that flow's
+    # move, its command; a flow the loop left alone has no story.
+    moved = d["moves"][0]
+    story = flow_story(gor.events.snapshot(), moved["flow_id"])
+    assert list(story) == [d["loop"]] and [e["event"] for e in story[d["loop"]]] == ["detect", "decide", "command"]
+    why = _why_line(story[d["loop"]][1])
+    assert why.startswith("decide (") and "simulated 4 [2 move(s): step x1.0, worst 100%;" in why
+    assert f"chose {moved['path']}" in why and "predicted 5.0 Mbit/s; next: none" in why
+    stays = next(f for f in gor.flows if f.id not in {m["flow_id"] for m in d["moves"]})
+    assert flow_story(gor.events.snapshot(), stays.id) == {}
     gor.mover._pool.shutdown(wait=True)
     assert len(agents.calls) == 2
     gor.events.close()

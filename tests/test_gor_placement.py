@@ -1,5 +1,5 @@
-"""GOR's demand estimator (Hedera's worked examples) and its global placement: pure
-functions on small inputs, no root."""
+"""GOR's demand estimator (Hedera's worked examples), its global placement and the
+simulation of candidate placements: pure functions on small inputs, no root."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 from controller.demand import FlowEnds, estimate_demands
 from controller.paths import links_of
 from controller.placement import FlowToPlace, place
+from controller.simulate import rank, ranked_paths, simulate
 
 # --- demand estimation ---------------------------------------------------------------
 
@@ -163,3 +164,46 @@ def test_a_peak_the_movers_can_lower_is_lowered_although_a_higher_one_stays():
     caps = fabric_caps(leaves=("L0", "L1", "L2", "L3"))
     r = place(flows, caps, alarmed={("L0", "S0"), ("L2", "S0")}, safety=0.75)
     assert [p[2] for p in r.moves.values()] == ["S1"] and r.worst_after == pytest.approx(2.0)
+
+
+# --- simulating candidate placements (controller.simulate) -----------------------------
+
+# Two leaves, two spines, 10 Mbit/s uplinks (judged links only: NIC links are in the demands).
+UP = {(a, b): 10e6 for a, b in [("l0", "s0"), ("l0", "s1"), ("s0", "l1"), ("s1", "l1")]}
+VIA = {s: ("h0", "l0", s, "l1", "h1") for s in ("s0", "s1")}
+
+
+def test_simulated_rates_are_max_min_fair_capped_at_the_demands():
+    # Two flows wanting 10 on one uplink: 5 each, the step twice as long, the link full.
+    p = simulate({1: VIA["s0"], 2: VIA["s0"]}, {1: 10e6, 2: 10e6}, UP)
+    assert p.rates == pytest.approx({1: 5e6, 2: 5e6}) and p.step_factor == pytest.approx(2.0)
+    assert p.worst_util == pytest.approx(1.0) and p.worst_link in {("l0", "s0"), ("s0", "l1")}
+    # A flow wanting 3 keeps its 3; the other gets the rest: 7 of its 10.
+    p = simulate({1: VIA["s0"], 2: VIA["s0"]}, {1: 3e6, 2: 10e6}, UP)
+    assert p.rates == pytest.approx({1: 3e6, 2: 7e6}) and p.step_factor == pytest.approx(10 / 7)
+    # Apart: each at its demand; the worst link half full. No demand: no rate.
+    p = simulate({1: VIA["s0"], 2: VIA["s1"], 3: VIA["s1"]}, {1: 5e6, 2: 5e6, 3: 0.0}, UP)
+    assert p.rates == pytest.approx({1: 5e6, 2: 5e6}) and p.step_factor == pytest.approx(1.0)
+    assert p.worst_util == pytest.approx(0.5)
+
+
+def test_candidates_rank_by_step_then_worst_link_then_fewer_moves():
+    current = {1: VIA["s0"], 2: VIA["s0"], 3: VIA["s1"]}
+    demands = {1: 6e6, 2: 6e6, 3: 2e6}
+    options = {k: (VIA["s0"], VIA["s1"]) for k in current}
+    # The placement moves flow 2 to s1 (8 there, 6 on s0): better than staying (12 on s0).
+    ranked = rank(current, {**current, 2: VIA["s1"]}, options, demands, UP)
+    assert [c.moved for c in ranked] == [(2,), ()]
+    assert ranked[0].prediction.step_factor == pytest.approx(1.0)
+    assert ranked[1].prediction.step_factor == pytest.approx(6 / 5)
+    assert ranked[0].summary() == {"moves": 1, "step_factor": 1.0, "worst_util": 0.8,
+                                   "worst_link": ranked[0].summary()["worst_link"]}
+    assert ranked_paths(2, VIA["s0"], ranked) == {VIA["s1"]: pytest.approx(6e6)}
+    # A placement that moves two flows where one would do better: a one-move variant
+    # (the other flow left where it is) ranks first.
+    two = rank(current, {**current, 1: VIA["s1"], 2: VIA["s1"]},
+               {1: (VIA["s0"], VIA["s1"]), 2: (VIA["s0"], VIA["s1"])}, {1: 4e6, 2: 4e6, 3: 2e6}, UP)
+    # Every candidate steps at 1.0 (10 Mbit/s carries 4 + 4 + 2); worst links 0.6 for
+    # either single move, 0.8 in force, 1.0 for both moved.
+    assert [(c.moved, round(c.prediction.worst_util, 3)) for c in two] == [((2,), 0.6), ((1,), 0.6), ((), 0.8),
+                                                                          ((1, 2), 1.0)]

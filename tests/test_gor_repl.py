@@ -133,6 +133,8 @@ def test_links_job_reroute_and_quit_through_a_terminal(tmp_path):
         assert f"flow {flow_id} unpinned" in term.command(f"unpin {flow_id}")
         events = term.command("events 50 moved")
         assert f"{prefix}b0h0-{prefix}b0l0-{other}-" in events, events
+        why = term.command(f"why {flow_id}")
+        assert "detect: manual reroute" in why and re.search(rf"moved .*{prefix}b0h0-{prefix}b0l0-{other}-", why), why
         # The job's frames left rate-limited ports: the fidelity monitor counted them.
         fidelity = term.command("fidelity")
         sent = re.search(r"^fabric +departures on time [\d.]+ % of (\d+), p99 lateness .* dilation",

@@ -43,7 +43,7 @@ def run(plan: AddressPlan, tmp_path_factory) -> Path:
     frame = roce(sc.a_src.ip, sc.a_dst.ip, sc.a_sport, sc.a_qpn, 0)
     for dt, switch_id, port, depth in SAMPLES:
         # packet_in header (ingress, egress port, qdepth, switch id) before the frame.
-        pkt = Ether(PACKET_IN.struct().pack(1, port, depth, switch_id) + frame)
+        pkt = Ether(PACKET_IN.struct().pack(1, port, depth, switch_id, 1, 0, 0, bytes(6)) + frame)
         pkt.time = T0 + dt
         w.write(pkt)
     w.close()

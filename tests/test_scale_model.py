@@ -18,7 +18,7 @@ from controller.paths import candidate_paths
 from experiments.configs import CONFIGS, QPS, build_job
 from experiments.metrics import StepCost
 from scale.fabric import NONE, FabricIndex
-from scale.fairness import max_min_rates
+from controller.fairness import max_min_rates
 from scale.flows import job_step_flows, step_flows
 from scale.gor import replan
 from scale.model import evaluate, evaluate_job, excess, step_seconds
@@ -105,6 +105,23 @@ def test_paths_are_the_hash_models(algorithm: str, fabric: Path | FabricSpec) ->
         assert [index.name(n) for n in row if n != NONE] == predict_path(plan, FiveTuple(a.ip, b.ip, sport=sport))
     if spec.tiers == 3:                      # the sample did cross pods
         assert (paths.switch_hops == 5).any()
+
+
+@pytest.mark.parametrize("fabric", [DEFAULT, LARGE, THREE_TIER], ids=["default", "large", "three-tier"])
+def test_a_jobs_candidate_paths_at_once_equal_the_controllers(fabric: Path | FabricSpec) -> None:
+    """`FabricIndex.candidate_paths` (GOR's planner in the model, for a whole job)
+    gives each flow exactly `controller.paths.candidate_paths`, in the same order:
+    within a leaf, one path per spine, and across pods one per spine and super-spine."""
+    spec = fabric if isinstance(fabric, FabricSpec) else load_spec(fabric)
+    plan = AddressPlan(spec)
+    index = FabricIndex(plan)
+    rng = random.Random(7)
+    nics = list(plan.nics())
+    pairs = [(a, b) for a, b in ((rng.choice(nics), rng.choice(nics)) for _ in range(300)) if a.ip != b.ip]
+    got = index.candidate_paths(index.nics([a.ip for a, _ in pairs]), index.nics([b.ip for _, b in pairs]))
+    assert got == [[tuple(p) for p in candidate_paths(plan, FiveTuple(a.ip, b.ip))] for a, b in pairs]
+    assert {len(g) for g in got} >= ({1, spec.spines, spec.spines * spec.super_spines} if spec.tiers == 3
+                                     else {spec.spines})
 
 
 def test_candidate_paths_without_failures_equal_the_graphs() -> None:

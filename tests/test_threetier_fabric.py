@@ -36,7 +36,7 @@ from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 from scapy.utils import rdpcap  # noqa: E402
 
-from controller.config import GorConfig, default_thresholds  # noqa: E402
+from controller.config import default_config  # noqa: E402
 from controller.gor import Gor  # noqa: E402
 from controller.routes import program_fabric  # noqa: E402
 from emulation.fidelity import switches_window  # noqa: E402
@@ -197,7 +197,7 @@ def test_gor_moves_an_elephant_across_pods(fabric, tmp_path) -> None:
     ends = (plan.server_at(0, 0).nics[0], plan.server_at(1, 0).nics[0],
             plan.server_at(2, 0).nics[0], plan.server_at(3, 0).nics[0])
     job, ports = two_flow_job(plan, (0, 0), 60, SENDER_MBPS, "elephants-across-pods", ends, (0, 0))
-    gor = Gor(plan, fab.pipeline, tmp_path, GorConfig(thresholds=default_thresholds(plan)), fabric=fab)
+    gor = Gor(plan, fab.pipeline, tmp_path, default_config(plan), fabric=fab)
     try:
         gor.start()
         assert gor.jobs is not None

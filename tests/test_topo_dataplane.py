@@ -1,10 +1,13 @@
 """astral.p4 on the engine, programmed by controller.routes (no root): ECN marking
-follows the RED profile, sampled RoCE packets reach the CPU port with their metadata,
-CNPs get the high priority, and pipeline builds are cached per hash algorithm."""
+follows the RED profile, the switch's ECN alarms (sliding windows of marks per port,
+one alarm per port and level per hold-off), sampled RoCE packets reach the CPU port
+with their metadata, CNPs get the high priority, and pipeline builds are cached per
+hash algorithm."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import finsy as fy
 from scapy.contrib.roce import BTH
@@ -12,6 +15,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
+from controller.alarms import SwitchAlarms, parse_alarm
+from controller.config import default_switch_alarms
 from controller.routes import entities, switch_program, write_batched
 from fabric_sim import compiled, install
 from p4sim.runtime.service import MAX_BATCH_UPDATES
@@ -26,9 +31,9 @@ SPEC = FabricSpec(blocks=2, servers_per_block=2, rails=2, spines=2, sample_rate=
                   ecn=EcnProfile(kmin=4, kmax=12, pmax=0.5))
 
 
-def leaf_engine(plan: AddressPlan, name: str) -> V1Switch:
-    sw = V1Switch(compiled(plan.spec.ecmp_hash), cpu_port=CPU_PORT)
-    install(sw, switch_program(plan, name))
+def leaf_engine(plan: AddressPlan, name: str, alarms: SwitchAlarms | None = None, clock=None) -> V1Switch:
+    sw = V1Switch(compiled(plan.spec.ecmp_hash), cpu_port=CPU_PORT, clock=clock)
+    install(sw, dataclasses.replace(switch_program(plan, name), alarms=alarms))
     return sw
 
 
@@ -65,6 +70,60 @@ def test_ecn_marks_follow_kmin_kmax_pmax():
     assert Ether(outs[0][1])[IP].tos & 3 == 0
 
 
+def test_ecn_alarms_count_marks_in_sliding_windows_once_per_holdoff():
+    """Levels 2, 4, 8 marks within 4, 8, 8 ms: each reached level is one PacketIn naming
+    the level, its marks and the first mark's time (the switch's emulated us); a level
+    already sent waits for the hold-off, a higher one does not; marks spread wider
+    than a window raise nothing; each port counts its own marks; no config, no alarm."""
+    plan = AddressPlan(SPEC)
+    now = [0]
+    alarms = SwitchAlarms((2, 4, 8), (0.004, 0.008, 0.008), 0.1)
+    sw = leaf_engine(plan, "b0l0", alarms, clock=lambda: now[0])
+    src = plan.server_at(0, 0).nics[0]
+    dst = plan.server_at(1, 0).nics[0]
+    # Two flows leaving by the two uplinks (the hash model's ports), to check per-port counts
+    ports = {}
+    for sport in range(50000, 50100):
+        spine = predict_path(plan, FiveTuple(src.ip, dst.ip, 17, sport, 4791))[2]
+        ports.setdefault(plan.uplink_port(int(spine.removeprefix("sp"))), sport)
+    (up0, sport0), (up1, sport1) = sorted(ports.items())
+
+    def send(at_ms: float, sport: int = sport0, qdepth: int = SPEC.ecn.kmax) -> list[tuple]:
+        """One packet at ``at_ms`` through a queue ``qdepth`` deep: the alarms it raised
+        as (port, level, marks, first mark ms)."""
+        now[0] = round(at_ms * 1000)
+        (job,) = sw.run_ingress(src.leaf_port, roce(plan, src, dst, sport))
+        sent, clones = sw.run_egress(job, qdepth, qdepth, now[0], 0)
+        out = []
+        for clone in clones:
+            for port, data in sw.run_egress(clone, 0, 0, now[0], 0)[0]:
+                assert port == CPU_PORT
+                fields = dict(zip([f for f, _ in PACKET_IN.fields], PACKET_IN.struct().unpack_from(data)))
+                fields["first_mark"] = int.from_bytes(fields["first_mark"], "big")
+                alarm = parse_alarm(now[0] / 1e6, "b0l0", fields)
+                if alarm is not None:
+                    out.append((alarm.port, alarm.level, alarm.marks, round(alarm.first_mark * 1e3, 3)))
+        return out
+
+    assert send(10) == []                                   # one mark: under every level
+    assert send(11) == [(up0, 1, 2, 10.0)]                  # two within 4 ms: notice
+    assert send(12) == []                                   # still notice: held off
+    assert send(13) == [(up0, 2, 4, 10.0)]                  # four within 8 ms: warning
+    assert [send(t) for t in (14, 15, 16)] == [[], [], []]
+    assert send(17) == [(up0, 3, 8, 10.0)]                  # eight within 8 ms: critical
+    assert send(18) == []                                   # critical held off
+    assert send(12.5, sport1) == []                          # the other uplink counts its own
+    assert send(14, sport1) == [(up1, 1, 2, 12.5)]
+    assert send(20, qdepth=0) == []                         # unmarked packets count nothing
+    # Marks 5 ms apart never make two within 4 ms, even after the hold-off
+    assert [send(t) for t in range(200, 240, 5)] == [[]] * 8
+    # After the hold-off the same level is sent again, its window the latest marks
+    assert send(238) == [(up0, 1, 2, 235.0)]
+    # Without an alarm config (a fabric programmed without GOR) nothing is raised
+    sw = leaf_engine(plan, "b0l0", None, clock=lambda: now[0])
+    assert [send(t) for t in range(300, 340)] == [[]] * 40
+
+
 def test_one_in_n_roce_data_packets_are_sampled_to_the_cpu_with_metadata():
     plan = AddressPlan(SPEC)
     leaf = plan.switch("b0l1")
@@ -77,7 +136,9 @@ def test_one_in_n_roce_data_packets_are_sampled_to_the_cpu_with_metadata():
         outs = run_to_completion(sw, src.leaf_port, roce(plan, src, dst, sport))
         for port, data in outs:
             if port == CPU_PORT:
-                ingress, egress, qdepth, switch_id = PACKET_IN.struct().unpack_from(data)
+                ingress, egress, qdepth, switch_id, sampled, level, _marks, _first = \
+                    PACKET_IN.struct().unpack_from(data)
+                assert (sampled, level) == (1, 0)       # a sample, no alarm (no mark)
                 pins.append((sport, ingress, egress, qdepth, switch_id, Ether(data[PACKET_IN.length:])))
     # The skip between samples is random with mean N: 1000 expected, standard
     # deviation about sqrt(sent / 3N) = 18.
@@ -147,9 +208,10 @@ def test_every_switch_program_encodes_against_the_compiled_p4info(tmp_path):
     plan = AddressPlan(SPEC)
     schema = fy.P4Schema(build_pipeline(SPEC, tmp_path).p4info)
     for sw in plan.switches:
-        encoded = [e.encode(schema) for e in entities(switch_program(plan, sw.name))]
+        program = dataclasses.replace(switch_program(plan, sw.name), alarms=default_switch_alarms(plan, 0.25))
+        encoded = [e.encode(schema) for e in entities(program)]
         tables = {m.table_entry.table_id for m in encoded if m.HasField("table_entry")}
-        expected = {"switch_config", "ipv4_lpm", "ecn_threshold", "sampled_port"}
+        expected = {"switch_config", "ipv4_lpm", "ecn_threshold", "sampled_port", "alarm_config"}
         if sw.role == "leaf":
             expected |= {"ecmp_nhop", "arp_reply"}
         assert tables == {schema.tables[name].id for name in expected}

@@ -52,7 +52,7 @@ def test_derived_offsets_read_what_scapy_writes():
     assert bth[BTH.offset("becn")] >> BTH.shift("becn") & BTH.mask("becn") == 1
     word = AETH.struct(("syndrome", "msn")).unpack_from(bth, BTH.length)[0]
     assert (word >> AETH.shift("syndrome", "msn"), word & AETH.mask("msn")) == (0x60, 0x654321)
-    assert PACKET_IN.struct().format == "!HHII" and PACKET_IN.length == 12
+    assert PACKET_IN.struct().format == "!HHIIBBH6s" and PACKET_IN.length == 22
 
 
 def test_bad_declarations_and_reads_are_named():

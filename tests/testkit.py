@@ -83,11 +83,11 @@ def small_fabric(name: str, letter: str, run_dir: Path) -> Iterator[Fabric]:
 @contextmanager
 def gor_on(fabric: Fabric, run_dir: Path) -> Iterator[Gor]:
     """GOR with the default thresholds on ``fabric``, its run directory ``run_dir``."""
-    from controller.config import GorConfig, default_thresholds
+    from controller.config import default_config
     from controller.gor import Gor
 
     assert fabric.pipeline is not None
-    g = Gor(fabric.plan, fabric.pipeline, run_dir, GorConfig(thresholds=default_thresholds(fabric.plan)),
+    g = Gor(fabric.plan, fabric.pipeline, run_dir, default_config(fabric.plan),
             fabric=fabric)
     try:
         g.start()

@@ -150,14 +150,17 @@ BTH = Header("bth", [
 RETH = Header("reth", [("virtualAddress", 64), ("rKey", 32), ("dmaLength", 32)])
 AETH = Header("aeth", [("syndrome", 8), ("msn", 24)])
 
-# What astral.p4 prepends to a frame it samples to the CPU port (its
-# @controller_header("packet_in")); the controller gets the fields as PacketIn metadata
-# by these names, a CPU port's capture holds the header itself.
 # The invariant CRC trailing every RoCEv2 packet (IBA A17.4.2), and what a RoCE data
 # frame (SEND/WRITE middle) carries besides its payload: what a link's rate is shared
 # between, so the payload's share of a link is mtu / (mtu + ROCE_DATA_OVERHEAD).
 ICRC_LEN = 4
 ROCE_DATA_OVERHEAD = ETHERNET.length + IPV4.length + UDP.length + BTH.length + ICRC_LEN
 
+# What astral.p4 prepends to a frame it sends to the CPU port (its
+# @controller_header("packet_in")): a 1-in-N sample (``sampled`` 1), an ECN alarm of the
+# egress port (``alarm_level`` 1..3, the level's mark count, the emulated microsecond of
+# the first of those marks), or both. The controller gets the fields as PacketIn
+# metadata by these names, a CPU port's capture holds the header itself.
 PACKET_IN = Header("packet_in", [("ingress_port", 16), ("egress_port", 16), ("qdepth", 32),
-                                 ("switch_id", 32)])
+                                 ("switch_id", 32), ("sampled", 8), ("alarm_level", 8),
+                                 ("alarm_marks", 16), ("first_mark", 48)])

@@ -12,6 +12,10 @@ collective run in lock step (a rank forwards what it receives, so every hop of a
 ring moves at the pace of its slowest), and a connection splits its data evenly over
 its QPs. A unit grows while none of its links is full; a full link freezes every unit
 with a flow on it. With one unit per flow this is plain max-min fairness.
+
+It lives in controller/ because GOR simulates its candidate placements with it before
+it moves a flow (`controller.simulate`); the flow-level model `scale/` runs it on whole
+jobs.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from scale.fabric import NONE
+# A flow's row of link ids is padded with this past its last link (paths differ in
+# length: `scale.fabric.FlowPaths`).
+NONE = -1
 
 # A link with less than this fraction of its capacity left is full (float noise of the
 # repeated subtractions, far below any rate a fabric tells apart).
