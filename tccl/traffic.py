@@ -19,10 +19,11 @@ headers are the links' business (the run's link numbers).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from tccl.engine import NVLINK
 from tccl.ranks import RankInfo
+from tccl.trace import Step, pp_pairs, step_groups
 
 CHANNELS = ("nvlink", "leaf", "spine", "superspine")
 
@@ -86,3 +87,28 @@ def merged(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return {"bytes_by_step": dict(sorted(by_step.items())),
             "bytes_by_channel": {c: by_channel[c] for c in CHANNELS},
             "bytes_by_step_channel": {k: dict(sorted(v.items())) for k, v in sorted(cross.items())}}
+
+
+def expected_bytes(steps: Iterable[Step], ranks: Sequence[RankInfo], iterations: int = 1) -> dict[str, int]:
+    """The bytes a trace's steps (`tccl.trace.Step`) send per (op, group) over
+    ``iterations``, as `Traffic` counts them without PXN: a ring AllReduce of n ranks
+    sends 2(n-1) x size, AllGather, ReduceScatter, AllToAll (however skewed: each rank
+    keeps its own share), Broadcast and Reduce (n-1) x size, each pipeline pair size."""
+    out: Counter[str] = Counter()
+    for s in steps:
+        if s.op is None:
+            continue
+        if s.group == "pp":
+            nbytes = len(pp_pairs(tuple(ranks))) * s.size
+        else:
+            factor = 2 if s.op == "allreduce" else 1
+            nbytes = sum(factor * (len(g) - 1) * s.size for g in step_groups(s, ranks))
+        out[step_label(s.op, s.group)] += nbytes * iterations
+    return dict(sorted(out.items()))
+
+
+def traffic_line(traffic: Mapping[str, Any]) -> str:
+    """One line for a run's log: bytes per channel, then per (op, group)."""
+    chans = ", ".join(f"{c} {traffic['bytes_by_channel'][c]}" for c in CHANNELS)
+    steps = ", ".join(f"{k} {v}" for k, v in traffic["bytes_by_step"].items())
+    return f"bytes by channel: {chans}; by step: {steps or '-'}"
