@@ -32,8 +32,7 @@ import yaml
 
 from experiments.configs import CONFIGS, NVLINK_GBPS, QPS, prepare_trace
 from experiments.metrics import compute_seconds, step_costs
-from experiments.recorder import Recorder
-from experiments.runner import ROOT, Experiment, Settings, prepare, record_run, write_summary
+from experiments.runner import ROOT, Settings, prepare, record_run, running_fabric, write_summary
 from tccl.job import Job, Transport, Workload, job_from_fabric
 from tccl.launch import run_on_fabric
 from tccl.trace import Trace, load_trace, trace_document
@@ -193,9 +192,6 @@ MEDIAN_KEYS = ("busbw_mbps", "nic_pauses", "nic_paused_s", "wrong", *(f"{c}_byte
 
 def run_moe(settings: Settings, runs: Sequence[MoeRun] = tuple(RUNS.values())) -> dict[str, Any]:
     """The scenario's runs, ``repeats`` times on one fabric; summary.json and the table."""
-    from controller.routes import program_fabric
-    from topo.net import Fabric
-
     trace = settings.trace if settings.trace != Settings.trace else MOE_TRACE
     exp = prepare(dataclasses.replace(settings, trace=trace, configs=(CONFIGS["rail"],)))
     tp_file = prepare_trace(TP_TRACE, exp.out / "tp-trace.yaml", settings.iterations, settings.size_scale)
@@ -207,27 +203,22 @@ def run_moe(settings: Settings, runs: Sequence[MoeRun] = tuple(RUNS.values())) -
         path.write_text(yaml.safe_dump(trace_document(t), sort_keys=False), encoding="utf-8")
         jobs[run.name] = (run_job(exp.spec_file, path, run, settings.seed), t)
     extra: dict[str, dict[str, list]] = {}
-    with Fabric(exp.spec, run_dir=exp.out / "fabric", program=program_fabric) as fabric:
-        exp.log(f"fabric {exp.spec.name} up; dilation {fabric.clock.dilation:g}: figures are emulated time")
-        recorder = Recorder(fabric.plan, settings.interval_s, fabric.clock).start()
-        try:
-            for rep in range(settings.repeats):
-                for run in runs:
-                    job, t = jobs[run.name]
-                    run_dir = exp.out / run.name / f"rep{rep + 1}"
-                    recorded = record_run(exp, fabric, recorder, run.gor, run_dir,
-                                          lambda: run_on_fabric(fabric, job, run_dir, settings.timeout_s))
-                    numbers = recorded.numbers(bus_bits(t, job) / (exp.bottleneck_mbps * 1e6), compute_seconds(t))
-                    mine = run_numbers(recorded.results, numbers, t, job)
-                    exp.repeats.setdefault(run.name, []).append(numbers)
-                    for key, value in mine.items():
-                        extra.setdefault(run.name, {}).setdefault(key, []).append(value)
-                    exp.log(f"repeat {rep + 1}/{settings.repeats} {run.name:14s} iteration "
-                            f"{numbers['iteration_s']:.3f} s, busbw {mine['busbw_mbps']} Mbit/s, "
-                            f"wrong {mine['wrong']}, GOR moves {numbers['gor_moves']}\n"
-                            f"    {traffic_line(numbers['traffic'])}")
-        finally:
-            recorder.stop()
+    with running_fabric(exp, exp.spec, exp.out / "fabric") as (fabric, recorder):
+        for rep in range(settings.repeats):
+            for run in runs:
+                job, t = jobs[run.name]
+                run_dir = exp.out / run.name / f"rep{rep + 1}"
+                recorded = record_run(exp, fabric, recorder, run.gor, run_dir,
+                                      lambda: run_on_fabric(fabric, job, run_dir, settings.timeout_s))
+                numbers = recorded.numbers(bus_bits(t, job) / (exp.bottleneck_mbps * 1e6), compute_seconds(t))
+                mine = run_numbers(recorded.results, numbers, t, job)
+                exp.repeats.setdefault(run.name, []).append(numbers)
+                for key, value in mine.items():
+                    extra.setdefault(run.name, {}).setdefault(key, []).append(value)
+                exp.log(f"repeat {rep + 1}/{settings.repeats} {run.name:14s} iteration "
+                        f"{numbers['iteration_s']:.3f} s, busbw {mine['busbw_mbps']} Mbit/s, "
+                        f"wrong {mine['wrong']}, GOR moves {numbers['gor_moves']}\n"
+                        f"    {traffic_line(numbers['traffic'])}")
     for name in exp.repeats:
         exp.models.setdefault(name, {})
     configs = {name: {k: (statistics.median(v) if k in MEDIAN_KEYS else v[len(v) // 2]) for k, v in numbers.items()}

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from tccl.dcqcn import Scale
 from tccl.job import Workload, job_from_fabric
@@ -207,10 +207,3 @@ def ep_shape(steps: Sequence[Step]) -> EpShape | None:
         raise ImportRefused(f"expert-parallel groups of several shapes {sorted(map(str, shapes))}: "
                             f"a trace has one ep shape")
     return next(iter(shapes), None)
-
-
-def as_dict(imported: Imported) -> dict[str, Any]:
-    """The summary's numbers (for tests and the experiments' summary.json)."""
-    return {"format": imported.fmt, "source": imported.source, "scale": imported.scale,
-            "steps": dict(imported.steps), "source_bytes": dict(imported.source_bytes),
-            "imported_bytes": dict(imported.imported_bytes()), "notes": list(imported.notes)}
