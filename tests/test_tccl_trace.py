@@ -14,6 +14,7 @@ from tccl.agent import _run_trace, workload_flows
 from tccl.engine import Engine
 from tccl.job import Job, Transport, Workload, job_from_fabric
 from tccl.ranks import JobError, RankInfo
+from tccl.traffic import channel
 
 ROOT = Path(__file__).resolve().parent.parent
 FABRIC = ROOT / "topo" / "fabrics" / "default.yaml"
@@ -150,3 +151,16 @@ def test_extended_trace_runs_verified_and_counts_its_bytes():
     assert traffic["bytes_by_channel"] == {"nvlink": sum(traffic["bytes_by_step"].values()),
                                            "leaf": 0, "spine": 0, "superspine": 0}
     engine.close()
+
+
+def test_channels_of_a_message():
+    def r(block, rail, server):
+        return RankInfo(rank=0, server=server, block=block, rail=rail, iface="e", ip="10.0.0.1",
+                        mac="02:00:00:00:00:01", gateway_mac="02:ff:00:00:00:01")
+    a = r(0, 0, "b0h0")
+    assert channel(a, r(0, 1, "b0h0"), "nvlink") == "nvlink"
+    assert channel(a, r(0, 1, "b0h0"), "net") == "spine"          # same server, another rail: a spine
+    assert channel(a, r(0, 0, "b0h1"), "net") == "leaf"
+    assert channel(a, r(1, 0, "b1h0"), "net") == "spine"          # two tiers: one pod
+    assert channel(a, r(1, 0, "b1h0"), "net", blocks_per_pod=1) == "superspine"
+    assert channel(a, r(1, 0, "b1h0"), "net", blocks_per_pod=2) == "spine"
