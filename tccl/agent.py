@@ -246,7 +246,7 @@ def _run_trace(engine: Engine, job: Job, trace: Trace, out: Any) -> dict[str, An
     t, w = job.transport, job.workload
     split = t.tp_split and t.nvlink_gbps > 0
     balancer = C.SplitBalancer(t.nvlink_gbps * 1e9, t.line_rate_bps, t.nvlink_latency_us * 1e-6,
-                               C.net_latency_s(t.mtu, t.line_rate_bps))
+                               C.net_latency_s(t.mtu, t.line_rate_bps)) if split else None
     traffic = Traffic(job.ranks, _blocks_per_pod(job))
     times, shares, wrong, split_wrong = [], [], 0, 0
     for it in range(trace.iterations):
@@ -257,7 +257,7 @@ def _run_trace(engine: Engine, job: Job, trace: Trace, out: Any) -> dict[str, An
                 continue
             sent: dict[tuple[int, int, str], int] = {}
             rings, _ = _step_layout(job, step)
-            if split and step.group == "tp" and step.op == "allreduce":
+            if balancer is not None and step.group == "tp" and step.op == "allreduce":
                 shares.append(balancer.share_for(step.size, len(rings[0])))
                 split_wrong += _split_step(engine, job, rings, step.size, balancer, shares[-1], sent)
             else:

@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mail_engine import MailEngine
+
 from tccl import collectives as C
 from tccl import trace as T
 from tccl.agent import _run_trace, workload_flows
 from tccl.engine import Engine
 from tccl.job import Job, Transport, Workload, job_from_fabric
 from tccl.ranks import JobError, RankInfo
-from tccl.traffic import channel
+from tccl.traffic import channel, expected_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 FABRIC = ROOT / "topo" / "fabrics" / "default.yaml"
@@ -164,3 +166,16 @@ def test_channels_of_a_message():
     assert channel(a, r(1, 0, "b1h0"), "net") == "spine"          # two tiers: one pod
     assert channel(a, r(1, 0, "b1h0"), "net", blocks_per_pod=1) == "superspine"
     assert channel(a, r(1, 0, "b1h0"), "net", blocks_per_pod=2) == "spine"
+
+
+def test_trace_without_nvlink_runs_over_the_nics():
+    """No NVLink (the fabric spec's default): every message, a server's too, takes the
+    NICs -- a TP AllReduce then crosses a spine (its ranks sit on different rails)."""
+    job = job_from_fabric(FABRIC, Workload(check=True), Transport(nvlink_gbps=0))
+    trace = T.parse_trace({"steps": [{"compute_ms": 1}, {"op": "allreduce", "group": "tp", "size": 4000},
+                                     {"op": "reduce", "group": "dp", "size": 1000}]})
+    result = _run_trace(MailEngine(job), job, trace, io.StringIO())
+    assert result["trace_wrong"] == 0 and "tp_nvlink_share" not in result
+    chans = result["traffic"]["bytes_by_channel"]
+    assert chans["nvlink"] == 0 and chans["spine"] >= 4 * 2 * 3 * 4000
+    assert result["traffic"]["bytes_by_step"] == expected_bytes(trace.steps, job.ranks)
