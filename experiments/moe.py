@@ -40,8 +40,8 @@ from tccl.traffic import CHANNELS, traffic_line
 
 MOE_TRACE = ROOT / "traces" / "moe.yaml"
 TP_TRACE = ROOT / "traces" / "tp_heavy.yaml"
-# A hot expert: each EP group's first rank gets 4x the tokens of the others.
-HOT_WEIGHTS = (4, 1, 1, 1)
+# A hot expert: each EP group's first rank gets 8x the tokens of any other.
+HOT_WEIGHTS = (8, 1, 1, 1)
 # NVLink of the TP runs: twice a NIC (20 Mbit/s against 10), with NVLink's real
 # latency (200 ns; RoCE's is what the emulated fabric gives: frames on two links).
 # Against the demo's 100x NVLink the NICs would add 1 %; at 2x the split has

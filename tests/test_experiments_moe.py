@@ -24,7 +24,7 @@ def test_runs_change_only_what_they_name(tmp_path):
     spread = M.run_trace(base, M.RUNS["ep-spread"])
     assert spread.ep.layout == "spread" and all(s.ep == spread.ep for s in spread.steps if s.op)
     hot = M.run_trace(base, M.RUNS["hot-expert"])
-    assert {s.weights for s in hot.steps if s.op} == {(4.0, 1.0, 1.0, 1.0)}
+    assert {s.weights for s in hot.steps if s.op} == {(8.0, 1.0, 1.0, 1.0)}
     tp = load_trace(M.TP_TRACE)
     assert M.run_trace(tp, M.RUNS["tp-split"]) == tp
     jobs = {name: M.run_job(FABRIC, M.TP_TRACE if r.trace == "tp" else M.MOE_TRACE, r, 1)
@@ -43,8 +43,8 @@ def test_bus_bits_follow_nccl_tests_and_the_hot_destination():
     # Two all-to-alls of 64 KiB over 4 ranks: (n-1)/n x size x 8 each.
     assert M.bus_bits(base, job) == pytest.approx(2 * 3 / 4 * 65536 * 8)
     hot = M.run_trace(base, M.RUNS["hot-expert"])
-    # Skewed: the hot rank takes 4/7 of every sender's buffer from 3 senders.
-    assert M.bus_bits(hot, job) == pytest.approx(2 * 3 * 4 / 7 * 65536 * 8)
+    # Skewed: the hot rank takes 8/11 of every sender's buffer from 3 senders.
+    assert M.bus_bits(hot, job) == pytest.approx(2 * 3 * 8 / 11 * 65536 * 8)
 
 
 def test_table_and_verdicts():
