@@ -23,7 +23,6 @@ yardstick for NVLink and NIC runs alike).
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -33,6 +32,7 @@ import yaml
 from experiments.configs import CONFIGS, NVLINK_GBPS, QPS, prepare_trace
 from experiments.metrics import compute_seconds, step_costs
 from experiments.runner import ROOT, Settings, prepare, record_run, running_fabric, write_summary
+from experiments.summary import median_of
 from tccl.job import Job, Transport, Workload, job_from_fabric
 from tccl.launch import run_on_fabric
 from tccl.trace import Trace, load_trace, trace_document
@@ -221,7 +221,7 @@ def run_moe(settings: Settings, runs: Sequence[MoeRun] = tuple(RUNS.values())) -
                         f"    {traffic_line(numbers['traffic'])}")
     for name in exp.repeats:
         exp.models.setdefault(name, {})
-    configs = {name: {k: (statistics.median(v) if k in MEDIAN_KEYS else v[len(v) // 2]) for k, v in numbers.items()}
+    configs = {name: {k: (median_of(v) if k in MEDIAN_KEYS else v[len(v) // 2]) for k, v in numbers.items()}
                for name, numbers in extra.items()}
     return write_summary(exp, {"scenario": "moe", "configs": configs, "verdicts": verdicts(configs)},
                          table=format_moe_table)

@@ -107,7 +107,7 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def _median(values: list[Any]) -> Any:
+def median_of(values: list[Any]) -> Any:
     vals = [v for v in values if v is not None]
     if not vals:
         return None
@@ -124,7 +124,7 @@ def config_row(repeats: Sequence[Mapping[str, Any]], model: Mapping[str, Any] | 
         raise MetricsError("a configuration needs at least one repeat")
     row: dict[str, Any] = {}
     for key in (*REQUIRED, "retransmits", "gor_loops", "busbw_frac_rest"):
-        row[key] = _median([r.get(key) for r in repeats])
+        row[key] = median_of([r.get(key) for r in repeats])
     # GOR's detect -> moved over every move of every repeat (a repeat has a handful).
     pooled = sorted(x for r in repeats for x in r.get("gor_move_latencies_s", []))
     row["gor_loop_s"] = statistics.median(pooled) if pooled else None
