@@ -61,7 +61,7 @@ run: setup
 bench: setup
 	$(PY) -m bench
 
-# The five configurations (stock, stock-gor, rail, orthogonal, gor) on one fabric, or SCENARIO=failure|tenants|incast:
+# The five configurations (stock, stock-gor, rail, orthogonal, gor) on one fabric, or SCENARIO=failure|tenants|incast|moe:
 # table on stdout, results/<run>/summary.json and plots. FABRIC=, TRACE=, SEED=, REPEATS=;
 # PCAP=1: captures in every run directory (a fabric per run), for make inspect RUN=<run>/<config>/rep1.
 demo: setup

@@ -1,8 +1,8 @@
 """``python -m experiments`` (``make demo``): run the configurations, print the table,
 write results/<run>/summary.json, plots and report.html; ``--scenario failure`` runs the
 cable failure instead, ``--scenario tenants`` two tenants' jobs on one fabric,
-``--scenario incast`` N senders to one receiver without and with PFC
-(docs/experiments.md)."""
+``--scenario incast`` N senders to one receiver without and with PFC, ``--scenario
+moe`` expert-parallel all-to-all and the NVLink + RoCE split (docs/experiments.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from experiments.configs import CONFIGS, parse_configs
+from experiments.moe import RUNS, parse_runs, run_moe
 from experiments.recorder import RecorderError
 from experiments.report import write_report
 from experiments.runner import (DEFAULT_FABRIC, DEFAULT_TRACE, DEMO_ITERATIONS, DEMO_SAMPLE_RATE, RESULTS,
@@ -29,8 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="trace (default %(default)s)")
     ap.add_argument("--seed", type=int, default=1, help="seeds random ports and data (default %(default)s)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per configuration (default %(default)s)")
-    ap.add_argument("--configs", default=",".join(CONFIGS),
-                    help="comma-separated subset of %(default)s")
+    ap.add_argument("--configs", help=f"comma-separated subset of {','.join(CONFIGS)} "
+                                       f"(--scenario moe: of {','.join(RUNS)})")
     ap.add_argument("--iterations", type=int, default=DEMO_ITERATIONS,
                     help="iterations per job (default %(default)s)")
     ap.add_argument("--size-scale", type=float, default=1.0, help="scale the trace's message sizes")
@@ -38,10 +39,12 @@ def _parser() -> argparse.ArgumentParser:
                     help="sample 1 in N frames leaving by fabric links (default %(default)s; "
                          "-1: the fabric spec's own rate)")
     ap.add_argument("--out", type=Path, help="run directory (default results/<date-time>)")
-    ap.add_argument("--scenario", choices=("configs", "failure", "tenants", "incast"), default="configs",
+    ap.add_argument("--scenario", choices=("configs", "failure", "tenants", "incast", "moe"), default="configs",
                     help="configs: the comparison (default); failure: a spine cable fails mid-job; "
                          "tenants: two jobs planned apart share the fabric, without and with GOR; "
-                         "incast: N senders to one receiver, without and with PFC")
+                         "incast: N senders to one receiver, without and with PFC; "
+                         "moe: expert-parallel all-to-all (rail, spread, PXN, hot expert, GOR) and "
+                         "the TP split over NVLink and RoCE")
     ap.add_argument("--pcap", action="store_true",
                     help="per-port captures into each run's pcap/ (a fabric per run; for python -m insight)")
     return ap
@@ -54,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         settings = Settings(fabric=args.fabric, trace=args.trace, seed=args.seed, repeats=args.repeats,
-                            configs=tuple(parse_configs(args.configs)),
+                            configs=tuple(parse_configs(args.configs if args.configs and args.scenario != "moe"
+                                                        else ",".join(CONFIGS))),
                             out=args.out or RESULTS / time.strftime("%Y%m%d-%H%M%S"),
                             iterations=args.iterations, size_scale=args.size_scale, pcap=args.pcap,
                             sample_rate=None if args.sample_rate == -1 else args.sample_rate)
@@ -70,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
                                  "the tenants scenario keeps one fabric")
             from experiments.tenants import run_tenants
             run_tenants(settings)
+        elif args.scenario == "moe":
+            if args.pcap:
+                raise ValueError("--pcap: captures are for --scenario configs (a fabric per run); "
+                                 "the moe scenario keeps one fabric")
+            run_moe(settings, parse_runs(args.configs) if args.configs else tuple(RUNS.values()))
         elif args.scenario == "incast":
             if args.pcap:
                 raise ValueError("--pcap: captures are for --scenario configs (a fabric per run); "

@@ -26,11 +26,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
 from tccl.job import Job, Transport, Workload, job_from_fabric, renumbered
-from tccl.trace import load_trace
+from tccl.importers.registry import detect, import_trace
+from tccl.trace import load_trace, trace_document
 
 # NVLink between the ranks of a server (Gbit/s): 100x the default 10 Mbit/s NICs, like
 # NVLink against a 400G NIC, so tensor-parallel steps never wait for the network.
@@ -74,23 +76,32 @@ def parse_configs(text: str) -> list[Config]:
 
 
 def prepare_trace(trace: str | Path, out: str | Path, iterations: int | None = None,
-                  size_scale: float = 1.0) -> Path:
+                  size_scale: float = 1.0, fabric: str | Path | None = None,
+                  log: Callable[[str], None] = print) -> Path:
     """A copy of ``trace`` in the run directory, with its iteration count and message
-    sizes changed if asked (short runs for tests); validated by `tccl.trace`."""
-    t = load_trace(trace)
+    sizes changed if asked (short runs for tests: scaled sizes stay >= 1 KiB);
+    validated by `tccl.trace`. A SimAI/AICB workload, AICB CSV or Chakra ET
+    (`tccl.importers.registry.detect`) is imported for the ``fabric`` spec first, its
+    summary logged."""
+    fmt = detect(trace)
+    if fmt is not None:
+        if fabric is None:
+            raise ValueError(f"{trace}: a {fmt} file is imported for a fabric: give its spec")
+        imported = import_trace(fmt, trace, fabric)
+        log(imported.summary())
+        t = imported.trace
+    else:
+        t = load_trace(trace)
     if iterations is not None and iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
     if size_scale <= 0:
         raise ValueError(f"size scale must be > 0, got {size_scale}")
-    steps = []
-    for s in t.steps:
-        if s.op is None:
-            steps.append({"compute_ms": s.compute_ms})
-        else:
-            steps.append({"op": s.op, "group": s.group, "size": max(1024, int(s.size * size_scale))})
-    doc = {"name": t.name, "iterations": iterations or t.iterations, "steps": steps}
+    if size_scale != 1.0:
+        t = dataclasses.replace(t, steps=tuple(
+            dataclasses.replace(s, size=max(1024, int(s.size * size_scale))) if s.op else s for s in t.steps))
+    t = dataclasses.replace(t, iterations=iterations or t.iterations)
     path = Path(out)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    path.write_text(yaml.safe_dump(trace_document(t), sort_keys=False), encoding="utf-8")
     load_trace(path)
     return path
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from tccl.results import bus_factor
-from tccl.trace import Trace, groups
+from tccl.trace import Trace, step_groups
 
 
 class MetricsError(ValueError):
@@ -47,9 +47,11 @@ def step_costs(trace: Trace, ranks: Sequence, bottleneck_bps: float, nvlink_bps:
     for step in trace.steps:
         if step.op is None:
             continue
-        n = 2 if step.group == "pp" else len(groups(step.group, tuple(ranks))[0])
+        n = 2 if step.group == "pp" else len(step_groups(step, tuple(ranks))[0])
         rate = nvlink_bps if step.group == "tp" and nvlink_bps > 0 else bottleneck_bps
-        ideal = bus_factor(step.op, n) * step.size * 8 / rate if n > 1 else 0.0
+        # A skewed all-to-all is bound by its hottest destination's ingress link.
+        factor = (n - 1) * max(step.weights) / sum(step.weights) if step.weights else bus_factor(step.op, n)
+        ideal = factor * step.size * 8 / rate if n > 1 else 0.0
         out.append(StepCost(step.op, step.group, step.size, n, rate, ideal))
     return out
 

@@ -43,6 +43,7 @@ from experiments.table import format_table
 from tccl.fidelity import agents_window
 from tccl.job import Job
 from tccl.launch import run_on_fabric
+from tccl.traffic import traffic_line
 from tccl.trace import Trace, load_trace
 from topo.addressing import AddressPlan
 from topo.freeports import free_port_base
@@ -140,7 +141,8 @@ def prepare(settings: Settings, log: Callable[[str], None] = print) -> Experimen
     spec = replace(base, node_prefix=f"x{os.getpid() % 1000}", pcap=False,
                    grpc_port_base=free_port_base(len(AddressPlan(base).switches)))
     spec_file = write_spec(spec, out / "fabric" / "spec.yaml")
-    trace_file = prepare_trace(settings.trace, out / "trace.yaml", settings.iterations, settings.size_scale)
+    trace_file = prepare_trace(settings.trace, out / "trace.yaml", settings.iterations, settings.size_scale,
+                               settings.fabric, log)
     trace = load_trace(trace_file)
     plan = AddressPlan(spec)
     jobs = {c.name: build_job(spec_file, trace_file, c, settings.seed) for c in settings.configs}
@@ -284,6 +286,7 @@ def _run_config(exp: Experiment, fabric: Any, recorder: Recorder, config: Config
     exp.log(f"repeat {rep + 1}/{exp.settings.repeats} {config.name:10s} iteration "
             f"{numbers['iteration_s']:.3f} s, busbw/link {numbers['busbw_frac']:.2f}, "
             f"GOR moves {numbers['gor_moves']} ({time.monotonic() - t:.1f} s wall)\n"
+            f"    {traffic_line(numbers['traffic'])}\n"
             f"    fidelity: {Fidelity.from_json(numbers['fidelity']).line()}")
     return run_dir
 

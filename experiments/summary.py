@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from controller.events import move_latencies
 from experiments.metrics import MetricsError, busbw_frac, job_iterations, median_of, spread
 from experiments.recorder import Interval
+from tccl.traffic import merged
 
 # The numbers every configuration has in summary.json (the list), then extras.
 REQUIRED = ("iteration_s", "busbw_frac", "max_link_util", "mean_link_util", "ecn_marks", "cnps",
@@ -92,6 +93,8 @@ def repeat_numbers(results: Mapping[str, Mapping[str, Any]], ideal_comm_s: float
         "gor_loop_s_p99": percentile(latencies, 0.99),
         "gor_move_latencies_s": latencies,
         "links": links["links"],
+        # Where the bytes went: per (op, group) and per channel, every agent's summed.
+        "traffic": merged(r["traffic"] for r in results.values() if "traffic" in r),
     }
 
 
@@ -122,6 +125,7 @@ def config_row(repeats: Sequence[Mapping[str, Any]], model: Mapping[str, Any] | 
     row["busbw_frac_spread"] = spread(r["busbw_frac"] for r in repeats).as_dict()
     middle = sorted(repeats, key=lambda r: r["iteration_s"])[(len(repeats) - 1) // 2]
     row["links"] = middle["links"]
+    row["traffic"] = middle.get("traffic")
     row["repeats"] = [{k: v for k, v in r.items() if k != "links"} for r in repeats]
     row["fidelity"] = fidelity_row([r["fidelity"] for r in repeats if "fidelity" in r])
     row.update(model or {})

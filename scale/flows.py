@@ -13,9 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tccl import collectives as C
 from tccl import trace as T
-from tccl.agent import port_function
+from tccl.agent import port_function, step_flows as agent_step_flows
 from tccl.job import Job
 
 from scale.fabric import FabricIndex
@@ -30,15 +29,8 @@ def step_flows(job: Job, trace: T.Trace) -> list[list[tuple[int, int, int]]]:
     for step in trace.steps:
         if step.op is None:
             continue
-        if step.group == "pp":
-            pairs = T.pp_pairs(job.ranks)
-        else:
-            pairs = []
-            for g in T.groups(step.group, job.ranks):
-                ring = C.ring_order(g, job.workload.order)
-                pairs += ([(a, b) for a in ring for b in ring if a != b] if step.op == "alltoall"
-                          else C.ring_flows(ring))
-        out.append([(a, b, i) for a, b in pairs if not (nvlink and ranks[a].server == ranks[b].server)
+        out.append([(a, b, i) for a, b in agent_step_flows(job, step)
+                    if not (nvlink and ranks[a].server == ranks[b].server)
                     for i in range(job.transport.qps)])
     return out
 
@@ -55,7 +47,7 @@ def step_rings(job: Job, trace: T.Trace) -> list[dict[int, int] | None]:
         if step.op is None:
             continue
         if step.op in RING_OPS and step.group != "pp":
-            out.append({r.rank: k for k, g in enumerate(T.groups(step.group, job.ranks)) for r in g})
+            out.append({r.rank: k for k, g in enumerate(T.step_groups(step, job.ranks)) for r in g})
         else:
             out.append(None)
     return out

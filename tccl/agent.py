@@ -17,6 +17,7 @@ clock is dilated.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 from pathlib import Path
@@ -33,6 +34,7 @@ from tccl.control import ControlServer, socket_path
 from tccl.engine import Engine
 from tccl.job import Job, JobError, load_job
 from tccl.results import HEADER, Row, bus_factor, format_fidelity, format_row, save
+from tccl.traffic import Traffic
 from tccl.trace import Step, Trace
 from topo.addressing import AddressPlan
 from topo.spec import NICS
@@ -71,14 +73,23 @@ def workload_flows(job: Job, ring: list[int], trace: Trace | None = None) -> lis
         flows: dict[tuple[int, int], None] = {}
         for step in trace.steps:
             if step.op is not None:
-                rings, pairs = _step_layout(job, step)
-                for r in rings:
-                    flows.update(dict.fromkeys(_op_flows(step.op, r, [])))
-                flows.update(dict.fromkeys(pairs))
+                flows.update(dict.fromkeys(step_flows(job, step)))
         return list(flows)
     if job.workload.algo == "tree":
         return C.tree_flows(C.tree_order(job.ranks, job.workload.order))
     return _op_flows(job.workload.op, ring, list(job.workload.pairs))
+
+
+def step_flows(job: Job, step: Step) -> list[tuple[int, int]]:
+    """The (src, dst) pairs one collective step of a trace sends on (PXN's hops when
+    the job relays its all-to-alls)."""
+    rings, pairs = _step_layout(job, step)
+    if _uses_pxn(job, step):
+        return C.pxn_plan(T.step_groups(step, job.ranks), job.ranks).net_flows()
+    flows: dict[tuple[int, int], None] = dict.fromkeys(pairs)
+    for r in rings:
+        flows.update(dict.fromkeys(_op_flows(step.op, r, [])))
+    return list(flows)
 
 
 def _op_flows(op: str, ring: list[int], pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -86,14 +97,22 @@ def _op_flows(op: str, ring: list[int], pairs: list[tuple[int, int]]) -> list[tu
         return list(pairs)
     if op == "alltoall":
         return [(a, b) for a in ring for b in ring if a != b]
+    if op in ("broadcast", "reduce"):
+        chain = C.rooted_chain(ring)
+        down = list(zip(chain, chain[1:]))
+        return down if op == "broadcast" else [(b, a) for a, b in down]
     return C.ring_flows(ring)
+
+
+def _uses_pxn(job: Job, step: Step) -> bool:
+    return job.transport.pxn and step.op == "alltoall"
 
 
 def _step_layout(job: Job, step: Step) -> tuple[list[list[int]], list[tuple[int, int]]]:
     """(rings of the step's groups, send/recv pairs) of one trace step."""
     if step.group == "pp":
         return [], T.pp_pairs(job.ranks)
-    return [C.ring_order(g, job.workload.order) for g in T.groups(step.group, job.ranks)], []
+    return [C.ring_order(g, job.workload.order) for g in T.step_groups(step, job.ranks)], []
 
 
 def port_function(job: Job, ring: list[int], trace: Trace | None = None,
@@ -222,54 +241,100 @@ def _sweep(engine: Engine, job: Job, ring: list[int], out: Any, tree: C.Tree | N
 
 def _run_trace(engine: Engine, job: Job, trace: Trace, out: Any) -> dict[str, Any]:
     """Run the trace's iterations, every group of a step at once. Returns seconds per
-    iteration (as this server saw them), and with ``transport.tp_split`` the NVLink
-    share used by each split tp AllReduce and how many results were wrong."""
-    t, seed = job.transport, job.transport.seed
+    iteration (as this server saw them), the bytes this server's ranks sent per (op,
+    group) and per channel (`tccl.traffic`), with ``workload.check`` how many of its
+    ranks' results were wrong, and with ``transport.tp_split`` the NVLink share used by
+    each split tp AllReduce and how many of those results were wrong."""
+    t, w = job.transport, job.workload
     split = t.tp_split and t.nvlink_gbps > 0
-    balancer = C.SplitBalancer(t.nvlink_gbps * 1e9, t.line_rate_bps)
-    times, shares, wrong = [], [], 0
+    balancer = C.SplitBalancer(t.nvlink_gbps * 1e9, t.line_rate_bps, t.nvlink_latency_us * 1e-6,
+                               C.net_latency_s(t.mtu, t.line_rate_bps)) if split else None
+    traffic = Traffic(job.ranks, _blocks_per_pod(job))
+    times, shares, wrong, split_wrong = [], [], 0, 0
     for it in range(trace.iterations):
         start = engine.clock()
         for step in trace.steps:
             if step.op is None:
                 engine.run_for(step.compute_ms / 1000)
                 continue
-            rings, pairs = _step_layout(job, step)
-            if split and step.group == "tp" and step.op == "allreduce":
-                shares.append(balancer.share)
-                wrong += _split_step(engine, job, rings, step.size, balancer)
-                continue
-            progs: dict[C.Task, C.Program] = {}
-            if pairs:
-                progs, _ = C.programs_for("sendrecv", engine, [r.rank for r in job.ranks], step.size,
-                                          seed, pairs)
-            for ring in rings:
-                part, _ = C.programs_for(step.op, engine, ring, step.size, seed)
-                progs.update(part)
-            C.run_collective(engine, progs, collective_timeout(job, step.op, step.size))
+            sent: dict[tuple[int, int, str], int] = {}
+            rings, _ = _step_layout(job, step)
+            if balancer is not None and step.group == "tp" and step.op == "allreduce":
+                shares.append(balancer.share_for(step.size, len(rings[0])))
+                split_wrong += _split_step(engine, job, rings, step.size, balancer, shares[-1], sent)
+            else:
+                progs, check = _step_programs(engine, job, step)
+                results = C.run_collective(engine, progs, collective_timeout(job, step.op, step.size),
+                                           sent=sent)
+                if w.check:
+                    wrong += sum(results[task] != want() for task, want in check.items())
+            traffic.add(step.op, step.group, sent)
         times.append(engine.clock() - start)
         print(f"# iteration {it}: {times[-1] * 1e3:.1f} ms", file=out, flush=True)
-    result: dict[str, Any] = {"iteration_s": times}
+    result: dict[str, Any] = {"iteration_s": times, "traffic": traffic.to_json()}
+    if w.check:
+        result["trace_wrong"] = wrong
     if split:
-        result.update(tp_nvlink_share=shares, tp_split_wrong=wrong)
+        result.update(tp_nvlink_share=shares, tp_split_wrong=split_wrong)
     return result
 
 
+def _step_programs(engine: Engine, job: Job, step: Step
+                   ) -> tuple[dict[C.Task, C.Program], dict[C.Task, Callable[[], bytes]]]:
+    """The local ranks' programs for one collective step of a trace, and per task how
+    to compute what it must end with (called only when the job checks results)."""
+    seed = job.transport.seed
+    rings, pairs = _step_layout(job, step)
+    progs: dict[C.Task, C.Program] = {}
+    check: dict[C.Task, Callable[[], bytes]] = {}
+    if pairs:
+        everyone = [r.rank for r in job.ranks]
+        progs, _ = C.programs_for("sendrecv", engine, everyone, step.size, seed, pairs)
+        for rank in progs:
+            check[rank] = functools.partial(C.expected, "sendrecv", everyone, rank, step.size, seed, pairs)
+        return progs, check
+    if _uses_pxn(job, step):
+        plan = C.pxn_plan(T.step_groups(step, job.ranks), job.ranks)
+        for rank in plan.ranks:
+            if rank in engine.local:
+                data = C.input_data(seed, rank, step.size)
+                progs[rank] = C.pxn_all_to_all(plan, rank, data, step.weights)
+                members = plan.order.get(rank)
+                check[rank] = (functools.partial(C.expected, "alltoall", members, rank, step.size, seed,
+                                                 weights=step.weights) if members else bytes)
+        return progs, check
+    for ring in rings:
+        part, _ = C.programs_for(step.op, engine, ring, step.size, seed, weights=step.weights)
+        progs.update(part)
+        for rank in part:
+            check[rank] = functools.partial(C.expected, step.op, ring, rank, step.size, seed,
+                                            weights=step.weights)
+    return progs, check
+
+
+def _blocks_per_pod(job: Job) -> int | None:
+    """The pods of the job's fabric (None: no spec, one pod), for `tccl.traffic`."""
+    if not job.fabric:
+        return None
+    from topo.spec import load_spec
+    return load_spec(job.fabric).blocks_per_pod
+
+
 def _split_step(engine: Engine, job: Job, rings: list[list[int]], size: int,
-                balancer: C.SplitBalancer) -> int:
+                balancer: C.SplitBalancer, share: float, sent: dict[tuple[int, int, str], int]) -> int:
     """This server's tp AllReduce split over NVLink and the NICs; updates the balancer
     from each channel's achieved bandwidth. Returns how many ranks got a wrong result."""
     ring = next(r for r in rings if set(r) <= set(engine.local))
-    progs, cut = C.split_all_reduce(engine, ring, size, job.transport.seed, balancer.share)
+    progs, cut = C.split_all_reduce(engine, ring, size, job.transport.seed, share)
     finished: dict[C.Task, float] = {}
     start = engine.clock()
-    results = C.run_collective(engine, progs, collective_timeout(job, "allreduce", size), finished)
+    results = C.run_collective(engine, progs, collective_timeout(job, "allreduce", size), finished, sent)
     for channel, nbytes in ((C.NVLINK, cut), (C.NET, size - cut)):
         done = [f for (rank, ch), f in finished.items() if ch == channel]
         if done:
             # Bytes each rank moves over the channel in a ring AllReduce: the bus factor of its part.
             moved = nbytes * bus_factor("allreduce", len(ring))
-            balancer.update(channel, int(moved), max(done) - start)
+            balancer.update(channel, int(moved), max(done) - start, 2 * (len(ring) - 1))
     expect = C.expected("allreduce", ring, ring[0], size, job.transport.seed)
     joined = {rank: results.get((rank, C.NVLINK), b"") + results.get((rank, C.NET), b"") for rank in ring}
     return sum(v != expect for v in joined.values())

@@ -202,10 +202,33 @@ def ring_all_gather(ring: Sequence[int], me: int, mine: bytes, order: Sequence[i
     return b"".join(by_rank[r] for r in order)
 
 
-def all_to_all(ranks: Sequence[int], me: int, buf: bytes) -> Program:
-    """Rank k's chunk j goes to rank j; the result holds chunk k of every rank, in order."""
+def shares(size: int, weights: Sequence[float]) -> list[tuple[int, int]]:
+    """Contiguous (start, end) slices of ``size`` bytes in proportion to ``weights``
+    (alltoallv's per-destination counts); without weights, equal `chunks`."""
+    if not weights:
+        raise ValueError("shares needs at least one weight")
+    total = float(sum(weights))
+    if total <= 0 or min(weights) < 0:
+        raise ValueError(f"weights must be >= 0 with a positive sum, got {list(weights)}")
+    bounds, acc = [0], 0.0
+    for w in weights:
+        acc += w
+        bounds.append(round(size * acc / total))
+    return list(zip(bounds, bounds[1:]))
+
+
+def _a2a_slices(size: int, n: int, weights: Sequence[float]) -> list[tuple[int, int]]:
+    if weights and len(weights) != n:
+        raise ValueError(f"{len(weights)} weights for an all-to-all of {n} ranks")
+    return shares(size, weights) if weights else chunks(size, n)
+
+
+def all_to_all(ranks: Sequence[int], me: int, buf: bytes, weights: Sequence[float] = ()) -> Program:
+    """Rank k's chunk j goes to rank j; the result holds chunk k of every rank, in
+    order. ``weights`` (one per rank of ``ranks``) size the chunks: alltoallv with
+    every sender skewed alike, e.g. towards a hot expert."""
     n = len(ranks)
-    sl = chunks(len(buf), n)
+    sl = _a2a_slices(len(buf), n, weights)
     k = ranks.index(me)
     # Staggered start (peer k+1 first) so that not every rank hits the same peer at once.
     for step in range(1, n):
@@ -220,6 +243,103 @@ def all_to_all(ranks: Sequence[int], me: int, buf: bytes) -> Program:
     return b"".join(got)
 
 
+@dataclass(frozen=True)
+class PxnPlan:
+    """Who sends what to whom in an all-to-all with PXN relays (`pxn_plan`).
+
+    ``sends[x]``: x's own messages in send order, (next hop, final destination, channel);
+    ``relays[x]``: what x forwards, (origin, final destination), received over NVLink
+    and sent on over the network; ``incoming[y][x]``: every message x sends y, in x's
+    send order, as (origin, final destination, channel) -- a receiver takes each
+    peer's messages in the order that peer sent them (one FIFO per peer and channel);
+    ``order[x]``: the ranks of x's group (the all-to-all's rank order)."""
+
+    sends: dict[int, list[tuple[int, int, str]]]
+    relays: dict[int, list[tuple[int, int]]]
+    incoming: dict[int, dict[int, list[tuple[int, int, str]]]]
+    order: dict[int, list[int]]
+
+    @property
+    def ranks(self) -> list[int]:
+        """Every rank with a part in it: group members and relays."""
+        return sorted(set(self.order) | set(self.relays))
+
+    def net_flows(self) -> list[tuple[int, int]]:
+        """The (src, dst) pairs that cross the network."""
+        out: dict[tuple[int, int], None] = {}
+        for y, peers in self.incoming.items():
+            for x, items in peers.items():
+                if any(via == NET for _, _, via in items):
+                    out[(x, y)] = None
+        return list(out)
+
+
+def pxn_plan(groups: Sequence[Sequence[RankInfo]], ranks: Sequence[RankInfo]) -> PxnPlan:
+    """The all-to-all of ``groups`` (at once) with NCCL's PXN: a message to a rank of
+    another server on another rail goes over NVLink to the sender's server-mate on the
+    destination's rail, which sends it on from its own NIC -- so it stays on that rail
+    (one leaf in a block) instead of crossing a spine. Messages within a server take
+    NVLink; same-rail ones (or with no server-mate on that rail) go straight out.
+
+    Every rank sends its relayed messages first, then its direct ones (so a relay's
+    NVLink FIFO from a sender holds the relayed ones first); a relay forwards after
+    its own sends. ``ranks``: every rank of the job (a relay may be in no group)."""
+    at = {(r.server, r.rail): r.rank for r in ranks}
+    info = {r.rank: r for r in ranks}
+    sends: dict[int, list[tuple[int, int, str]]] = {}
+    relays: dict[int, list[tuple[int, int]]] = {}
+    order: dict[int, list[int]] = {}
+    for group in groups:
+        members = sorted(r.rank for r in group)
+        for k, o in enumerate(members):
+            order[o] = members
+            src = info[o]
+            relayed, direct = [], []
+            for step in range(1, len(members)):
+                d = members[(k + step) % len(members)]
+                dst = info[d]
+                relay = at.get((src.server, dst.rail))
+                if dst.server == src.server:
+                    direct.append((d, d, NVLINK))
+                elif dst.rail == src.rail or relay is None:
+                    direct.append((d, d, NET))
+                else:
+                    relayed.append((relay, d, NVLINK))
+                    relays.setdefault(relay, []).append((o, d))
+            sends[o] = relayed + direct
+    incoming: dict[int, dict[int, list[tuple[int, int, str]]]] = {}
+    for x in sorted(set(sends) | set(relays)):
+        for hop, d, via in sends.get(x, []):
+            incoming.setdefault(hop, {}).setdefault(x, []).append((x, d, via))
+        for o, d in relays.get(x, []):
+            incoming.setdefault(d, {}).setdefault(x, []).append((o, d, NET))
+    return PxnPlan(sends, relays, incoming, order)
+
+
+def pxn_all_to_all(plan: PxnPlan, me: int, buf: bytes, weights: Sequence[float] = ()) -> Program:
+    """Rank ``me``'s part of a PXN all-to-all (`pxn_plan`): its own messages, then its
+    relay duty, then what it receives. The result is `all_to_all`'s (empty for a
+    rank that only relays)."""
+    members = plan.order.get(me, [])
+    sl = _a2a_slices(len(buf), len(members), weights) if members else []
+    for hop, d, via in plan.sends.get(me, []):
+        a, b = sl[members.index(d)]
+        yield Send(hop, buf[a:b], via)
+    for origin, d in plan.relays.get(me, []):
+        yield Send(d, (yield Recv(origin, NVLINK)), NET)
+    got: dict[int, bytes] = {}
+    for x, items in plan.incoming.get(me, {}).items():
+        for origin, d, via in items:
+            if d == me:                  # relay-bound ones came first and are forwarded
+                got[origin] = yield Recv(x, via)
+    yield Drain()
+    if not members:
+        return b""
+    a, b = sl[members.index(me)]
+    got[me] = buf[a:b]
+    return b"".join(got[r] for r in members)
+
+
 def send_recv(pairs: Sequence[tuple[int, int]], me: int, buf: bytes) -> Program:
     """Point to point, every (src, dst) pair at once: each sender sends its buffer to
     each of its receivers; a rank's result is what it received, in ``pairs`` order."""
@@ -232,6 +352,41 @@ def send_recv(pairs: Sequence[tuple[int, int]], me: int, buf: bytes) -> Program:
             got.append((yield Recv(src)))
     yield Drain()
     return b"".join(got)
+
+
+def chain_broadcast(chain: Sequence[int], me: int, buf: bytes) -> Program:
+    """Broadcast from ``chain[0]`` down the chain, pipelined in slices: each rank
+    forwards a slice as soon as it has it. Every rank ends with the root's buffer."""
+    i = chain.index(me)
+    parts = slices(buf)
+    for j in range(len(parts)):
+        if i > 0:
+            parts[j] = yield Recv(chain[i - 1])
+        if i + 1 < len(chain):
+            yield Send(chain[i + 1], parts[j])
+    yield Drain()
+    return b"".join(parts)
+
+
+def chain_reduce(chain: Sequence[int], me: int, buf: bytes) -> Program:
+    """Reduce up the chain to ``chain[0]``, pipelined in slices: each rank folds the
+    next one's partial slice into its own and passes it on. The root ends with the
+    XOR of every buffer; the others keep their own input."""
+    i = chain.index(me)
+    parts = slices(buf)
+    for j in range(len(parts)):
+        if i + 1 < len(chain):
+            parts[j] = xor(parts[j], (yield Recv(chain[i + 1])))
+        if i > 0:
+            yield Send(chain[i - 1], parts[j])
+    yield Drain()
+    return b"".join(parts) if i == 0 else buf
+
+
+def rooted_chain(ring: Sequence[int]) -> list[int]:
+    """``ring`` rotated to start at its root, the lowest rank (broadcast and reduce)."""
+    k = list(ring).index(min(ring))
+    return list(ring[k:]) + list(ring[:k])
 
 
 # --- ordering ---------------------------------------------------------------------------
@@ -346,17 +501,19 @@ def task_rank(task: Task) -> int:
 
 
 def run_collective(engine: Engine, programs: dict[Task, Program], timeout: float,
-                   finished: dict[Task, float] | None = None) -> dict[Task, bytes]:
+                   finished: dict[Task, float] | None = None,
+                   sent: dict[tuple[int, int, str], int] | None = None) -> dict[Task, bytes]:
     """Drive the local programs to completion on ``engine``; their results by task.
 
     A task is a rank, or (rank, tag) for a rank running several programs at once (e.g.
-    one per channel); ``finished`` receives each task's completion time (engine clock).
+    one per channel); ``finished`` receives each task's completion time (engine clock);
+    ``sent`` adds up the bytes the programs sent, by (src, dst, channel) (`tccl.traffic`).
     """
     results: dict[Task, bytes] = {}
     waiting: dict[Task, object] = {}
     pending_sends: dict[Task, int] = {t: 0 for t in programs}
 
-    def sent(task: Task) -> Callable[[], None]:
+    def acked(task: Task) -> Callable[[], None]:
         def done() -> None:
             pending_sends[task] -= 1
         return done
@@ -376,7 +533,10 @@ def run_collective(engine: Engine, programs: dict[Task, Program], timeout: float
             value = None
             if isinstance(op, Send):
                 pending_sends[task] += 1
-                engine.send(rank, op.peer, op.data, sent(task), op.via)
+                engine.send(rank, op.peer, op.data, acked(task), op.via)
+                if sent is not None:
+                    key = (rank, op.peer, op.via or engine.path(rank, op.peer))
+                    sent[key] = sent.get(key, 0) + len(op.data)
                 continue
             if isinstance(op, Recv):
                 got = engine.take(rank, op.peer, op.via)
@@ -410,24 +570,80 @@ def run_collective(engine: Engine, programs: dict[Task, Program], timeout: float
     return results
 
 
-class SplitBalancer:
-    """The NVLink share of split AllReduces, in proportion to the bandwidths the two
-    channels achieved: starts from the configured rates, then each run's measured
-    bytes/second per channel (averaged with the previous estimate) set the next share."""
+def net_latency_s(mtu: int, line_bps: float) -> float:
+    """A ring step's fixed cost over the NICs before any measurement: one frame's
+    store-and-forward over the two links of a rail (NIC -> leaf -> NIC)."""
+    return 2 * mtu * 8 / line_bps
 
-    def __init__(self, nvlink_bps: float, net_bps: float) -> None:
+
+class SplitBalancer:
+    """The NVLink share of split AllReduces, chosen so that both channels finish at
+    once. A channel's time for ``b`` bytes per rank is modelled as ``steps x latency
+    + b / bandwidth`` (a ring AllReduce of n ranks runs 2(n-1) steps, each paying the
+    channel's latency once): small messages go mostly to the low-latency channel,
+    large ones in proportion to bandwidth. The model starts from the configured rates
+    and latencies; each run's measured (bytes, seconds) per channel refine it -- a
+    least-squares line through the channel's last samples once their sizes differ
+    (the share moves, so they do), else the bandwidth alone (averaged with the
+    previous estimate, the latency kept)."""
+
+    SAMPLES = 6              # per channel, for the line fit
+
+    def __init__(self, nvlink_bps: float, net_bps: float, nvlink_latency_s: float = 0.0,
+                 net_latency_s: float = 0.0) -> None:
         if nvlink_bps <= 0 or net_bps <= 0:
             raise ValueError(f"channel rates must be > 0, got {nvlink_bps}, {net_bps}")
+        if nvlink_latency_s < 0 or net_latency_s < 0:
+            raise ValueError(f"channel latencies must be >= 0, got {nvlink_latency_s}, {net_latency_s}")
         self.bw = {NVLINK: nvlink_bps, NET: net_bps}
+        self.lat = {NVLINK: nvlink_latency_s, NET: net_latency_s}
+        self.samples: dict[str, list[tuple[float, float]]] = {NVLINK: [], NET: []}
 
     @property
     def share(self) -> float:
+        """The share for a message so large that latency does not count."""
         return self.bw[NVLINK] / (self.bw[NVLINK] + self.bw[NET])
 
-    def update(self, channel: str, nbytes: int, seconds: float) -> None:
-        """Fold in one measurement of ``channel`` (ignored if it carried nothing)."""
-        if nbytes > 0 and seconds > 0:
-            self.bw[channel] = (self.bw[channel] + nbytes * 8 / seconds) / 2
+    def share_for(self, size: int, n: int) -> float:
+        """The share for an AllReduce of ``size`` bytes over ``n`` ranks: both
+        channels' modelled times equal, clamped to [0, 1]."""
+        if n < 2 or size <= 0:
+            return 1.0
+        steps, bits = 2 * (n - 1), size * 2 * (n - 1) / n * 8
+        s = (bits / self.bw[NET] + steps * (self.lat[NET] - self.lat[NVLINK])) / \
+            (bits / self.bw[NVLINK] + bits / self.bw[NET])
+        return min(1.0, max(0.0, s))
+
+    def update(self, channel: str, nbytes: int, seconds: float, steps: int = 1) -> None:
+        """Fold in one measurement of ``channel``: ``nbytes`` per rank in ``seconds``
+        over ``steps`` ring steps (ignored if it carried nothing)."""
+        if nbytes <= 0 or seconds <= 0:
+            return
+        samples = self.samples[channel]
+        samples.append((float(nbytes), seconds))
+        del samples[:-self.SAMPLES]
+        fit = _line(samples)
+        if fit is not None:
+            self.lat[channel], self.bw[channel] = fit[0] / steps, 8 / fit[1]
+            return
+        rest = seconds - steps * self.lat[channel]
+        measured = nbytes * 8 / (rest if rest > 0 else seconds)
+        self.bw[channel] = (self.bw[channel] + measured) / 2
+
+
+def _line(samples: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """(intercept, slope) of the least-squares line through (bytes, seconds) samples,
+    or None when their sizes are too alike (within 10 %) or the line is not a
+    latency >= 0 plus a positive time per byte."""
+    xs = [x for x, _ in samples]
+    if len(samples) < 2 or max(xs) < 1.1 * min(xs):
+        return None
+    mx = sum(xs) / len(xs)
+    my = sum(y for _, y in samples) / len(samples)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in samples) / sxx
+    intercept = my - slope * mx
+    return (intercept, slope) if slope > 0 and intercept >= 0 else None
 
 
 def split_all_reduce(engine: Engine, ring: Sequence[int], size: int, seed: int, nvlink_share: float
@@ -449,13 +665,15 @@ def split_all_reduce(engine: Engine, ring: Sequence[int], size: int, seed: int, 
 
 
 def programs_for(op: str, engine: Engine, ring: Sequence[int], size: int, seed: int,
-                 pairs: Sequence[tuple[int, int]] = ((0, 1),), tree: Tree | None = None
-                 ) -> tuple[dict[int, Program], dict[int, bytes]]:
+                 pairs: Sequence[tuple[int, int]] = ((0, 1),), tree: Tree | None = None,
+                 weights: Sequence[float] = ()) -> tuple[dict[int, Program], dict[int, bytes]]:
     """The local ranks' programs for one run of ``op`` with ``size`` bytes, and their inputs.
 
     ``size`` is nccl-tests' size: the AllReduce buffer, the AllGather output, the
-    ReduceScatter input, the AllToAll buffer per rank, the SendRecv message. With a
-    ``tree`` (over the ranks of ``ring``) an AllReduce runs as a tree instead.
+    ReduceScatter input, the AllToAll buffer per rank (cut by ``weights`` when
+    given), the Broadcast and Reduce buffer (rooted at the lowest rank, down or up the
+    ring from there), the SendRecv message. With a ``tree`` (over the ranks of
+    ``ring``) an AllReduce runs as a tree instead.
     """
     if tree is not None and op != "allreduce":
         raise ValueError(f"only allreduce runs as a tree, not {op!r}")
@@ -480,7 +698,11 @@ def programs_for(op: str, engine: Engine, ring: Sequence[int], size: int, seed: 
             elif op == "reducescatter":
                 progs[rank] = ring_reduce_scatter(ring, rank, data, order)
             elif op == "alltoall":
-                progs[rank] = all_to_all(order, rank, data)
+                progs[rank] = all_to_all(order, rank, data, weights)
+            elif op == "broadcast":
+                progs[rank] = chain_broadcast(rooted_chain(ring), rank, data)
+            elif op == "reduce":
+                progs[rank] = chain_reduce(rooted_chain(ring), rank, data)
             elif op == "sendrecv":
                 progs[rank] = send_recv(pairs, rank, data)
             else:
@@ -490,7 +712,7 @@ def programs_for(op: str, engine: Engine, ring: Sequence[int], size: int, seed: 
 
 
 def expected(op: str, ring: Sequence[int], rank: int, size: int, seed: int,
-             pairs: Sequence[tuple[int, int]] = ((0, 1),)) -> bytes:
+             pairs: Sequence[tuple[int, int]] = ((0, 1),), weights: Sequence[float] = ()) -> bytes:
     """What rank ``rank`` must hold after ``op`` (computed from every rank's input).
 
     Inputs are regenerated one at a time, never all held at once: a 32 MiB AllReduce
@@ -507,8 +729,12 @@ def expected(op: str, ring: Sequence[int], rank: int, size: int, seed: int,
         a, b = chunks(size, n)[order.index(rank)]
         return _xor_of_inputs(seed, order, size)[a:b]
     if op == "alltoall":
-        a, b = chunks(size, n)[order.index(rank)]
+        a, b = _a2a_slices(size, n, weights)[order.index(rank)]
         return b"".join(input_data(seed, r, size)[a:b] for r in order)
+    if op == "broadcast":
+        return input_data(seed, order[0], size)
+    if op == "reduce":
+        return _xor_of_inputs(seed, order, size) if rank == order[0] else input_data(seed, rank, size)
     if op == "sendrecv":
         return b"".join(input_data(seed, src, size) for src, dst in pairs if dst == rank)
     raise ValueError(f"unknown collective {op!r}")

@@ -25,7 +25,7 @@ import yaml
 
 from tccl.dcqcn import DcqcnParams, Scale
 from tccl.ranks import OPS, JobError, RankInfo, read_yaml
-from tccl.trace import load_trace
+from tccl.trace import check_trace, load_trace
 from topo.headers import CNP_DSCP, dscp_priority
 from topo.spec import DEFAULT_TIME_FACTOR, FabricSpec, NvlinkLink, PfcSpec, SpecError, load_spec
 
@@ -72,6 +72,9 @@ class Transport:
     nvlink_gbps: float | None = None
     nvlink_latency_us: float | None = None
     tp_split: bool = False                # traces: tp AllReduce over NVLink and NICs at once
+    # Traces: an all-to-all's cross-rail messages hop over NVLink to the server-mate on
+    # the destination's rail and leave by its NIC (NCCL's PXN; needs NVLink).
+    pxn: bool = False
     qps: int = 1                          # QPs per connection (NCCL_IB_QPS_PER_CONNECTION)
     # Priority of the RoCE data and ACKs (their DSCP's class selector, topo.headers):
     # None = the fabric spec's `pfc.priority`, the lossless one; a `Job` holds the number.
@@ -253,6 +256,8 @@ def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> 
     if not 0 <= t.priority < dscp_priority(CNP_DSCP):
         fail("transport.priority", f"0..{dscp_priority(CNP_DSCP) - 1} (below the CNPs' priority), "
              f"got {t.priority}")
+    if t.pxn and t.nvlink_gbps <= 0:
+        fail("transport.pxn", "PXN relays over NVLink: it needs nvlink_gbps > 0")
     if t.ports not in PORT_MODES:
         fail("transport.ports", f"one of {', '.join(PORT_MODES)}, got {t.ports!r}")
     if w.op not in OPS:
@@ -277,7 +282,8 @@ def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> 
         if len(set(w.pairs)) != len(w.pairs) or not w.pairs:
             fail("workload.pairs", "a non-empty list of distinct (sender, receiver) pairs")
     if w.trace is not None:
-        load_trace(w.trace)             # fail here, naming the trace file, not in the agents
+        # Fail here, naming the trace file, not in the agents.
+        check_trace(load_trace(w.trace), ranks, str(w.trace))
     seen: dict[str, int] = {}
     for r in ranks:
         if r.ip in seen:

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
+OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv")
 
 
 class JobError(ValueError):

@@ -30,7 +30,7 @@ def bus_factor(op: str, n: int) -> float:
         return 2 * (n - 1) / n
     if op in ("allgather", "reducescatter", "alltoall"):
         return (n - 1) / n
-    if op == "sendrecv":
+    if op in ("sendrecv", "broadcast", "reduce"):
         return 1.0
     raise ValueError(f"no bus bandwidth formula for {op!r}")
 

@@ -20,6 +20,7 @@ from experiments.summary import REQUIRED, config_row, link_numbers, repeat_numbe
 from experiments.table import format_table
 from tccl.results import Row
 from tccl.trace import load_trace, parse_trace
+from tccl.traffic import traffic_line
 from topo.addressing import AddressPlan
 from topo.spec import load_spec
 
@@ -145,9 +146,13 @@ def test_link_numbers_over_the_active_window_on_fabric_links() -> None:
 
 
 def test_repeat_and_config_rows() -> None:
-    results = {"b0h0": {"iteration_s": [0.5, 0.7, 0.6],
+    traffic = {"bytes_by_step": {"allreduce/tp": 100, "alltoall/ep": 40},
+               "bytes_by_channel": {"nvlink": 100, "leaf": 30, "spine": 10, "superspine": 0},
+               "bytes_by_step_channel": {"allreduce/tp": {"nvlink": 100}, "alltoall/ep": {"leaf": 30, "spine": 10}}}
+    results = {"b0h0": {"iteration_s": [0.5, 0.7, 0.6], "traffic": traffic,
                         "flows": [{"cnps": 3, "ce_marked_rx": 5, "retransmits": 1}]},
-               "b1h0": {"iteration_s": [0.55, 0.6, 0.9], "flows": [{"cnps": 1, "ce_marked_rx": 2}]}}
+               "b1h0": {"iteration_s": [0.55, 0.6, 0.9], "traffic": traffic,
+                        "flows": [{"cnps": 1, "ce_marked_rx": 2}]}}
     links = {"max_link_util": 0.97, "mean_link_util": 0.4, "drops": 4, "links": {"b0l0->sp0": {}}}
     events = [{"event": "detect", "loop": 1, "t": 10.0}, {"event": "moved", "loop": 1, "t": 10.8, "latency_s": 0.8},
               {"event": "detect", "loop": 2, "t": 20.0}, {"event": "failed", "loop": 2, "t": 20.1}]
@@ -159,6 +164,11 @@ def test_repeat_and_config_rows() -> None:
     assert r["gor_loop_s_p99"] == pytest.approx(0.8)
     assert r["busbw_per_iteration"] == [pytest.approx(0.35 / (t - 0.05), abs=1e-4) for t in (0.55, 0.7, 0.9)]
     assert r["busbw_frac_rest"] == pytest.approx(0.35 / (0.8 - 0.05))   # median of 0.7 and 0.9
+    # Both agents' bytes, summed: a TP AllReduce that stayed on NVLink shows as such.
+    assert r["traffic"]["bytes_by_step"] == {"allreduce/tp": 200, "alltoall/ep": 80}
+    assert r["traffic"]["bytes_by_channel"] == {"nvlink": 200, "leaf": 60, "spine": 20, "superspine": 0}
+    assert r["traffic"]["bytes_by_step_channel"]["alltoall/ep"] == {"leaf": 60, "spine": 20}
+    assert traffic_line(r["traffic"]).startswith("bytes by channel: nvlink 200, leaf 60, spine 20, superspine 0;")
     other = dict(r, iteration_s=0.9, busbw_frac=0.4, gor_moves=3, gor_loop_s=None,
                  gor_move_latencies_s=[0.3, 2.5, 0.4])
     row = config_row([r, other, dict(r, iteration_s=0.5)], {"collisions": 2})
@@ -168,6 +178,7 @@ def test_repeat_and_config_rows() -> None:
     assert row["iteration_s"] == 0.7 and row["gor_moves"] == 1 and row["collisions"] == 2
     assert row["iteration_s_spread"] == {"median": 0.7, "min": 0.5, "max": 0.9, "n": 3}
     assert len(row["repeats"]) == 3 and "links" not in row["repeats"][0]
+    assert row["traffic"] == r["traffic"]
     with pytest.raises(MetricsError):
         repeat_numbers({"x": {}}, 0.3, 0.0, links, [])
 

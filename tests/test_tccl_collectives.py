@@ -6,9 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from mail_engine import MailEngine
 from tccl import collectives as C
 from tccl.engine import Engine
 from tccl.job import Job, RankInfo, Transport, Workload, job_from_fabric
+from tccl.ranks import JobError
+from tccl.trace import EpShape, ep_groups
+from tccl.traffic import Traffic
 
 FABRIC = Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "default.yaml"
 
@@ -22,7 +26,8 @@ def one_server_job(n: int) -> Job:
                workload=Workload())
 
 
-@pytest.mark.parametrize("op", ["allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"])
+@pytest.mark.parametrize("op", ["allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce",
+                                "sendrecv"])
 @pytest.mark.parametrize("n,size", [(1, 100), (2, 1000), (3, 1001), (5, 4099), (4, 3), (3, 200_003)])
 def test_collective_results(op, n, size):
     if op == "sendrecv" and n == 1:
@@ -206,3 +211,97 @@ def test_tree_only_for_allreduce_over_its_ranks():
         C.programs_for("allgather", engine, [0, 1, 2], 10, seed=1, tree=tree)
     with pytest.raises(ValueError, match="not the collective's"):
         C.programs_for("allreduce", engine, [0, 1, 2], 10, seed=1, tree={0: None, 1: 0})
+
+
+@pytest.mark.parametrize("weights", [(4, 1, 1, 1), (0, 1, 0, 3), (1, 1, 1, 1)])
+def test_skewed_all_to_all_delivers_each_destination_its_share(weights):
+    job = one_server_job(4)
+    engine = Engine(job, "s")
+    size = 40_003
+    progs, _ = C.programs_for("alltoall", engine, [0, 1, 2, 3], size, seed=3, weights=weights)
+    results = C.run_collective(engine, progs, timeout=10.0)
+    sl = C.shares(size, weights)
+    for rank in range(4):
+        want = C.expected("alltoall", [0, 1, 2, 3], rank, size, seed=3, weights=weights)
+        assert results[rank] == want
+        assert len(want) == 4 * (sl[rank][1] - sl[rank][0])
+    assert sl[0][0] == 0 and sl[-1][1] == size
+    engine.close()
+    with pytest.raises(ValueError, match="3 weights for an all-to-all of 4"):
+        C.expected("alltoall", [0, 1, 2, 3], 0, 10, seed=1, weights=(1, 1, 1))
+
+
+def test_broadcast_and_reduce_are_rooted_at_the_lowest_rank():
+    assert C.rooted_chain([5, 2, 9, 7]) == [2, 9, 7, 5]
+    root_input = C.input_data(4, 2, 100)
+    assert C.expected("broadcast", [5, 2, 9], 9, 100, seed=4) == root_input
+    assert C.expected("reduce", [5, 2, 9], 5, 100, seed=4) == C.input_data(4, 5, 100)
+    assert C.expected("reduce", [5, 2, 9], 2, 100, seed=4) == C.expected("allreduce", [5, 2, 9], 2, 100, seed=4)
+
+
+def moe_job(nvlink: float = 1.0) -> Job:
+    return job_from_fabric(FABRIC, Workload(), Transport(nvlink_gbps=nvlink))
+
+
+def test_pxn_all_to_all_relays_cross_rail_messages_and_gets_the_same_bytes():
+    """Spread EP groups on the default fabric: every member on another rail. With PXN
+    no message crosses rails on the network (each leaves from the NIC on its
+    destination's rail), and every rank still ends with what a plain all-to-all gives."""
+    job = moe_job()
+    groups = ep_groups(EpShape(4, "spread"), job.ranks)
+    plan = C.pxn_plan(groups, job.ranks)
+    info = {r.rank: r for r in job.ranks}
+    assert plan.net_flows() and all(info[a].rail == info[b].rail for a, b in plan.net_flows())
+    engine = MailEngine(job)
+    size, weights = 30_001, (3, 1, 1, 2)
+    sent: dict = {}
+    progs = {r: C.pxn_all_to_all(plan, r, C.input_data(2, r, size), weights) for r in plan.ranks}
+    results = C.run_collective(engine, progs, timeout=1.0, sent=sent)
+    for g in groups:
+        members = sorted(r.rank for r in g)
+        for r in members:
+            assert results[r] == C.expected("alltoall", members, r, size, seed=2, weights=weights)
+    pxn = Traffic(job.ranks)
+    pxn.add("alltoall", "ep", sent)
+    stock_sent: dict = {}
+    stock = {}
+    for g in groups:
+        members = sorted(r.rank for r in g)
+        for r in members:
+            stock[r] = C.all_to_all(members, r, C.input_data(2, r, size), weights)
+    C.run_collective(MailEngine(job), stock, timeout=1.0, sent=stock_sent)
+    plain = Traffic(job.ranks)
+    plain.add("alltoall", "ep", stock_sent)
+    # Same servers, so the same bytes leave each server; PXN keeps them off the
+    # spines inside a block (only block-to-block messages still cross one).
+    assert pxn.by_channel["spine"] < plain.by_channel["spine"]
+    assert pxn.by_channel["nvlink"] > 0 == plain.by_channel["nvlink"]
+    cross_block = sum(n for (a, b, via), n in stock_sent.items() if info[a].block != info[b].block)
+    assert pxn.by_channel["spine"] == cross_block
+
+
+def test_pxn_needs_nvlink():
+    with pytest.raises(JobError, match="transport.pxn"):
+        job_from_fabric(FABRIC, Workload(), Transport(nvlink_gbps=0, pxn=True))
+
+
+def test_balancer_weighs_latency_for_small_messages():
+    """Equal bandwidths, NVLink 200 ns against RoCE 4 us per ring step: a small
+    AllReduce goes (almost) all to NVLink, a large one about half and half."""
+    b = C.SplitBalancer(1e9, 1e9, 200e-9, 4e-6)
+    assert b.share_for(1024, 4) == 1.0
+    assert 0.5 < b.share_for(64 << 20, 4) < 0.51
+    assert b.share_for(64 << 20, 4) == pytest.approx(b.share, abs=0.01)
+
+
+def test_balancer_fits_latency_and_bandwidth_from_measurements():
+    """Runs of different sizes on one channel give its latency (intercept) and
+    bandwidth (slope): the model then predicts what the channel really does."""
+    b = C.SplitBalancer(1e9, 1e9, 0.0, 0.0)
+    steps = 6
+    for nbytes in (10_000, 40_000, 90_000):           # the true NIC: 1 ms per step, 80 Mbit/s
+        b.update(C.NET, nbytes, steps * 1e-3 + nbytes * 8 / 80e6, steps)
+    assert b.lat[C.NET] == pytest.approx(1e-3)
+    assert b.bw[C.NET] == pytest.approx(80e6)
+    b.update(C.NVLINK, 50_000, 50_000 * 8 / 1e9, steps)   # one sample: bandwidth only
+    assert b.lat[C.NVLINK] == 0.0 and b.bw[C.NVLINK] == pytest.approx(1e9)

@@ -7,7 +7,13 @@ brought up for the module and always torn down:
   orthogonal ports) finishes with the right result on every rank;
 * the RoCE frames a leaf forwarded decode in Scapy with a valid ICRC;
 * with as many concurrent inter-block flows per leaf as spines, orthogonal ports put
-  exactly one flow on every uplink and every spine downlink (seen in the captures).
+  exactly one flow on every uplink and every spine downlink (seen in the captures);
+* a SimAI MoE workload, an AICB CSV and a Chakra DDP trace written by the tests' own
+  writers, imported, run for one iteration with every result checked; the bytes the
+  agents count per (op, group) are the ones the imported steps call for (the file's
+  sizes, scaled);
+* a skewed, spread expert-parallel all-to-all with PXN relays: right bytes, none of
+  them on a spine inside a block.
 """
 
 from __future__ import annotations
@@ -28,10 +34,16 @@ from scapy.contrib.roce import BTH  # noqa: E402
 from scapy.layers.inet import IP, UDP  # noqa: E402
 from scapy.utils import rdpcap  # noqa: E402
 
+import yaml  # noqa: E402
+
+import importer_fixtures as F  # noqa: E402
 from controller.routes import program_fabric  # noqa: E402
 from tccl import roce  # noqa: E402
+from tccl.importers.registry import import_trace  # noqa: E402
 from tccl.job import Transport, Workload, job_from_fabric  # noqa: E402
 from tccl.launch import run_on_fabric  # noqa: E402
+from tccl.trace import load_trace, trace_document  # noqa: E402
+from tccl.traffic import expected_bytes, merged  # noqa: E402
 from topo.freeports import free_port_base  # noqa: E402
 from topo.net import Fabric  # noqa: E402
 from topo.spec import load_spec  # noqa: E402
@@ -265,3 +277,44 @@ def test_qps_of_one_connection_take_different_spines(fabric, tmp_path):
     assert sorted(spine_of) == sorted(sports)
     assert sorted(min(v) for v in spine_of.values()) == list(range(plan.spec.spines))
     assert all(len(v) == 1 for v in spine_of.values())
+
+
+def run_trace(fab: Fabric, spec_path: Path, trace_path: Path, run_dir: Path, **transport) -> dict:
+    job = job_from_fabric(spec_path, Workload(trace=str(trace_path), check=True),
+                          Transport(nvlink_gbps=1.0, **transport), name=trace_path.stem)
+    results = run_on_fabric(fab, job, run_dir, timeout=150)
+    assert len(results) == len(fab.plan.servers)
+    for server, res in results.items():
+        assert res["trace_wrong"] == 0, server
+    return merged(r["traffic"] for r in results.values())
+
+
+@pytest.mark.parametrize("fmt,write,name", [("simai", F.simai_moe, "moe.txt"), ("aicb", F.aicb_set, "set.csv"),
+                                            ("chakra", F.chakra_ddp, "ddp.0.et")])
+def test_imported_workload_runs_with_the_files_bytes(fabric, tmp_path, fmt, write, name):
+    fab, spec_path = fabric
+    imported = import_trace(fmt, write(tmp_path / name), spec_path)
+    trace_path = tmp_path / "trace.yaml"
+    trace_path.write_text(yaml.safe_dump(trace_document(imported.trace)))
+    traffic = run_trace(fab, spec_path, trace_path, tmp_path / "run")
+    ranks = job_from_fabric(spec_path, Workload()).ranks
+    assert traffic["bytes_by_step"] == expected_bytes(imported.trace.steps, ranks)
+    assert set(traffic["bytes_by_step"]) == set(imported.source_bytes)
+    # TP steps never leave their servers (NVLink).
+    for label, chans in traffic["bytes_by_step_channel"].items():
+        if label.endswith("/tp"):
+            assert set(chans) == {"nvlink"}, label
+
+
+def test_pxn_all_to_all_stays_on_its_rails(fabric, tmp_path):
+    fab, spec_path = fabric
+    path = tmp_path / "a2a.yaml"
+    path.write_text(yaml.safe_dump({"name": "a2a", "iterations": 1, "ep": {"size": 2, "layout": "spread"},
+                                    "steps": [{"op": "alltoall", "group": "ep", "size": 24_000,
+                                               "weights": [3, 1]}]}))
+    traffic = run_trace(fab, spec_path, path, tmp_path / "run", pxn=True)
+    # EP pairs are the two servers of one block: PXN relays each cross-rail message
+    # over NVLink and sends it on its destination's rail (one leaf), never a spine.
+    chans = traffic["bytes_by_channel"]
+    assert chans["spine"] == 0 and chans["leaf"] > 0 and chans["nvlink"] == chans["leaf"]
+    assert load_trace(path).ep.layout == "spread"

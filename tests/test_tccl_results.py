@@ -13,7 +13,8 @@ from tccl.results import HEADER, Row, bus_factor, format_fidelity, format_row, s
 
 @pytest.mark.parametrize("op,n,factor", [
     ("allreduce", 8, 2 * 7 / 8), ("allgather", 4, 3 / 4), ("reducescatter", 2, 1 / 2),
-    ("alltoall", 16, 15 / 16), ("sendrecv", 2, 1.0), ("allreduce", 1, 0.0),
+    ("alltoall", 16, 15 / 16), ("sendrecv", 2, 1.0), ("allreduce", 1, 0.0), ("broadcast", 4, 1.0),
+    ("reduce", 4, 1.0),
 ])
 def test_bus_factors_follow_nccl_tests(op, n, factor):
     assert bus_factor(op, n) == pytest.approx(factor)
@@ -21,7 +22,7 @@ def test_bus_factors_follow_nccl_tests(op, n, factor):
 
 def test_bad_bus_factor_arguments():
     with pytest.raises(ValueError, match="no bus bandwidth formula"):
-        bus_factor("broadcast", 2)
+        bus_factor("gather", 2)
     with pytest.raises(ValueError, match="at least one rank"):
         bus_factor("allreduce", 0)
 
