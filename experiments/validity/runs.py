@@ -1,0 +1,236 @@
+"""The measuring runs of the validity checks, each on a small fabric of its own kind
+(`check_spec`), each returning its figures beside the reference's (`reference`):
+
+* `one_cnp` -- two hosts on one leaf, one flow at line rate, the paper's DCQCN profile.
+  With the leaf's marking off, one packet is marked CE on purpose (`marking.mark_one`),
+  twice, well apart; the sender's rate timeline (one row per `ONE_CNP_TIMELINE_S`) gives
+  each cut (eq. 1: the depth is alpha / 2, alpha as decayed by eq. 2 since the flow
+  started or since the last cut) and the recovery after it, sampled mid-way between
+  rate-timer events (eqs. 3-4: F fast-recovery halvings of the gap to Rt).
+* `pfc_ingress` -- the DCQCN paper's PFC unfairness (its section 2): three flows from
+  one leaf and one from a host of the receiver's own leaf, all to one NIC; the
+  receiver's leaf sees the three on its spine port and the lone one on its host port.
+  PFC alone (marking off: DCQCN never hears of the queue) shares per ingress port --
+  1/2 for the lone flow, 1/6 for each of the three; with DCQCN (the spec's marking) the
+  shares are per flow, 1/4 each. With one spine the flows need no source-port pinning.
+
+Times are the fabric's emulated time; the load and each run's fidelity go with the
+figures (`emulation.fidelity`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from emulation.fidelity import switches_window
+from experiments.incast import queue_clients, set_pfc, switch_counters
+from experiments.runner import write_spec
+from experiments.validity import reference as ref
+from experiments.validity.marking import mark_one, set_marking
+from p4sim.runtime.queues import fidelity_of
+from tccl.control import AgentClient, socket_path
+from tccl.fidelity import agents_window
+from tccl.job import Job, Transport, Workload, job_from_fabric
+from tccl.launch import run_on_fabric
+from topo.addressing import AddressPlan
+from topo.freeports import free_port_base
+from topo.spec import FabricSpec, parse_spec, replace
+
+# Two hosts on one leaf, the paper's DCQCN set. Time factor 1000 (not the default
+# 200): the CNP interval becomes 50 ms, some 15 frame times at 10 Mbit/s, so the few
+# packets marked while mark_one's entry is held (a P4Runtime round trip or two) always
+# fall in one CNP interval: one CNP per mark.
+ONE_CNP_FABRIC = {"blocks": 1, "servers_per_block": 2, "rails": 1, "spines": 1, "dcqcn": "paper",
+                  "time_factor": 1000, "dilation": "auto"}
+ONE_CNP_TIMELINE_S = 0.005     # rate timeline period: a tenth of the rate timer (55 ms)
+ONE_CNP_SIZE = 2_000_000       # bytes: ~1.7 s at line rate, the two cuts and their recovery
+# Acked bytes of the flow at which each CE mark is made: after ~0.5 s (alpha decayed
+# some 9 alpha timers from 1) and ~1.2 s (recovered: fast recovery is 5 T = 0.28 s).
+ONE_CNP_MARK_AT = (600_000, 1_400_000)
+RECOVERY_EVENTS = 6            # rate-increase events compared after each cut
+
+# Three senders on leaf 0, one beside the receiver on leaf 1; one spine. PFC on (the
+# spec's thresholds), the testbed's DCQCN set and marking.
+PFC_FABRIC = {"blocks": 2, "servers_per_block": 3, "rails": 1, "spines": 1, "dilation": "auto",
+              "pfc": {"enabled": True}, "ecn": {"kmin": 1, "kmax": 6, "pmax": 0.2}}
+PFC_SIZE = 1_500_000           # bytes per flow
+PFC_TIMELINE_S = 0.05
+TIMEOUT_S = 120.0              # emulated, one run
+
+
+def check_spec(base: Mapping[str, Any], prefix: str, out: Path) -> tuple[FabricSpec, Path]:
+    """A check's fabric with its own node prefix and free gRPC ports, and its spec file
+    in ``out`` (the jobs name it)."""
+    spec = parse_spec(dict(base), "validity check")
+    spec = replace(spec, node_prefix=prefix, grpc_port_base=free_port_base(len(AddressPlan(spec).switches)))
+    return spec, write_spec(spec, out / "fabric.yaml")
+
+
+def _sender_timeline(results: Mapping[str, Any], job: Job, rank: int) -> list[list[float]]:
+    flows = results[job.ranks[rank].server]["timeline"]["flows"]
+    return next(rows for q, rows in flows.items() if int(q) >> 10 & 0x3FF == rank)
+
+
+def _origin(results: Mapping[str, Any], job: Job, rank: int) -> float:
+    return results[job.ranks[rank].server]["timeline"]["origin_s"]
+
+
+def _run(fabric: Any, clients: Mapping[str, Any], job: Job, run_dir: Path,
+         during: Callable[[], None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run ``job``, calling ``during()`` while it runs: its results and the run's
+    numbers (switch drops, PAUSE frames, fidelity, the machine's load)."""
+    before, fid_before = switch_counters(clients), fidelity_of(clients)
+    load = os.getloadavg()[0]
+    outcome: dict[str, Any] = {}
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            outcome.update(run_on_fabric(fabric, job, run_dir, timeout=TIMEOUT_S))
+        except BaseException as e:  # noqa: BLE001 -- raised again on the caller's thread
+            errors.append(e)
+
+    runner = threading.Thread(target=target, name="validity-job")
+    runner.start()
+    try:
+        if during is not None:
+            during()
+    finally:
+        runner.join()
+    if errors:
+        raise errors[0]
+    after = switch_counters(clients)
+    fidelity = switches_window(fid_before, fidelity_of(clients)).with_agents(
+        *agents_window({s: r["fidelity"] for s, r in outcome.items()}))
+    numbers = {"drops": int(after["drops"] - before["drops"]), "pauses": int(after["pauses"] - before["pauses"]),
+               "faithful": fidelity.faithful, "p99_lateness_pkt": round(fidelity.p99, 3),
+               "fidelity": fidelity.line(), "load_start": round(load, 2), "load_end": round(os.getloadavg()[0], 2)}
+    return outcome, numbers
+
+
+def _wait_acked(run_dir: Path, server: str, dst_ip: str, acked: int, timeout: float = 60.0) -> None:
+    """Block until the flow from ``server`` to ``dst_ip`` has ``acked`` bytes acknowledged."""
+    path = socket_path(run_dir, server)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            try:
+                with AgentClient(path) as client:
+                    if any(f.dst_ip == dst_ip and f.acked_bytes >= acked for f in client.list_flows()):
+                        return
+            except Exception:  # noqa: BLE001 -- the agent may not listen yet
+                pass
+        time.sleep(0.01)
+    raise TimeoutError(f"{server} -> {dst_ip}: {acked} bytes not acknowledged within {timeout:.0f} s")
+
+
+def _cuts(rows: list[list[float]]) -> list[int]:
+    """Indices of the timeline rows where a CNP was first counted."""
+    return [i for i in range(1, len(rows)) if rows[i][4] > rows[i - 1][4]]
+
+
+def _rate_at(rows: list[list[float]], t: float) -> float:
+    """The DCQCN rate of the last row at or before ``t``."""
+    return [r for r in rows if r[0] <= t][-1][2]
+
+
+def one_cnp(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
+    """The one-CNP check (module docstring); figures as ``measured``/``reference`` pairs."""
+    plan = fabric.plan
+    sender, receiver = plan.servers[0].nics[0], plan.servers[1].nics[0]
+    job = job_from_fabric(spec_file, Workload(op="sendrecv", sizes=(ONE_CNP_SIZE,), iters=1, warmup=0,
+                                              pairs=((0, 1),)),
+                          Transport(timeline_s=ONE_CNP_TIMELINE_S), name="one-cnp")
+    params = job.transport.dcqcn()
+    marks: list[tuple[int, float]] = []
+
+    def mark_twice() -> None:
+        for acked in ONE_CNP_MARK_AT:
+            _wait_acked(run_dir, sender.server, receiver.ip, acked)
+            marks.append(mark_one(fabric, receiver.leaf, receiver.leaf_port))
+
+    set_marking(fabric, False)
+    clients, channels = queue_clients(fabric)
+    try:
+        results, numbers = _run(fabric, clients, job, run_dir, mark_twice)
+    finally:
+        for channel in channels:
+            channel.close()
+        set_marking(fabric, True)
+    rows = _sender_timeline(results, job, 0)
+    cuts = _cuts(rows)
+    out: dict[str, Any] = {**numbers, "marks": [m for m, _ in marks], "mark_held_s": [round(h, 4) for _, h in marks],
+                           "cnps": rows[-1][4], "line_bps": params.line_rate, "rate_timer_s": params.rate_timer,
+                           "alpha_timer_s": params.alpha_timer, "g": params.g, "cuts": []}
+    alpha, since = 1.0, rows[0][0]          # alpha starts at 1 with the flow (section 3.1)
+    for i in cuts:
+        t, before, after = rows[i][0], rows[i - 1][2], rows[i][2]
+        periods = math.floor((t - since) / params.alpha_timer)
+        predicted_alpha = ref.alpha_decayed(alpha, params.g, periods)
+        measured_alpha = 2 * (1 - after / before)
+        recovered = ref.recovery(before, after, RECOVERY_EVENTS, params.fast_recovery_steps, params.rate_ai,
+                                 params.line_rate)
+        samples = [_rate_at(rows, t + (k + 0.5) * params.rate_timer) for k in range(RECOVERY_EVENTS + 1)]
+        out["cuts"].append({
+            "t_s": t, "rate_before": before, "rate_after": after,
+            "cut_ratio": after / before, "cut_ratio_ref": ref.cut(before, predicted_alpha) / before,
+            "alpha": measured_alpha, "alpha_ref": predicted_alpha,
+            # alpha timers since the flow's start or the last cut, as alpha's decay says
+            "alpha_periods": math.log(measured_alpha / alpha) / math.log(1 - params.g), "alpha_periods_ref": periods,
+            "recovery": [r / before for r in samples], "recovery_ref": [r / before for r in recovered]})
+        # From here alpha is the measured one, updated by the cut (eq. 1), decaying anew.
+        alpha, since = ref.alpha_after_cnp(measured_alpha, params.g), t
+    return out
+
+
+def pfc_ingress(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: bool = True) -> dict[str, Any]:
+    """One run of the PFC check (module docstring): each flow's share of the receiver's
+    link over the second half of the time all four ran, beside the reference's."""
+    plan = fabric.plan
+    base = job_from_fabric(spec_file, Workload())
+    rank_of = {r.ip: r.rank for r in base.ranks}
+    receiver = plan.server_at(1, 0).nics[0]
+    remote = [plan.server_at(0, i).nics[0] for i in range(3)]
+    local = plan.server_at(1, 1).nics[0]
+    senders = {f"remote{i}": nic for i, nic in enumerate(remote)} | {"local": local}
+    pairs = tuple((rank_of[nic.ip], rank_of[receiver.ip]) for nic in senders.values())
+    job = job_from_fabric(spec_file, Workload(op="sendrecv", sizes=(PFC_SIZE,), iters=1, warmup=0, pairs=pairs),
+                          Transport(timeline_s=PFC_TIMELINE_S), name="pfc-ingress")
+    set_marking(fabric, dcqcn)
+    clients, channels = queue_clients(fabric)
+    try:
+        set_pfc(clients, fabric.spec, pfc)
+        results, numbers = _run(fabric, clients, job, run_dir)
+    finally:
+        set_pfc(clients, fabric.spec, fabric.spec.pfc.enabled)
+        for channel in channels:
+            channel.close()
+        set_marking(fabric, True)
+    # Every timeline on the fabric's clock: from its agent's origin.
+    lines = {}
+    for name, (src, _) in zip(senders, pairs):
+        origin = _origin(results, job, src)
+        lines[name] = [[r[0] + origin, *r[1:]] for r in _sender_timeline(results, job, src)]
+    start = max(rows[0][0] for rows in lines.values())
+    end = min(next(r[0] for r in rows if r[1] == rows[-1][1]) for rows in lines.values())
+    mid = (start + end) / 2
+    goodput = {}
+    for name, rows in lines.items():
+        inside = [r for r in rows if mid <= r[0] <= end]
+        (ta, acked_a), (tb, acked_b) = inside[0][:2], inside[-1][:2]
+        goodput[name] = (acked_b - acked_a) * 8 / (tb - ta)
+    # Shares of what the receiver's link carried (goodput: payload, without headers).
+    total = sum(goodput.values())
+    shares = {name: g / total for name, g in goodput.items()}
+    tree = {"spine": {f"remote{i}": f"remote{i}" for i in range(3)}, "local": "local"}
+    expected = ref.dcqcn_shares(tree) if dcqcn else ref.pfc_shares(tree)
+    cnps = sum(rows[-1][4] for rows in lines.values())
+    retransmits = sum(rows[-1][3] for rows in lines.values())
+    return {**numbers, "window_s": round(end - mid, 3), "shares": shares, "shares_ref": expected,
+            "link_use": total / (fabric.spec.links.host_mbps * 1e6),
+            "cnps": cnps, "retransmits": retransmits}
