@@ -56,6 +56,10 @@ RECOVERY_EVENTS = 6            # rate-increase events compared after each cut
 
 # Three senders on leaf 0, one beside the receiver on leaf 1; one spine. PFC on (the
 # spec's thresholds), the testbed's DCQCN set and marking.
+# Marking saturates at Kmax = 6 frames (25 KB), below the PFC XOFF of one ingress port
+# (32 KB): DCQCN must act before PFC does (without that, measured: the queue never
+# reaches the marking that would cut the flows to their fair share, PFC keeps the
+# per-port shares and DCQCN only adds CNPs).
 PFC_FABRIC = {"blocks": 2, "servers_per_block": 3, "rails": 1, "spines": 1, "dilation": "auto",
               "pfc": {"enabled": True}, "ecn": {"kmin": 1, "kmax": 6, "pmax": 0.2}}
 PFC_SIZE = 1_500_000           # bytes per flow
@@ -188,9 +192,11 @@ def one_cnp(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
     return out
 
 
-def pfc_ingress(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: bool = True) -> dict[str, Any]:
-    """One run of the PFC check (module docstring): each flow's share of the receiver's
-    link over the second half of the time all four ran, beside the reference's."""
+def pfc_ingress(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: bool = True,
+                size: int = PFC_SIZE) -> dict[str, Any]:
+    """One run of the PFC check (module docstring), every flow sending ``size`` bytes:
+    each flow's share of what the receiver's link carried over the second half of the
+    time all four ran, beside the reference's."""
     plan = fabric.plan
     base = job_from_fabric(spec_file, Workload())
     rank_of = {r.ip: r.rank for r in base.ranks}
@@ -199,7 +205,7 @@ def pfc_ingress(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: b
     local = plan.server_at(1, 1).nics[0]
     senders = {f"remote{i}": nic for i, nic in enumerate(remote)} | {"local": local}
     pairs = tuple((rank_of[nic.ip], rank_of[receiver.ip]) for nic in senders.values())
-    job = job_from_fabric(spec_file, Workload(op="sendrecv", sizes=(PFC_SIZE,), iters=1, warmup=0, pairs=pairs),
+    job = job_from_fabric(spec_file, Workload(op="sendrecv", sizes=(size,), iters=1, warmup=0, pairs=pairs),
                           Transport(timeline_s=PFC_TIMELINE_S), name="pfc-ingress")
     set_marking(fabric, dcqcn)
     clients, channels = queue_clients(fabric)
