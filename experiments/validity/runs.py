@@ -7,6 +7,10 @@
   each cut (eq. 1: the depth is alpha / 2, alpha as decayed by eq. 2 since the flow
   started or since the last cut) and the recovery after it, sampled mid-way between
   rate-timer events (eqs. 3-4: F fast-recovery halvings of the gap to Rt).
+* `two_flows` -- a second flow joins a first on one leaf's uplink (the testbed's DCQCN
+  set and marking, PFC off as the model assumes DCQCN acts first): the time to fair
+  share, both flows' shares afterwards and the queue's range, beside DCQCN's fluid
+  model (section 4, `fluid`) integrated for the same scaled parameters.
 * `pfc_ingress` -- the DCQCN paper's PFC unfairness (its section 2): three flows from
   one leaf and one from a host of the receiver's own leaf, all to one NIC; the
   receiver's leaf sees the three on its spine port and the lone one on its host port.
@@ -27,12 +31,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from emulation.fidelity import switches_window
 from experiments.incast import queue_clients, set_pfc, switch_counters
 from experiments.runner import write_spec
 from experiments.validity import reference as ref
+from experiments.validity.fluid import integrate
 from experiments.validity.marking import mark_one, set_marking
 from p4sim.runtime.queues import fidelity_of
+from tccl import roce
 from tccl.control import AgentClient, socket_path
 from tccl.fidelity import agents_window
 from tccl.job import Job, Transport, Workload, job_from_fabric
@@ -63,6 +71,17 @@ RECOVERY_EVENTS = 6            # rate-increase events compared after each cut
 PFC_FABRIC = {"blocks": 2, "servers_per_block": 3, "rails": 1, "spines": 1, "dilation": "auto",
               "pfc": {"enabled": True}, "ecn": {"kmin": 1, "kmax": 6, "pmax": 0.2}}
 PFC_SIZE = 1_500_000           # bytes per flow
+
+# Two senders on leaf 0, two receivers on leaf 1, one spine: both flows share leaf 0's
+# uplink. The second joins once the first has this many bytes acknowledged (~0.6 s).
+TWO_FLOWS_FABRIC = {"blocks": 2, "servers_per_block": 2, "rails": 1, "spines": 1, "dilation": "auto"}
+TWO_FLOWS_SIZES = (2_400_000, 1_600_000)
+TWO_FLOWS_JOIN_AT = 750_000
+WINDOW_S = 0.2                 # goodput windows of the shares
+FAIR_BAND = 0.1                # "fair": each flow within 10 % of half the link
+# The model's control-loop delay tau*: a frame's time on the two links to the receiver
+# and the CNP's way back, about two frame times of the emulated links.
+FEEDBACK_FRAMES = 2.0
 PFC_TIMELINE_S = 0.05
 TIMEOUT_S = 120.0              # emulated, one run
 
@@ -240,3 +259,102 @@ def pfc_ingress(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: b
     return {**numbers, "window_s": round(end - mid, 3), "shares": shares, "shares_ref": expected,
             "link_use": total / (fabric.spec.links.host_mbps * 1e6),
             "cnps": cnps, "retransmits": retransmits}
+
+
+def _shares(lines: Mapping[str, list[list[float]]], start: float, end: float) -> list[tuple[float, list[float]]]:
+    """(window start, each flow's share of the pair's goodput) per `WINDOW_S` window."""
+    out = []
+    t = start
+    while t + WINDOW_S <= end:
+        acked = []
+        for rows in lines.values():
+            inside = [r for r in rows if t <= r[0] <= t + WINDOW_S]
+            acked.append(inside[-1][1] - inside[0][1] if len(inside) > 1 else 0)
+        if sum(acked):
+            out.append((t, [a / sum(acked) for a in acked]))
+        t += WINDOW_S
+    return out
+
+
+def _fair_from(windows: list[tuple[float, list[float]]]) -> float | None:
+    """Start of the first window whose shares are all within `FAIR_BAND` of 1/2."""
+    return next((t for t, shares in windows if all(abs(x - 0.5) <= FAIR_BAND * 0.5 for x in shares)), None)
+
+
+def two_flows(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
+    """The fluid-model check (module docstring): fabric and model side by side."""
+    plan = fabric.plan
+    base = job_from_fabric(spec_file, Workload())
+    rank_of = {r.ip: r.rank for r in base.ranks}
+    nics = [(plan.server_at(0, i).nics[0], plan.server_at(1, i).nics[0]) for i in range(2)]
+    jobs = [job_from_fabric(spec_file, Workload(op="sendrecv", sizes=(size,), iters=1, warmup=0,
+                                                pairs=((rank_of[a.ip], rank_of[b.ip]),)),
+                            Transport(timeline_s=0.05), name=f"flow{i}")
+            for i, ((a, b), size) in enumerate(zip(nics, TWO_FLOWS_SIZES))]
+    leaf, port = plan.leaf(0, 0).name, plan.uplink_port(0)
+    queue: list[tuple[float, int]] = []
+    clients, channels = queue_clients(fabric)
+    second: dict[str, Any] = {}
+    done = threading.Event()
+
+    def sample_queue() -> None:
+        while not done.is_set():
+            depth = clients[leaf].queue_stats()[port]["qdepth"]
+            queue.append((fabric.clock.now(), depth))
+            time.sleep(0.01)
+
+    def join() -> None:
+        sampler = threading.Thread(target=sample_queue, name="queue-sampler")
+        sampler.start()
+        try:
+            _wait_acked(run_dir / "flow0", nics[0][0].server, nics[0][1].ip, TWO_FLOWS_JOIN_AT)
+            second.update(run_on_fabric(fabric, jobs[1], run_dir / "flow1", timeout=TIMEOUT_S))
+        finally:
+            done.set()
+            sampler.join()
+
+    try:
+        first, numbers = _run(fabric, clients, jobs[0], run_dir / "flow0", join)
+    finally:
+        for channel in channels:
+            channel.close()
+    lines = {}
+    for i, results in enumerate((first, second)):
+        src = jobs[i].workload.pairs[0][0]
+        origin = _origin(results, jobs[i], src)
+        lines[f"flow{i}"] = [[r[0] + origin, *r[1:]] for r in _sender_timeline(results, jobs[i], src)]
+    joined = lines["flow1"][0][0]
+    end = min(next(r[0] for r in rows if r[1] == rows[-1][1]) for rows in lines.values())
+    windows = _shares(lines, joined, end)
+    fair = _fair_from(windows)
+    after = [x for t, x in windows if fair is not None and t >= fair]
+    q_after = sorted(d for t, d in queue if fair is not None and fair <= t <= end)
+
+    # The model: the same parameters, the second flow joining as late after the first.
+    t = jobs[0].transport
+    params, ecn = t.dcqcn(), fabric.spec.ecn
+    packet = t.mtu + roce.HDR_LEN + roce.ICRC_LEN
+    frame_time = packet * 8 / t.line_rate_bps
+    first_start = lines["flow0"][0][0]
+    model = integrate(params, ecn, fabric.spec.links.uplink_mbps * 1e6, packet,
+                      [0.0, joined - first_start], end - first_start, FEEDBACK_FRAMES * frame_time)
+    model_lines = {f"flow{i}": [[first_start + tm, 0.0] for tm in model.t[::100]] for i in range(2)}
+    for i, rows in enumerate(model_lines.values()):      # acked bits as the integral of RC
+        sent = np.cumsum(model.rc[:, i]) * (model.t[1] - model.t[0]) / 8
+        for row, acked in zip(rows, sent[::100]):
+            row[1] = acked
+    model_windows = _shares(model_lines, joined, end)
+    model_fair = _fair_from(model_windows)
+    mq = model.q[(model.t + first_start >= (model_fair or end)) & (model.t + first_start <= end)]
+
+    def pct(values: Any, p: float) -> float:
+        return float(np.percentile(values, p)) if len(values) else float("nan")
+
+    return {**numbers, "joined_s": round(joined - first_start, 3), "kmin": ecn.kmin, "kmax": ecn.kmax,
+            "fair_after_s": None if fair is None else round(fair - joined, 3),
+            "fair_after_s_model": None if model_fair is None else round(model_fair - joined, 3),
+            "shares_after": [float(np.mean([x[i] for x in after])) for i in range(2)] if after else [],
+            "worst_window_share": max((abs(x - 0.5) for w in after for x in w), default=float("nan")) + 0.5,
+            "queue_p5_p50_p95": [pct(q_after, p) for p in (5, 50, 95)],
+            "queue_p5_p50_p95_model": [round(pct(mq, p), 2) for p in (5, 50, 95)],
+            "queue_samples": len(q_after)}
