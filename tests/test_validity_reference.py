@@ -98,3 +98,21 @@ def test_bad_profiles_name_the_key(value, words):
     with pytest.raises(SpecError) as err:
         parse_spec({**SMALL, "dcqcn": value}, "x.yaml")
     assert str(err.value).startswith("x.yaml: ") and words in str(err.value), str(err.value)
+
+
+def test_fluid_model_shares_the_link_and_holds_the_queue_on_the_ramp():
+    from experiments.validity.fluid import _event_rate, integrate
+    from topo.spec import EcnProfile
+
+    assert _event_rate(0.0, 8.0) == pytest.approx(1 / 8)          # no marks: every B packets
+    assert _event_rate(0.5, 2.0) == pytest.approx(0.5 / 3)        # p / ((1-p)^-n - 1)
+    assert _event_rate(0.1, float("inf")) == 0.0                    # no such counter
+    params = Transport(time_factor=200, line_mbps=10).dcqcn()
+    ecn = EcnProfile(5, 20, 0.2)
+    run = integrate(params, ecn, 10e6, 4154, [0.0, 0.5], 3.0, 0.007, dt=2e-4)
+    late = run.t > 2.5
+    rates = run.rc[late].mean(axis=0)
+    assert rates == pytest.approx([5e6, 5e6], rel=0.1)              # fair share, as the paper's
+    assert rates.sum() == pytest.approx(10e6, rel=0.03)             # the link kept full
+    assert ecn.kmin < run.q[late].mean() < ecn.kmax                 # on the marking ramp
+    assert run.rc[(run.t > 0.2) & (run.t < 0.5), 0].min() == pytest.approx(10e6)  # alone: line rate
