@@ -16,6 +16,7 @@ import finsy as fy
 
 from controller.routes import ALWAYS_MARK, ecn_steps, switch_options
 from topo.addressing import SwitchInfo
+from topo.spec import EcnProfile
 
 # How long mark_one waits for the first CE mark of its entry (wall s).
 MARK_TIMEOUT_S = 10.0
@@ -28,27 +29,27 @@ def _mark_all() -> Any:
                            action=fy.P4TableAction("set_mark_threshold", threshold=ALWAYS_MARK))
 
 
-def _ramp(fabric: Any) -> list[Any]:
+def _ramp(ecn: EcnProfile) -> list[Any]:
     return [fy.P4TableEntry("ecn_threshold", priority=1,
                             match=fy.P4TableMatch({"standard_metadata.enq_qdepth": (s.lo, s.hi)}),
                             action=fy.P4TableAction("set_mark_threshold", threshold=s.threshold))
-            for s in ecn_steps(fabric.spec.ecn)]
+            for s in ecn_steps(ecn)]
 
 
 def _switch(fabric: Any, sw: SwitchInfo) -> fy.Switch:
     return fy.Switch(sw.name, sw.grpc_address, switch_options(fabric.pipeline, sw))
 
 
-def set_marking(fabric: Any, on: bool) -> None:
-    """The spec's ECN ramp on every switch (``on``) or no entry at all (no marks);
-    the switches hold the ramp after programming."""
+def set_marking(fabric: Any, ecn: EcnProfile | None) -> None:
+    """The RED ramp of ``ecn`` on every switch, or no entry at all (None: no marks);
+    after programming the switches hold the spec's (``fabric.spec.ecn``)."""
     async def one(sw: SwitchInfo) -> None:
         async with _switch(fabric, sw) as conn:
             held = [e async for e in conn.read(fy.P4TableEntry("ecn_threshold"))]
             if held:
                 await conn.write([-e for e in held])
-            if on:
-                await conn.write([+e for e in _ramp(fabric)])
+            if ecn is not None:
+                await conn.write([+e for e in _ramp(ecn)])
 
     async def all_switches() -> None:
         await asyncio.gather(*(one(sw) for sw in fabric.plan.switches))

@@ -18,6 +18,10 @@
   1/2 for the lone flow, 1/6 for each of the three; with DCQCN (the spec's marking) the
   shares are per flow, 1/4 each. With one spine the flows need no source-port pinning.
 
+* `profiles` -- the same 3-to-1 incast on one leaf (PFC on) under each named DCQCN
+  profile (`topo.ccprofiles`): the agents take the profile, the switches its scaled
+  marking; ECN marks, CNPs and the flows' bandwidth of each.
+
 Times are the fabric's emulated time; the load and each run's fidelity go with the
 figures (`emulation.fidelity`).
 """
@@ -46,8 +50,9 @@ from tccl.fidelity import agents_window
 from tccl.job import Job, Transport, Workload, job_from_fabric
 from tccl.launch import run_on_fabric
 from topo.addressing import AddressPlan
+from topo.ccprofiles import PROFILES, marking_packets
 from topo.freeports import free_port_base
-from topo.spec import FabricSpec, parse_spec, replace
+from topo.spec import EcnProfile, FabricSpec, parse_spec, replace
 
 # Two hosts on one leaf, the paper's DCQCN set. Time factor 1000 (not the default
 # 200): the CNP interval becomes 50 ms, some 15 frame times at 10 Mbit/s, so the few
@@ -77,6 +82,10 @@ PFC_SIZE = 1_500_000           # bytes per flow
 TWO_FLOWS_FABRIC = {"blocks": 2, "servers_per_block": 2, "rails": 1, "spines": 1, "dilation": "auto"}
 TWO_FLOWS_SIZES = (2_400_000, 1_600_000)
 TWO_FLOWS_JOIN_AT = 750_000
+# One leaf, four servers: three send to the first at once, PFC on.
+PROFILES_FABRIC = {"blocks": 1, "servers_per_block": 4, "rails": 1, "spines": 1, "dilation": "auto",
+                   "pfc": {"enabled": True}}
+PROFILES_SIZE = 1_000_000      # bytes per sender
 WINDOW_S = 0.2                 # goodput windows of the shares
 FAIR_BAND = 0.1                # "fair": each flow within 10 % of half the link
 # The model's control-loop delay tau*: a frame's time on the two links to the receiver
@@ -177,14 +186,14 @@ def one_cnp(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
             _wait_acked(run_dir, sender.server, receiver.ip, acked)
             marks.append(mark_one(fabric, receiver.leaf, receiver.leaf_port))
 
-    set_marking(fabric, False)
+    set_marking(fabric, None)
     clients, channels = queue_clients(fabric)
     try:
         results, numbers = _run(fabric, clients, job, run_dir, mark_twice)
     finally:
         for channel in channels:
             channel.close()
-        set_marking(fabric, True)
+        set_marking(fabric, fabric.spec.ecn)
     rows = _sender_timeline(results, job, 0)
     cuts = _cuts(rows)
     out: dict[str, Any] = {**numbers, "marks": [m for m, _ in marks], "mark_held_s": [round(h, 4) for _, h in marks],
@@ -226,7 +235,7 @@ def pfc_ingress(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: b
     pairs = tuple((rank_of[nic.ip], rank_of[receiver.ip]) for nic in senders.values())
     job = job_from_fabric(spec_file, Workload(op="sendrecv", sizes=(size,), iters=1, warmup=0, pairs=pairs),
                           Transport(timeline_s=PFC_TIMELINE_S), name="pfc-ingress")
-    set_marking(fabric, dcqcn)
+    set_marking(fabric, fabric.spec.ecn if dcqcn else None)
     clients, channels = queue_clients(fabric)
     try:
         set_pfc(clients, fabric.spec, pfc)
@@ -235,7 +244,7 @@ def pfc_ingress(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: b
         set_pfc(clients, fabric.spec, fabric.spec.pfc.enabled)
         for channel in channels:
             channel.close()
-        set_marking(fabric, True)
+        set_marking(fabric, fabric.spec.ecn)
     # Every timeline on the fabric's clock: from its agent's origin.
     lines = {}
     for name, (src, _) in zip(senders, pairs):
@@ -358,3 +367,39 @@ def two_flows(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
             "queue_p5_p50_p95": [pct(q_after, p) for p in (5, 50, 95)],
             "queue_p5_p50_p95_model": [round(pct(mq, p), 2) for p in (5, 50, 95)],
             "queue_samples": len(q_after)}
+
+
+def profiles(fabric: Any, spec_file: Path, run_dir: Path, names: tuple[str, ...] = tuple(PROFILES)) -> dict[str, Any]:
+    """The incast under each profile of ``names``: its scaled marking (packets), ECN
+    marks the receiver saw, CNPs the senders got, the slowest flow's and the mean
+    bandwidth (Mbit/s), PAUSE frames, drops and the run's fidelity."""
+    spec = fabric.spec
+    base = job_from_fabric(spec_file, Workload())
+    ranks = [r.rank for r in base.ranks]
+    pairs = tuple((s, ranks[0]) for s in ranks[1:])
+    out = {}
+    clients, channels = queue_clients(fabric)
+    try:
+        for name in names:
+            profile = PROFILES[name]
+            ecn = EcnProfile(*marking_packets(profile, spec.links.host_mbps, spec.time_factor, spec.frame_bytes)) \
+                if profile.has_marking else spec.ecn
+            job = job_from_fabric(spec_file, Workload(op="sendrecv", sizes=(PROFILES_SIZE,), iters=1, warmup=0,
+                                                      pairs=pairs),
+                                  Transport(dcqcn_profile=profile), name=f"profile-{name}")
+            set_marking(fabric, ecn)
+            try:
+                results, numbers = _run(fabric, clients, job, run_dir / name)
+            finally:
+                set_marking(fabric, spec.ecn)
+            flows = [f for r in results.values() for f in r["flows"]]
+            rates = [row["busbw_mbps"] for r in results.values() for row in r["rows"]
+                     if any(f["packets"] for f in r["flows"])]
+            out[name] = {**numbers, "ecn": [ecn.kmin, ecn.kmax, ecn.pmax],
+                         "ecn_marks": sum(f["ce_marked_rx"] for f in flows), "cnps": sum(f["cnps"] for f in flows),
+                         "busbw_mbps_min": min(rates), "busbw_mbps_mean": sum(rates) / len(rates),
+                         "retransmits": sum(f["retransmits"] for f in flows)}
+    finally:
+        for channel in channels:
+            channel.close()
+    return out
