@@ -18,6 +18,7 @@ SOURCES = {
     "one_cnp": "DCQCN (Zhu et al., SIGCOMM 2015) section 3, eqs. 1-4",
     "two_flows": "DCQCN section 4, fluid model (per flow: Zhu et al., CoNEXT 2016, section 3)",
     "pfc": "DCQCN section 2, PFC unfairness: shares per ingress port",
+    "profiles": "topo/ccprofiles.py: DCQCN's own values, HPCC's simulation/run.py (cc dcqcn)",
 }
 
 
@@ -83,4 +84,11 @@ def run() -> dict[str, float]:
             figures[f"validity_{kind}_shared_port_share_max"] = max(remote)
             figures[f"validity_{kind}_shared_port_share_ref"] = ref["remote0"]
             figures[f"validity_{kind}_pauses"] = pfc[kind]["pauses"]
+
+        demo = _on_fabric(R.PROFILES_FABRIC, tmp / "profiles", lambda f, s: R.profiles(f, s, tmp / "profiles" / "job"))
+        for name, numbers in demo.items():
+            if isinstance(numbers, dict):
+                _say(f"profiles: {name}", numbers)
+                for key in ("ecn_marks", "cnps", "busbw_mbps_min", "busbw_mbps_mean", "pauses"):
+                    figures[f"validity_profile_{name}_{key}"] = numbers[key]
     return figures
