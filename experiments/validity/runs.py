@@ -28,6 +28,7 @@ figures (`emulation.fidelity`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import threading
@@ -290,15 +291,21 @@ def _fair_from(windows: list[tuple[float, list[float]]]) -> float | None:
     return next((t for t, shares in windows if all(abs(x - 0.5) <= FAIR_BAND * 0.5 for x in shares)), None)
 
 
+def _pair_job(spec_file: Path, src_ip: str, dst_ip: str, size: int, name: str) -> Job:
+    """A job of just two NICs (ranks 0 and 1), 0 sending ``size`` bytes to 1: jobs
+    started apart must not share a server (agents are per server)."""
+    base = job_from_fabric(spec_file, Workload(), Transport(timeline_s=0.05))
+    ranks = [dataclasses.replace(r, rank=i) for i, r in
+             enumerate(sorted((r for r in base.ranks if r.ip in (src_ip, dst_ip)), key=lambda r: r.ip != src_ip))]
+    return Job(ranks=tuple(ranks), transport=base.transport, name=name, fabric=base.fabric,
+               workload=Workload(op="sendrecv", sizes=(size,), iters=1, warmup=0, pairs=((0, 1),)))
+
+
 def two_flows(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
     """The fluid-model check (module docstring): fabric and model side by side."""
     plan = fabric.plan
-    base = job_from_fabric(spec_file, Workload())
-    rank_of = {r.ip: r.rank for r in base.ranks}
     nics = [(plan.server_at(0, i).nics[0], plan.server_at(1, i).nics[0]) for i in range(2)]
-    jobs = [job_from_fabric(spec_file, Workload(op="sendrecv", sizes=(size,), iters=1, warmup=0,
-                                                pairs=((rank_of[a.ip], rank_of[b.ip]),)),
-                            Transport(timeline_s=0.05), name=f"flow{i}")
+    jobs = [_pair_job(spec_file, a.ip, b.ip, size, f"flow{i}")
             for i, ((a, b), size) in enumerate(zip(nics, TWO_FLOWS_SIZES))]
     leaf, port = plan.leaf(0, 0).name, plan.uplink_port(0)
     queue: list[tuple[float, int]] = []
