@@ -276,14 +276,16 @@ def _shares(lines: Mapping[str, list[list[float]]], start: float, end: float) ->
     out = []
     t = start
     while t + WINDOW_S <= end:
-        acked = []
-        for rows in lines.values():
-            inside = [r for r in rows if t <= r[0] <= t + WINDOW_S]
-            acked.append(inside[-1][1] - inside[0][1] if len(inside) > 1 else 0)
+        acked = [_acked_between(rows, t, t + WINDOW_S) for rows in lines.values()]
         if sum(acked):
             out.append((t, [a / sum(acked) for a in acked]))
         t += WINDOW_S
     return out
+
+
+def _acked_between(rows: list[list[float]], start: float, end: float) -> float:
+    inside = [r for r in rows if start <= r[0] <= end]
+    return inside[-1][1] - inside[0][1] if len(inside) > 1 else 0.0
 
 
 def _fair_from(windows: list[tuple[float, list[float]]]) -> float | None:
@@ -345,6 +347,11 @@ def two_flows(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
     fair = _fair_from(windows)
     after = [x for t, x in windows if fair is not None and t >= fair]
     q_after = sorted(d for t, d in queue if fair is not None and fair <= t <= end)
+    if fair is not None:    # the link's use once fair: both flows' goodput (payload) / line
+        acked = [_acked_between(rows, fair, end) for rows in lines.values()]
+        link_use = sum(acked) * 8 / (end - fair) / (fabric.spec.links.uplink_mbps * 1e6)
+    else:
+        link_use = float("nan")
 
     # The model: the same parameters, the second flow joining as late after the first.
     t = jobs[0].transport
@@ -373,7 +380,7 @@ def two_flows(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
             "worst_window_share": max((abs(x - 0.5) for w in after for x in w), default=float("nan")) + 0.5,
             "queue_p5_p50_p95": [pct(q_after, p) for p in (5, 50, 95)],
             "queue_p5_p50_p95_model": [round(pct(mq, p), 2) for p in (5, 50, 95)],
-            "queue_samples": len(q_after)}
+            "queue_samples": len(q_after), "link_use": link_use}
 
 
 def profiles(fabric: Any, spec_file: Path, run_dir: Path, names: tuple[str, ...] = tuple(PROFILES)) -> dict[str, Any]:
