@@ -211,8 +211,10 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
             "ring": ring, "ring_hops": C.ring_hops(ring, rank_info),
             "planned_ports": planned, "gor_groups": groups is not None, "nic": nic, "line_mbps": job.transport.line_mbps, "flows": flows,
             "fidelity": fidelity, "pfc": pfc,
+            # t_s counts from origin_s, the agent's start on the fabric's clock, so that
+            # the timelines of several agents line up.
             "timeline": {"columns": ["t_s", "acked_bytes", "rate_bps", "retransmits", "cnps"],
-                         "flows": {str(q): rows for q, rows in engine.timeline.items()}}, **extra}
+                         "origin_s": engine.started, "flows": {str(q): rows for q, rows in engine.timeline.items()}}, **extra}
     save(run_dir / f"results-{server}.json", meta, rows)
     return {**meta, "rows": [vars(r) for r in rows]}
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from topo.ccprofiles import DcqcnProfile
 from topo.spec import DEFAULT_TIME_FACTOR  # the fabric spec's `time_factor` default
 
 # Real-world reference line rate: the 400 Gbit/s NICs of the Astral fabric.
@@ -36,11 +37,13 @@ class Scale:
     time_factor: float = DEFAULT_TIME_FACTOR
 
     @classmethod
-    def for_line_rate(cls, line_rate_bps: float, time_factor: float = DEFAULT_TIME_FACTOR) -> "Scale":
-        """The scale of a fabric whose NICs run at ``line_rate_bps`` instead of 400G."""
+    def for_line_rate(cls, line_rate_bps: float, time_factor: float = DEFAULT_TIME_FACTOR,
+                      reference_bps: float = REAL_LINE_RATE_BPS) -> "Scale":
+        """The scale of a fabric whose NICs run at ``line_rate_bps`` instead of
+        ``reference_bps`` (the rate the real-world constants are for)."""
         if line_rate_bps <= 0 or time_factor <= 0:
             raise ValueError(f"line rate and time factor must be > 0, got {line_rate_bps}, {time_factor}")
-        return cls(line_rate_bps / REAL_LINE_RATE_BPS, time_factor)
+        return cls(line_rate_bps / reference_bps, time_factor)
 
     @property
     def byte_factor(self) -> float:
@@ -72,6 +75,18 @@ class DcqcnParams:
     min_rate: float = 400e6                 # floor: 0.1% of line, so a flow never stalls (ours)
     initial_alpha: float = 1.0              # alpha starts at 1 (paper, section 3.1)
 
+    @classmethod
+    def from_profile(cls, profile: DcqcnProfile) -> "DcqcnParams":
+        """The constants of a spec's DCQCN profile (topo/ccprofiles.py: YAML units,
+        ``None`` keeps the default here); a byte counter of 0 (none) never fires."""
+        values = {}
+        for name, key, unit in _PROFILE_UNITS:
+            v = getattr(profile, key)
+            if v is not None:
+                values[name] = float("inf") if name == "byte_counter" and v == 0 else \
+                    (int(v) if unit is None else v * unit)
+        return dataclasses.replace(cls(), **values)
+
     def scaled(self, scale: Scale) -> "DcqcnParams":
         """These constants translated to the emulated fabric."""
         r, t = scale.rate_factor, scale.time_factor
@@ -80,6 +95,14 @@ class DcqcnParams:
             alpha_timer=self.alpha_timer * t, rate_timer=self.rate_timer * t,
             byte_counter=self.byte_counter * scale.byte_factor, rate_ai=self.rate_ai * r,
             rate_hai=self.rate_hai * r, min_rate=self.min_rate * r)
+
+
+# DcqcnParams field <- DcqcnProfile key, and the unit of the key (None: a count).
+_PROFILE_UNITS = (("line_rate", "line_gbps", 1e9), ("g", "g", 1.0), ("cnp_interval", "cnp_interval_us", 1e-6),
+                  ("alpha_timer", "alpha_timer_us", 1e-6), ("rate_timer", "rate_timer_us", 1e-6),
+                  ("byte_counter", "byte_counter_kb", 1e3), ("fast_recovery_steps", "fast_recovery_steps", None),
+                  ("rate_ai", "rate_ai_mbps", 1e6), ("rate_hai", "rate_hai_mbps", 1e6),
+                  ("min_rate", "min_rate_mbps", 1e6))
 
 
 class DcqcnRate:

@@ -67,7 +67,6 @@ if TYPE_CHECKING:
 
 MAX_RX_BATCH = 512          # frames read per NIC per turn before sending again
 MAX_TX_BATCH = 64           # frames sent per NIC per turn before reading again
-SAMPLE_INTERVAL = 0.1       # flows' timeline: one sample per active QP this often (s)
 # Wake-ups are at least this many frame times (an MTU frame at line rate) apart: what
 # is due sooner waits for the rest of the quantum and goes out with it, so an agent
 # whose NICs all send and receive wakes twice per frame time, not once per frame (a
@@ -578,7 +577,7 @@ class Engine:
                 self._readable.add(fd)
 
     def _sample(self, now: float) -> None:
-        self._next_sample = now + SAMPLE_INTERVAL
+        self._next_sample = now + self.job.transport.timeline_s
         for n, qp in self.qps.items():
             st = qp.requester.stats
             if st.packets:

@@ -27,6 +27,7 @@ from tccl.dcqcn import DcqcnParams, Scale
 from tccl.ranks import OPS, JobError, RankInfo, read_yaml
 from tccl.trace import check_trace, load_trace
 from topo.headers import CNP_DSCP, dscp_priority
+from topo.ccprofiles import DcqcnProfile
 from topo.spec import DEFAULT_TIME_FACTOR, FabricSpec, NvlinkLink, PfcSpec, SpecError, load_spec
 
 # QP numbers: the QP's index within its connection in bits 21-23, bit 20 set (QPN 0
@@ -79,16 +80,30 @@ class Transport:
     # Priority of the RoCE data and ACKs (their DSCP's class selector, topo.headers):
     # None = the fabric spec's `pfc.priority`, the lossless one; a `Job` holds the number.
     priority: int | None = None
+    # DCQCN's constants (topo/ccprofiles.py). None = the fabric spec's `dcqcn` (no spec:
+    # the testbed profile); a `Job` holds the profile (a job file: its mapping).
+    dcqcn_profile: DcqcnProfile | None = None
+    # The agents' rate timeline: one sample per sending QP this often (emulated s).
+    timeline_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dcqcn_profile, Mapping):     # read from a job file
+            try:
+                object.__setattr__(self, "dcqcn_profile", DcqcnProfile(**self.dcqcn_profile))
+            except TypeError as e:
+                raise JobError(f"transport.dcqcn_profile: {e}") from e
 
     @property
     def line_rate_bps(self) -> float:
         return self.line_mbps * 1e6
 
     def dcqcn(self) -> DcqcnParams:
-        """DCQCN constants scaled to this fabric's line rate and time factor."""
+        """DCQCN constants of the job's profile, scaled to this fabric's line rate
+        (from the profile's reference rate) and time factor."""
         if self.time_factor is None:
             raise JobError("transport.time_factor is unset: a Job resolves it from its fabric spec")
-        return DcqcnParams().scaled(Scale.for_line_rate(self.line_rate_bps, self.time_factor))
+        params = DcqcnParams.from_profile(self.dcqcn_profile or DcqcnProfile())
+        return params.scaled(Scale.for_line_rate(self.line_rate_bps, self.time_factor, params.line_rate))
 
 
 @dataclass(frozen=True)
@@ -149,7 +164,8 @@ def _resolve_from_fabric(t: Transport, fabric: str | None, source: str = "job") 
     """``t`` with the NVLink settings, time factor and MTU it leaves unset taken from the
     fabric spec's ``nvlink`` section, ``time_factor`` and ``mtu`` (the spec's defaults
     when the job names no fabric)."""
-    if None not in (t.nvlink_gbps, t.nvlink_latency_us, t.time_factor, t.mtu, t.window, t.rto, t.priority):
+    if None not in (t.nvlink_gbps, t.nvlink_latency_us, t.time_factor, t.mtu, t.window, t.rto, t.priority,
+                    t.dcqcn_profile):
         return t
     try:
         spec = load_spec(fabric) if fabric else None
@@ -165,8 +181,9 @@ def _filled_from(t: Transport, spec: FabricSpec | None) -> Transport:
     factor = spec.time_factor if spec else DEFAULT_TIME_FACTOR
     mtu = t.mtu if t.mtu is not None else (spec.mtu if spec else FabricSpec.mtu)
     priority = (spec.pfc if spec else PfcSpec()).priority if t.priority is None else t.priority
+    profile = (spec.dcqcn if spec else DcqcnProfile()) if t.dcqcn_profile is None else t.dcqcn_profile
     return dataclasses.replace(
-        t, priority=priority,
+        t, priority=priority, dcqcn_profile=profile,
         nvlink_gbps=link.gbps if t.nvlink_gbps is None else t.nvlink_gbps,
         nvlink_latency_us=link.latency_us if t.nvlink_latency_us is None else t.nvlink_latency_us,
         time_factor=factor if t.time_factor is None else t.time_factor, mtu=mtu,
@@ -248,8 +265,8 @@ def _validate(ranks: list[RankInfo], t: Transport, w: Workload, source: str) -> 
         fail("transport.qps", f"1..{MAX_QPS} QPs per connection, got {t.qps}")
     if t.window < 1:
         fail("transport.window", f"must be >= 1 packet, got {t.window}")
-    if t.line_mbps <= 0 or t.rto <= 0 or t.time_factor <= 0:
-        fail("transport", "line_mbps, rto and time_factor must be > 0")
+    if t.line_mbps <= 0 or t.rto <= 0 or t.time_factor <= 0 or not t.timeline_s > 0:
+        fail("transport", "line_mbps, rto, time_factor and timeline_s must be > 0")
     if t.nvlink_gbps < 0 or t.nvlink_latency_us < 0:
         fail("transport", f"nvlink_gbps and nvlink_latency_us must be >= 0, "
              f"got {t.nvlink_gbps}, {t.nvlink_latency_us}")

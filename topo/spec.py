@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from p4sim.switch.pfc import DEFAULT_HEADROOM, DEFAULT_XOFF, DEFAULT_XON
+from topo.ccprofiles import PROFILES, VALUE_KEYS, DcqcnProfile, marking_packets, profile_with
 from topo.headers import CNP_DSCP, ROCE_PRIORITY, dscp_priority
 
 # Port numbers index the program's per-port counters and registers (NUM_PORTS = 64 in
@@ -171,6 +172,9 @@ class FabricSpec:
     pcap: bool = False
     nvlink: NvlinkLink = field(default_factory=NvlinkLink)
     pfc: PfcSpec = field(default_factory=PfcSpec)
+    # The agents' DCQCN constants and, for a published set, the ECN marking the spec's
+    # ``ecn`` takes unless given (topo/ccprofiles.py): ``dcqcn: paper|production|{...}``.
+    dcqcn: DcqcnProfile = field(default_factory=DcqcnProfile)
     # Real-world timers (DCQCN's, the CNP interval) x this = the emulation's; rates
     # scale by links.host_mbps / 400 Gbit/s. Jobs on the fabric take it (tccl.job).
     time_factor: float = DEFAULT_TIME_FACTOR
@@ -256,7 +260,7 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
     "pcap": bool, "nvlink": dict, "time_factor": (int, float), "mtu": int,
     "dilation": (int, float, str), "rt_priority": int, "nic": str, "pods": int, "super_spines": int,
-    "oversubscription": dict, "cluster": (dict, type(None)), "pfc": dict,
+    "oversubscription": dict, "cluster": (dict, type(None)), "pfc": dict, "dcqcn": (str, dict),
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
 _LINK_KEYS = {"host_mbps": (int, float), "uplink_mbps": (int, float),
@@ -302,18 +306,22 @@ def parse_spec(data: Any, source: str = "fabric.yaml", emulated: bool = True) ->
     _check_keys(oversub, _OVERSUB_KEYS, source, "oversubscription.")
     pfc = data.get("pfc", {})
     _check_keys(pfc, _PFC_KEYS, source, "pfc.")
+    dcqcn = _dcqcn(data.get("dcqcn", "testbed"), source)
     top = {k: (float(v) if k == "time_factor" else v) for k, v in data.items()
-           if k not in ("links", "ecn", "nvlink", "pfc", "dilation", "oversubscription", "cluster")}
+           if k not in ("links", "ecn", "nvlink", "pfc", "dilation", "oversubscription", "cluster", "dcqcn")}
     if "dilation" in data:
         top["dilation"] = _dilation(data["dilation"], source)
     if data.get("cluster") is not None:   # `cluster:` left empty (or a dumped spec's null): none
         top["cluster"] = _cluster(data["cluster"], source)
     rates = _link_rates(data, links, oversub, source)
-    spec = FabricSpec(links=rates,
+    spec = FabricSpec(links=rates, dcqcn=dcqcn,
                       ecn=EcnProfile(**{k: (float(v) if k == "pmax" else v) for k, v in ecn.items()}),
                       nvlink=NvlinkLink(**{k: float(v) for k, v in nvlink.items()}),
                       pfc=PfcSpec(**{k: (float(v) if k == "watchdog_ms" else v) for k, v in pfc.items()}),
                       **top)
+    if "ecn" not in data and dcqcn.has_marking:
+        kmin, kmax, pmax = marking_packets(dcqcn, spec.links.host_mbps, spec.time_factor, spec.frame_bytes)
+        spec = dataclasses.replace(spec, ecn=EcnProfile(kmin, kmax, pmax))
     validate(spec, source, emulated)
     return spec
 
@@ -344,6 +352,38 @@ def _link_rates(data: Mapping[str, Any], links: Mapping[str, Any], oversub: Mapp
             need = "servers_per_block, spines" if tier == "leaf" else "blocks, rails, super_spines >= 1"
             raise SpecError(f"{source}: oversubscription.{tier}: needs {need}") from None
     return LinkRates(**rates)
+
+
+def _dcqcn(value: Any, source: str) -> DcqcnProfile:
+    """The ``dcqcn`` key: a profile's name, or a mapping ``{profile: NAME, key: value}``
+    (profile default ``testbed``) that changes some of its values."""
+    names = ", ".join(PROFILES)
+    if isinstance(value, str):
+        value = {"profile": value}
+    _check_keys(value, {"profile": str, **{k: (int, float, type(None)) for k in VALUE_KEYS}}, source, "dcqcn.")
+    name = value.get("profile", "testbed")
+    if name not in PROFILES:
+        raise SpecError(f"{source}: dcqcn.profile: one of {names}, got {name!r}")
+    changes = {k: v for k, v in value.items() if k != "profile"}
+    for key, v in changes.items():
+        if v is not None and (not math.isfinite(v) or v < 0 or (v == 0 and key not in ("byte_counter_kb", "kmin_kb"))):
+            raise SpecError(f"{source}: dcqcn.{key}: must be a number > 0"
+                            f"{' (0: none)' if key == 'byte_counter_kb' else ''}, got {v}")
+    profile = profile_with(name, changes)
+    if profile.fast_recovery_steps is not None and profile.fast_recovery_steps != int(profile.fast_recovery_steps):
+        raise SpecError(f"{source}: dcqcn.fast_recovery_steps: a whole number, got {profile.fast_recovery_steps}")
+    if profile.g is not None and not profile.g < 1:
+        raise SpecError(f"{source}: dcqcn.g: alpha's gain, in (0, 1), got {profile.g}")
+    if profile.pmax is not None and not profile.pmax <= 1:
+        raise SpecError(f"{source}: dcqcn.pmax: a probability in (0, 1], got {profile.pmax}")
+    marking = [k for k in ("kmin_kb", "kmax_kb", "pmax") if getattr(profile, k) is not None]
+    if marking and len(marking) < 3:
+        raise SpecError(f"{source}: dcqcn: kmin_kb, kmax_kb and pmax go together (or none: the "
+                        f"spec's ecn), got only {', '.join(marking)}")
+    if profile.has_marking and profile.kmax_kb <= profile.kmin_kb:
+        raise SpecError(f"{source}: dcqcn.kmax_kb: must be above kmin_kb ({profile.kmin_kb}), "
+                        f"got {profile.kmax_kb}")
+    return profile
 
 
 def _dilation(value: Any, source: str) -> float:

@@ -1,0 +1,118 @@
+"""The published models of the validity checks (experiments/validity/reference.py)
+against hand-computed values, and the DCQCN profiles a fabric spec names
+(topo/ccprofiles.py): scaled marking, the agents' constants, errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from experiments.runner import write_spec
+from experiments.validity import reference as ref
+from tccl.dcqcn import DcqcnParams, Scale
+from tccl.job import Transport, Workload, job_from_fabric, load_job
+from topo.ccprofiles import PROFILES
+from topo.spec import SpecError, load_spec, parse_spec
+
+SMALL = {"blocks": 1, "servers_per_block": 2, "rails": 1, "spines": 1}
+
+
+def test_one_cnp_at_alpha_one_halves_and_fast_recovery_halves_the_gap():
+    line = 10e6
+    cut = ref.cut(line, 1.0)
+    assert cut == line / 2
+    rates = ref.recovery(line, cut, 7, 5, rate_ai=0.01 * line, line_rate=line)
+    # Gap to Rt after k events: (Rt - Rc0) / 2^k for the F = 5 fast-recovery events.
+    assert rates[:6] == pytest.approx([line * (1 - 2 ** -(k + 1)) for k in range(6)])
+    # Then additive increase: Rt stays at line rate (clamped), so the gap halves again.
+    assert rates[6] == pytest.approx(line * (1 - 2 ** -7))
+    below = ref.recovery(0.9 * line, 0.45 * line, 6, 5, rate_ai=0.01 * line, line_rate=line)
+    assert below[6] == pytest.approx((0.91 * line + below[5]) / 2)     # Rt += R_AI first
+
+
+def test_alpha_decays_per_timer_and_rises_by_g_on_a_cnp():
+    g = 1 / 256
+    assert ref.alpha_decayed(1.0, g, 9) == pytest.approx((255 / 256) ** 9)
+    assert ref.alpha_after_cnp(0.5, g) == pytest.approx(0.5 * 255 / 256 + 1 / 256)
+
+
+def test_pfc_shares_per_ingress_port_dcqcn_per_flow():
+    tree = {"spine": {"a": "a", "b": "b", "c": "c"}, "host": "d"}
+    assert ref.pfc_shares(tree) == pytest.approx({"a": 1 / 6, "b": 1 / 6, "c": 1 / 6, "d": 1 / 2})
+    assert ref.dcqcn_shares(tree) == pytest.approx({k: 1 / 4 for k in "abcd"})
+    # Two tiers of ports: a quarter through the nested pair, half alone.
+    assert ref.pfc_shares({"up": {"x": {"p": "p", "q": "q"}, "y": "y"}, "z": "z"})["p"] == pytest.approx(1 / 8)
+
+
+def test_published_profiles_scale_their_marking_to_packets():
+    # paper: 5/200 KB at 40G -> x (10M/40G) x 200 = 250 B / 10 KB, in 4218-byte frames.
+    paper = parse_spec({**SMALL, "dcqcn": "paper"})
+    assert (paper.ecn.kmin, paper.ecn.kmax, paper.ecn.pmax) == (0, 2, 0.01)
+    # production: 100/400 KB per 25G -> 8 KB / 32 KB: 2 and 8 frames.
+    prod = parse_spec({**SMALL, "dcqcn": "production"})
+    assert (prod.ecn.kmin, prod.ecn.kmax, prod.ecn.pmax) == (2, 8, 0.2)
+    # An explicit ecn section wins; the testbed profile keeps the spec's.
+    own = parse_spec({**SMALL, "dcqcn": "paper", "ecn": {"kmin": 3, "kmax": 9}})
+    assert (own.ecn.kmin, own.ecn.kmax) == (3, 9)
+    assert parse_spec(SMALL).ecn == parse_spec({**SMALL, "dcqcn": "testbed"}).ecn
+    assert parse_spec(SMALL).dcqcn == PROFILES["testbed"]
+
+
+def test_profiles_give_the_agents_their_constants_from_their_own_line_rate():
+    assert DcqcnParams.from_profile(PROFILES["testbed"]) == DcqcnParams()
+    paper = DcqcnParams.from_profile(PROFILES["paper"])
+    assert (paper.line_rate, paper.rate_ai, paper.byte_counter) == (40e9, 40e6, 10e6)
+    scaled = paper.scaled(Scale.for_line_rate(10e6, 200, paper.line_rate))
+    assert scaled.line_rate == pytest.approx(10e6) and scaled.rate_ai == pytest.approx(10e3)
+    assert scaled.rate_timer == pytest.approx(55e-6 * 200) and scaled.byte_counter == pytest.approx(500e3)
+    simai = parse_spec({**SMALL, "dcqcn": {"profile": "production", "rate_timer_us": 900}}).dcqcn
+    assert DcqcnParams.from_profile(simai).rate_timer == pytest.approx(900e-6)
+    none = parse_spec({**SMALL, "dcqcn": {"byte_counter_kb": 0}}).dcqcn
+    assert DcqcnParams.from_profile(none).byte_counter == float("inf")
+
+
+def test_a_job_carries_the_spec_profile_through_its_file(tmp_path: Path):
+    spec_file = write_spec(parse_spec({**SMALL, "dcqcn": "production"}), tmp_path / "f.yaml")
+    assert load_spec(spec_file).dcqcn == PROFILES["production"]      # the dump reads back
+    job = job_from_fabric(spec_file, Workload(), Transport(timeline_s=0.01))
+    assert job.transport.dcqcn_profile == PROFILES["production"]
+    assert job.transport.dcqcn().rate_timer == pytest.approx(300e-6 * 200)
+    job.save(tmp_path / "job.yaml")
+    again = load_job(tmp_path / "job.yaml")
+    assert again.transport == job.transport
+
+
+@pytest.mark.parametrize("value, words", [
+    ("nature", "dcqcn.profile: one of testbed, paper, production, got 'nature'"),
+    ({"rate_timer": 5}, "dcqcn.rate_timer: unknown key"),
+    ({"g": -1}, "dcqcn.g: must be a number > 0"),
+    ({"g": 2}, "dcqcn.g: alpha's gain, in (0, 1)"),
+    ({"fast_recovery_steps": 2.5}, "dcqcn.fast_recovery_steps: a whole number"),
+    ({"kmin_kb": 5}, "kmin_kb, kmax_kb and pmax go together"),
+    ({"profile": "paper", "kmax_kb": 1}, "dcqcn.kmax_kb: must be above kmin_kb"),
+    ({"profile": "paper", "pmax": 1.5}, "dcqcn.pmax: a probability"),
+    (3, "dcqcn: expected str or dict, got 3"),
+])
+def test_bad_profiles_name_the_key(value, words):
+    with pytest.raises(SpecError) as err:
+        parse_spec({**SMALL, "dcqcn": value}, "x.yaml")
+    assert str(err.value).startswith("x.yaml: ") and words in str(err.value), str(err.value)
+
+
+def test_fluid_model_shares_the_link_and_holds_the_queue_on_the_ramp():
+    from experiments.validity.fluid import _event_rate, integrate
+    from topo.spec import EcnProfile
+
+    assert _event_rate(0.0, 8.0) == pytest.approx(1 / 8)          # no marks: every B packets
+    assert _event_rate(0.5, 2.0) == pytest.approx(0.5 / 3)        # p / ((1-p)^-n - 1)
+    assert _event_rate(0.1, float("inf")) == 0.0                    # no such counter
+    params = Transport(time_factor=200, line_mbps=10).dcqcn()
+    ecn = EcnProfile(5, 20, 0.2)
+    run = integrate(params, ecn, 10e6, 4154, [0.0, 0.5], 3.0, 0.007, dt=2e-4)
+    late = run.t > 2.5
+    rates = run.rc[late].mean(axis=0)
+    assert rates == pytest.approx([5e6, 5e6], rel=0.1)              # fair share, as the paper's
+    assert rates.sum() == pytest.approx(10e6, rel=0.03)             # the link kept full
+    assert ecn.kmin < run.q[late].mean() < ecn.kmax                 # on the marking ramp
+    assert run.rc[(run.t > 0.2) & (run.t < 0.5), 0].min() == pytest.approx(10e6)  # alone: line rate
