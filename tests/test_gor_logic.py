@@ -22,7 +22,7 @@ from controller.events import EventLog, flow_story, loop_latencies, read_events
 from controller.agents import AgentFlow
 from controller.config import GorConfig, default_config, default_switch_alarms, default_thresholds
 from controller.gor import Gor
-from controller.repl import _why_line
+from controller.views import why_line
 from controller.elephants import Sample, SampleWindow, parse_sample
 from controller.moves import Move
 from controller.paths import candidate_paths, find_port, predict
@@ -709,7 +709,7 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path, to
     moved = d["moves"][0]
     story = flow_story(gor.events.snapshot(), moved["flow_id"])
     assert list(story) == [d["loop"]] and [e["event"] for e in story[d["loop"]]] == ["detect", "decide", "command"]
-    why = _why_line(story[d["loop"]][1])
+    why = why_line(story[d["loop"]][1])
     assert why.startswith("decide (") and "simulated 4 [2 move(s): step x1.0, worst 100%;" in why
     assert f"chose {moved['path']}" in why and "predicted 5.0 Mbit/s; next: none" in why
     stays = next(f for f in gor.flows if f.id not in {m["flow_id"] for m in d["moves"]})
