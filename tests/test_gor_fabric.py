@@ -41,6 +41,11 @@ ELEPHANT_ITERS = 150
 AFTER_S = 10       # the longest wait for both moved-apart flows to reach their fair rate
 
 
+def gor_events(gor) -> str:
+    """GOR's last 40 events, for a failed wait's message."""
+    return "\n".join(str(e) for e in gor.events.snapshot()[-40:])
+
+
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory) -> Iterator[Fabric]:
     with small_fabric("gor", "g", tmp_path_factory.mktemp("fabric")) as fab:
@@ -103,7 +108,7 @@ def test_sessions_telemetry_and_reconnect_after_a_switch_restart(fabric: Fabric,
     type(node).batchStartup([node])
     wait_for("the re-push after the restart", lambda: gor.fleet.pushes[leaf] > pushes, 30, 0.1)
     # While it was down GOR routed around it; its re-push brings its cables back.
-    wait_for("the leaf back in service", lambda: not any(leaf in c for c in gor.down), 5, gor=gor)
+    wait_for("the leaf back in service", lambda: not any(leaf in c for c in gor.down), 5, detail=lambda: gor_events(gor))
     out = fabric.host(a.server).cmd(f"ping -n -q -c 3 -W 2 -I {a.ip} {c.ip}")
     assert " 0% packet loss" in out, out
 
@@ -269,16 +274,16 @@ def test_a_dead_spine_is_routed_around_and_the_job_completes(fabric: Fabric, gor
     node.stop(deleteIntfs=False)
     try:
         wait_for("GOR's repair around the dead spine",
-                 lambda: frozenset((leaf, spine0)) in gor.down and events(gor, "repaired"), 15, gor=gor)
+                 lambda: frozenset((leaf, spine0)) in gor.down and events(gor, "repaired"), 15, detail=lambda: gor_events(gor))
         repaired = gor.clock()
         assert [e["switch"] for e in events(gor, "switch_down")] == [spine0]
         wait_for("the flow on sp1", lambda: gor.samples.seen(on_sp0, leaf, plan.uplink_port(1), repaired), 10,
-                 gor=gor)
+                 detail=lambda: gor_events(gor))
     finally:
         node.start([])
         type(node).batchStartup([node])
-    wait_for("the re-push after the restart", lambda: gor.fleet.pushes[spine0] > pushes, 30, 0.1, gor=gor)
-    wait_for("the spine back in service", lambda: frozenset((leaf, spine0)) not in gor.down, 10, gor=gor)
+    wait_for("the re-push after the restart", lambda: gor.fleet.pushes[spine0] > pushes, 30, 0.1, detail=lambda: gor_events(gor))
+    wait_for("the spine back in service", lambda: frozenset((leaf, spine0)) not in gor.down, 10, detail=lambda: gor_events(gor))
     assert [e["switch"] for e in events(gor, "switch_up")] == [spine0]
     finish(gor)
     assert predict(plan, on_sp0)[2] == spine0

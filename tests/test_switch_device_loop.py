@@ -190,7 +190,9 @@ def test_packet_out_and_packet_in(net):
 
 def test_idle_switch_does_not_wake_up(net):
     """With nothing to forward and no timer due, the loop sleeps in select: its thread
-    does not run at all for a second (`make bench`: switch_idle_cpu_frac, its CPU)."""
+    runs at most for a stray frame the kernel itself puts on a veth, where a loop that
+    polled on its quantum would run thousands of times in the second (`make bench`:
+    switch_idle_cpu_frac, its CPU). CI saw one such wake-up."""
     running = Running(net, WireEngine(), port_rates={2: 1e6})
     with running:
         tid = running.thread.native_id
@@ -198,7 +200,7 @@ def test_idle_switch_does_not_wake_up(net):
         before = context_switches(tid)
         time.sleep(1.0)  # idleness is what is measured: there is nothing to wait for
         woke = context_switches(tid) - before
-    assert woke == 0
+    assert woke <= 2
 
 
 class SlowEngine(WireEngine):
