@@ -179,7 +179,13 @@ class DcqcnRate:
     @property
     def stage(self) -> str:
         """Which increase stage the next event would run (for telemetry)."""
-        t, bc, f = self.timer_count, self.byte_count, self.p.fast_recovery_steps
-        if max(t, bc) < f:
-            return "fast-recovery"
-        return "hyper" if min(t, bc) > f else "additive"
+        return increase_stage(self.timer_count, self.byte_count, self.p.fast_recovery_steps)
+
+
+def increase_stage(timer_count: int, byte_count: int, fast_recovery_steps: int) -> str:
+    """The increase stage the next event runs, from the timer and byte counters (DCQCN,
+    section 3): fast recovery while both are under F, hyper once both are over it,
+    additive between. The native NIC's rate (tccl/nic/qp.py) reports through it too."""
+    if max(timer_count, byte_count) < fast_recovery_steps:
+        return "fast-recovery"
+    return "hyper" if min(timer_count, byte_count) > fast_recovery_steps else "additive"

@@ -19,7 +19,7 @@ import itertools
 from typing import Any, Callable
 
 from tccl import roce
-from tccl.dcqcn import DcqcnParams
+from tccl.dcqcn import DcqcnParams, increase_stage
 from tccl.nic.build import MAX_MTU, MAX_WINDOW, load
 from tccl.qp import PortChange, RequesterStats, ResponderStats
 
@@ -126,10 +126,7 @@ class DcqcnRate:
 
     @property
     def stage(self) -> str:
-        t, bc, f = self.timer_count, self.byte_count, self.p.fast_recovery_steps
-        if max(t, bc) < f:
-            return "fast-recovery"
-        return "hyper" if min(t, bc) > f else "additive"
+        return increase_stage(self.timer_count, self.byte_count, self.p.fast_recovery_steps)
 
 
 class Requester:
