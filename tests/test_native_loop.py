@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import threading
 import time
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from p4sim.switch.pause import MAX_QUANTA, PRIORITIES, parse_pause, pfc_frame
 from p4sim.switch.pfc import PfcConfig
 from p4sim.switch.ports import complete_l4_checksum
 from test_switch_fuzz_frames import base_frames, mutate
+from testkit import DeviceLoop
 from topo.namespaces import Netns
 
 FIXTURE = Path(__file__).parent / "device_fixtures" / "two_port_qdepth.json"
@@ -114,21 +114,13 @@ def test_frame_reading_c_is_clean_under_asan_and_ubsan():
 # ---- the loop on veths, against the Python device
 
 
-class Running:
+class Running(DeviceLoop):
     """A device of ``kind`` in the switch namespace with the fixture's pipeline in the
     engine ``engine``, its loop on a thread; always stopped and closed."""
 
     def __init__(self, net: Netns, kind: type, engine: str, **kwargs) -> None:
         with net.entered("sw"):
-            self.device = kind({1: net.ifaces["s1"], 2: net.ifaces["s2"]}, engine=engine, **kwargs)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            self.device.run()
-        except BaseException as e:
-            self.error = e
+            super().__init__(kind({1: net.ifaces["s1"], 2: net.ifaces["s2"]}, engine=engine, **kwargs))
 
     def __enter__(self):
         try:
@@ -136,16 +128,7 @@ class Running:
         except BaseException:
             self.device.close()
             raise
-        self.thread.start()
-        return self.device
-
-    def __exit__(self, *exc) -> None:
-        self.device.stop()
-        self.thread.join(timeout=10)
-        assert not self.thread.is_alive(), "device loop did not stop"
-        self.device.close()
-        if self.error is not None:
-            raise AssertionError("the device loop crashed") from self.error
+        return super().__enter__()
 
 
 def exchange(kind: type, engine: str) -> dict:

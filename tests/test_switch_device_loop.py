@@ -24,7 +24,7 @@ from scapy.utils import rdpcap
 
 from netns import receive
 from standin import Job
-from testkit import blocked, context_switches, wait_for
+from testkit import DeviceLoop, blocked, context_switches, wait_for
 from p4sim.switch.device import Device
 from p4sim.switch.pause import MAX_QUANTA, pfc_frame
 from p4sim.switch.pfc import PfcConfig
@@ -76,33 +76,14 @@ def net():
         yield n
 
 
-class Running:
+class Running(DeviceLoop):
     """A Device built inside the switch namespace, its loop in a thread; always stopped."""
 
     def __init__(self, net: Netns, engine, **kwargs) -> None:
         with net.entered("sw"):
-            self.device = Device({1: net.ifaces["s1"], 2: net.ifaces["s2"]}, **kwargs)
-        self.device.install(engine)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            self.device.run()
-        except BaseException as e:  # reported by __exit__: a crashed loop fails the test
-            self.error = e
-
-    def __enter__(self) -> Device:
-        self.thread.start()
-        return self.device
-
-    def __exit__(self, *exc) -> None:
-        self.device.stop()
-        self.thread.join(timeout=10)
-        assert not self.thread.is_alive(), "device loop did not stop"
-        self.device.close()
-        if self.error is not None:
-            raise AssertionError("the device loop crashed") from self.error
+            device = Device({1: net.ifaces["s1"], 2: net.ifaces["s2"]}, **kwargs)
+        device.install(engine)
+        super().__init__(device)
 
 
 def test_forwarding_both_ways_and_own_transmissions_not_read_back(net):

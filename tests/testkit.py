@@ -1,5 +1,5 @@
-"""What the tests share: waiting on a condition with a timeout, a thread's wake-ups, and
-the small fabric the GOR integration tests run on, with a GOR on it and the two
+"""What the tests share: waiting on a condition with a timeout, a thread's wake-ups, a
+switch device's loop on a thread, and the small fabric the GOR integration tests run on, with a GOR on it and the two
 tenants' jobs.
 
 `wait_for` is the one way a test waits: it polls, returns as soon as the condition
@@ -18,6 +18,7 @@ stopped when the block ends, by PID.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +49,35 @@ def wait_for(what: str, condition: Callable[[], T], timeout: float, step: float 
         if time.monotonic() > end:
             pytest.fail(f"timed out after {timeout:g} s waiting for {what}" + (f"\n{detail()}" if detail else ""))
         time.sleep(step)
+
+
+class DeviceLoop:
+    """A switch device's loop (``Device`` or ``NativeDevice``) on a thread:
+    ``with DeviceLoop(device) as dev`` runs it, and always stops and closes it; a loop
+    that crashed fails the test when the block ends."""
+
+    def __init__(self, device) -> None:
+        self.device = device
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.device.run()
+        except BaseException as e:  # reported by __exit__
+            self.error = e
+
+    def __enter__(self):
+        self.thread.start()
+        return self.device
+
+    def __exit__(self, *exc) -> None:
+        self.device.stop()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "device loop did not stop"
+        self.device.close()
+        if self.error is not None:
+            raise AssertionError("the device loop crashed") from self.error
 
 
 def context_switches(tid: int, pid: int | str = "self") -> int:
