@@ -4,10 +4,11 @@ generated in C (p4sim/switch/ccodegen/) and compiled at start (build.py).
 Same Python API as `V1Switch` (docs/engine-api.md), so the Python Device loop, the
 P4Runtime server and the STF runner use it unchanged. The control plane's book --
 tables, action profiles, replication, value sets, with their validation, handles and
-listings -- stays in the Python objects `V1Switch` builds, so every refusal and every
-read of configuration is the Python engine's own; each write they accept is mirrored
-into the C tables at once (one entry, member or group at a time). What packets change
--- counters, registers, meters, digests -- lives in C and is read from there.
+listings -- stays in the Python objects `V1Switch` builds and `runtime_api.RuntimeAPI`
+serves, so every refusal and every read of configuration is the Python engine's own;
+each write they accept is mirrored into the C tables at once (one entry, member or
+group at a time). What packets change -- counters, registers, meters, digests --
+lives in C and is read from there.
 
 For the native packet loop (p4sim/switch/native/, pipeline.h): `pipeline` is the
 `p4n_pipeline *` (a cffi pointer; `int(ffi.cast("uintptr_t", sw.pipeline))` gives its
