@@ -326,8 +326,9 @@ async def program_switch(switch: fy.Switch, program: SwitchProgram) -> None:
 
 
 async def write_batched(switch: fy.Switch, updates: list[Any]) -> None:
-    """Write finsy ``updates`` in order, in WriteRequests no larger than a p4sim switch
-    takes (`MAX_BATCH_UPDATES`: it refuses a larger batch whole, docs/runtime.md)."""
+    """Write finsy ``updates`` in order, in WriteRequests whose per-update errors always
+    reach the client (`MAX_BATCH_UPDATES`: a p4sim switch rolls back a larger batch
+    whole if some of it fails, docs/runtime.md), so a failure names its update."""
     for start in range(0, len(updates), MAX_BATCH_UPDATES):
         await switch.write(updates[start:start + MAX_BATCH_UPDATES])
 

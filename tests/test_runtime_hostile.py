@@ -15,7 +15,7 @@ import threading
 import grpc
 import pytest
 
-from p4sim.proto import p4i, p4r, rpc_code
+from p4sim.proto import p4d, p4i, p4r, rpc_code
 from p4sim.runtime.service import MAX_BATCH_UPDATES, MAX_STREAMS, TRAILER_LIMIT
 
 from runtime_fixtures.harness import DEVICE_ID, EVERYTHING, Runtime, Stream, batch_errors, packet, read_all
@@ -333,22 +333,87 @@ def _routes(rt: Runtime) -> list[p4r.Entity]:
     return rt.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=rt.table_id("MyIngress.ipv4_lpm"))))
 
 
-def test_oversized_batch_is_refused_before_any_update_is_applied(ready: Runtime) -> None:
-    """The issue's 10 000 updates with 9 000 failing were applied and answered UNKNOWN
-    without per-update errors (they did not fit a default client's 8 KiB trailer), so the
-    client could not tell which were applied. A batch over MAX_BATCH_UPDATES is now
-    refused as a whole, RPC-wide, before any update: the switch is as it was."""
+def _other_state_changes(rt: Runtime) -> list[p4r.Update]:
+    """One applied write of every other kind the rollback restores: a MODIFY of the
+    existing route and of its direct counter, an indexed counter, a register, a meter
+    cell configured for the first time (P4Runtime cannot write it back: the engine
+    unsets it), a value set, and INSERTs of a member, a group, a multicast group, a
+    clone session and a digest config."""
+    lpm = rt.table_id("MyIngress.ipv4_lpm")
+    profile = rt.object_id("action_profiles", "MyIngress.ecmp_sel")
+    member_action = p4r.Action(action_id=rt.action_id("MyIngress.set_nhop"),
+                               params=[p4r.Action.Param(param_id=1, value=b"\x0c"), p4r.Action.Param(param_id=2, value=b"\x04")])
+    value_set = rt.object_id("value_sets", "MyParser.ipv4_types")
+    return [
+        upd(MODIFY, table_entry=route(rt, 3)),
+        upd(MODIFY, direct_counter_entry=p4r.DirectCounterEntry(
+            table_entry=p4r.TableEntry(table_id=lpm, match=route(rt, 3).match),
+            data=p4r.CounterData(packet_count=7, byte_count=700))),
+        upd(MODIFY, counter_entry=p4r.CounterEntry(counter_id=rt.object_id("counters", "MyIngress.port_pkts"),
+                                                   index=p4r.Index(index=5), data=p4r.CounterData(packet_count=3, byte_count=30))),
+        upd(MODIFY, register_entry=p4r.RegisterEntry(register_id=rt.object_id("registers", "MyIngress.last_src"),
+                                                     index=p4r.Index(index=3), data=p4d.P4Data(bitstring=b"\x2a"))),
+        upd(MODIFY, meter_entry=p4r.MeterEntry(meter_id=rt.object_id("meters", "MyIngress.port_meter"), index=p4r.Index(index=2),
+                                               config=p4r.MeterConfig(cir=1, cburst=1, pir=2, pburst=2))),
+        upd(MODIFY, value_set_entry=p4r.ValueSetEntry(value_set_id=value_set, members=[p4r.ValueSetMember(
+            match=[p4r.FieldMatch(field_id=1, exact=p4r.FieldMatch.Exact(value=b"\x88\xb5"))])])),
+        upd(INSERT, action_profile_member=p4r.ActionProfileMember(action_profile_id=profile, member_id=21, action=member_action)),
+        upd(INSERT, action_profile_group=p4r.ActionProfileGroup(action_profile_id=profile, group_id=2,
+                                                                members=[p4r.ActionProfileGroup.Member(member_id=21, weight=1)])),
+        upd(INSERT, packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
+            multicast_group_entry=p4r.MulticastGroupEntry(multicast_group_id=9, replicas=[p4r.Replica(egress_port=4)]))),
+        upd(INSERT, packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
+            clone_session_entry=p4r.CloneSessionEntry(session_id=9, replicas=[p4r.Replica(egress_port=4)]))),
+        upd(INSERT, digest_entry=p4r.DigestEntry(digest_id=rt.object_id("digests", "learn_t"),
+                                                 config=p4r.DigestEntry.Config(max_list_size=1))),
+    ]
+
+
+def test_big_batch_whose_errors_do_not_fit_is_rolled_back_whole(ready: Runtime) -> None:
+    """The issue's 10 000 updates, most failing: applied and answered UNKNOWN without
+    per-update errors, the client could not tell which were applied. Now its report
+    does not fit a default client's 8 KiB trailer, so everything the batch changed --
+    500 routes inserted, the existing route modified and then deleted, and one write of
+    every other kind -- is undone, and the answer (ABORTED, no details) says none of it
+    is applied: the switch reads back exactly as before and forwards as before."""
     rt = ready
-    before = _routes(rt)
+    rt.write(upd(MODIFY, direct_counter_entry=p4r.DirectCounterEntry(  # a direct counter the DELETE must bring back
+        table_entry=p4r.TableEntry(table_id=rt.table_id("MyIngress.ipv4_lpm"), match=route(rt, 2).match),
+        data=p4r.CounterData(packet_count=11, byte_count=1100))))
+    before = read_all(rt)
+    good = _lpm_batch(rt, 500, 0)
+    others = _other_state_changes(rt)
+    failing = [good[i % 500] for i in range(10_000 - 500 - len(others) - 1)]  # duplicate INSERTs: ALREADY_EXISTS
+    batch = others + good + [upd(DELETE, table_entry=route(rt, 2))] + failing
+    assert len(batch) == 10_000
     with pytest.raises(grpc.RpcError) as exc:
-        rt.write(*_lpm_batch(rt, 10_000, 9_000))
+        rt.write(*batch)
     err = exc.value
-    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, err
-    assert "batch of 10000 updates is refused, none of it applied" in err.details()
-    assert f"at most {MAX_BATCH_UPDATES} updates per WriteRequest" in err.details()
-    assert "grpc-status-details-bin" not in dict(err.trailing_metadata() or ())  # the spec: RPC-wide, no details
-    assert _routes(rt) == before
+    assert err.code() == grpc.StatusCode.ABORTED, err
+    assert f"{len(failing)} of 10000 updates failed; first: update #{len(others) + 501}" in err.details()
+    assert "rolled back: none of its 10000 updates is applied" in err.details()
+    assert "grpc-status-details-bin" not in dict(err.trailing_metadata() or ())  # RPC-wide: no details
+    assert read_all(rt) == before
+    assert not rt.dataplane.engine.meters["MyIngress.port_meter"].meters[2].configured  # green again, as before
     assert forwards_to(rt) == [2]
+
+
+def test_big_all_good_batch_is_applied_whole(ready: Runtime) -> None:
+    """An all-good batch of 10 000 updates (over MAX_BATCH_UPDATES, above which a batch
+    used to be refused) is applied whole and in order: 1000 routes (the LPM table holds
+    1024) read back and forward, and 9000 register writes leave each cell the value
+    written to it last."""
+    rt = ready
+    register = rt.object_id("registers", "MyIngress.last_src")
+    writes = [upd(MODIFY, register_entry=p4r.RegisterEntry(register_id=register, index=p4r.Index(index=i % 64),
+                                                           data=p4d.P4Data(bitstring=(i + 1).to_bytes(2, "big"))))
+              for i in range(9_000)]
+    rt.write(*_lpm_batch(rt, 1_000, 0), *writes)
+    cells = rt.read(p4r.Entity(register_entry=p4r.RegisterEntry(register_id=register)))  # before a packet writes one
+    last_written = {i % 64: i + 1 for i in range(9_000)}  # in batch order, each cell's last write wins
+    assert [int.from_bytes(c.register_entry.data.bitstring, "big") for c in cells] == [last_written[c] for c in range(64)]
+    assert len(_routes(rt)) == 1 + 1_000
+    assert sorted(port for port, _ in rt.dataplane.receive(1, packet(dst="11.0.3.231"))) == [4]  # route #999
 
 
 def test_largest_batch_reports_every_update_within_the_trailer(ready: Runtime) -> None:

@@ -219,8 +219,9 @@ def test_every_switch_program_encodes_against_the_compiled_p4info(tmp_path):
 
 
 def test_switch_programs_larger_than_a_batch_are_written_whole_in_order():
-    """A p4sim switch refuses a WriteRequest of more than MAX_BATCH_UPDATES updates
-    whole; controller.routes splits a longer program into batches it takes, in order."""
+    """A p4sim switch reports one error per update for batches of up to
+    MAX_BATCH_UPDATES updates (a larger failing one is rolled back whole);
+    controller.routes splits a longer program into such batches, in order."""
     class Recorder:
         def __init__(self) -> None:
             self.batches: list[list] = []

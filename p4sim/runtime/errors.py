@@ -65,6 +65,13 @@ class ResourceExhausted(P4RuntimeError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
+class BatchRolledBack(P4RuntimeError):
+    """A Write batch was undone whole: its per-update errors would not reach the client
+    (service.py), so nothing of it is applied -- the transaction-abort code, no details."""
+
+    code = grpc.StatusCode.ABORTED
+
+
 class Unimplemented(P4RuntimeError):
     """A valid request for a feature p4sim does not provide."""
 

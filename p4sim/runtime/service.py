@@ -5,9 +5,10 @@ Transport only: each RPC checks who is asking (arbitration.py), what pipeline is
 device lock, and maps errors to statuses as the spec says. A Write batch with failed
 updates ends with UNKNOWN and one ``p4.v1.Error`` per update in the
 ``grpc-status-details-bin`` trailer (OK for the updates that were applied), kept within
-what a default gRPC client accepts (`error_status`); a batch too large for that report
-(`MAX_BATCH_UPDATES`) is refused before any of it is applied, so every answer tells the
-client exactly which of its updates took effect.
+what a default gRPC client accepts (`error_status`). A batch of any size is taken; one
+with failures whose report does not fit (possible beyond `MAX_BATCH_UPDATES` updates)
+is rolled back (rollback.py) and answered ABORTED without details: nothing applied. So
+every answer tells the client exactly which of its updates took effect.
 
 Hostile clients are expected: request bytes that do not parse are INVALID_ARGUMENT
 (`rpc_handler` decodes them itself; gRPC's own decoding would answer INTERNAL), and
@@ -28,13 +29,14 @@ import grpc
 from google.protobuf import any_pb2
 
 from p4sim.proto import p4r, p4r_grpc, rpc_code, rpc_status
-from p4sim.runtime import codec
+from p4sim.runtime import codec, rollback
 from p4sim.runtime.arbitration import Arbitrator, Controller, RolePolicy
 from p4sim.runtime.config import PipelineConfig, verify
 from p4sim.runtime.dataplane import Dataplane
 from p4sim.runtime.digests import DigestBatcher, DigestPump
 from p4sim.runtime.errors import (
     NO_PIPELINE,
+    BatchRolledBack,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -145,23 +147,23 @@ def _largest_reportable_batch() -> int:
 
 
 MAX_BATCH_UPDATES = _largest_reportable_batch()
-"""Updates a WriteRequest may carry (about 140). A larger batch is refused with
-RESOURCE_EXHAUSTED before any update is applied: if many of its updates failed, their
-per-update errors could not reach a default client, which could then not tell which
-updates were applied (the spec: an error found before attempting the updates is an
-RPC-wide status without details)."""
+"""Updates whose one-error-per-update report always fits (about 140). A larger batch is
+applied with an undo log: if some of its updates fail and their report does not fit, a
+default client could not tell which updates were applied, so the batch is rolled back
+and answered ABORTED (an RPC-wide status, without details: nothing applied)."""
 READ_CHUNK = MAX_BATCH_UPDATES
 """Entities per ReadResponse: a client that deletes what each response gave it (finsy's
 ``delete_all``) then sends batches the server takes."""
 
 
 def error_status(errors: list[P4RuntimeError | None]) -> rpc_status.Status:
-    """The google.rpc.Status of a batch with failed updates, within `TRAILER_LIMIT`.
+    """The google.rpc.Status of a batch with failed updates.
 
     One ``p4.v1.Error`` per update, in order (the spec's format): OK for the applied
-    ones, the failure's code for the others -- always, since a batch has at most
-    `MAX_BATCH_UPDATES` updates. Failures keep their messages, cut to
-    `ERROR_MESSAGE_CHARS`, from the first on while they fit; later ones keep their code.
+    ones, the failure's code for the others; within `TRAILER_LIMIT` whenever the batch
+    has at most `MAX_BATCH_UPDATES` updates (`report_fits` says for a larger one).
+    Failures keep their messages, cut to `ERROR_MESSAGE_CHARS`, from the first on while
+    they fit; later ones keep their code.
     """
     headline = _headline(errors)
     report = [p4r.Error(canonical_code=rpc_code.OK) if e is None else p4r.Error(canonical_code=_code_number(e.code)) for e in errors]
@@ -180,6 +182,11 @@ def error_status(errors: list[P4RuntimeError | None]) -> rpc_status.Status:
     for detail in report:
         status.details.add().Pack(detail)
     return status
+
+
+def report_fits(status: rpc_status.Status) -> bool:
+    """Whether a default gRPC client receives this status's trailer (`TRAILER_LIMIT`)."""
+    return _trailer_bytes(status) <= TRAILER_LIMIT
 
 
 def _unary(method: Callable) -> Callable:
@@ -257,11 +264,6 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 if request.atomicity not in p4r.WriteRequest.Atomicity.values():
                     raise InvalidArgument(f"atomicity {name} is not a WriteRequest.Atomicity value")
                 raise Unimplemented(f"atomicity {name} is not supported: p4sim applies batches with CONTINUE_ON_ERROR")
-            if len(request.updates) > MAX_BATCH_UPDATES:
-                raise ResourceExhausted(
-                    f"a batch of {len(request.updates)} updates is refused, none of it applied: the per-update "
-                    f"errors of a larger batch than {MAX_BATCH_UPDATES} updates may not fit the {TRAILER_LIMIT}-byte "
-                    f"trailer a default gRPC client accepts; send at most {MAX_BATCH_UPDATES} updates per WriteRequest")
             errors = self.apply_updates(request.updates, policy)
         except P4RuntimeError as err:
             _abort(context, err)
@@ -275,20 +277,38 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         The device lock is taken per update, not per batch, so the packet loop runs
         between updates: a batch of ten thousand updates would otherwise stop forwarding
         for its whole duration. The config lock keeps the pipeline the same throughout.
+        A batch over `MAX_BATCH_UPDATES` keeps an undo log; if its failures' report does
+        not fit a client's trailer, the batch is rolled back and `BatchRolledBack` raised.
         """
         errors: list[P4RuntimeError | None] = []
+        undo_log: list[list[rollback.Undo]] | None = [] if len(updates) > MAX_BATCH_UPDATES else None
         with self._config_lock:
             pipeline = self._require_pipeline()
             for update in updates:
+                undo: list[rollback.Undo] = []
                 with self.dataplane.lock:
                     try:
+                        if undo_log is not None:
+                            undo = rollback.undo_of(pipeline, update)
                         pipeline.write(update, policy)
                         errors.append(None)
                     except P4RuntimeError as err:
                         errors.append(err)
+                        undo = []
                     except Exception as exc:  # noqa: BLE001 - a server bug: report it, keep serving
                         log.exception("update failed unexpectedly: %s", update)
                         errors.append(P4RuntimeError(f"internal error: {exc!r}", grpc.StatusCode.INTERNAL))
+                        undo = []
+                if undo_log is not None:
+                    undo_log.append(undo)
+            if undo_log is not None and any(e is not None for e in errors) and not report_fits(error_status(errors)):
+                with self.dataplane.lock:
+                    rollback.roll_back(undo_log)
+                raise BatchRolledBack(
+                    f"{_headline(errors)}; the per-update errors of this batch do not fit the {TRAILER_LIMIT}-byte "
+                    f"trailer a default gRPC client accepts, so it was rolled back: none of its {len(updates)} "
+                    f"updates is applied (send at most {MAX_BATCH_UPDATES} updates per WriteRequest to get "
+                    f"one error per update)")
         return errors
 
     @staticmethod

@@ -66,6 +66,11 @@ class Meter:
         self.rates = built
         self.configured = True
 
+    def unset(self) -> None:
+        """Back to unconfigured (always green), as before any `set_rates`."""
+        self.rates = []
+        self.configured = False
+
     def execute(self, nbytes: int) -> int:
         """Color of a packet of `nbytes` bytes now (0 green, 1 yellow, 2 red)."""
         if not self.configured:

@@ -223,6 +223,20 @@ class RuntimeAPI:
             raise StateError(f"table {table!r} has no direct meter")
         rec.meter.set_rates(list(rates), f"table {table!r} entry {handle}")
 
+    def meter_unset(self, name: str, index: int) -> None:
+        """Make meter cell `index` unconfigured again (green for every packet), as a
+        P4Runtime Write batch's rollback needs where the cell had no rates before."""
+        arr = lookup_name(self.meters, name, "meter")
+        arr.check(index)
+        arr.meters[index].unset()
+
+    def table_meter_unset(self, table: str, handle: int) -> None:
+        """Make entry `handle`'s direct meter unconfigured again (see `meter_unset`)."""
+        rec = self._table(table).get(handle)
+        if rec.meter is None:
+            raise StateError(f"table {table!r} has no direct meter")
+        rec.meter.unset()
+
     def mirroring_add(self, session: int, port: int) -> None:
         """Clone session `session` sends its copies to `port`."""
         self._check_session(session)

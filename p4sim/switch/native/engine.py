@@ -405,6 +405,16 @@ class NativeSwitch(V1Switch):
         self._push_meter(-1, self.program.table_ix[table], handle,
                          self.tables[table].entries[handle].meter)
 
+    def meter_unset(self, name: str, index: int) -> None:
+        super().meter_unset(name, index)
+        self._push_meter(self.program.meter_ix[name], -1, index,
+                         self.meters[name].meters[index])
+
+    def table_meter_unset(self, table: str, handle: int) -> None:
+        super().table_meter_unset(table, handle)
+        self._push_meter(-1, self.program.table_ix[table], handle,
+                         self.tables[table].entries[handle].meter)
+
     def mirroring_add(self, session: int, port: int) -> None:
         super().mirroring_add(session, port)
         self._push_session(session)
