@@ -27,7 +27,8 @@ from p4sim.runtime.errors import (
     Unimplemented,
 )
 from p4sim.runtime.externs import Externs
-from p4sim.runtime.tables import Tables
+from p4sim.runtime.schema import TableInfo
+from p4sim.runtime.tables import StoredEntry, Tables
 from p4sim.switch import errors as engine_errors
 from p4sim.switch.v1model import V1Switch
 
@@ -199,14 +200,20 @@ class Pipeline:
                 yield self.tables.read_default(table)
                 continue
             for _, stored in self.tables.lookup(table, req):
-                out = p4r.TableEntry()
-                out.CopyFrom(stored.proto)
-                if req.HasField("counter_data") and table.direct_counter_id:
-                    packets, nbytes = self.switch.table_counter_read(table.name, stored.handle)
-                    out.counter_data.packet_count, out.counter_data.byte_count = packets, nbytes
-                if req.HasField("meter_config") and stored.meter_config is not None:
-                    out.meter_config.CopyFrom(stored.meter_config)
-                yield out
+                yield self.entry_as_read(table, stored, req.HasField("counter_data"), req.HasField("meter_config"))
+
+    def entry_as_read(self, table: TableInfo, stored: StoredEntry, counter_data: bool,
+                      meter_config: bool) -> p4r.TableEntry:
+        """A stored entry as a Read returns it, with its direct counter's values and its
+        direct meter's config when asked for (and the table has them)."""
+        out = p4r.TableEntry()
+        out.CopyFrom(stored.proto)
+        if counter_data and table.direct_counter_id:
+            packets, nbytes = self.switch.table_counter_read(table.name, stored.handle)
+            out.counter_data.packet_count, out.counter_data.byte_count = packets, nbytes
+        if meter_config and stored.meter_config is not None:
+            out.meter_config.CopyFrom(stored.meter_config)
+        return out
 
     def _read_direct(self, req: p4r.TableEntry, kind: str):
         if req.table_id:

@@ -101,15 +101,9 @@ def _prior_table_entry(pipeline: Pipeline, te: p4r.TableEntry) -> list[p4r.Entit
         restore = stored_default if stored_default is not None else p4r.TableEntry(table_id=table.id, is_default_action=True)
         return [p4r.Entity(table_entry=restore)]
     table, stored = tables.find(te)
-    out = p4r.TableEntry()
-    out.CopyFrom(stored.proto)
-    if table.direct_counter_id:
-        packets, nbytes = pipeline.switch.table_counter_read(table.name, stored.handle)
-        out.counter_data.packet_count, out.counter_data.byte_count = packets, nbytes
+    out = pipeline.entry_as_read(table, stored, counter_data=True, meter_config=True)
     prior: list[p4r.Entity | Undo] = [p4r.Entity(table_entry=out)]
-    if stored.meter_config is not None:
-        out.meter_config.CopyFrom(stored.meter_config)
-    elif table.direct_meter_id:
+    if stored.meter_config is None and table.direct_meter_id:
         prior.append(_unset_direct_meter(pipeline, out))
     return prior
 
