@@ -35,6 +35,7 @@ from p4sim.proto import p4i
 from switchproc import SwitchProcess
 from testbed.clients import p4runtime_shell
 from topo.namespaces import Netns
+from testkit import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT_SCRIPT = Path(__file__).parent / "clients" / "p4runtime_shell_ops.py"
@@ -265,13 +266,14 @@ def test_shell_entries_forward_packets_and_counters_count_them(shell_python, ast
             # Without routes the same packets hit ipv4_lpm's default (drop), counted per port.
             for sport in range(50000, 50005):
                 tx.send(udp_frame(sport))
-            deadline = time.monotonic() + 10
-            while True:
+            def no_route_cell() -> dict:
                 (cell,) = ok(shell(shell_python, switch, [
                     {"op": "read_counter", "counter": NO_ROUTE, "index": 1}])["results"][0])["cells"]
-                if cell["packets"] == 5 or time.monotonic() > deadline:
-                    break
-            assert cell["packets"] == 5
+                return cell
+
+            cell = wait_for("the 5 unrouted packets in the no-route counter",
+                            lambda: c if (c := no_route_cell())["packets"] >= 5 else None, 10, 0.1)
+            assert cell["packets"] == 5    # all five counted, and nothing else
             rx.setblocking(False)
             leaked = []
             try:

@@ -59,15 +59,17 @@ def gor(fabric: Fabric, tmp_path: Path) -> Iterator[Gor]:
 
 
 def uplink_rates(gor: Gor, seconds: float) -> dict[str, float]:
-    """Mbit/s of b0l0's two uplinks over ``seconds`` of telemetry (bytes over time)."""
+    """Mbit/s of b0l0's two uplinks over the next ``seconds`` of telemetry: bytes over
+    the polls' own intervals, counted as each new poll arrives, until the polls seen
+    cover ``seconds`` (a link with no stats, e.g. a failed cable, counts 0)."""
     plan = gor.plan
     leaf = plan.leaves[0].name
     links = [(leaf, s.name) for s in plan.spines]
     bits = {s.name: 0.0 for s in plan.spines}
     spans = {s.name: 0.0 for s in plan.spines}
     seen: list[object] = []        # the stats already counted (kept: ids stay unique)
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+
+    def covered() -> bool:
         stats = gor.telemetry.latest
         for link in links:
             s = stats.get(link)
@@ -75,7 +77,10 @@ def uplink_rates(gor: Gor, seconds: float) -> dict[str, float]:
                 seen.append(s)
                 bits[link[1]] += s.bps * s.seconds
                 spans[link[1]] += s.seconds
-        time.sleep(gor.config.interval_s / 4)
+        return max(spans.values()) >= seconds
+
+    wait_for(f"{seconds:g} s of telemetry on {leaf}'s uplinks", covered, 10 * seconds + 10,
+             gor.config.interval_s / 4, detail=lambda: gor_events(gor))
     return {k: bits[k] / spans[k] / 1e6 if spans[k] else 0.0 for k in bits}
 
 

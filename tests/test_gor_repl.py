@@ -23,6 +23,7 @@ import pytest
 
 from topo.nodes import RUN_DIR
 from topo.processes import stop_process
+from testkit import wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is None,
                                 reason="needs root and Mininet")
@@ -98,9 +99,9 @@ def test_links_job_reroute_and_quit_through_a_terminal(tmp_path):
         term.expect(PROMPT, 30)
         links = term.command("links")
         assert re.search(r"^link +util +Mbit/s +ecn +maxq +drops +pause +paused +alarm$", links, re.M), links
-        end = time.monotonic() + 10      # the first rates need two telemetry polls
-        while not re.search(rf"^{prefix}b0l0->{prefix}sp1 +\d+% ", links, re.M) and time.monotonic() < end:
-            links = term.command("links")
+        # the first rates need two telemetry polls
+        links = wait_for("a rate on b0l0->sp1 in `links`", lambda: (
+            out if re.search(rf"^{prefix}b0l0->{prefix}sp1 +\d+% ", out := term.command("links"), re.M) else None), 10, 0.1)
         assert re.search(rf"^{prefix}b0l0->{prefix}sp1 +\d+% +\d+\.\d\d +\d+\.\d% ", links, re.M), links
         assert "usage: reroute" in term.command("reroute 1")
         # Tab completes a command name (readline).
@@ -113,14 +114,11 @@ def test_links_job_reroute_and_quit_through_a_terminal(tmp_path):
         started = term.command("job sendrecv 100000 --iters 80 --warmup 0 --ports random --nvlink 0")
         assert f"agents on {prefix}b0h0" in started, started
         # The job's one flow: rank 0 (b0h0 rail 0) -> rank 1 (b0h0 rail 1), via a spine.
-        end = time.monotonic() + 30
-        row = None
-        while row is None and time.monotonic() < end:
-            row = re.search(rf"^ +(\d+) (10\.0\.0\.1:\d+->10\.1\.0\.1) +{prefix}b0h0 .* ({prefix}sp\d) ",
-                            term.command("flows"), re.M)
-            time.sleep(0.3)
-        assert row is not None, "the job's flow never showed up in `flows`"
+        row = wait_for("the job's flow in `flows`", lambda: re.search(
+            rf"^ +(\d+) (10\.0\.0\.1:\d+->10\.1\.0\.1) +{prefix}b0h0 .* ({prefix}sp\w+) ", term.command("flows"), re.M),
+            30, 0.3)
         flow_id, label, via = row.groups()
+        assert via in (f"{prefix}sp0", f"{prefix}sp1"), row.group(0)    # one of the fabric's two spines
         other = f"{prefix}sp1" if via == f"{prefix}sp0" else f"{prefix}sp0"
         paths = term.command(f"paths {flow_id}")
         assert re.search(rf"^\* {prefix}b0h0-{prefix}b0l0-{via}-", paths, re.M), paths
