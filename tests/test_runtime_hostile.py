@@ -17,6 +17,7 @@ import pytest
 
 from p4sim.proto import p4d, p4i, p4r, rpc_code
 from p4sim.runtime.service import MAX_BATCH_UPDATES, MAX_STREAMS, TRAILER_LIMIT
+from p4sim.switch.native.engine import NativeSwitch
 
 from runtime_fixtures.harness import DEVICE_ID, EVERYTHING, Runtime, Stream, batch_errors, packet, read_all
 from runtime_fixtures.harness import rt  # noqa: F401 - fixture
@@ -33,6 +34,16 @@ def ready(rt: Runtime) -> Runtime:  # noqa: F811 - the harness fixture
     rt.set_pipeline()
     rt.write(upd(INSERT, table_entry=route(rt, 2)))
     return rt
+
+
+@pytest.fixture(params=["python", "native"])
+def ready_on_both(request: pytest.FixtureRequest, rt: Runtime) -> Runtime:  # noqa: F811 - the harness fixture
+    """`ready` on the Python engine and on the native one (its counters, registers and
+    tables live in C: a read-back or a packet shows what C holds)."""
+    if request.param == "native":
+        dp = rt.dataplane
+        dp.make_engine = lambda js: NativeSwitch(js, cpu_port=dp.cpu_port, device_id=dp.device_id)
+    return request.getfixturevalue("ready")
 
 
 def upd(kind: int, **entity) -> p4r.Update:
@@ -369,14 +380,15 @@ def _other_state_changes(rt: Runtime) -> list[p4r.Update]:
     ]
 
 
-def test_big_batch_whose_errors_do_not_fit_is_rolled_back_whole(ready: Runtime) -> None:
+def test_big_batch_whose_errors_do_not_fit_is_rolled_back_whole(ready_on_both: Runtime) -> None:
     """The issue's 10 000 updates, most failing: applied and answered UNKNOWN without
     per-update errors, the client could not tell which were applied. Now its report
     does not fit a default client's 8 KiB trailer, so everything the batch changed --
     500 routes inserted, the existing route modified and then deleted, and one write of
     every other kind -- is undone, and the answer (ABORTED, no details) says none of it
-    is applied: the switch reads back exactly as before and forwards as before."""
-    rt = ready
+    is applied: the switch reads back exactly as before and forwards as before, on
+    either engine."""
+    rt = ready_on_both
     rt.write(upd(MODIFY, direct_counter_entry=p4r.DirectCounterEntry(  # a direct counter the DELETE must bring back
         table_entry=p4r.TableEntry(table_id=rt.table_id("MyIngress.ipv4_lpm"), match=route(rt, 2).match),
         data=p4r.CounterData(packet_count=11, byte_count=1100))))
