@@ -3,8 +3,8 @@
 
 The switch runs without ports (``--no-p4``, gRPC on a Unix socket), so the figure is
 the control plane alone: the client, in this process, pushes p4src/astral.p4 and then
-writes ``ENTRIES`` LPM INSERTs in WriteRequests of the most updates the server takes
-(``MAX_BATCH_UPDATES``); only the INSERT RPCs are timed (the
+writes ``ENTRIES`` LPM INSERTs in WriteRequests of the most updates whose per-update
+errors always reach a client (``MAX_BATCH_UPDATES``); only the INSERT RPCs are timed (the
 requests are built beforehand, so the client's protobuf work is not counted). Each
 round deletes its entries again, because the table holds 1024 entries, as p4c would
 size it. The client is a minimal primary controller over the raw p4.v1 protobufs,
