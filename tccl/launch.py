@@ -10,7 +10,9 @@ Every agent gets the same emulation clock (``--clock``, as its machine reads it:
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -24,8 +26,12 @@ from emulation.realtime import agent_priority, realtime_prefix
 from tccl.control import socket_path
 from tccl.job import Job
 from topo.processes import stop_process
+from topo.spec import NIC_CHOICES
 
 ROOT = Path(__file__).resolve().parent.parent
+# The agents' transport for every fabric a command starts, over the spec's own ``nic``:
+# `make run|demo|test NIC=python|native|auto` sets it.
+NIC_ENV = "ASTRAL_NIC"
 
 
 class HostsProvider(Protocol):
@@ -59,15 +65,40 @@ class LaunchError(RuntimeError):
         self.failed_ranks = dict(failed_ranks or {})
 
 
+@functools.cache
+def _native_nic_error() -> str | None:
+    from tccl.nic.build import build_error
+
+    return build_error()
+
+
+def resolve_nic(choice: str) -> str:
+    """The transport the agents run for a spec's ``nic`` ``choice``: $ASTRAL_NIC (make
+    NIC=) when set, else ``choice``; "auto" is the native NIC when it builds on this
+    machine (the fabric's default: the transport in C, as an RNIC's), else the Python
+    reference, saying why on stderr."""
+    choice = os.environ.get(NIC_ENV) or choice
+    if choice not in NIC_CHOICES:
+        raise ValueError(f"{NIC_ENV} (make NIC=): one of {', '.join(NIC_CHOICES)}, got {choice!r}")
+    if choice != "auto":
+        return choice
+    error = _native_nic_error()
+    if error is None:
+        return "native"
+    print(f"tccl: the native NIC does not build here ({error}); the agents run the Python transport",
+          file=sys.stderr)
+    return "python"
+
+
 def agent_command(fabric: HostsProvider, job_path: Path, server: str, run_dir: Path,
                   clock: EmulationClock | None = None, nic: str | None = None) -> list[str]:
     """The command line of ``server``'s agent: at the agents' real-time priority beside
     the fabric's switches, on the fabric's clock as ``server``'s machine reads it (or
-    ``clock``), over the fabric spec's transport ``nic`` (or ``nic``)."""
+    ``clock``), over transport ``nic`` (default: the fabric spec's, `resolve_nic`)."""
     clock = clock or (fabric.clock_on(server) if fabric.clock else EmulationClock.from_env())
     return realtime_prefix(agent_priority(fabric.spec.rt_priority)) + [
         sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
-        "--run-dir", str(run_dir), "--clock", clock.encode(), "--nic", nic or fabric.spec.nic]
+        "--run-dir", str(run_dir), "--clock", clock.encode(), "--nic", nic or resolve_nic(fabric.spec.nic)]
 
 
 def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = None,

@@ -56,6 +56,7 @@ def test_defaults_fill_optional_keys():
     ({"dilation": 0.5}, "dilation", ">= 1 or 'auto'"),
     ({"dilation": "fast"}, "dilation", ">= 1 or 'auto'"),
     ({"rt_priority": 100}, "rt_priority", "1..99"),
+    ({"nic": "rxe"}, "nic", "one of auto, python, native"),
     ({"pfc": {"enabled": 1}}, "pfc.enabled", "expected bool"),
     ({"pfc": {"priority": 6}}, "pfc.priority", "below the CNPs' 6"),
     ({"pfc": {"xoff": 1000}}, "pfc.xoff", "at least one frame (4218 bytes"),
@@ -89,8 +90,9 @@ def test_pfc_keys_are_read():
 
 
 def test_emulation_keys_are_read():
-    spec = parse_spec({**MINIMAL, "mtu": 1024, "dilation": "auto", "rt_priority": 0})
-    assert (spec.mtu, spec.iface_mtu, spec.dilation, spec.rt_priority) == (1024, 1500, 0.0, 0)
+    spec = parse_spec({**MINIMAL, "mtu": 1024, "dilation": "auto", "rt_priority": 0, "nic": "python"})
+    assert (spec.mtu, spec.iface_mtu, spec.dilation, spec.rt_priority, spec.nic) == (1024, 1500, 0.0, 0, "python")
+    assert parse_spec(MINIMAL).nic == "auto"        # the native NIC where it builds
     spec = parse_spec({**MINIMAL, "dilation": 2})
     assert (spec.mtu, spec.iface_mtu, spec.dilation) == (4096, 4200, 2.0)
 

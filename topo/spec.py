@@ -74,8 +74,11 @@ FRAME_OVERHEAD = 18
 DEFAULT_PFC_WATCHDOG_MS = 1000.0
 # SCHED_RR priorities chrt accepts.
 MAX_RT_PRIORITY = 99
-# The agents' transport engines (`nic`): the Python reference and the native NIC.
+# The agents' transport engines: the Python reference and the native NIC.
 NICS = ("python", "native")
+# A spec's ``nic``: one of them, or "auto" -- the native NIC when it builds on this
+# machine, else the reference (resolved where the agents start, `tccl.launch.resolve_nic`).
+NIC_CHOICES = ("auto", *NICS)
 # Mininet cluster mode's links between servers (mininet.examples.cluster): RemoteGRELink,
 # RemoteSSHLink (topo/cluster.py; docs/fabric.md says when to use which).
 CLUSTER_LINKS = ("gre", "ssh")
@@ -188,8 +191,8 @@ class FabricSpec:
     # so that other work on the machine cannot hold the emulated network off the CPU.
     rt_priority: int = 10
     # The agents' RoCE transport (tccl.engine): the Python reference, or the NIC in C
-    # (tccl/nic), the same semantics for far less CPU per frame.
-    nic: str = "python"
+    # (tccl/nic), the same semantics for far less CPU per frame; "auto": native if it builds.
+    nic: str = "auto"
     # The cluster tier: 1 pod and no super-spines is the two-tier fabric.
     pods: int = 1
     super_spines: int = 0
@@ -475,8 +478,8 @@ def validate(spec: FabricSpec, source: str = "fabric spec", emulated: bool = Tru
     if not 0 <= spec.rt_priority <= MAX_RT_PRIORITY:
         fail("rt_priority", f"a SCHED_RR priority 1..{MAX_RT_PRIORITY}, or 0 for normal "
              f"scheduling, got {spec.rt_priority}")
-    if spec.nic not in NICS:
-        fail("nic", f"the agents' transport, one of {', '.join(NICS)}, got {spec.nic!r}")
+    if spec.nic not in NIC_CHOICES:
+        fail("nic", f"the agents' transport, one of {', '.join(NIC_CHOICES)}, got {spec.nic!r}")
     if spec.cluster is not None:
         _validate_cluster(spec, fail)
     ecn = spec.ecn
