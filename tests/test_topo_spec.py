@@ -57,6 +57,7 @@ def test_defaults_fill_optional_keys():
     ({"dilation": "fast"}, "dilation", ">= 1 or 'auto'"),
     ({"rt_priority": 100}, "rt_priority", "1..99"),
     ({"nic": "rxe"}, "nic", "one of auto, python, native"),
+    ({"switch_engine": "c"}, "switch_engine", "one of auto, native, python"),
     ({"pfc": {"enabled": 1}}, "pfc.enabled", "expected bool"),
     ({"pfc": {"priority": 6}}, "pfc.priority", "below the CNPs' 6"),
     ({"pfc": {"xoff": 1000}}, "pfc.xoff", "at least one frame (4218 bytes"),
@@ -95,6 +96,8 @@ def test_emulation_keys_are_read():
     assert parse_spec(MINIMAL).nic == "auto"        # the native NIC where it builds
     spec = parse_spec({**MINIMAL, "dilation": 2})
     assert (spec.mtu, spec.iface_mtu, spec.dilation) == (4096, 4200, 2.0)
+    assert parse_spec(MINIMAL).switch_engine == "auto"
+    assert parse_spec({**MINIMAL, "switch_engine": "python"}).switch_engine == "python"
 
 
 def test_missing_required_key():

@@ -79,6 +79,9 @@ NICS = ("python", "native")
 # A spec's ``nic``: one of them, or "auto" -- the native NIC when it builds on this
 # machine, else the reference (resolved where the agents start, `tccl.launch.resolve_nic`).
 NIC_CHOICES = ("auto", *NICS)
+# The p4sim switches' engines (`switch_engine`, `p4sim switch --engine`): auto runs the
+# pipeline and the packet loop in C when the C engine runs the program, else Python.
+SWITCH_ENGINES = ("auto", "native", "python")
 # Mininet cluster mode's links between servers (mininet.examples.cluster): RemoteGRELink,
 # RemoteSSHLink (topo/cluster.py; docs/fabric.md says when to use which).
 CLUSTER_LINKS = ("gre", "ssh")
@@ -193,6 +196,8 @@ class FabricSpec:
     # The agents' RoCE transport (tccl.engine): the Python reference, or the NIC in C
     # (tccl/nic), the same semantics for far less CPU per frame; "auto": native if it builds.
     nic: str = "auto"
+    # The p4sim switches' engine (SWITCH_ENGINES): auto = native switches for astral.p4.
+    switch_engine: str = "auto"
     # The cluster tier: 1 pod and no super-spines is the two-tier fabric.
     pods: int = 1
     super_spines: int = 0
@@ -262,7 +267,8 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "links": dict, "queue_depth": int, "ecn": dict,
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
     "pcap": bool, "nvlink": dict, "time_factor": (int, float), "mtu": int,
-    "dilation": (int, float, str), "rt_priority": int, "nic": str, "pods": int, "super_spines": int,
+    "dilation": (int, float, str), "rt_priority": int, "nic": str,
+    "switch_engine": str, "pods": int, "super_spines": int,
     "oversubscription": dict, "cluster": (dict, type(None)), "pfc": dict, "dcqcn": (str, dict),
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
@@ -480,6 +486,9 @@ def validate(spec: FabricSpec, source: str = "fabric spec", emulated: bool = Tru
              f"scheduling, got {spec.rt_priority}")
     if spec.nic not in NIC_CHOICES:
         fail("nic", f"the agents' transport, one of {', '.join(NIC_CHOICES)}, got {spec.nic!r}")
+    if spec.switch_engine not in SWITCH_ENGINES:
+        fail("switch_engine", f"the p4sim switches' engine, one of {', '.join(SWITCH_ENGINES)}, "
+             f"got {spec.switch_engine!r}")
     if spec.cluster is not None:
         _validate_cluster(spec, fail)
     ecn = spec.ecn
