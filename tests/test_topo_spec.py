@@ -19,6 +19,12 @@ def test_default_fabric_is_the_documented_size():
     assert spec.links.uplink_mbps == 10 and spec.ecn.kmin < spec.ecn.kmax
 
 
+def test_block8_is_two_blocks_of_eight_rail_servers():
+    spec = load_spec(FABRICS / "block8.yaml")
+    assert (spec.blocks * spec.servers_per_block * spec.rails, spec.leaves, spec.spines) == (64, 16, 4)
+    assert spec.leaf_oversubscription == 1 and spec.pfc.enabled and spec.dilation == 0.0
+
+
 def test_every_shipped_fabric_loads():
     specs = [load_spec(p) for p in sorted(FABRICS.glob("*.yaml"))]
     assert len(specs) >= 2
