@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -26,12 +25,9 @@ from emulation.realtime import agent_priority, realtime_prefix
 from tccl.control import socket_path
 from tccl.job import Job
 from topo.processes import stop_process
-from topo.spec import NIC_CHOICES
+from topo.spec import nic_choice
 
 ROOT = Path(__file__).resolve().parent.parent
-# The agents' transport for every fabric a command starts, over the spec's own ``nic``:
-# `make run|demo|test NIC=python|native|auto` sets it.
-NIC_ENV = "ASTRAL_NIC"
 
 
 class HostsProvider(Protocol):
@@ -72,14 +68,12 @@ def _native_nic_error() -> str | None:
     return build_error()
 
 
-def resolve_nic(choice: str) -> str:
-    """The transport the agents run for a spec's ``nic`` ``choice``: $ASTRAL_NIC (make
-    NIC=) when set, else ``choice``; "auto" is the native NIC when it builds on this
-    machine (the fabric's default: the transport in C, as an RNIC's), else the Python
-    reference, saying why on stderr."""
-    choice = os.environ.get(NIC_ENV) or choice
-    if choice not in NIC_CHOICES:
-        raise ValueError(f"{NIC_ENV} (make NIC=): one of {', '.join(NIC_CHOICES)}, got {choice!r}")
+def resolve_nic(spec: Any) -> str:
+    """The transport the agents run on fabric ``spec``: `topo.spec.nic_choice` ($ASTRAL_NIC
+    over the spec's ``nic``); "auto" is the native NIC when it builds on this machine
+    (the fabric's default: the transport in C, as an RNIC's), else the Python reference,
+    saying why on stderr."""
+    choice = nic_choice(spec)
     if choice != "auto":
         return choice
     error = _native_nic_error()
@@ -98,7 +92,7 @@ def agent_command(fabric: HostsProvider, job_path: Path, server: str, run_dir: P
     clock = clock or (fabric.clock_on(server) if fabric.clock else EmulationClock.from_env())
     return realtime_prefix(agent_priority(fabric.spec.rt_priority)) + [
         sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
-        "--run-dir", str(run_dir), "--clock", clock.encode(), "--nic", nic or resolve_nic(fabric.spec.nic)]
+        "--run-dir", str(run_dir), "--clock", clock.encode(), "--nic", nic or resolve_nic(fabric.spec)]
 
 
 def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = None,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -79,6 +80,9 @@ NICS = ("python", "native")
 # A spec's ``nic``: one of them, or "auto" -- the native NIC when it builds on this
 # machine, else the reference (resolved where the agents start, `tccl.launch.resolve_nic`).
 NIC_CHOICES = ("auto", *NICS)
+# The agents' transport for every fabric a command starts, over the spec's own ``nic``:
+# `make run|demo|test NIC=python|native|auto` sets it.
+NIC_ENV = "ASTRAL_NIC"
 # The p4sim switches' engines (`switch_engine`, `p4sim switch --engine`): auto runs the
 # pipeline and the packet loop in C when the C engine runs the program, else Python.
 SWITCH_ENGINES = ("auto", "native", "python")
@@ -295,6 +299,15 @@ def load_spec(path: str | Path, emulated: bool = True) -> FabricSpec:
     except yaml.YAMLError as e:
         raise SpecError(f"{source}: not valid YAML: {e}") from e
     return parse_spec(data, source, emulated)
+
+
+def nic_choice(spec: FabricSpec) -> str:
+    """The agents' transport as asked: $ASTRAL_NIC (make NIC=) when set, else the
+    spec's ``nic`` (one of NIC_CHOICES; "auto" is resolved where agents start)."""
+    choice = os.environ.get(NIC_ENV) or spec.nic
+    if choice not in NIC_CHOICES:
+        raise SpecError(f"{NIC_ENV} (make NIC=): one of {', '.join(NIC_CHOICES)}, got {choice!r}")
+    return choice
 
 
 def parse_spec(data: Any, source: str = "fabric.yaml", emulated: bool = True) -> FabricSpec:
