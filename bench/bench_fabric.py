@@ -1,6 +1,9 @@
 """Start-up time of the default fabric, as `make run` does it (``fabric_startup_s``):
 from launching ``python -m testbed.run`` to its "ready" line -- imports, (cached)
 compile, Mininet build, switch processes up, hosts configured, every switch programmed.
+And the dilation `dilation: auto` gives the default fabric here (``fabric_dilation_auto``,
+`topo.dilation`: goal <= 1.5), with the engines it runs (native switches and NICs where
+they build).
 
 Runs the default spec with its own node prefix and gRPC ports, so that a `make run`
 on the same machine is left alone; needs root (Mininet).
@@ -59,4 +62,12 @@ def run() -> dict[str, float]:
         path = Path(tmp) / "bench.yaml"
         path.write_text(yaml.safe_dump(spec))
         _startup_once(path)  # warm-up: compiles the pipeline once, fills caches
-        return {"fabric_startup_s": _startup_once(path)}
+        return {"fabric_startup_s": _startup_once(path), "fabric_dilation_auto": dilation_auto()}
+
+
+def dilation_auto() -> float:
+    """What ``dilation: auto`` gives the default fabric on this machine now."""
+    from topo.dilation import dilation_for
+    from topo.spec import load_spec
+
+    return dilation_for(load_spec(DEFAULT))
