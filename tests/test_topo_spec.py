@@ -16,7 +16,15 @@ def test_default_fabric_is_the_documented_size():
     spec = load_spec(FABRICS / "default.yaml")
     assert (spec.blocks, spec.servers_per_block, spec.rails, spec.spines) == (2, 2, 4, 2)
     assert spec.leaves == 8 and spec.switches == 10
-    assert spec.links.uplink_mbps == 10 and spec.ecn.kmin < spec.ecn.kmax
+    assert spec.links.uplink_mbps == 20 and spec.ecn.kmin < spec.ecn.kmax
+
+
+def test_shipped_fabrics_keep_the_timers_in_frame_times():
+    """time_factor x host rate is the same everywhere (docs/fabric.md): DCQCN's timers
+    and the CNP interval are the same number of frame times at any link rate."""
+    for path in sorted(FABRICS.glob("*.yaml")):
+        spec = load_spec(path)
+        assert spec.time_factor * spec.links.host_mbps == 2000, path.name
 
 
 def test_block8_is_two_blocks_of_eight_rail_servers():
