@@ -219,6 +219,10 @@ def test_configs_and_trace_copies(tmp_path: Path) -> None:
     assert t.iterations == 1 and [s.size for s in t.steps if s.op] == [32768, 16384, 32768, 65536]
     with pytest.raises(ValueError):
         prepare_trace(TRACE, tmp_path / "u.yaml", size_scale=0)
+    # Given the fabric, sizes stated at 10 Mbit/s are restated for its links (x 2 at 20).
+    assert load_spec(DEFAULT).links.host_mbps == 20
+    t = load_trace(prepare_trace(TRACE, tmp_path / "f.yaml", iterations=1, size_scale=0.25, fabric=DEFAULT))
+    assert [s.size for s in t.steps if s.op] == [65536, 32768, 65536, 131072]
     stock, gor = job_for("stock"), job_for("gor")
     assert stock.ranks == gor.ranks                       # the same job, the same hostfile
     assert (stock.workload.order, stock.transport.ports) == ("input", "random")
