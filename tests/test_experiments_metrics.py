@@ -220,8 +220,9 @@ def test_configs_and_trace_copies(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         prepare_trace(TRACE, tmp_path / "u.yaml", size_scale=0)
     # Given the fabric, sizes stated at 10 Mbit/s are restated for its links (x 2 at 20).
-    assert load_spec(DEFAULT).links.host_mbps == 20
-    t = load_trace(prepare_trace(TRACE, tmp_path / "f.yaml", iterations=1, size_scale=0.25, fabric=DEFAULT))
+    fast = tmp_path / "fast.yaml"
+    fast.write_text(DEFAULT.read_text().replace("host_mbps: 10", "host_mbps: 20").replace("uplink_mbps: 10", "uplink_mbps: 20"))
+    t = load_trace(prepare_trace(TRACE, tmp_path / "f.yaml", iterations=1, size_scale=0.25, fabric=fast))
     assert [s.size for s in t.steps if s.op] == [65536, 32768, 65536, 131072]
     stock, gor = job_for("stock"), job_for("gor")
     assert stock.ranks == gor.ranks                       # the same job, the same hostfile
