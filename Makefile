@@ -14,6 +14,9 @@ STAMP    := $(VENV)/.installed
 APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo gcc libc6-dev
 FABRIC   ?= topo/fabrics/default.yaml
 BACKEND  ?= p4sim
+# The agents' RoCE transport for run, demo and test: native (the NIC in C), python (the
+# reference) or auto (native when it builds); empty: the spec's `nic:` (default auto).
+NIC      ?=
 # Machines to run the fabric on (Mininet cluster mode, docs/fabric.md), e.g. "10.0.0.2 10.0.0.3".
 SERVERS  ?=
 
@@ -36,7 +39,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $@
 
 test: setup
-	$(PY) -m pytest -q tests
+	ASTRAL_NIC=$(NIC) $(PY) -m pytest -q tests
 
 # The fuzz and fault campaigns of `make test`, long (docs/robustness.md): hostile P4Runtime
 # requests (FUZZ_EXAMPLES hypothesis examples, ~5.5 requests each), FUZZ_FRAMES random and
@@ -56,16 +59,16 @@ fuzz: setup
 # The fabric from a spec (FABRIC=path.yaml), switches of BACKEND (p4sim, or bmv2 when
 # simple_switch_grpc and p4c are installed); the prompt also reads a pipe or file.
 run: setup
-	$(PY) -m testbed.run --fabric $(FABRIC) --backend $(BACKEND) --servers "$(SERVERS)"
+	ASTRAL_NIC=$(NIC) $(PY) -m testbed.run --fabric $(FABRIC) --backend $(BACKEND) --servers "$(SERVERS)"
 
 bench: setup
 	$(PY) -m bench
 
 # The five configurations (stock, stock-gor, rail, orthogonal, gor) on one fabric, or SCENARIO=failure|tenants|incast|moe:
-# table on stdout, results/<run>/summary.json and plots. FABRIC=, TRACE=, SEED=, REPEATS=;
+# table on stdout, results/<run>/summary.json and plots. FABRIC=, TRACE=, SEED=, REPEATS=, NIC=;
 # PCAP=1: captures in every run directory (a fabric per run), for make inspect RUN=<run>/<config>/rep1.
 demo: setup
-	$(PY) -m experiments --fabric $(FABRIC) $(if $(TRACE),--trace $(TRACE)) $(if $(SEED),--seed $(SEED)) \
+	ASTRAL_NIC=$(NIC) $(PY) -m experiments --fabric $(FABRIC) $(if $(TRACE),--trace $(TRACE)) $(if $(SEED),--seed $(SEED)) \
 	  $(if $(REPEATS),--repeats $(REPEATS)) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(PCAP),--pcap)
 
 # Summarise a run's captures (RUN=dir): tables, RUN/inspect.json, plots in RUN/plots.

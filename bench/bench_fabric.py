@@ -1,6 +1,18 @@
 """Start-up time of the default fabric, as `make run` does it (``fabric_startup_s``):
 from launching ``python -m testbed.run`` to its "ready" line -- imports, (cached)
 compile, Mininet build, switch processes up, hosts configured, every switch programmed.
+And the dilation `dilation: auto` gives the default fabric here (``fabric_dilation_auto``,
+`topo.dilation`: goal <= 1.5), with the engines it runs (native switches and NICs where
+they build).
+
+And what the fabric's switches cost, native against Python in the same run: the default
+fabric at dilation 1 (emulated time is wall time) once with each ``switch_engine``, a
+ring AllReduce over every NIC (`bench.cpu.line_rate_job`, the native NIC's agents so
+that they leave the switches the CPU), CPU seconds per second with every NIC at line
+rate as a fraction of the machine, the switches' share and the agents' share apart:
+``fabric_cpu_frac_at_line_rate_<engine>_switches`` (their sum),
+``switches_cpu_frac_at_line_rate_<engine>``, ``agents_cpu_frac_at_line_rate_<engine>``.
+The goal is a switches' share <= 0.1 with native switches.
 
 Runs the default spec with its own node prefix and gRPC ports, so that a `make run`
 on the same machine is left alone; needs root (Mininet).
@@ -17,11 +29,16 @@ import time
 from pathlib import Path
 
 import yaml
+
+from bench.cpu import job_cpu, line_rate_job
+from bench.port_modes import own_spec
 from topo.processes import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT / "topo" / "fabrics" / "default.yaml"
 READY_TIMEOUT_S = 120
+# The switches' engines compared (topo/spec.py SWITCH_ENGINES): auto is native for astral.p4.
+SWITCH_ENGINES = ("native", "python")
 
 
 def _startup_once(spec_path: Path) -> float:
@@ -50,6 +67,28 @@ def _startup_once(spec_path: Path) -> float:
     return ready
 
 
+def cpu_at_line_rate(engine: str) -> dict[str, float]:
+    """The default fabric at dilation 1 with ``engine`` switches, every NIC at line rate:
+    the fractions of the machine its switches and its agents use (module docstring)."""
+    from controller.routes import program_fabric
+    from topo.net import Fabric
+    from topo.spec import load_spec
+
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory(prefix="bench-fabric-cpu-") as tmp:
+        spec_file = Path(tmp) / "fabric.yaml"
+        text = "".join(ln + "\n" for ln in own_spec(DEFAULT).splitlines()
+                       if not ln.startswith(("dilation:", "switch_engine:")))
+        spec_file.write_text(text + f"dilation: 1\nswitch_engine: {engine}\n")
+        with Fabric(load_spec(spec_file), run_dir=Path(tmp) / "run", program=program_fabric) as fabric:
+            use = job_cpu(fabric, line_rate_job(spec_file), Path(tmp) / "job", nic="native")
+    return {f"fabric_cpu_frac_at_line_rate_{engine}_switches": use.fabric_frac_at_line_rate,
+            f"switches_cpu_frac_at_line_rate_{engine}": use.switches_at_line_rate / cores,
+            f"agents_cpu_frac_at_line_rate_{engine}": use.agents_at_line_rate / cores,
+            f"fabric_load_{engine}_switches": use.load,
+            f"switches_wakeups_per_s_at_line_rate_{engine}": use.switches_wakeups_at_line_rate}
+
+
 def run() -> dict[str, float]:
     if os.geteuid() != 0:
         raise RuntimeError("bench_fabric needs root (Mininet)")
@@ -59,4 +98,17 @@ def run() -> dict[str, float]:
         path = Path(tmp) / "bench.yaml"
         path.write_text(yaml.safe_dump(spec))
         _startup_once(path)  # warm-up: compiles the pipeline once, fills caches
-        return {"fabric_startup_s": _startup_once(path)}
+        figures = {"fabric_startup_s": _startup_once(path), "fabric_dilation_auto": dilation_auto()}
+    for engine in SWITCH_ENGINES:   # the same fabric, job and machine; only the switches differ
+        figures.update(cpu_at_line_rate(engine))
+    figures["switches_cpu_native_over_python_ratio"] = (
+        figures["switches_cpu_frac_at_line_rate_native"] / figures["switches_cpu_frac_at_line_rate_python"])
+    return figures
+
+
+def dilation_auto() -> float:
+    """What ``dilation: auto`` gives the default fabric on this machine now."""
+    from topo.dilation import dilation_for
+    from topo.spec import load_spec
+
+    return dilation_for(load_spec(DEFAULT))

@@ -32,7 +32,8 @@ import yaml
 
 from tccl.job import Job, Transport, Workload, job_from_fabric, renumbered
 from tccl.importers.registry import detect, import_trace
-from tccl.trace import load_trace, trace_document
+from tccl.trace import link_scale, load_trace, trace_document
+from topo.spec import load_spec
 
 # NVLink between the ranks of a server (Gbit/s): 100x the default 10 Mbit/s NICs, like
 # NVLink against a 400G NIC, so tensor-parallel steps never wait for the network.
@@ -79,7 +80,8 @@ def prepare_trace(trace: str | Path, out: str | Path, iterations: int | None = N
                   size_scale: float = 1.0, fabric: str | Path | None = None,
                   log: Callable[[str], None] = print) -> Path:
     """A copy of ``trace`` in the run directory, with its iteration count and message
-    sizes changed if asked (short runs for tests: scaled sizes stay >= 1 KiB);
+    sizes changed if asked (short runs for tests: scaled sizes stay >= 1 KiB) and, given
+    the ``fabric`` spec, restated for its links (`tccl.trace.link_scale`);
     validated by `tccl.trace`. A SimAI/AICB workload, AICB CSV or Chakra ET
     (`tccl.importers.registry.detect`) is imported for the ``fabric`` spec first, its
     summary logged."""
@@ -92,6 +94,8 @@ def prepare_trace(trace: str | Path, out: str | Path, iterations: int | None = N
         t = imported.trace
     else:
         t = load_trace(trace)
+        if fabric is not None:      # sizes stated at TRACE_LINK_MBPS: restated for the fabric's links
+            size_scale *= link_scale(load_spec(fabric).links.host_mbps)
     if iterations is not None and iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
     if size_scale <= 0:

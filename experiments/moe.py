@@ -194,7 +194,8 @@ def run_moe(settings: Settings, runs: Sequence[MoeRun] = tuple(RUNS.values())) -
     """The scenario's runs, ``repeats`` times on one fabric; summary.json and the table."""
     trace = settings.trace if settings.trace != Settings.trace else MOE_TRACE
     exp = prepare(dataclasses.replace(settings, trace=trace, configs=(CONFIGS["rail"],)))
-    tp_file = prepare_trace(TP_TRACE, exp.out / "tp-trace.yaml", settings.iterations, settings.size_scale)
+    tp_file = prepare_trace(TP_TRACE, exp.out / "tp-trace.yaml", settings.iterations, settings.size_scale,
+                            settings.fabric)
     bases = {"moe": exp.trace, "tp": load_trace(tp_file)}
     jobs: dict[str, tuple[Job, Trace]] = {}
     for run in runs:

@@ -10,6 +10,7 @@ Every agent gets the same emulation clock (``--clock``, as its machine reads it:
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import subprocess
@@ -24,6 +25,7 @@ from emulation.realtime import agent_priority, realtime_prefix
 from tccl.control import socket_path
 from tccl.job import Job
 from topo.processes import stop_process
+from topo.spec import nic_choice
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,15 +61,38 @@ class LaunchError(RuntimeError):
         self.failed_ranks = dict(failed_ranks or {})
 
 
+@functools.cache
+def _native_nic_error() -> str | None:
+    from tccl.nic.build import build_error
+
+    return build_error()
+
+
+def resolve_nic(spec: Any) -> str:
+    """The transport the agents run on fabric ``spec``: `topo.spec.nic_choice` ($ASTRAL_NIC
+    over the spec's ``nic``); "auto" is the native NIC when it builds on this machine
+    (the fabric's default: the transport in C, as an RNIC's), else the Python reference,
+    saying why on stderr."""
+    choice = nic_choice(spec)
+    if choice != "auto":
+        return choice
+    error = _native_nic_error()
+    if error is None:
+        return "native"
+    print(f"tccl: the native NIC does not build here ({error}); the agents run the Python transport",
+          file=sys.stderr)
+    return "python"
+
+
 def agent_command(fabric: HostsProvider, job_path: Path, server: str, run_dir: Path,
                   clock: EmulationClock | None = None, nic: str | None = None) -> list[str]:
     """The command line of ``server``'s agent: at the agents' real-time priority beside
     the fabric's switches, on the fabric's clock as ``server``'s machine reads it (or
-    ``clock``), over the fabric spec's transport ``nic`` (or ``nic``)."""
+    ``clock``), over transport ``nic`` (default: the fabric spec's, `resolve_nic`)."""
     clock = clock or (fabric.clock_on(server) if fabric.clock else EmulationClock.from_env())
     return realtime_prefix(agent_priority(fabric.spec.rt_priority)) + [
         sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
-        "--run-dir", str(run_dir), "--clock", clock.encode(), "--nic", nic or fabric.spec.nic]
+        "--run-dir", str(run_dir), "--clock", clock.encode(), "--nic", nic or resolve_nic(fabric.spec)]
 
 
 def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = None,

@@ -37,6 +37,10 @@ from typing import Any, Mapping, Sequence
 
 from tccl.ranks import OPS, JobError, RankInfo, read_yaml
 
+# The host link rate the shipped traces' sizes are stated for (400 Gbit/s scaled down
+# 40000x): on a fabric with faster links a step moves proportionally more bytes, so it
+# takes as long against the trace's compute as it was written to (`link_scale`).
+TRACE_LINK_MBPS = 10.0
 GROUPS = ("tp", "dp", "pp", "ep", "all")
 EXPLICIT = "ranks"                 # the group label of a step that lists its ranks
 EP_LAYOUTS = ("rail", "spread")
@@ -164,6 +168,11 @@ def parse_trace(data: Any, source: str = "trace.yaml") -> Trace:
         raise JobError(f"{source}: steps: a non-empty list is required")
     steps = tuple(_parse_step(s, f"{source}: steps[{k}]", ep) for k, s in enumerate(raw))
     return Trace(name=str(data.get("name", Path(source).stem)), iterations=iterations, steps=steps, ep=ep)
+
+
+def link_scale(host_mbps: float) -> float:
+    """Bytes on links of ``host_mbps`` per byte of a trace stated at TRACE_LINK_MBPS."""
+    return host_mbps / TRACE_LINK_MBPS
 
 
 def load_trace(path: str | Path) -> Trace:

@@ -167,14 +167,23 @@ def test_monitor_flags_a_switch_kept_off_the_cpu(tmp_path, stopped):
         assert verdict.faithful, verdict.line()
 
 
-def test_dilation_grows_with_the_fabric_and_with_a_slower_machine():
+def test_dilation_grows_with_the_fabric_and_with_a_slower_machine(monkeypatch):
     from dataclasses import replace as dc_replace
 
     from topo.dilation import REFERENCE_DILATION, dilation_for, machine_slowdown
-    from topo.spec import LinkRates, parse_spec
+    from topo.spec import NIC_ENV, LinkRates, parse_spec
 
-    default = parse_spec({"blocks": 2, "servers_per_block": 2, "rails": 4, "spines": 2})
-    assert dilation_for(default, slowdown=1.0) == REFERENCE_DILATION   # the reference point
+    monkeypatch.delenv(NIC_ENV, raising=False)
+    shape = {"blocks": 2, "servers_per_block": 2, "rails": 4, "spines": 2}
+    default = parse_spec({**shape, "switch_engine": "python", "nic": "python"})
+    assert dilation_for(default, slowdown=1.0) == REFERENCE_DILATION["python", "python"]  # the reference point
+    native = parse_spec(shape)                  # auto: native switches and NICs
+    ten_x = dc_replace(native, links=LinkRates(host_mbps=100.0, uplink_mbps=100.0))
+    assert dilation_for(native, slowdown=1.0) == 1.0
+    assert dilation_for(ten_x, slowdown=1.0) == pytest.approx(10 * REFERENCE_DILATION["native", "native"])
+    monkeypatch.setenv(NIC_ENV, "python")       # make NIC=python: a mix, dilated as Python both
+    assert dilation_for(native, slowdown=1.0) == REFERENCE_DILATION["python", "python"]
+    monkeypatch.delenv(NIC_ENV)
     assert dilation_for(default, slowdown=0.01) == 1.0      # never faster than real time
     fast_links = dc_replace(default, links=LinkRates(host_mbps=80.0, uplink_mbps=80.0))
     eight_x = dilation_for(fast_links, slowdown=1.0)

@@ -103,12 +103,13 @@ def test_link_intervals_from_traffic_manager_snapshots() -> None:
     up = plan.uplink_port(0)
     r0 = Round(10.0, 1000.0, {"b0l0": {up: _stats(0), 1: _stats(500)}}, {"b0l0": 10.0})
     # The switch answered 0.5 s after the first poll, although the round ended later.
-    r1 = Round(10.9, 1000.9, {"b0l0": {up: _stats(625_000, drops=3, depth=7), 1: _stats(500)}}, {"b0l0": 10.5})
+    full = int(plan.spec.links.uplink_mbps * 1e6 / 8 * 0.5)     # the uplink busy for 0.5 s
+    r1 = Round(10.9, 1000.9, {"b0l0": {up: _stats(full, drops=3, depth=7), 1: _stats(500)}}, {"b0l0": 10.5})
     r2 = Round(11.5, 1001.5, {"b0l0": {up: _stats(1000), 1: _stats(500)}}, {"b0l0": 11.5})  # restarted
     series = link_intervals(links, [r0, r1, r2])
     first, second = series["b0l0->sp0"]
     assert first.seconds == pytest.approx(0.5) and first.util == pytest.approx(1.0)
-    assert (first.bytes, first.drops, first.queue_depth) == (625_000, 3, 7)
+    assert (first.bytes, first.drops, first.queue_depth) == (full, 3, 7)
     assert second.bytes == 1000                      # counters that went backwards restart at 0
     assert [iv.bytes for iv in series["b0l0->b0h0"]] == [0, 0]
     assert series["sp0->b1l0"] == []                 # a switch that never answered
@@ -120,7 +121,8 @@ def test_link_intervals_use_the_switch_s_own_read_time_when_it_gives_one() -> No
     up = plan.uplink_port(0)
     # Answers arrived 0.5 s apart, but the switch read its counters 0.25 s apart.
     r0 = Round(10.0, 1000.0, {"b0l0": {up: {**_stats(0), "t_us": 20_000_000}}}, {"b0l0": 10.0})
-    r1 = Round(10.5, 1000.5, {"b0l0": {up: {**_stats(312_500), "t_us": 20_250_000}}}, {"b0l0": 10.5})
+    full = int(plan.spec.links.uplink_mbps * 1e6 / 8 * 0.25)    # the uplink busy for 0.25 s
+    r1 = Round(10.5, 1000.5, {"b0l0": {up: {**_stats(full), "t_us": 20_250_000}}}, {"b0l0": 10.5})
     (only,) = link_intervals(LinkMap(plan), [r0, r1])["b0l0->sp0"]
     assert only.seconds == pytest.approx(0.25) and only.util == pytest.approx(1.0)
 
@@ -217,6 +219,11 @@ def test_configs_and_trace_copies(tmp_path: Path) -> None:
     assert t.iterations == 1 and [s.size for s in t.steps if s.op] == [32768, 16384, 32768, 65536]
     with pytest.raises(ValueError):
         prepare_trace(TRACE, tmp_path / "u.yaml", size_scale=0)
+    # Given the fabric, sizes stated at 10 Mbit/s are restated for its links (x 2 at 20).
+    fast = tmp_path / "fast.yaml"
+    fast.write_text(DEFAULT.read_text().replace("host_mbps: 10", "host_mbps: 20").replace("uplink_mbps: 10", "uplink_mbps: 20"))
+    t = load_trace(prepare_trace(TRACE, tmp_path / "f.yaml", iterations=1, size_scale=0.25, fabric=fast))
+    assert [s.size for s in t.steps if s.op] == [65536, 32768, 65536, 131072]
     stock, gor = job_for("stock"), job_for("gor")
     assert stock.ranks == gor.ranks                       # the same job, the same hostfile
     assert (stock.workload.order, stock.transport.ports) == ("input", "random")

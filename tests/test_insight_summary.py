@@ -252,7 +252,8 @@ def test_link_load_per_bin_adds_up(summary: dict, scenario, plan) -> None:
     # A's 30 frames, one every 10 ms: 10 per 0.1 s bin, in the first three bins.
     size = len(sc.a_frames[0])
     assert up["bytes_per_bin"][:3] == [10 * size, 10 * size, 10 * size]
-    assert up["max_util"] == pytest.approx(10 * size * 8 / 0.1 / 10e6, abs=1e-4)
+    rate = plan.spec.links.uplink_mbps * 1e6
+    assert up["max_util"] == pytest.approx(10 * size * 8 / 0.1 / rate, abs=1e-4)
     into_spine = links[f"{sc.a_path[2]}->{sc.a_path[3]}"]
     assert into_spine["ce_marked"] == 5
     host_link = links[f"{sc.b_src.server}->{sc.b_src.leaf}"]

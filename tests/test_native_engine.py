@@ -15,12 +15,15 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from emulation.clock import EmulationClock
 from p4sim.compiler import compile_file
 from p4sim.stf.command import run_stf
 from p4sim.switch import command
 from p4sim.switch.ccodegen import Unsupported
 from p4sim.switch.errors import P4AssertionError
 from p4sim.switch.match import Exact, Lpm
+from p4sim.switch.device import Device
+from p4sim.switch.native.device import NativeDevice
 from p4sim.switch.native.engine import NativeSwitch, make_engine
 from p4sim.switch.v1model import V1Switch, run_to_completion
 
@@ -126,6 +129,33 @@ def test_switch_engine_native_refuses_the_program_with_the_construct(tmp_path, c
     rc = command.main([str(path), "--engine", "native", "--grpc-server-addr", "127.0.0.1:0"])
     assert rc == 1
     assert "varbit field 'options' at headers 'opts'" in capsys.readouterr().err
+
+
+def _open(json_path: Path | None, *flags: str) -> tuple:
+    """command.open_device as `p4sim switch` calls it, on no interfaces."""
+    argv = [str(json_path)] if json_path else ["--no-p4"]
+    args = command.build_parser().parse_args([*argv, *flags])
+    pipeline = command.load_json(str(json_path)) if json_path else None
+    return command.open_device(args, {}, {}, None, EmulationClock.start(), pipeline)
+
+
+def test_auto_decides_the_engine_before_the_device(tmp_path) -> None:
+    """auto: a program the C engine runs gets the C loop too; one it does not gets the
+    Python loop; with --no-p4 the C loop, which refuses such a program saying how."""
+    good, varbit = tmp_path / "good.json", tmp_path / "varbit.json"
+    good.write_text(json.dumps(compile_file(str(GOOD / "basic_ipv4.p4")).bmv2_json))
+    varbit.write_text(json.dumps(compile_file(str(VARBIT)).bmv2_json))
+    cases = [(good, (), NativeDevice, NativeSwitch), (varbit, (), Device, V1Switch),
+             (good, ("--engine", "python"), Device, V1Switch), (None, (), NativeDevice, type(None))]
+    for path, flags, device_kind, engine_kind in cases:
+        device, engine = _open(path, *flags)
+        try:
+            assert (type(device), type(engine)) == (device_kind, engine_kind), (path, flags)
+            if path is None:
+                with pytest.raises(Unsupported, match=r"varbit field 'options'.*--engine python"):
+                    device.make_engine(command.load_json(str(varbit)))
+        finally:
+            device.close()
 
 
 @pytest.mark.parametrize("frame, words", [(b"\x07", "assert failed"), (b"\xff\x00\x01", "assume failed")])

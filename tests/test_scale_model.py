@@ -214,8 +214,9 @@ def test_configurations_on_the_default_fabric() -> None:
     assert got["gor"].moves == 0 and got["gor"].busbw_frac == got["orthogonal"].busbw_frac
     # A step paced by 4 QP flows on a link (2 per connection) takes about twice as long.
     stock_dp, ortho_dp = got["stock"].steps[-1], got["orthogonal"].steps[-1]
-    assert stock_dp.max_flows_per_link == 4 and stock_dp.min_rate_bps == pytest.approx(10e6 / 4)
-    assert ortho_dp.min_rate_bps == pytest.approx(10e6 / 2)
+    rate = load_spec(DEFAULT).links.uplink_mbps * 1e6
+    assert stock_dp.max_flows_per_link == 4 and stock_dp.min_rate_bps == pytest.approx(rate / 4)
+    assert ortho_dp.min_rate_bps == pytest.approx(rate / 2)
 
 
 def test_gor_ports_land_on_its_placement() -> None:

@@ -17,10 +17,11 @@ from tccl.importers.registry import detect, import_trace
 from tccl.job import Workload, job_from_fabric
 from tccl.trace import EpShape, load_trace, parse_trace, trace_document
 from tccl.traffic import expected_bytes
+from topo.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 FABRIC = ROOT / "topo" / "fabrics" / "default.yaml"
-SCALE = 2.5e-5              # the default fabric's: 10 Mbit/s / 400 Gbit/s
+SCALE = load_spec(FABRIC).links.host_mbps / 400e3    # the default fabric's rate / 400 Gbit/s
 
 
 def check_totals(imported, count: int) -> None:

@@ -15,10 +15,12 @@ from types import SimpleNamespace
 import pytest
 
 from emulation.clock import EmulationClock
+from topo.spec import NIC_ENV, SpecError
 from tccl import agent
 from tccl.engine import Engine
 from tccl.job import Job, RankInfo, Transport, Workload
-from tccl.launch import LaunchError, run_on_fabric
+from tccl import launch
+from tccl.launch import LaunchError, resolve_nic, run_on_fabric
 
 RANKS = tuple(RankInfo(rank=i, server="s", block=0, rail=i, iface=f"eth{i}", ip=f"10.{i}.0.1",
                        mac=f"02:00:00:00:00:{i:02x}", gateway_mac="02:ff:00:00:00:01") for i in range(2))
@@ -108,14 +110,31 @@ def test_launcher_gives_every_agent_the_same_clock(tmp_path):
     assert json.loads((tmp_path / "run" / "results-s.json").read_text()) == {}
 
 
-def test_launcher_passes_the_transport_of_the_spec_or_the_caller(tmp_path):
+def test_launcher_passes_the_transport_of_the_spec_or_the_caller(tmp_path, monkeypatch):
+    monkeypatch.delenv(NIC_ENV, raising=False)
     commands: list[list[str]] = []
     fabric = FakeFabric(tmp_path, lambda name: RecordingHost(commands))
     job = Job(ranks=TWO_SERVERS, workload=Workload(op="sendrecv"))
     run_on_fabric(fabric, job, tmp_path / "a", clock=EmulationClock.start())
     run_on_fabric(fabric, job, tmp_path / "b", clock=EmulationClock.start(), nic="native")
-    assert [cmd[cmd.index("--nic") + 1] for cmd in commands] == ["python"] * 2 + ["native"] * 2
+    monkeypatch.setenv(NIC_ENV, "native")           # make NIC=native: over the spec's python
+    run_on_fabric(fabric, job, tmp_path / "c", clock=EmulationClock.start())
+    assert [cmd[cmd.index("--nic") + 1] for cmd in commands] == ["python"] * 2 + ["native"] * 4
 
+
+def test_auto_is_the_native_nic_where_it_builds_else_python(monkeypatch, capsys):
+    monkeypatch.delenv(NIC_ENV, raising=False)
+    auto, python, native = (SimpleNamespace(nic=n) for n in ("auto", "python", "native"))
+    assert resolve_nic(auto) == "native"            # it builds here (gcc, cffi: make setup)
+    assert resolve_nic(python) == "python"
+    monkeypatch.setattr(launch, "_native_nic_error", lambda: "FileNotFoundError: gcc")
+    assert resolve_nic(auto) == "python"
+    assert "native NIC does not build here (FileNotFoundError: gcc)" in capsys.readouterr().err
+    monkeypatch.setenv(NIC_ENV, "auto")             # make NIC=auto over the spec's native
+    assert resolve_nic(native) == "python"
+    monkeypatch.setenv(NIC_ENV, "rxe")
+    with pytest.raises(SpecError, match=r"ASTRAL_NIC \(make NIC=\): one of auto, python, native, got 'rxe'"):
+        resolve_nic(auto)
 
 
 def test_launcher_names_the_failed_ranks_at_once_and_stops_the_others(tmp_path):

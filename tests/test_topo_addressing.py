@@ -83,3 +83,19 @@ def test_graph_is_the_leaf_spine_topology():
     assert all(len(p) == 5 for p in paths)
     assert {p[2] for p in paths} == {"sp0", "sp1"}
     assert nx.shortest_path_length(g, "b0h0", "b0h1") == 2
+
+
+def test_an_eight_nic_servers_commands_fit_the_terminal_line_in_order():
+    """Mininet types a host's commands into its shell's terminal, which keeps 4095
+    characters of a line: block8's servers (8 NICs) need several lines."""
+    from pathlib import Path
+
+    from topo.net import MAX_COMMAND_LINE, _batches, host_commands
+    from topo.spec import load_spec
+
+    plan = AddressPlan(load_spec(Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "block8.yaml"))
+    cmds = host_commands(plan, plan.servers[0])
+    batches = _batches(cmds)
+    assert len("; ".join(cmds)) > 4095 and len(batches) > 1
+    assert all(len("; ".join(b)) <= MAX_COMMAND_LINE for b in batches)
+    assert [c for b in batches for c in b] == cmds

@@ -18,7 +18,8 @@ def _node(cls: type[P4ProcessSwitch], **attrs) -> P4ProcessSwitch:
     node = cls.__new__(cls)
     node.__dict__.update({"name": "b0l2", "device_id": 3, "grpc_port": 50053, "port_rates": {1: 10.0, 2: 2.5},
                           "queue_depth": 64, "priority_queues": 8, "cpu_port": 255, "pcap_dir": None,
-                          "clock": "123:2.0", "rt_priority": 10, "pfc": None, **attrs})
+                          "clock": "123:2.0", "rt_priority": 10, "pfc": None, "engine": "auto",
+                          **attrs})
     node.data_ports = lambda: {1: "b0l2-eth1", 2: "b0l2-eth2"}
     return node
 
@@ -29,8 +30,10 @@ def test_switch_command_lines():
     joined = " ".join(p4sim)
     for part in ("-i 1@b0l2-eth1 -i 2@b0l2-eth2", "--device-id 3", "--grpc-server-addr 127.0.0.1:50053",
                  "--priority-queues 8", "--cpu-port 255", "--port-rate 1=10 --port-rate 2=2.5", "--no-p4",
+                 "--engine auto",
                  "--clock 123:2.0"):
         assert part in joined
+    assert "--engine python" in " ".join(_node(P4SimSwitch, engine="python").command())
     assert realtime_prefix(10) == ["chrt", "-r", "10"] and realtime_prefix(0) == []
     assert (agent_priority(10), agent_priority(1), agent_priority(0)) == (9, 1, 0)
     bmv2 = _node(BMv2Switch, pcap_dir="/tmp/p").command()
@@ -38,6 +41,7 @@ def test_switch_command_lines():
     target = bmv2[bmv2.index("--") + 1:]   # simple_switch_grpc's target options follow "--"
     assert target == ["--grpc-server-addr", "127.0.0.1:50053", "--priority-queues", "8", "--cpu-port", "255"]
     assert "--pcap" in bmv2[:bmv2.index("--")]
+    assert "--engine" not in bmv2
     assert "--pfc" not in joined
 
 

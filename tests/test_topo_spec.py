@@ -19,6 +19,20 @@ def test_default_fabric_is_the_documented_size():
     assert spec.links.uplink_mbps == 10 and spec.ecn.kmin < spec.ecn.kmax
 
 
+def test_shipped_fabrics_keep_the_timers_in_frame_times():
+    """time_factor x host rate is the same everywhere (docs/fabric.md): DCQCN's timers
+    and the CNP interval are the same number of frame times at any link rate."""
+    for path in sorted(FABRICS.glob("*.yaml")):
+        spec = load_spec(path)
+        assert spec.time_factor * spec.links.host_mbps == 2000, path.name
+
+
+def test_block8_is_two_blocks_of_eight_rail_servers():
+    spec = load_spec(FABRICS / "block8.yaml")
+    assert (spec.blocks * spec.servers_per_block * spec.rails, spec.leaves, spec.spines) == (64, 16, 4)
+    assert spec.leaf_oversubscription == 1 and spec.pfc.enabled and spec.dilation == 0.0
+
+
 def test_every_shipped_fabric_loads():
     specs = [load_spec(p) for p in sorted(FABRICS.glob("*.yaml"))]
     assert len(specs) >= 2
@@ -56,6 +70,8 @@ def test_defaults_fill_optional_keys():
     ({"dilation": 0.5}, "dilation", ">= 1 or 'auto'"),
     ({"dilation": "fast"}, "dilation", ">= 1 or 'auto'"),
     ({"rt_priority": 100}, "rt_priority", "1..99"),
+    ({"nic": "rxe"}, "nic", "one of auto, python, native"),
+    ({"switch_engine": "c"}, "switch_engine", "one of auto, native, python"),
     ({"pfc": {"enabled": 1}}, "pfc.enabled", "expected bool"),
     ({"pfc": {"priority": 6}}, "pfc.priority", "below the CNPs' 6"),
     ({"pfc": {"xoff": 1000}}, "pfc.xoff", "at least one frame (4218 bytes"),
@@ -89,10 +105,13 @@ def test_pfc_keys_are_read():
 
 
 def test_emulation_keys_are_read():
-    spec = parse_spec({**MINIMAL, "mtu": 1024, "dilation": "auto", "rt_priority": 0})
-    assert (spec.mtu, spec.iface_mtu, spec.dilation, spec.rt_priority) == (1024, 1500, 0.0, 0)
+    spec = parse_spec({**MINIMAL, "mtu": 1024, "dilation": "auto", "rt_priority": 0, "nic": "python"})
+    assert (spec.mtu, spec.iface_mtu, spec.dilation, spec.rt_priority, spec.nic) == (1024, 1500, 0.0, 0, "python")
+    assert parse_spec(MINIMAL).nic == "auto"        # the native NIC where it builds
     spec = parse_spec({**MINIMAL, "dilation": 2})
     assert (spec.mtu, spec.iface_mtu, spec.dilation) == (4096, 4200, 2.0)
+    assert parse_spec(MINIMAL).switch_engine == "auto"
+    assert parse_spec({**MINIMAL, "switch_engine": "python"}).switch_engine == "python"
 
 
 def test_missing_required_key():

@@ -30,7 +30,8 @@ class FabricTopo(Topo):
             self.addSwitch(sw.name, dpid=f"{sw.switch_id:016x}", device_id=sw.device_id,
                            grpc_port=sw.grpc_port, port_rates=plan.port_rates(sw.name),
                            queue_depth=spec.queue_depth, priority_queues=PRIORITY_QUEUES,
-                           cpu_port=CPU_PORT, pfc=spec.pfc if spec.pfc.enabled else None)
+                           cpu_port=CPU_PORT, pfc=spec.pfc if spec.pfc.enabled else None,
+                           engine=spec.switch_engine)
         for nic in plan.nics():
             self.addLink(nic.server, nic.leaf, port1=nic.port, port2=nic.leaf_port,
                          intfName1=nic.intf, intfName2=plan.intf(nic.leaf, nic.leaf_port), addr1=nic.mac)

@@ -48,6 +48,21 @@ class FabricError(RuntimeError):
     """The fabric could not be brought up; the message says which step and node."""
 
 
+# Mininet hands a command to the host's shell through a terminal, whose line discipline
+# keeps at most 4095 characters of a line: an 8-NIC server's commands joined are longer.
+MAX_COMMAND_LINE = 2048
+
+
+def _batches(cmds: list[str]) -> list[list[str]]:
+    """``cmds`` in order, in batches whose joined line stays under MAX_COMMAND_LINE."""
+    out: list[list[str]] = [[]]
+    for cmd in cmds:
+        if out[-1] and len("; ".join(out[-1] + [cmd])) > MAX_COMMAND_LINE:
+            out.append([])
+        out[-1].append(cmd)
+    return out
+
+
 def host_commands(plan: AddressPlan, server: Server) -> list[str]:
     """Shell commands that configure one server's namespace: addresses, routes, policy
     rules and the static neighbour entry of each rail gateway."""
@@ -171,7 +186,7 @@ class Fabric:
                 # is set with `ip` below and only recorded here for Mininet's CLI (pingall).
                 intf = host.intf(nic.intf)
                 intf.ip, intf.prefixLen = nic.ip, 32
-            output = host.cmd("; ".join(host_commands(self.plan, server)))
+            output = "".join(host.cmd("; ".join(batch)) for batch in _batches(host_commands(self.plan, server)))
             if output.strip():
                 raise FabricError(f"configuring host {server.name} failed:\n{output.strip()}")
 

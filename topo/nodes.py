@@ -69,7 +69,7 @@ class P4ProcessSwitch(Switch):
                  priority_queues: int = 8, cpu_port: int | None = 255,
                  pcap_dir: str | None = None, run_dir: str | Path = RUN_DIR,
                  clock: str | None = None, rt_priority: int = 0, pfc: PfcSpec | None = None,
-                 **params) -> None:
+                 engine: str = "auto", **params) -> None:
         super().__init__(name, **params)
         self.device_id = device_id
         self.grpc_port = grpc_port
@@ -82,6 +82,7 @@ class P4ProcessSwitch(Switch):
         self.clock = clock              # the fabric's EmulationClock, encoded
         self.rt_priority = rt_priority  # SCHED_RR priority, 0 = normal scheduling
         self.pfc = pfc                  # lossless priority (None: no PFC)
+        self.engine = engine            # p4sim's --engine (BMv2 has one engine)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -190,6 +191,7 @@ class P4SimSwitch(P4ProcessSwitch):
             cmd += ["-i", f"{port}@{iface}"]
         cmd += ["--device-id", str(self.device_id),
                 "--grpc-server-addr", f"{self.grpc_host}:{self.grpc_port}",
+                "--engine", self.engine,
                 "--queue-depth", str(self.queue_depth),
                 "--priority-queues", str(self.priority_queues)]
         if self.cpu_port is not None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -74,8 +75,17 @@ FRAME_OVERHEAD = 18
 DEFAULT_PFC_WATCHDOG_MS = 1000.0
 # SCHED_RR priorities chrt accepts.
 MAX_RT_PRIORITY = 99
-# The agents' transport engines (`nic`): the Python reference and the native NIC.
+# The agents' transport engines: the Python reference and the native NIC.
 NICS = ("python", "native")
+# A spec's ``nic``: one of them, or "auto" -- the native NIC when it builds on this
+# machine, else the reference (resolved where the agents start, `tccl.launch.resolve_nic`).
+NIC_CHOICES = ("auto", *NICS)
+# The agents' transport for every fabric a command starts, over the spec's own ``nic``:
+# `make run|demo|test NIC=python|native|auto` sets it.
+NIC_ENV = "ASTRAL_NIC"
+# The p4sim switches' engines (`switch_engine`, `p4sim switch --engine`): auto runs the
+# pipeline and the packet loop in C when the C engine runs the program, else Python.
+SWITCH_ENGINES = ("auto", "native", "python")
 # Mininet cluster mode's links between servers (mininet.examples.cluster): RemoteGRELink,
 # RemoteSSHLink (topo/cluster.py; docs/fabric.md says when to use which).
 CLUSTER_LINKS = ("gre", "ssh")
@@ -188,8 +198,10 @@ class FabricSpec:
     # so that other work on the machine cannot hold the emulated network off the CPU.
     rt_priority: int = 10
     # The agents' RoCE transport (tccl.engine): the Python reference, or the NIC in C
-    # (tccl/nic), the same semantics for far less CPU per frame.
-    nic: str = "python"
+    # (tccl/nic), the same semantics for far less CPU per frame; "auto": native if it builds.
+    nic: str = "auto"
+    # The p4sim switches' engine (SWITCH_ENGINES): auto = native switches for astral.p4.
+    switch_engine: str = "auto"
     # The cluster tier: 1 pod and no super-spines is the two-tier fabric.
     pods: int = 1
     super_spines: int = 0
@@ -259,7 +271,8 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "links": dict, "queue_depth": int, "ecn": dict,
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
     "pcap": bool, "nvlink": dict, "time_factor": (int, float), "mtu": int,
-    "dilation": (int, float, str), "rt_priority": int, "nic": str, "pods": int, "super_spines": int,
+    "dilation": (int, float, str), "rt_priority": int, "nic": str,
+    "switch_engine": str, "pods": int, "super_spines": int,
     "oversubscription": dict, "cluster": (dict, type(None)), "pfc": dict, "dcqcn": (str, dict),
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
@@ -286,6 +299,15 @@ def load_spec(path: str | Path, emulated: bool = True) -> FabricSpec:
     except yaml.YAMLError as e:
         raise SpecError(f"{source}: not valid YAML: {e}") from e
     return parse_spec(data, source, emulated)
+
+
+def nic_choice(spec: FabricSpec) -> str:
+    """The agents' transport as asked: $ASTRAL_NIC (make NIC=) when set, else the
+    spec's ``nic`` (one of NIC_CHOICES; "auto" is resolved where agents start)."""
+    choice = os.environ.get(NIC_ENV) or spec.nic
+    if choice not in NIC_CHOICES:
+        raise SpecError(f"{NIC_ENV} (make NIC=): one of {', '.join(NIC_CHOICES)}, got {choice!r}")
+    return choice
 
 
 def parse_spec(data: Any, source: str = "fabric.yaml", emulated: bool = True) -> FabricSpec:
@@ -475,8 +497,11 @@ def validate(spec: FabricSpec, source: str = "fabric spec", emulated: bool = Tru
     if not 0 <= spec.rt_priority <= MAX_RT_PRIORITY:
         fail("rt_priority", f"a SCHED_RR priority 1..{MAX_RT_PRIORITY}, or 0 for normal "
              f"scheduling, got {spec.rt_priority}")
-    if spec.nic not in NICS:
-        fail("nic", f"the agents' transport, one of {', '.join(NICS)}, got {spec.nic!r}")
+    if spec.nic not in NIC_CHOICES:
+        fail("nic", f"the agents' transport, one of {', '.join(NIC_CHOICES)}, got {spec.nic!r}")
+    if spec.switch_engine not in SWITCH_ENGINES:
+        fail("switch_engine", f"the p4sim switches' engine, one of {', '.join(SWITCH_ENGINES)}, "
+             f"got {spec.switch_engine!r}")
     if spec.cluster is not None:
         _validate_cluster(spec, fail)
     ecn = spec.ecn

@@ -33,12 +33,14 @@ from emulation.clock import ENV as CLOCK_ENV
 from emulation.clock import ClockError, EmulationClock
 from p4sim.runtime.server import DEFAULT_ADDRESS, RuntimeServer
 from p4sim.switch.device import Device
-from p4sim.switch.native.device import NativeDevice
 from p4sim.switch.errors import ProgramError
-from p4sim.switch.native.engine import NativeSwitch
+from p4sim.switch.native.device import NativeDevice
+from p4sim.switch.native.engine import NativeSwitch, make_engine
+from p4sim.switch.native.libswitch import NativeBuildError
 from p4sim.switch.pfc import DEFAULT_HEADROOM, DEFAULT_XOFF, DEFAULT_XON, PfcConfig
 from p4sim.switch.ports import PortError
 from p4sim.switch.traffic_manager import DEFAULT_QUEUE_DEPTH
+from p4sim.switch.v1model import V1Switch
 
 log = logging.getLogger("p4sim.switch")
 
@@ -182,6 +184,41 @@ def load_json(path: str) -> dict[str, Any]:
     return data
 
 
+def open_device(args: argparse.Namespace, ports: dict[int, str], rates: dict[int, float],
+                pfc: PfcConfig | None, clock: EmulationClock,
+                pipeline: dict[str, Any] | None) -> tuple[Device, V1Switch | None]:
+    """The device ``--engine`` asks for and, given a JSON, its engine (not installed yet).
+
+    The engine is decided before the device exists, because it decides the device: a
+    native pipeline runs in the C loop (`NativeDevice`), so that no frame costs Python;
+    a Python pipeline needs the Python loop (`Device`). ``auto`` with a JSON builds
+    the engine first (the compiled pipeline is cached under build/native, so a switch
+    pays gcc once per program) and falls back to Python, saying which construct made
+    it, when the C engine does not run the program. ``auto`` with ``--no-p4`` has no
+    program to judge: it takes the C loop, which then refuses a pushed program the C
+    engine cannot run (naming the construct; ``--engine python`` runs it). When the C
+    loop itself cannot be built (no compiler), ``auto`` says why and runs Python.
+    Raises `ProgramError` (the program), `PortError`/`ValueError`/`OSError` (the ports).
+    """
+    kwargs: dict[str, Any] = dict(device_id=args.device_id, cpu_port=args.cpu_port,
+                                  priority_queues=args.priority_queues, queue_depth=args.queue_depth,
+                                  queue_rate_pps=args.queue_rate, port_rates=rates, pcap_dir=args.pcap,
+                                  clock=clock, pfc=pfc)
+    engine = None
+    if pipeline is not None:
+        engine = make_engine(pipeline, args.engine, cpu_port=args.cpu_port,
+                             device_id=args.device_id, clock=clock.now_us)
+    if args.engine == "python" or (engine is not None and not isinstance(engine, NativeSwitch)):
+        return Device(ports, engine=args.engine, **kwargs), engine
+    try:
+        return NativeDevice(ports, engine=args.engine, **kwargs), engine
+    except NativeBuildError as e:
+        if args.engine == "native":
+            raise ProgramError(str(e)) from e
+        log.warning("the native packet loop cannot be built (%s): using the Python loop", e)
+        return Device(ports, engine=args.engine, **kwargs), engine
+
+
 def main(argv: list[str]) -> int:
     # simple_switch_grpc wants target options after "--"; here all options are one set.
     argv = [a for a in argv if a != "--"]
@@ -207,25 +244,18 @@ def main(argv: list[str]) -> int:
     if args.thrift_port is not None:
         log.info("--thrift-port %d ignored: p4sim is programmed over P4Runtime only", args.thrift_port)
     try:
-        # The native engine runs in the native loop (p4sim/switch/native/device.py);
-        # auto may fall back to Python at load time, so it keeps the Python loop.
-        kind = NativeDevice if args.engine == "native" else Device
-        device = kind(ports, device_id=args.device_id, cpu_port=args.cpu_port,
-                      priority_queues=args.priority_queues, queue_depth=args.queue_depth,
-                      queue_rate_pps=args.queue_rate, port_rates=rates, pcap_dir=args.pcap,
-                      clock=clock, pfc=pfc, engine=args.engine)
+        device, engine = open_device(args, ports, rates, pfc, clock, pipeline)
+    except ProgramError as e:
+        log.error("cannot load pipeline %s: %s", args.json, e)
+        return 1
     except (PortError, ValueError, OSError) as e:
         log.error("%s", e)
         return 1
     server = RuntimeServer(device, args.grpc_server_addr, device_id=args.device_id,
                            queue_control=device)
     try:
-        if pipeline is not None:
-            try:
-                engine = device.load_pipeline(pipeline)
-            except ProgramError as e:
-                log.error("cannot load pipeline %s: %s", args.json, e)
-                return 1
+        if engine is not None:
+            device.install(engine)
             log.info("pipeline loaded from %s (%s engine)", args.json,
                      "native" if isinstance(engine, NativeSwitch) else "python")
         try:

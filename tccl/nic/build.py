@@ -132,6 +132,21 @@ def load(sanitize: bool | None = None) -> ModuleType:
     return module
 
 
+def build_error() -> str | None:
+    """Why the native NIC cannot be built and loaded here (no compiler, no cffi, a
+    compile error), or None when it can; builds it into the cache on the way, so the
+    agents that start next find it there."""
+    try:
+        load(sanitize=False)
+    except (ImportError, OSError, subprocess.CalledProcessError) as e:
+        return f"{type(e).__name__}: {e}"
+    except Exception as e:          # cffi's and distutils' compile errors have no common base
+        if type(e).__module__.split(".")[0] in ("cffi", "distutils", "setuptools"):
+            return f"{type(e).__name__}: {e}"
+        raise
+    return None
+
+
 def _build(out: Path, name: str, layout: str, flags: tuple[str, ...]) -> Path:
     import cffi
 

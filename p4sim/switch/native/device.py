@@ -10,8 +10,9 @@ QueueControl, stats: holding it holds the C loop's mutex, so the loop is between
 wake-ups' work), through `inject` (PacketOut, a queue), and out through a thread that
 waits on the loop's notify eventfd for PacketIns and for what to log.
 
-Only a native pipeline runs here (`--engine native`): a Python engine would bring
-back the per-frame cost the C loop removes.
+Only a native pipeline runs here (`--engine native`, or `auto` when the program
+allows it: command.py decides before building the device): a Python engine would
+bring back the per-frame cost the C loop removes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from p4sim.switch import device as reference
 from p4sim.switch.device import Device
+from p4sim.switch.ccodegen import Unsupported
 from p4sim.switch.native import build as pipeline_build
 from p4sim.switch.native.engine import NativeSwitch, make_engine
 from p4sim.switch.native.libswitch import load
@@ -68,7 +70,7 @@ class NativeDevice(Device):
     def __init__(self, ports: dict[int, str], **kwargs: Any) -> None:
         kwargs.setdefault("engine", "native")
         self._closed_counters: dict[str, int] = {}
-        if kwargs["engine"] != "native":
+        if kwargs["engine"] not in ("native", "auto"):
             raise ValueError(f"the native device loop runs the native engine only, not {kwargs['engine']!r}")
         self._dev = None
         super().__init__(ports, **kwargs)
@@ -136,8 +138,18 @@ class NativeDevice(Device):
         self._wake()
 
     def make_engine(self, bmv2_json: dict) -> V1Switch:
-        return make_engine(bmv2_json, "native", cpu_port=self.cpu_port, device_id=self.device_id,
-                           clock=self.clock)
+        """A native engine for ``bmv2_json``; `Unsupported` (naming the construct) for a
+        program only the Python engine runs, which this loop cannot call per frame --
+        under ``auto`` the message also says how to run it."""
+        try:
+            return make_engine(bmv2_json, "native", cpu_port=self.cpu_port,
+                               device_id=self.device_id, clock=self.clock)
+        except Unsupported as exc:
+            if self.engine_kind == "native":
+                raise
+            raise Unsupported(f"{exc}; this switch runs the native packet loop (--engine auto "
+                              f"chose it at start, before any program): start it with "
+                              f"--engine python for this program") from exc
 
     # ---- calls from other threads
 

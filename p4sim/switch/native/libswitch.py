@@ -6,16 +6,16 @@ The generated pipelines are separate libraries (build.py), reached through the
 function table pipeline.h defines. A library is built from sources in this directory
 into ``build/native/<name>-<key>.so``,
 where the key hashes the sources, every header beside them, the flags and the
-compiler's version: ten switches started together compile once (the first to finish
-renames its output into place; the others find it or rename an identical file over
-it), and an edited source or a new compiler makes a new library rather than loading a
-stale one. cffi loads it in ABI mode (`ffi.dlopen`), declared from the part of a header
+compiler's version: ten switches started together compile once (the first takes the
+library's lock file and compiles; the others wait on the lock and find it), and an
+edited source or a new compiler makes a new library rather than loading a stale one. cffi loads it in ABI mode (`ffi.dlopen`), declared from the part of a header
 between its ``/* cdef begin */`` and ``/* cdef end */`` markers, so the declarations
 have one owner: the header the C is compiled against.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -59,13 +59,19 @@ def compile_library(name: str, sources: tuple[str, ...], extra_flags: tuple[str,
     if out.exists():
         return out
     CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
-    cmd = [CC, *flags, "-o", str(tmp), *(str(HERE / s) for s in sources)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode:
-        tmp.unlink(missing_ok=True)
-        raise NativeBuildError(f"compiling {name} failed ({' '.join(cmd)}):\n{done.stderr}")
-    os.replace(tmp, out)
+    # A fabric's switches start together: one compiles, the others wait for its
+    # library rather than running the compiler ten times on two cores.
+    with open(out.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if out.exists():
+            return out
+        tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+        cmd = [CC, *flags, "-o", str(tmp), *(str(HERE / s) for s in sources)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            tmp.unlink(missing_ok=True)
+            raise NativeBuildError(f"compiling {name} failed ({' '.join(cmd)}):\n{done.stderr}")
+        os.replace(tmp, out)
     return out
 
 
