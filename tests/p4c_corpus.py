@@ -1,7 +1,7 @@
 """Conformance sweep over p4c's own corpora: what p4c accepts, p4sim must accept;
 what p4c refuses, p4sim must refuse at file:line:col.
 
-    .venv/bin/python tests/p4c_corpus.py P4C/testdata [--jobs N] [--stf] [--verbose]
+    .venv/bin/python tests/p4c_corpus.py P4C/testdata [--jobs N] [--stf [--engine E]] [--verbose]
 
 P4C/testdata is p4c's ``testdata`` folder (fetched outside this repository, never
 copied into it). Two populations, chosen as the issue measured them:
@@ -22,6 +22,10 @@ one program, not the sweep), exactly as ``p4sim compile`` does. A compiler bug
 status 0 when both lists are closed. The project's own regression programs
 (tests/p4/good, tests/p4/bad) are the shipped sample: tests/test_p4c_corpus.py
 runs this checker on them, laid out as p4c's corpora are.
+
+``--engine native`` runs the STF tests on the switch engine generated in C (``python``,
+the reference, by default): a program the C engine does not run is counted apart, as
+falling back to Python, with the construct that makes it.
 """
 
 from __future__ import annotations
@@ -103,19 +107,28 @@ class Outcome:
     stf: Optional[str] = None  # with --stf, for an accepted sample that has one: "pass" or why not
 
 
-def run_its_stf(path: str) -> Optional[str]:
-    """Run ``NAME.stf`` next to ``NAME.p4`` (None: there is none): "pass" or the
-    first line of what went wrong, as ``p4sim stf`` reports it."""
+#: The start of an STF verdict for a program the chosen engine does not run
+#: (``--engine native``: the C engine refuses a construct; Python would run it).
+FALLBACK = "falls back to python: "
+
+
+def run_its_stf(path: str, engine: str = "python") -> Optional[str]:
+    """Run ``NAME.stf`` next to ``NAME.p4`` (None: there is none) on ``engine``:
+    "pass", `FALLBACK` and the construct the engine does not run, or the first line
+    of what went wrong, as ``p4sim stf`` reports it."""
     import io
 
     from p4sim.stf.command import run_stf
+    from p4sim.switch.ccodegen import Unsupported
 
     stf = os.path.splitext(path)[0] + ".stf"
     if not os.path.exists(stf):
         return None
     out = io.StringIO()
     try:
-        result = run_stf(path, stf, out=out)
+        result = run_stf(path, stf, out=out, engine=engine)
+    except Unsupported as e:
+        return FALLBACK + str(e).splitlines()[0]
     except Exception as e:  # noqa: BLE001 -- a test that cannot run is a result too
         return f"cannot run: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if result.passed:
@@ -123,9 +136,9 @@ def run_its_stf(path: str) -> Optional[str]:
     return next((ln for ln in out.getvalue().splitlines() if "FAIL" in ln), result.summary())
 
 
-def classify(path: str, stf: bool = False) -> Outcome:
+def classify(path: str, stf: bool = False, engine: str = "python") -> Outcome:
     """Compile ``path`` as ``p4sim compile`` does (BMv2 JSON and P4Info) and say how
-    it went; with ``stf``, also run the program's STF test when it has one."""
+    it went; with ``stf``, also run the program's STF test when it has one, on ``engine``."""
     from p4sim.compiler import compile_file
     from p4sim.compiler.command import serialize_p4info
     from p4sim.compiler.diagnostics import CompileError
@@ -140,13 +153,13 @@ def classify(path: str, stf: bool = False) -> Outcome:
         return Outcome(path, "refused", first, positioned=e.pos.line > 0)
     except Exception as e:  # noqa: BLE001 -- a traceback is what the sweep counts
         return Outcome(path, "bug", f"{type(e).__name__}: {e}")
-    return Outcome(path, "accepted", stf=run_its_stf(path) if stf else None)
+    return Outcome(path, "accepted", stf=run_its_stf(path, engine) if stf else None)
 
 
-def _classify_all(paths: list[str], jobs: int, stf_of: set[str]) -> list[Outcome]:
+def _classify_all(paths: list[str], jobs: int, stf_of: set[str], engine: str) -> list[Outcome]:
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(jobs, maxtasksperchild=20) as pool:
-        pending = [(p, pool.apply_async(classify, (p, p in stf_of))) for p in paths]
+        pending = [(p, pool.apply_async(classify, (p, p in stf_of, engine))) for p in paths]
         out = []
         for p, res in pending:
             try:
@@ -213,8 +226,9 @@ def report(sample_out: list[Outcome], error_out: list[Outcome], core_out: list[O
     tested = [o for o in sample_out if o.stf is not None and _name(o.path) not in XFAIL_SAMPLES]
     if tested:
         passed = [o for o in tested if o.stf == "pass"]
+        fallback = [o for o in tested if o.stf.startswith(FALLBACK)]
         print(f"STF tests of the accepted samples (less p4c's XFAILs): {len(passed)} of {len(tested)} pass "
-              f"({100.0 * len(passed) / len(tested):.1f} %)", file=out)
+              f"({100.0 * len(passed) / len(tested):.1f} %); {len(fallback)} fall back to python", file=out)
         for o in tested:
             if o.stf != "pass":
                 print(f"  {_name(o.path)}: {o.stf}", file=out)
@@ -232,13 +246,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--verbose", action="store_true", help="also list the expected refusals")
     ap.add_argument("--only", default="", help="only programs whose name contains this")
     ap.add_argument("--stf", action="store_true", help="also run the STF test of each accepted sample")
+    ap.add_argument("--engine", choices=("python", "native"), default="python",
+                    help="the switch engine the STF tests run on (default python, the reference)")
     args = ap.parse_args(argv)
     groups = [samples(args.testdata), error_programs(args.testdata), core_samples(args.testdata)]
     groups = [[p for p in g if args.only in _name(p)] for g in groups]
     if not groups[0] and not groups[1]:
         print(f"{args.testdata}: no p4_16_samples or p4_16_errors programs", file=sys.stderr)
         return 2
-    results = _classify_all([p for g in groups for p in g], args.jobs, set(groups[0]) if args.stf else set())
+    results = _classify_all([p for g in groups for p in g], args.jobs, set(groups[0]) if args.stf else set(),
+                           args.engine)
     n0, n1 = len(groups[0]), len(groups[0]) + len(groups[1])
     closed = report(results[:n0], results[n0:n1], results[n1:], args.verbose)
     return 0 if closed else 1

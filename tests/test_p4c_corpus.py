@@ -34,10 +34,10 @@ def _lay_out(root: Path, good: list[Path], bad: list[Path]) -> None:
         (errors / p.name).symlink_to(p)
 
 
-def _run(root: Path) -> tuple[int, str]:
+def _run(root: Path, *options: str) -> tuple[int, str]:
     out = io.StringIO()
     with redirect_stdout(out):
-        status = p4c_corpus.main([str(root), "--stf", "--jobs", "2"])
+        status = p4c_corpus.main([str(root), "--stf", "--jobs", "2", *options])
     return status, out.getvalue()
 
 
@@ -65,3 +65,13 @@ def test_a_compiling_error_program_and_a_failing_stf_are_reported(tmp_path):
     assert "  checksum16: accepted: " in out
     assert "STF tests of the accepted samples (less p4c's XFAILs): 1 of 2 pass (50.0 %)" in out
     assert "  broken-bmv2: " in out and "FAIL" in out
+
+
+def test_on_the_native_engine_a_program_it_does_not_run_is_counted_as_falling_back(tmp_path):
+    # basic_ipv4 runs native; varbit_assign's varbit field keeps it on Python.
+    _lay_out(tmp_path, [P4 / "good" / "basic_ipv4.p4", P4 / "good" / "varbit_assign.p4"], [])
+    status, out = _run(tmp_path, "--engine", "native")
+    assert status == 0, out
+    assert "STF tests of the accepted samples (less p4c's XFAILs): 1 of 2 pass (50.0 %); " \
+           "1 fall back to python" in out
+    assert "  varbit_assign-bmv2: falls back to python: varbit field " in out

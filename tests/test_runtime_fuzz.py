@@ -1,6 +1,8 @@
 """Property-based fuzzing of the P4Runtime server (issue 15 part 2), with hypothesis.
 
-Two in-process servers run the fixture program: the *target* gets random and hostile
+Two in-process servers run the fixture program, the *target* on the native engine
+(the pipeline generated in C, its tables mirrored from the Python control-plane book),
+the *oracle* on the Python engine, the reference. The target gets random and hostile
 requests (Write batches of mostly plausible, often malformed updates, garbage and
 mutated request bytes, reads, pipeline configs with mutated P4Info/JSON, requests from
 non-primaries and stale election ids); the *oracle* gets only what the target accepted,
@@ -10,7 +12,7 @@ in the same order. Properties:
   status, whose per-update codes are neither);
 * a request rejected as a whole changes nothing (full read-back before == after);
 * after the run the target's full read-back equals the oracle's -- the state the
-  accepted updates built -- and both forward probe packets alike;
+  accepted updates built -- and both forward probe packets alike (native as Python);
 * on the stream: hostile messages end in a status or StreamError that is never
   INTERNAL/UNKNOWN, and the primary stays primary and can still write.
 
@@ -31,6 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from p4sim.proto import p4i, p4r, rpc_code
+from p4sim.switch.native.engine import NativeSwitch
 
 from fuzzkit import count, overwrite
 from runtime_fixtures.harness import (CPU_PORT, DEVICE_ID, EVERYTHING, ClosedByServer, Runtime, Stream, batch_errors,
@@ -370,7 +373,7 @@ def state(rt: Runtime) -> tuple:
 
 @pytest.fixture(scope="module")
 def servers():
-    target, oracle = Runtime(), Runtime()
+    target, oracle = Runtime(engine="native"), Runtime()
     for rt in (target, oracle):
         rt.primary = rt.become_primary(PRIMARY_ID)
     yield target, oracle
@@ -447,6 +450,7 @@ def _probe(rt: Runtime) -> list[tuple[int, bytes]]:
 def test_fuzzed_requests_never_break_the_server(servers, ops) -> None:
     target, oracle = servers
     _fresh(target, oracle)
+    assert isinstance(target.dataplane.engine, NativeSwitch)
     for kind, request in ops:
         count("requests_fuzzed")
         count("updates_fuzzed", len(request.updates) if kind == "write" else 0)

@@ -13,7 +13,11 @@ paced by the switch, no sleeping). Before and after the flood the known flows of
 port type (and an ARP request to the gateway) must come out of the same port with the
 same bytes, and the table entries read back must be those written.
 
-``P4SIM_FUZZ_FRAMES`` sets the number of frames (`make fuzz`: 100 000).
+The campaign runs once per engine: ``--engine native`` (the pipeline generated in C,
+in the native packet loop) and ``--engine python`` (the reference engine in the Python
+loop); the switch's log must name the loop it ran, so a native run that quietly fell
+back to Python fails. ``P4SIM_FUZZ_FRAMES`` sets the number of frames per engine
+(`make fuzz`: 100 000).
 """
 
 from __future__ import annotations
@@ -124,8 +128,12 @@ def pipeline() -> Pipeline:
     return build_pipeline(SPEC)
 
 
-@pytest.fixture
-def leaf(tmp_path: Path) -> Iterator[Leaf]:
+#: The loop each engine runs, as the switch's start-up line names it.
+RUNNING = {"native": "switch running (native loop)", "python": "switch running:"}
+
+
+@pytest.fixture(params=sorted(RUNNING))
+def leaf(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Leaf]:
     # A short directory: a Unix socket path must fit 108 bytes.
     sockdir = Path(tempfile.mkdtemp(prefix="p4fz"))
     with Netns() as net:
@@ -136,9 +144,11 @@ def leaf(tmp_path: Path) -> Iterator[Leaf]:
         address = f"unix:{sockdir / 'p4rt.sock'}"
         proc = SwitchProcess(tmp_path, "-i", f"{HOST_PORT}@{sw_host}", "-i", f"{UPLINK_PORT}@{sw_up}",
                              "--device-id", str(LEAF.device_id), "--cpu-port", str(CPU_PORT),
-                             "--grpc-server-addr", address, "--no-p4", prefix=net.exec_prefix("sw"))
+                             "--grpc-server-addr", address, "--no-p4", "--engine", request.param,
+                             prefix=net.exec_prefix("sw"))
         host, spine = net.socket("h", h), net.socket("sp", sp)
         try:
+            assert RUNNING[request.param] in proc.log_text(), proc.log_text()
             yield Leaf(net, proc, address, host, spine)
         finally:
             host.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Protocol
 
+from p4sim.switch.native.engine import make_engine
 from p4sim.switch.v1model import V1Switch, run_to_completion
 
 
@@ -43,8 +44,9 @@ class LocalDataplane:
     """
 
     def __init__(self, *, device_id: int = 0, cpu_port: int | None = None,
-                 transmit: Callable[[int, bytes], None] | None = None):
+                 transmit: Callable[[int, bytes], None] | None = None, engine: str = "python"):
         self.device_id = device_id
+        self.engine_kind = engine   # native, python or auto (native.engine.make_engine)
         self.cpu_port = cpu_port
         self.lock = threading.RLock()
         self.engine: V1Switch | None = None
@@ -53,7 +55,7 @@ class LocalDataplane:
         self._transmit = transmit or (lambda port, data: self.sent.append((port, data)))
 
     def make_engine(self, bmv2_json: dict) -> V1Switch:
-        return V1Switch(bmv2_json, cpu_port=self.cpu_port, device_id=self.device_id)
+        return make_engine(bmv2_json, self.engine_kind, cpu_port=self.cpu_port, device_id=self.device_id)
 
     def install(self, engine: V1Switch | None) -> None:
         with self.lock:

@@ -120,8 +120,8 @@ class Stream:
 class Runtime:
     """A P4Runtime server on a free local port, a stub, and helpers to drive both."""
 
-    def __init__(self, queue_control=None, artefacts: str = "hand-written"):
-        self.dataplane = LocalDataplane(device_id=DEVICE_ID, cpu_port=CPU_PORT)
+    def __init__(self, queue_control=None, artefacts: str = "hand-written", engine: str = "python"):
+        self.dataplane = LocalDataplane(device_id=DEVICE_ID, cpu_port=CPU_PORT, engine=engine)
         self.server = RuntimeServer(self.dataplane, "127.0.0.1:0", device_id=DEVICE_ID, queue_control=queue_control)
         self.server.start()
         self.address = f"127.0.0.1:{self.server.port}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..codegen.parser import _dereferences
+from ..codegen.walk import dereferences, lookahead_bytes, shift_bits
 from ..program import HeaderInfo
 from .actions import CActions
 from .context import CContext
@@ -97,7 +97,7 @@ class CParser:
         """Before a parser op or select key reading a stack element chosen at run time:
         an index past the end stops the parser with StackOutOfBounds (as
         `codegen.parser.Parser.stack_bounds`)."""
-        for v in _dereferences(tree):
+        for v in dereferences(tree):
             st = self.exprs.stack(v["left"]["value"])
             self.ctx.emit(f"if ({self.exprs.expr(v['right'])} >= {len(st.header_ids)}) "
                           f"{self.fail(self.errors['StackOutOfBounds'])}", ind)
@@ -116,8 +116,8 @@ class CParser:
                     self.parse_extract(ps[0], ind)
                 elif op == "set":
                     src = ps[1]
-                    if src["type"] == "lookahead":
-                        nbytes = (int(src["value"][1]) + 7) // 8
+                    nbytes = lookahead_bytes(src)
+                    if nbytes is not None:
                         emit(f"if (dlen - pos < {nbytes}) {self.fail(pte)}", ind)
                     emit(x.assign(ps[0], x.expr(src)), ind)
                 elif op == "verify":
@@ -125,9 +125,7 @@ class CParser:
                 elif op in ("advance", "shift"):
                     t = ctx.tmp()
                     if op == "shift":
-                        amount = ps[0]["value"] if isinstance(ps[0], dict) else ps[0]
-                        n = int(amount, 16) if isinstance(amount, str) else int(amount)
-                        emit(f"{{ v_t {t} = {n * 8};", ind)
+                        emit(f"{{ v_t {t} = {shift_bits(ps[0])};", ind)
                     else:
                         emit(f"{{ v_t {t} = {x.expr(ps[0])};", ind)
                     emit(f"if (p4n_mod({t}, 8)) {self.fail(errs['ParserInvalidArgument'])}", ind + 1)

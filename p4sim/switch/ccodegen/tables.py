@@ -10,6 +10,7 @@ from ..tables import lookup_mode
 from .actions import CActions
 from .calculations import CCalculations
 from .context import CContext
+from ..codegen.walk import table_key
 from .expressions import bits
 
 _MODES = {"exact": "P4N_EXACT", "lpm": "P4N_LPM", "scan": "P4N_SCAN"}
@@ -30,28 +31,24 @@ class CTables:
     def key(self, table: dict) -> tuple[list[str], list[str], list[int]]:
         """(code of each key field, match kinds, widths); a field of an invalid header
         matches as 0, as in BMv2."""
-        terms, kinds, widths = [], [], []
-        for i, k in enumerate(table.get("key", [])):
-            mt = k["match_type"]
-            kinds.append(mt)
-            target = k["target"]
-            if mt == "valid":
-                h = self.L.header(target if isinstance(target, str) else target[0])
-                terms.append(f"F[{h.valid_slot}]")
+        terms, widths = [], []
+        parts = table_key(self.L, table)
+        for i, part in enumerate(parts):
+            f = part.field
+            if f is None:
+                terms.append(f"F[{part.header.valid_slot}]")
                 widths.append(1)
                 continue
-            h = self.L.header(target[0])
-            f = self.L.field(target[0], target[1])
             if f.varbit:
-                raise self.ctx.unsupported(f"key[{i}]: varbit field {target}")
+                raise self.ctx.unsupported(f"key[{i}]: varbit field {part.header.name}.{f.name}")
             term = bits(f)
-            if k.get("mask") is not None:
-                term = f"({term} & {hex(int(k['mask'], 16) & ((1 << 64) - 1))}ULL)"
-            if not h.metadata and target[1] != "$valid$":
-                term = f"(F[{h.valid_slot}] ? {term} : 0)"
+            if part.mask is not None:
+                term = f"({term} & {hex(part.mask & ((1 << 64) - 1))}ULL)"
+            if part.guarded:
+                term = f"(F[{part.header.valid_slot}] ? {term} : 0)"
             terms.append(term)
             widths.append(f.width)
-        return terms, kinds, widths
+        return terms, [part.kind for part in parts], widths
 
     def configure(self, table: dict) -> None:
         """The setup statements of the C table for `table`."""

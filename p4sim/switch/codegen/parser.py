@@ -20,6 +20,7 @@ from .actions import Actions
 from .context import Context
 from .expressions import Expressions, field_bits
 from .structs import Structs
+from .walk import dereferences, lookahead_bytes, shift_bits
 
 #: Parse states nested inside their predecessor at most this deep (CPython allows at
 #: most 100 indentation levels).
@@ -245,8 +246,8 @@ class Parser:
                 self.parse_extract(ps[0], x.expr(ps[1]), ind)
             elif op == "set":
                 src = ps[1]
-                if src["type"] == "lookahead":
-                    nbytes = (int(src["value"][1]) + 7) // 8
+                nbytes = lookahead_bytes(src)
+                if nbytes is not None:
                     emit(f"if dlen - pos < {nbytes}: raise _PE({pte}, pos)", ind)
                 emit(x.assign(ps[0], x.expr(src)), ind)
             elif op == "verify":
@@ -254,11 +255,7 @@ class Parser:
             elif op in ("advance", "shift"):
                 t = self.ctx.tmp()
                 if op == "shift":
-                    amount = ps[0]
-                    if isinstance(amount, dict):
-                        amount = amount["value"]
-                    nbytes = int(amount, 16) if isinstance(amount, str) else int(amount)
-                    emit(f"{t} = {nbytes * 8}", ind)
+                    emit(f"{t} = {shift_bits(ps[0])}", ind)
                 else:
                     emit(f"{t} = {x.expr(ps[0])}", ind)
                 emit(f"if {t} % 8: raise _PE({errs['ParserInvalidArgument']}, pos)", ind)
@@ -329,7 +326,7 @@ class Parser:
         names error.StackOutOfBounds, so the parser stops with it (P4-16 leaves such
         an access undefined; BMv2 would index past its vector)."""
         err = self.errors["StackOutOfBounds"]
-        for v in _dereferences(tree):
+        for v in dereferences(tree):
             name = v["left"]["value"]
             if v["op"] == "dereference_union_stack":
                 size = len(self.L.union_stacks[name].header_ids)
@@ -379,21 +376,3 @@ class Parser:
             terms.append(f"({code} << {shift})" if shift else f"({code})")
         self.ctx.emit(f"k = {' | '.join(terms)}", ind)
         return widths
-
-
-_DEREFERENCES = ("dereference_header_stack", "dereference_stack", "dereference_union_stack")
-
-
-def _dereferences(tree: Any) -> list[dict]:
-    """The run-time stack references in a JSON value, innermost first (an index may
-    itself read a stack element)."""
-    found: list[dict] = []
-    if isinstance(tree, list):
-        for t in tree:
-            found += _dereferences(t)
-    elif isinstance(tree, dict):
-        for t in tree.values():
-            found += _dereferences(t)
-        if tree.get("op") in _DEREFERENCES:
-            found.append(tree)
-    return found

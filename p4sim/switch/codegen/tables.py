@@ -15,6 +15,7 @@ from ..errors import ProgramError
 from ..tables import lookup_mode
 from .context import Context
 from .expressions import field_bits
+from .walk import table_key
 
 
 class Tables:
@@ -47,23 +48,18 @@ class Tables:
         """(code of each key field, its match kind); a field of an invalid header
         matches as 0, as in BMv2."""
         terms = []
-        kinds = []
-        for k in table.get("key", []):
-            mt = k["match_type"]
-            kinds.append(mt)
-            target = k["target"]
-            if mt == "valid":
-                h = self.L.header(target if isinstance(target, str) else target[0])
-                terms.append(f"F[{h.valid_slot}]")
+        parts = table_key(self.L, table)
+        for part in parts:
+            if part.field is None:
+                terms.append(f"F[{part.header.valid_slot}]")
                 continue
-            h = self.L.header(target[0])
-            term = field_bits(self.L.field(target[0], target[1]))
-            if k.get("mask") is not None:
-                term = f"({term}) & {int(k['mask'], 16)}"
-            if not h.metadata and target[1] != "$valid$":
-                term = f"(({term}) if F[{h.valid_slot}] else 0)"
+            term = field_bits(part.field)
+            if part.mask is not None:
+                term = f"({term}) & {part.mask}"
+            if part.guarded:
+                term = f"(({term}) if F[{part.header.valid_slot}] else 0)"
             terms.append(term)
-        return terms, kinds
+        return terms, [part.kind for part in parts]
 
     def apply(self, table: dict, ind: int) -> tuple[dict, list[int]] | None:
         """Emit the lookup and the hit path (which always returns the next node), and
