@@ -82,11 +82,7 @@ RECOVERY_EVENTS = 6            # rate-increase events compared after each cut
 # per-port shares and DCQCN only adds CNPs).
 PFC_FABRIC = {"blocks": 2, "servers_per_block": 3, "rails": 1, "spines": 1, "dilation": "auto",
               "pfc": {"enabled": True}, "ecn": {"kmin": 1, "kmax": 6, "pmax": 0.2}}
-PFC_SIZE = 1_500_000           # bytes per flow
-# The victim check runs on the same fabric: two of leaf 0's servers and one of leaf 1's
-# send to leaf 1's first; leaf 0's third sends to leaf 1's third, through the same
-# uplink and spine port as two of the incast's flows but to an idle egress.
-VICTIM_SIZE = 1_000_000        # bytes per flow
+PFC_SIZE = 1_500_000           # bytes per flow, of the victim check's flows too (same fabric)
 
 # Two senders on leaf 0, two receivers on leaf 1, one spine: both flows share leaf 0's
 # uplink. The second joins once the first has this many bytes acknowledged (~0.6 s).
@@ -289,7 +285,7 @@ def pfc_ingress(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: b
 
 
 def victim(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: bool = True,
-           size: int = VICTIM_SIZE) -> dict[str, Any]:
+           size: int = PFC_SIZE) -> dict[str, Any]:
     """One run of the victim-flow check (module docstring): the victim's and the
     incast's goodput as fractions of the line rate, beside the max-min fair shares."""
     plan = fabric.plan
