@@ -16,6 +16,10 @@ measured runs in docs/validation.md; each fabric is always torn down.
   within a few windows, both flows within 10 % of half the link after, the queue's
   queue held by the marking ramp, the link used (fails with the increase stages
   removed: both flows stay at the rate floor and the job never finishes).
+* The profiles (issue 26's check 5): a 3-to-1 incast under the testbed's, the paper's
+  and HPCC's production DCQCN set, each with its scaled marking: every one marks and
+  cuts without a drop, and the published sets, marking earlier, leave PFC a fraction
+  of the testbed set's PAUSE frames.
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
                                 reason="needs root and Mininet")
 
 from controller.routes import program_fabric  # noqa: E402
-from experiments.validity.runs import (ONE_CNP_FABRIC, PFC_FABRIC, TWO_FLOWS_FABRIC, check_spec,  # noqa: E402
-                                       one_cnp, pfc_ingress, two_flows, victim)
+from experiments.validity.runs import (ONE_CNP_FABRIC, PFC_FABRIC, PROFILES_FABRIC,  # noqa: E402
+                                       TWO_FLOWS_FABRIC, check_spec, one_cnp, pfc_ingress, profiles,
+                                       two_flows, victim)
 from topo.net import Fabric  # noqa: E402
 
 
@@ -99,3 +104,17 @@ def test_two_flows_share_one_bottleneck_as_the_fluid_model(tmp_path):
     assert r["queue_p5_p50_p95"][2] <= 1.25 * r["kmax"], r
     # The link used once fair: measured 0.89-0.95 of payload goodput.
     assert r["link_use"] > 0.8, r
+
+
+def test_each_profile_marks_and_cuts_the_published_ones_before_pfc(tmp_path):
+    spec, spec_file = check_spec(PROFILES_FABRIC, f"u{os.getpid() % 1000}", tmp_path)
+    with Fabric(spec, run_dir=tmp_path / "run", program=program_fabric) as fab:
+        table = profiles(fab, spec_file, tmp_path / "job")
+        fair_mbps = fab.spec.links.host_mbps / 3
+    for name, row in table.items():
+        assert row["drops"] == 0 and row["ecn_marks"] > 0 and row["cnps"] > 0, (name, row)
+        # Measured slowest 1.99-3.15 Mbit/s for a fair 3.33 (docs/validation.md).
+        assert row["busbw_mbps_min"] > 0.5 * fair_mbps, (name, row)
+    # Measured PAUSE frames: testbed 132, paper 0, production 6.
+    for name in ("paper", "production"):
+        assert table[name]["pauses"] < table["testbed"]["pauses"] / 4, table
