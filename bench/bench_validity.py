@@ -18,6 +18,7 @@ SOURCES = {
     "one_cnp": "DCQCN (Zhu et al., SIGCOMM 2015) section 3, eqs. 1-4",
     "two_flows": "DCQCN section 4, fluid model (per flow: Zhu et al., CoNEXT 2016, section 3)",
     "pfc": "DCQCN section 2, PFC unfairness: shares per ingress port",
+    "victim": "DCQCN section 2, the victim flow: paused with an incast under PFC alone, max-min share with DCQCN",
     "profiles": "topo/ccprofiles.py: DCQCN's own values, HPCC's simulation/run.py (cc dcqcn)",
 }
 
@@ -71,7 +72,9 @@ def run() -> dict[str, float]:
 
         def pfc_runs(fabric: Any, spec_file: Path) -> dict[str, Any]:
             return {"pfc": R.pfc_ingress(fabric, spec_file, tmp / "pfc" / "alone", dcqcn=False),
-                    "dcqcn": R.pfc_ingress(fabric, spec_file, tmp / "pfc" / "dcqcn", dcqcn=True)}
+                    "dcqcn": R.pfc_ingress(fabric, spec_file, tmp / "pfc" / "dcqcn", dcqcn=True),
+                    "victim_pfc": R.victim(fabric, spec_file, tmp / "pfc" / "victim-alone", dcqcn=False),
+                    "victim_dcqcn": R.victim(fabric, spec_file, tmp / "pfc" / "victim-dcqcn", dcqcn=True)}
 
         pfc = _on_fabric(R.PFC_FABRIC, tmp / "pfc", pfc_runs)
         for kind in ("pfc", "dcqcn"):
@@ -84,6 +87,11 @@ def run() -> dict[str, float]:
             figures[f"validity_{kind}_shared_port_share_max"] = max(remote)
             figures[f"validity_{kind}_shared_port_share_ref"] = ref["remote0"]
             figures[f"validity_{kind}_pauses"] = pfc[kind]["pauses"]
+            victim = pfc[f"victim_{kind}"]
+            _say(f"victim: {kind}", victim)
+            figures[f"validity_victim_{kind}_share"] = victim["victim"]
+            figures[f"validity_victim_{kind}_receiver_use"] = victim["receiver_link_use"]
+        figures["validity_victim_share_ref"] = pfc["victim_dcqcn"]["victim_ref"]
 
         demo = _on_fabric(R.PROFILES_FABRIC, tmp / "profiles", lambda f, s: R.profiles(f, s, tmp / "profiles" / "job"))
         for name, numbers in demo.items():

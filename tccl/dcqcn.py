@@ -144,8 +144,8 @@ class DcqcnRate:
         self._bytes += nbytes
         while self._bytes >= self.p.byte_counter:
             self._bytes -= self.p.byte_counter
-            self.byte_count += 1
             self._increase()
+            self.byte_count += 1
 
     def advance(self, now: float) -> None:
         """Apply the alpha decays (equation (2)) and rate-timer events due by ``now``."""
@@ -156,22 +156,23 @@ class DcqcnRate:
             self._next_alpha += n * p.alpha_timer
         while now >= self._next_timer:
             self._next_timer += p.rate_timer
-            self.timer_count += 1
             self._increase()
+            self.timer_count += 1
             if self.rc >= p.line_rate:   # nothing left to recover: skip idle expiries
                 n = int((now - self._next_timer) // p.rate_timer) + 1 if now >= self._next_timer else 0
                 self.timer_count += n
                 self._next_timer += n * p.rate_timer
 
     def _increase(self) -> None:
-        """One increase event: fast recovery, additive, or hyper increase."""
+        """One increase event: fast recovery, additive, or hyper increase. The stage
+        comes from the counters *before* this event counts itself (callers count after),
+        so the first F events after a cut are fast recovery -- the authors' "F = 5
+        stages" and HPCC's ns-3 `RateIncEventMlx`, which tests the stage, then counts."""
         p = self.p
-        t, bc = self.timer_count, self.byte_count
-        if max(t, bc) < p.fast_recovery_steps:
-            pass                                        # fast recovery: target unchanged
-        elif min(t, bc) > p.fast_recovery_steps:
-            self.rt += (min(t, bc) - p.fast_recovery_steps) * p.rate_hai
-        else:
+        stage = self.stage
+        if stage == "hyper":
+            self.rt += (min(self.timer_count, self.byte_count) - p.fast_recovery_steps) * p.rate_hai
+        elif stage == "additive":
             self.rt += p.rate_ai
         self.rt = min(self.rt, p.line_rate)
         self.rc = min((self.rt + self.rc) / 2, p.line_rate)

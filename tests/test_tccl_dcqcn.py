@@ -34,14 +34,21 @@ def test_alpha_decays_once_per_k_without_cnp(transport):
     assert r.alpha == pytest.approx((1 - P.g) * a + P.g)
 
 
-def test_fast_recovery_halves_distance_to_target(transport):
+def test_fast_recovery_runs_f_events_then_additive(transport):
+    # Two cuts leave the target below line rate, so an additive step shows in Rt.
     r = transport.DcqcnRate(P, now=0.0)
-    r.on_cnp(0.0)                               # rc 50G, rt 100G
-    for k in range(1, P.fast_recovery_steps):
+    r.on_cnp(0.0)
+    r.on_cnp(0.0)                               # rc 25G, rt 50G
+    f = P.fast_recovery_steps
+    for k in range(1, f + 1):                   # F events of fast recovery (paper: F = 5)
+        assert r.stage == "fast-recovery"
         r.advance(k * P.rate_timer + 1e-9)
-        assert r.rt == pytest.approx(100e9)
-        assert r.rc == pytest.approx(100e9 - 50e9 / 2 ** k)
-    assert r.timer_count == P.fast_recovery_steps - 1
+        assert r.rt == pytest.approx(50e9)
+        assert r.rc == pytest.approx(50e9 - 25e9 / 2 ** k)
+    assert r.timer_count == f and r.stage == "additive"
+    r.advance((f + 1) * P.rate_timer + 1e-9)    # the (F+1)th event adds R_AI to Rt first
+    assert r.rt == pytest.approx(50e9 + P.rate_ai)
+    assert r.rc == pytest.approx((50e9 + P.rate_ai + 50e9 - 25e9 / 2 ** f) / 2)
 
 
 def test_additive_then_hyper_increase(transport):

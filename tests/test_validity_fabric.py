@@ -8,6 +8,18 @@ measured runs in docs/validation.md; each fabric is always torn down.
 * PFC is per ingress port (same paper, section 2): with PFC alone the lone flow gets
   1/2 and the three flows sharing an ingress port 1/6 each (fails with PFC off: every
   flow's window fits the queue, 1/4 each); with DCQCN 1/4 each, and far fewer PAUSEs.
+* Victim flow (same section): a flow sharing the incast's upstream links but bound to an
+  idle egress is paused with the incast under PFC alone (fails with PFC off: nothing
+  pauses it) and keeps near its max-min share with DCQCN (fails with the increase
+  stages removed: the cut senders stay at the rate floor and the job never finishes).
+* Two flows, one bottleneck (section 4's fluid model): the second flow's join is fair
+  within a few windows, both flows within 10 % of half the link after, the queue's
+  queue held by the marking ramp, the link used (fails with the increase stages
+  removed: both flows stay at the rate floor and the job never finishes).
+* The profiles (issue 26's check 5): a 3-to-1 incast under the testbed's, the paper's
+  and HPCC's production DCQCN set, each with its scaled marking: every one marks and
+  cuts without a drop, and the published sets, marking earlier, leave PFC a fraction
+  of the testbed set's PAUSE frames.
 """
 
 from __future__ import annotations
@@ -21,7 +33,9 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
                                 reason="needs root and Mininet")
 
 from controller.routes import program_fabric  # noqa: E402
-from experiments.validity.runs import ONE_CNP_FABRIC, PFC_FABRIC, check_spec, one_cnp, pfc_ingress  # noqa: E402
+from experiments.validity.runs import (ONE_CNP_FABRIC, PFC_FABRIC, PROFILES_FABRIC,  # noqa: E402
+                                       TWO_FLOWS_FABRIC, check_spec, one_cnp, pfc_ingress, profiles,
+                                       two_flows, victim)
 from topo.net import Fabric  # noqa: E402
 
 
@@ -55,3 +69,52 @@ def test_pfc_shares_per_ingress_port_and_dcqcn_per_flow(tmp_path):
     # window, reached 0.30), with a tenth of the PAUSE frames.
     assert both["shares"] == pytest.approx(both["shares_ref"], abs=0.06), both
     assert both["pauses"] < alone["pauses"] / 3, (both["pauses"], alone["pauses"])
+
+
+def test_victim_flow_paused_under_pfc_alone_not_with_dcqcn(tmp_path):
+    spec, spec_file = check_spec(PFC_FABRIC, f"u{os.getpid() % 1000}", tmp_path)
+    with Fabric(spec, run_dir=tmp_path / "run", program=program_fabric) as fab:
+        alone = victim(fab, spec_file, tmp_path / "pfc", dcqcn=False)
+        both = victim(fab, spec_file, tmp_path / "dcqcn", dcqcn=True)
+    assert alone["drops"] == 0 and alone["pauses"] > 0 and alone["cnps"] == 0, alone
+    assert both["drops"] == 0 and both["cnps"] > 0, both
+    # Measured (docs/validation.md): the victim at 0.20 of the line under PFC alone, 0.46
+    # with PFC off (its max-min share is 1/3): stated below 0.28.
+    assert alone["victim"] < 0.28, alone
+    # With DCQCN, measured 0.26: the incast's start marks it too at leaf 0's uplink, and
+    # it climbs back by R_AI; stated above PFC alone's and within 0.1 of 1/3.
+    assert both["victim"] > alone["victim"], (both["victim"], alone["victim"])
+    assert both["victim"] == pytest.approx(both["victim_ref"], abs=0.1), both
+    # The incast keeps its NIC's link busy (measured 0.70 of payload goodput).
+    assert both["receiver_link_use"] > 0.6, both
+
+
+def test_two_flows_share_one_bottleneck_as_the_fluid_model(tmp_path):
+    spec, spec_file = check_spec(TWO_FLOWS_FABRIC, f"u{os.getpid() % 1000}", tmp_path)
+    with Fabric(spec, run_dir=tmp_path / "run", program=program_fabric) as fab:
+        r = two_flows(fab, spec_file, tmp_path / "job")
+    assert r["drops"] == 0, r
+    # Measured (docs/validation.md): fair in the first or second 200 ms window after
+    # the join (the model: the first), stated within three.
+    assert r["fair_after_s"] is not None and r["fair_after_s"] <= 0.6, r
+    # Both within 10 % of C/2 afterwards (the issue's band; measured 0.45-0.55).
+    assert r["shares_after"] == pytest.approx([0.5, 0.5], abs=0.05), r
+    # The queue held by the marking ramp: p95 measured 19-20.5 packets for Kmax 20
+    # (without marking it fills the 64-packet queue), stated below 1.25 Kmax.
+    assert r["queue_p5_p50_p95"][2] <= 1.25 * r["kmax"], r
+    # The link used once fair: measured 0.89-0.95 of payload goodput.
+    assert r["link_use"] > 0.8, r
+
+
+def test_each_profile_marks_and_cuts_the_published_ones_before_pfc(tmp_path):
+    spec, spec_file = check_spec(PROFILES_FABRIC, f"u{os.getpid() % 1000}", tmp_path)
+    with Fabric(spec, run_dir=tmp_path / "run", program=program_fabric) as fab:
+        table = profiles(fab, spec_file, tmp_path / "job")
+        fair_mbps = fab.spec.links.host_mbps / 3
+    for name, row in table.items():
+        assert row["drops"] == 0 and row["ecn_marks"] > 0 and row["cnps"] > 0, (name, row)
+        # Measured slowest 1.99-3.15 Mbit/s for a fair 3.33 (docs/validation.md).
+        assert row["busbw_mbps_min"] > 0.5 * fair_mbps, (name, row)
+    # Measured PAUSE frames: testbed 132, paper 0, production 6.
+    for name in ("paper", "production"):
+        assert table[name]["pauses"] < table["testbed"]["pauses"] / 4, table

@@ -45,6 +45,13 @@ def test_pfc_shares_per_ingress_port_dcqcn_per_flow():
     assert ref.pfc_shares({"up": {"x": {"p": "p", "q": "q"}, "y": "y"}, "z": "z"})["p"] == pytest.approx(1 / 8)
 
 
+def test_victim_keeps_what_the_incast_leaves_of_its_links():
+    # Three into one NIC: 1/3 each; two of them on the victim's links leave it 1/3.
+    assert ref.victim_fair_shares() == pytest.approx({"incast": 1 / 3, "victim": 1 / 3})
+    # Four into one, one of them beside the victim: 3/4 left to it.
+    assert ref.victim_fair_shares(incast=4, sharing=1)["victim"] == pytest.approx(3 / 4)
+
+
 def test_published_profiles_scale_their_marking_to_packets():
     # paper: 5/200 KB at 40G -> x (10M/40G) x 200 = 250 B / 10 KB, in 4218-byte frames.
     paper = parse_spec({**SMALL, "dcqcn": "paper"})

@@ -15,7 +15,9 @@ PFC (section 2 of the same paper, "PFC unfairness"): a congested egress queue pa
 its ingress ports, each on its own bytes, so a port is resumed as often as any other
 whatever number of flows it carries: the queue's capacity is shared per ingress port,
 then again per ingress port at the switch upstream. DCQCN, acting per flow, gives each
-flow its max-min fair share instead.
+flow its max-min fair share instead. The same section's victim flow: a flow bound to an
+idle egress that shares a paused link with an incast is paused with it under PFC alone;
+with DCQCN it keeps its max-min share.
 """
 
 from __future__ import annotations
@@ -73,3 +75,12 @@ def dcqcn_shares(ports: PortTree) -> dict[str, float]:
     """Each flow's share of the same egress with DCQCN: per flow, equal."""
     flows = pfc_shares(ports)
     return {name: 1 / len(flows) for name in flows}
+
+
+def victim_fair_shares(incast: int = 3, sharing: int = 2) -> dict[str, float]:
+    """Max-min fair shares (fractions of one line rate, every link alike) of the victim
+    check: ``incast`` flows into one NIC, ``sharing`` of them on the victim's links. The
+    incast's flows are held to 1/incast by the NIC's link; the victim takes the rest of
+    the links it shares with them (DCQCN paper, section 2: what DCQCN should give)."""
+    each = 1 / incast
+    return {"incast": each, "victim": 1 - sharing * each}

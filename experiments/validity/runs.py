@@ -18,6 +18,12 @@
   1/2 for the lone flow, 1/6 for each of the three; with DCQCN (the spec's marking) the
   shares are per flow, 1/4 each. With one spine the flows need no source-port pinning.
 
+* `victim` -- the DCQCN paper's victim flow (section 2): on the PFC check's fabric, an
+  incast of three flows into one NIC of leaf 1 (two of them from leaf 0) and a fourth
+  flow from leaf 0 to another NIC of leaf 1, sharing leaf 0's uplink and the spine's
+  port to leaf 1 with the incast but bound to an idle egress. PFC alone pauses that
+  spine port for the incast's queue, and the victim with it; with DCQCN the incast's
+  senders slow down instead and the victim keeps its max-min share (1/3 of the link).
 * `profiles` -- the same 3-to-1 incast on one leaf (PFC on) under each named DCQCN
   profile (`topo.ccprofiles`): the agents take the profile, the switches its scaled
   marking; ECN marks, CNPs and the flows' bandwidth of each.
@@ -76,7 +82,7 @@ RECOVERY_EVENTS = 6            # rate-increase events compared after each cut
 # per-port shares and DCQCN only adds CNPs).
 PFC_FABRIC = {"blocks": 2, "servers_per_block": 3, "rails": 1, "spines": 1, "dilation": "auto",
               "pfc": {"enabled": True}, "ecn": {"kmin": 1, "kmax": 6, "pmax": 0.2}}
-PFC_SIZE = 1_500_000           # bytes per flow
+PFC_SIZE = 1_500_000           # bytes per flow, of the victim check's flows too (same fabric)
 
 # Two senders on leaf 0, two receivers on leaf 1, one spine: both flows share leaf 0's
 # uplink. The second joins once the first has this many bytes acknowledged (~0.6 s).
@@ -221,21 +227,17 @@ def one_cnp(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
     return out
 
 
-def pfc_ingress(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: bool = True,
-                size: int = PFC_SIZE) -> dict[str, Any]:
-    """One run of the PFC check (module docstring), every flow sending ``size`` bytes:
-    each flow's share of what the receiver's link carried over the second half of the
-    time all four ran, beside the reference's."""
-    plan = fabric.plan
+def _flow_set(fabric: Any, spec_file: Path, run_dir: Path, senders: Mapping[str, tuple[Any, Any]], name: str,
+              dcqcn: bool, pfc: bool, size: int) -> tuple[dict[str, float], dict[str, Any]]:
+    """Run the flows ``senders`` (name -> (source NIC, destination NIC)), ``size`` bytes
+    each, with the switches' marking on (``dcqcn``) or off (PFC alone, no CNP ever) and
+    PFC on or off: each flow's goodput (bit/s, payload) over the second half of the time
+    all ran, and the run's numbers (`_run`, with the window, CNPs and retransmits)."""
     base = job_from_fabric(spec_file, Workload())
     rank_of = {r.ip: r.rank for r in base.ranks}
-    receiver = plan.server_at(1, 0).nics[0]
-    remote = [plan.server_at(0, i).nics[0] for i in range(3)]
-    local = plan.server_at(1, 1).nics[0]
-    senders = {f"remote{i}": nic for i, nic in enumerate(remote)} | {"local": local}
-    pairs = tuple((rank_of[nic.ip], rank_of[receiver.ip]) for nic in senders.values())
+    pairs = tuple((rank_of[src.ip], rank_of[dst.ip]) for src, dst in senders.values())
     job = job_from_fabric(spec_file, Workload(op="sendrecv", sizes=(size,), iters=1, warmup=0, pairs=pairs),
-                          Transport(timeline_s=PFC_TIMELINE_S), name="pfc-ingress")
+                          Transport(timeline_s=PFC_TIMELINE_S), name=name)
     set_marking(fabric, fabric.spec.ecn if dcqcn else None)
     clients, channels = queue_clients(fabric)
     try:
@@ -248,27 +250,55 @@ def pfc_ingress(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: b
         set_marking(fabric, fabric.spec.ecn)
     # Every timeline on the fabric's clock: from its agent's origin.
     lines = {}
-    for name, (src, _) in zip(senders, pairs):
+    for flow, (src, _) in zip(senders, pairs):
         origin = _origin(results, job, src)
-        lines[name] = [[r[0] + origin, *r[1:]] for r in _sender_timeline(results, job, src)]
+        lines[flow] = [[r[0] + origin, *r[1:]] for r in _sender_timeline(results, job, src)]
     start = max(rows[0][0] for rows in lines.values())
     end = min(next(r[0] for r in rows if r[1] == rows[-1][1]) for rows in lines.values())
     mid = (start + end) / 2
     goodput = {}
-    for name, rows in lines.items():
+    for flow, rows in lines.items():
         inside = [r for r in rows if mid <= r[0] <= end]
         (ta, acked_a), (tb, acked_b) = inside[0][:2], inside[-1][:2]
-        goodput[name] = (acked_b - acked_a) * 8 / (tb - ta)
+        goodput[flow] = (acked_b - acked_a) * 8 / (tb - ta)
+    return goodput, {**numbers, "window_s": round(end - mid, 3), "cnps": sum(rows[-1][4] for rows in lines.values()),
+                     "retransmits": sum(rows[-1][3] for rows in lines.values())}
+
+
+def pfc_ingress(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: bool = True,
+                size: int = PFC_SIZE) -> dict[str, Any]:
+    """One run of the PFC check (module docstring), every flow sending ``size`` bytes:
+    each flow's share of what the receiver's link carried over the second half of the
+    time all four ran, beside the reference's."""
+    plan = fabric.plan
+    receiver = plan.server_at(1, 0).nics[0]
+    senders = {f"remote{i}": (plan.server_at(0, i).nics[0], receiver) for i in range(3)} | \
+        {"local": (plan.server_at(1, 1).nics[0], receiver)}
+    goodput, numbers = _flow_set(fabric, spec_file, run_dir, senders, "pfc-ingress", dcqcn, pfc, size)
     # Shares of what the receiver's link carried (goodput: payload, without headers).
     total = sum(goodput.values())
     shares = {name: g / total for name, g in goodput.items()}
     tree = {"spine": {f"remote{i}": f"remote{i}" for i in range(3)}, "local": "local"}
     expected = ref.dcqcn_shares(tree) if dcqcn else ref.pfc_shares(tree)
-    cnps = sum(rows[-1][4] for rows in lines.values())
-    retransmits = sum(rows[-1][3] for rows in lines.values())
-    return {**numbers, "window_s": round(end - mid, 3), "shares": shares, "shares_ref": expected,
-            "link_use": total / (fabric.spec.links.host_mbps * 1e6),
-            "cnps": cnps, "retransmits": retransmits}
+    return {**numbers, "shares": shares, "shares_ref": expected,
+            "link_use": total / (fabric.spec.links.host_mbps * 1e6)}
+
+
+def victim(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: bool = True,
+           size: int = PFC_SIZE) -> dict[str, Any]:
+    """One run of the victim-flow check (module docstring): the victim's and the
+    incast's goodput as fractions of the line rate, beside the max-min fair shares."""
+    plan = fabric.plan
+    receiver = plan.server_at(1, 0).nics[0]
+    senders = {f"incast{i}": (plan.server_at(0, i).nics[0], receiver) for i in range(2)} | \
+        {"incast_local": (plan.server_at(1, 1).nics[0], receiver),
+         "victim": (plan.server_at(0, 2).nics[0], plan.server_at(1, 2).nics[0])}
+    goodput, numbers = _flow_set(fabric, spec_file, run_dir, senders, "victim", dcqcn, pfc, size)
+    line = fabric.spec.links.host_mbps * 1e6
+    fair = ref.victim_fair_shares()
+    return {**numbers, "victim": goodput["victim"] / line, "victim_ref": fair["victim"],
+            "incast": {k: g / line for k, g in goodput.items() if k != "victim"}, "incast_ref": fair["incast"],
+            "receiver_link_use": sum(g for k, g in goodput.items() if k != "victim") / line}
 
 
 def _shares(lines: Mapping[str, list[list[float]]], start: float, end: float) -> list[tuple[float, list[float]]]:

@@ -35,6 +35,8 @@ void nic_dcqcn_init(nic_dcqcn *r, const nic_dcqcn_params *p, double now)
     r->cnps = 0;
 }
 
+/* The stage comes from the counters before this event counts itself (callers count
+ * after): F events of fast recovery after a cut, as DcqcnRate._increase. */
 static void increase(nic_dcqcn *r)
 {
     const nic_dcqcn_params *p = &r->p;
@@ -63,8 +65,8 @@ void nic_dcqcn_advance(nic_dcqcn *r, double now)
     }
     while (now >= r->next_timer) {
         r->next_timer += p->rate_timer;
-        r->timer_count += 1;
         increase(r);
+        r->timer_count += 1;
         if (r->rc >= p->line_rate) {    /* nothing left to recover: skip idle expiries */
             int64_t n = now >= r->next_timer ? (int64_t)py_floordiv(now - r->next_timer, p->rate_timer) + 1 : 0;
             r->timer_count += n;
@@ -94,7 +96,7 @@ void nic_dcqcn_on_sent(nic_dcqcn *r, int64_t nbytes, double now)
     r->bytes += (double)nbytes;
     while (r->bytes >= r->p.byte_counter) {
         r->bytes -= r->p.byte_counter;
-        r->byte_count += 1;
         increase(r);
+        r->byte_count += 1;
     }
 }
