@@ -23,7 +23,7 @@ import numpy as np
 
 from controller.fairness import NONE
 from topo.addressing import AddressPlan, ip_str, nic_address, nic_location
-from topo.hashmodel import PORT_RANGE, ecmp_indices, tier_algorithm
+from topo.hashmodel import PORT_RANGE, FiveTuple, ecmp_indices, source_port_for_spine, tier_algorithm
 
 # A path slot with no node (a shorter path: within one leaf, or one pod) holds NONE,
 # the padding the max-min filling reads (`controller.fairness`).
@@ -224,15 +224,18 @@ class FabricIndex:
         (through `PORT_RANGE`, wrapping around) that its leaf sends up spine number
         ``spine`` and, where ``superspine`` is not NONE, that spine up that super-spine:
         `topo.hashmodel.source_port_for_spine` (no failed cables) for a whole job of
-        moves at once. NONE where no port lands. Needs ECMP groups of a power of two
-        (ValueError otherwise): then a choice is the low bits of the CRC, and the CRC is
-        linear over GF(2) -- crc(flow with port p) = crc(flow with port 0) ^ crc(zeros
-        with port p) ^ crc(zeros) for inputs of one length -- so every port's
-        contribution is one table of the range, bucketed by the choice it adds."""
+        moves at once. NONE where no port lands. With ECMP groups of a power of two a
+        choice is the low bits of the CRC, and the CRC is linear over GF(2) --
+        crc(flow with port p) = crc(flow with port 0) ^ crc(zeros with port p) ^
+        crc(zeros) for inputs of one length -- so every port's contribution is one table
+        of the range, bucketed by the choice it adds; other groups are searched flow by
+        flow."""
         spec = self.plan.spec
         sizes = (spec.spines, max(1, spec.super_spines))
         if any(n & (n - 1) for n in sizes):
-            raise ValueError(f"vectorised port search needs ECMP groups of a power of two, not {sizes}")
+            return np.array([self._steer_one(*row) for row in zip(src.tolist(), dst.tolist(), spine.tolist(),
+                                                                   superspine.tolist(), start.tolist())],
+                            dtype=np.int64)
         lo, hi = PORT_RANGE
         ports = np.arange(lo, hi + 1, dtype=np.int64)
         at = self.spine[self.nic_pod[src], np.maximum(spine, 0)]
@@ -264,3 +267,12 @@ class FabricIndex:
             ok = (hit < len(table)) & (table[np.minimum(hit, len(table) - 1)] // span == keys[rows])
             found[rows] = np.where(ok, lo + table[np.minimum(hit, len(table) - 1)] % span, NONE)
         return found
+
+    def _steer_one(self, src: int, dst: int, spine: int, superspine: int, start: int) -> int:
+        """`steer` of one flow by the hash model's own search (NONE: no port lands)."""
+        flow = FiveTuple(self.ip(src), self.ip(dst))
+        try:
+            return source_port_for_spine(self.plan, flow, spine, start,
+                                         superspine=None if superspine == NONE else superspine)
+        except ValueError:
+            return NONE
