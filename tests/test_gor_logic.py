@@ -717,3 +717,71 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path, to
     gor.mover._pool.shutdown(wait=True)
     assert len(agents.calls) == 2
     gor.events.close()
+
+
+def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate(tmp_path):
+    """The product's own loop, not a hand-built move: two flows collide on b0l0's uplink
+    to sp0 (3 spines); the tick simulates its candidates and moves one flow with two
+    ranked paths. It is shown on the first; then a second tenant's flow joins that path
+    and its uplink raises an alarm: the move's ``retry`` takes the next candidate at
+    once (not after clear_s), and the event log shows the decision, the prediction, the
+    measurement and the retry."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=3)
+    plan = AddressPlan(spec)
+    now = [100.0]
+    listing, tuples = [], []
+    for k in (0, 1):
+        src, dst = plan.server_at(0, k).nics[0], plan.server_at(1, k).nics[0]
+        ft = FiveTuple(src.ip, dst.ip, sport=49152 + 1000 * k)
+        sport = find_port(plan, ft, candidate_paths(plan, ft)[0])       # both up sp0
+        listing.append(AgentFlow(src.server, k, src.ip, dst.ip, sport, 4791, 1000, 8e6, "active"))
+        tuples.append(FiveTuple(src.ip, dst.ip, sport=sport))
+    agents = ListingAgents(listing)
+    gor = Gor(plan, build_pipeline(spec), tmp_path, clock=StoppedClock(now), agents=agents)
+    gor._refresh_agent_flows(*agents.flows(), now[0])
+    gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
+    gor.cables = CableWatch(plan, lambda intf: True)
+    links = LinkMap(plan)
+    hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
+    gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
+                                    poll=lambda clock, min_interval=0.0: {LINK: hot}, storms=[])
+    for i in range(3):
+        for ft in tuples:
+            gor._incoming.put(Sample(99.5 + 0.1 * i, "b0l0", 1, plan.uplink_port(0), 0, ft, 4000))
+    gor.tick()
+    (decide,) = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+    (move,) = decide["moves"]
+    first, (second,) = move["path"], move["next"]
+    assert {first.split("-")[2], second.split("-")[2]} == {"sp1", "sp2"}
+    # Its natural demand is its NIC's line rate (Hedera), which each spine's path gives it.
+    assert len(decide["simulated"]) == 3 and move["predicted_mbps"] == 10.0
+    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["commanded"]
+    (m,) = gor.mover.moves
+    src, dst = plan.nic(m.flow.src), plan.nic(m.flow.dst)
+
+    def shown_on(path: str, n: int = 1) -> None:
+        ft = FiveTuple(src.ip, dst.ip, sport=m.flow.sport)
+        spine = path.split("-")[2]
+        gor.samples.add([Sample(now[0] - 0.01 * i, "b0l0", 1, plan.uplink_port(int(spine[2:])), 0, ft, 1000)
+                         for i in range(n)])
+
+    shown_on(first, 3)
+    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["moved"]
+    # Nothing new on the new path yet: the move waits for its link to clear.
+    assert advance_moves(gor, now, 0.1) == []
+    joined = ("b0l0", first.split("-")[2])
+    gor.alarms.raise_from_switch(joined, SwitchAlarm("b0l0", plan.uplink_port(int(joined[1][2:])), WARNING, 1,
+                                                     now[0], now[0]))
+    events = advance_moves(gor, now, 0.1)
+    assert [e["event"] for e in events] == ["measured", "retry", "command"]
+    measured, retry = events[0], events[1]
+    assert measured["path"] == first and measured["predicted_mbps"] == 10.0 and measured["samples"] == 3
+    assert (retry["round"], retry["path"]) == (1, second)
+    assert retry["reason"] == f"{joined[0]}->{joined[1]} alarmed on the new path"
+    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["commanded"]
+    shown_on(second)
+    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["moved"]
+    assert predict(plan, m.flow.five_tuple)[2] == second.split("-")[2]
+    gor.mover._pool.shutdown(wait=True)
+    assert len(agents.calls) == 2 and agents.calls[-1][2] == m.flow.sport
+    gor.events.close()
