@@ -41,8 +41,8 @@ class Replan:
 
     sports: np.ndarray
     moves: int
-    worst_before: float = 0.0
-    worst_after: float = 0.0
+    worst_before: float
+    worst_after: float
 
 
 def replan(index: FabricIndex, src: np.ndarray, dst: np.ndarray, sports: np.ndarray,
