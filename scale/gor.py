@@ -9,8 +9,10 @@ marks, the alarm); the placement, as a repair of the flows' choices of spine and
 super-spine (`controller.recolour`: a flow keeps its path where its links stay under
 their bars, the ones beyond are re-placed; a link's bar is GOR's safety threshold, or
 the even load where the demands leave no placement under it -- `controller.placement`'s
-rule for flows of one demand); the prediction of the demand loads before and after
-(nothing moves unless the worst link is lower); and the source port that puts each
+rule for flows of one demand); the simulation before acting -- the demand loads'
+worst link and the max-min fair rates' step factor (`controller.simulate`'s measure)
+of the placement in force and of the new one: nothing moves unless both are lower;
+and the source port that puts each
 moved flow on its new path (`FabricIndex.steer`, `controller.paths.find_port`'s search
 for the whole job, skipping ports of the same address pair as GOR's mover does). It is
 GOR's steady state: the demo's first iteration, before the moves land, runs at the
@@ -26,9 +28,11 @@ import numpy as np
 
 from controller.config import GorConfig
 from controller.demand import demand_columns
+from controller.fairness import max_min_rates
 from controller.paths import search_start
 from controller.placement import EPSILON
 from controller.recolour import recolour
+from controller.simulate import TIE
 from topo.hashmodel import PORT_RANGE, FiveTuple
 
 from scale.fabric import NONE, FabricIndex, FlowPaths
@@ -36,13 +40,17 @@ from scale.fabric import NONE, FabricIndex, FlowPaths
 
 @dataclass(frozen=True)
 class Replan:
-    """GOR's ports for a step's flows (same order), how many flows it moved, and the
-    worst fabric link's projected utilisation (demand loads) before and after."""
+    """GOR's ports for a step's flows (same order), how many flows it moved, the worst
+    fabric link's projected utilisation (demand loads) and the simulated step factor
+    (`controller.simulate`'s: the slowest flow's demand over its max-min fair rate)
+    before and after."""
 
     sports: np.ndarray
     moves: int
     worst_before: float
     worst_after: float
+    step_before: float
+    step_after: float
 
 
 def replan(index: FabricIndex, src: np.ndarray, dst: np.ndarray, sports: np.ndarray,
@@ -53,7 +61,7 @@ def replan(index: FabricIndex, src: np.ndarray, dst: np.ndarray, sports: np.ndar
     paths = index.paths(src, dst, sports)
     before = _worst(index, paths, demand)
     if before <= 1 + EPSILON:                     # no link over capacity: no alarm
-        return Replan(sports, 0, before, before)
+        return Replan(sports, 0, before, before, 1.0, 1.0)
     spine, superspine = index.choices(src, dst, sports)
     crossing = np.flatnonzero((spine != NONE) & (demand > 0))
     largest = float(demand[crossing].max())
@@ -71,10 +79,16 @@ def replan(index: FabricIndex, src: np.ndarray, dst: np.ndarray, sports: np.ndar
         new_super[across] = recolour(index.nic_pod[src[across]] * spec.spines + k,
                                      index.nic_pod[dst[across]] * spec.spines + k,
                                      superspine[across], spec.super_spines, slots(spec.links.spine_uplink_mbps))
-    after = _worst(index, index.paths_via(src, dst, new_spine, new_super), demand)
+    planned = index.paths_via(src, dst, new_spine, new_super)
+    after = _worst(index, planned, demand)
     moved = np.flatnonzero((new_spine != spine) | (new_super != superspine))
+    # Simulate, then act: the step factor of the placement in force and of the new one.
+    step_before = _step_factor(index, paths, demand)
     if not len(moved) or after >= before - EPSILON:
-        return Replan(sports, 0, before, before)
+        return Replan(sports, 0, before, before, step_before, step_before)
+    step_after = _step_factor(index, planned, demand)
+    if step_after >= step_before - TIE:
+        return Replan(sports, 0, before, before, step_before, step_before)
     ips = {n: index.ip(n) for n in np.unique(np.concatenate([src[moved], dst[moved]])).tolist()}
     start = np.array([search_start(FiveTuple(ips[s], ips[d], sport=p))
                       for s, d, p in zip(src[moved].tolist(), dst[moved].tolist(), sports[moved].tolist())],
@@ -82,7 +96,7 @@ def replan(index: FabricIndex, src: np.ndarray, dst: np.ndarray, sports: np.ndar
     out = sports.copy()
     out[moved] = _ports(index, src[moved], dst[moved], new_spine[moved], new_super[moved], start)
     _apart(index, src, dst, out, moved, new_spine, new_super)
-    return Replan(out, len(moved), before, after)
+    return Replan(out, len(moved), before, after, step_before, step_after)
 
 
 def _ports(index: FabricIndex, src: np.ndarray, dst: np.ndarray, spine: np.ndarray, superspine: np.ndarray,
@@ -115,6 +129,14 @@ def _apart(index: FabricIndex, src: np.ndarray, dst: np.ndarray, out: np.ndarray
             return
         after = np.where(out[clash] == hi, lo, out[clash] + 1)
         out[clash] = _ports(index, src[clash], dst[clash], spine[clash], superspine[clash], after)
+
+
+def _step_factor(index: FabricIndex, paths: FlowPaths, demand: np.ndarray) -> float:
+    """How many times its demand's time the slowest flow takes at its max-min fair rate
+    on ``paths`` (NIC links included: they hold a flow to its demand's share)."""
+    alloc = max_min_rates(paths.links, index.capacity_bps)
+    asked = demand > 0
+    return float((demand[asked] / alloc.rates[asked]).max(initial=1.0))
 
 
 def _worst(index: FabricIndex, paths: FlowPaths, demand: np.ndarray) -> float:

@@ -118,5 +118,7 @@ def test_one_gor_decision_clears_every_link_across_pods(tmp_path: Path) -> None:
     assert before.rates.min() < 0.7 * half
     assert after.rates.min() == pytest.approx(half)
     assert result.worst_before > 1 and result.worst_after == pytest.approx(1.0)
+    # The simulation before acting said so: every flow at its demand (its NIC's half).
+    assert result.step_before == pytest.approx(half / before.rates.min()) and result.step_after == pytest.approx(1.0)
     assert 0 < result.moves == int((result.sports != flows.sport).sum()) < len(flows) / 2
     assert (index.choices(flows.src, flows.dst, result.sports)[1] != NONE).any()
