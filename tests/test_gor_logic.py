@@ -653,6 +653,28 @@ class ListingAgents(FakeAgents):
         return {f.server for f in self.listing}, list(self.listing)
 
 
+def gor_on_hot_uplink(plan: AddressPlan, spec: FabricSpec, run_dir, now: list[float], agents: FakeAgents,
+                      tuples: list[FiveTuple], **settings) -> Gor:
+    """A GOR on a stopped clock whose agents list their flows, whose telemetry shows
+    b0l0's uplink to sp0 (`LINK`) at 95 % with ECN marks and whose samples show
+    ``tuples`` leaving by it; one tick run."""
+    gor = Gor(plan, build_pipeline(spec), run_dir, clock=StoppedClock(now), agents=agents)
+    gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
+    gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
+    gor.cables = CableWatch(plan, lambda intf: True)
+    if settings:
+        gor.configure(**settings)
+    links = LinkMap(plan)
+    hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
+    gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
+                                    poll=lambda clock, min_interval=0.0: {LINK: hot}, storms=[])
+    for i in range(3):
+        for ft in tuples:
+            gor._incoming.put(Sample(now[0] - 0.5 + 0.1 * i, "b0l0", 1, plan.uplink_port(0), 0, ft, 4000))
+    gor.tick()
+    return gor
+
+
 @pytest.mark.parametrize("top_n, scope", [(2, "elephants"), (1, "all movable flows")])
 def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path, top_n, scope):
     """Two connections of two QPs each leave b0l0, all four on sp0 (200 % of the
@@ -673,19 +695,7 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path, to
             listing.append(AgentFlow(src.server, 10 * k + qp, src.ip, dst.ip, sport, 4791, 1000, 5e6, "active"))
             tuples.append(FiveTuple(src.ip, dst.ip, sport=sport))
     agents = ListingAgents(listing)
-    gor = Gor(plan, build_pipeline(spec), tmp_path, clock=StoppedClock(now), agents=agents)
-    gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
-    gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
-    gor.cables = CableWatch(plan, lambda intf: True)
-    gor.configure(top_n=top_n)
-    links = LinkMap(plan)
-    hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
-    gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
-                                    poll=lambda clock, min_interval=0.0: {LINK: hot}, storms=[])
-    for i in range(3):
-        for ft in tuples:
-            gor._incoming.put(Sample(99.5 + 0.1 * i, "b0l0", 1, plan.uplink_port(0), 0, ft, 4000))
-    gor.tick()
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples, top_n=top_n)
     decide = [e for e in gor.events.snapshot() if e["event"] == "decide"]
     assert len(decide) == 1, gor.events.snapshot()
     d = decide[0]
@@ -737,18 +747,7 @@ def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate
         listing.append(AgentFlow(src.server, k, src.ip, dst.ip, sport, 4791, 1000, 8e6, "active"))
         tuples.append(FiveTuple(src.ip, dst.ip, sport=sport))
     agents = ListingAgents(listing)
-    gor = Gor(plan, build_pipeline(spec), tmp_path, clock=StoppedClock(now), agents=agents)
-    gor._refresh_agent_flows(*agents.flows(), now[0])
-    gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
-    gor.cables = CableWatch(plan, lambda intf: True)
-    links = LinkMap(plan)
-    hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
-    gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
-                                    poll=lambda clock, min_interval=0.0: {LINK: hot}, storms=[])
-    for i in range(3):
-        for ft in tuples:
-            gor._incoming.put(Sample(99.5 + 0.1 * i, "b0l0", 1, plan.uplink_port(0), 0, ft, 4000))
-    gor.tick()
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples)
     (decide,) = [e for e in gor.events.snapshot() if e["event"] == "decide"]
     (move,) = decide["moves"]
     first, (second,) = move["path"], move["next"]
