@@ -21,6 +21,7 @@ from controller.cables import CableWatch, after
 from controller.events import EventLog, flow_story, loop_latencies, read_events
 from controller.agents import AgentFlow
 from controller.config import GorConfig, default_config, default_switch_alarms, default_thresholds
+from controller import gor as gor_module
 from controller.gor import Gor
 from controller.views import why_line
 from controller.elephants import Sample, SampleWindow, parse_sample
@@ -654,12 +655,14 @@ class ListingAgents(FakeAgents):
 
 
 def gor_on_hot_uplink(plan: AddressPlan, spec: FabricSpec, run_dir, now: list[float], agents: FakeAgents,
-                      tuples: list[FiveTuple], **settings) -> Gor:
-    """A GOR on a stopped clock whose agents list their flows, whose telemetry shows
-    b0l0's uplink to sp0 (`LINK`) at 95 % with ECN marks and whose samples show
-    ``tuples`` leaving by it; one tick run."""
-    gor = Gor(plan, build_pipeline(spec), run_dir, clock=StoppedClock(now), agents=agents)
-    gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
+                      tuples: list[FiveTuple], listed: bool = True, clock: StoppedClock | None = None,
+                      **settings) -> Gor:
+    """A GOR on a stopped clock whose agents list their flows (already, when
+    ``listed``), whose telemetry shows b0l0's uplink to sp0 (`LINK`) at 95 % with ECN
+    marks and whose samples show ``tuples`` leaving by it; one tick run."""
+    gor = Gor(plan, build_pipeline(spec), run_dir, clock=clock or StoppedClock(now), agents=agents)
+    if listed:
+        gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
     gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
     gor.cables = CableWatch(plan, lambda intf: True)
     if settings:
@@ -783,4 +786,58 @@ def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate
     assert predict(plan, m.flow.five_tuple)[2] == second.split("-")[2]
     gor.mover._pool.shutdown(wait=True)
     assert len(agents.calls) == 2 and agents.calls[-1][2] == m.flow.sport
+    gor.events.close()
+
+
+class SteppingClock(StoppedClock):
+    """A stopped clock that a wait with nothing to wake it moves on by its timeout."""
+
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        if event.is_set():
+            return True
+        self._now[0] += seconds
+        return False
+
+
+class GatedAgents(ListingAgents):
+    """Agents whose listing answers only once ``gate`` is set (a busy agent's turn)."""
+
+    def __init__(self, listing: list[AgentFlow]) -> None:
+        super().__init__(listing)
+        self.gate = threading.Event()
+
+    def flows(self) -> tuple[set, list]:
+        assert self.gate.wait(10)
+        return super().flows()
+
+
+def test_an_alarmed_link_waiting_for_the_agents_listing_is_planned_when_it_arrives(tmp_path):
+    """Two flows collide on b0l0's uplink before any agent listed them: the tick asks
+    the agents (a listing on its thread) and finds nothing it may move. The listing
+    comes in between ticks: the loop runs a tick at once -- one `ALARM_TICK_GAP_S`
+    after the last, not a telemetry interval -- and that tick moves a flow."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    now = [100.0]
+    listing, tuples = [], []
+    for k in (0, 1):
+        src, dst = plan.server_at(0, k).nics[0], plan.server_at(1, k).nics[0]
+        ft = FiveTuple(src.ip, dst.ip, sport=49152 + 1000 * k)
+        sport = find_port(plan, ft, candidate_paths(plan, ft)[0])
+        listing.append(AgentFlow(src.server, k, src.ip, dst.ip, sport, 4791, 1000, 8e6, "active"))
+        tuples.append(FiveTuple(src.ip, dst.ip, sport=sport))
+    agents = GatedAgents(listing)
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples, listed=False, clock=SteppingClock(now))
+    (failed,) = [e for e in gor.events.snapshot() if e["event"] == "failed"]
+    assert failed["reason"] == "no movable elephant"
+    ticked = now[0]
+    agents.gate.set()
+    wait_for("the listing to wake the loop", gor._wake.is_set, 5)
+    assert gor._between_ticks(ticked + gor.config.interval_s) is True
+    assert now[0] - ticked == pytest.approx(gor_module.ALARM_TICK_GAP_S)
+    gor.tick()
+    decide = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+    assert len(decide) == 2 and len(decide[1]["moves"]) == 1, decide
+    assert [e["event"] for e in gor.events.snapshot()].count("command") == 1
+    gor.mover._pool.shutdown(wait=True)
     gor.events.close()
