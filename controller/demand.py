@@ -78,12 +78,10 @@ def demand_columns(src: np.ndarray, dst: np.ndarray, capacity: np.ndarray) -> np
     demand = np.zeros(n)
     converged = np.zeros(n, dtype=bool)
     settled = TOLERANCE * float(cap.max(initial=0.0))
-    # The receivers' flows in (receiver, flow) order, for the water-filling of `_est_dst`.
-    by_dst = np.argsort(dst, kind="stable")
     for _ in range(MAX_ROUNDS_PER_FLOW * n + 1):
         before = demand.copy()
         _est_src(src, cap, demand, converged, hosts)
-        _est_dst(dst, by_dst, cap, demand, converged, hosts)
+        _est_dst(dst, cap, demand, converged, hosts)
         if np.all(np.abs(demand - before) <= settled):
             return demand
     raise RuntimeError(f"demand estimation did not converge over {n} flows")
@@ -112,8 +110,7 @@ def _est_src(src: np.ndarray, cap: np.ndarray, demand: np.ndarray, converged: np
     demand[~converged] = share[src[~converged]]
 
 
-def _est_dst(dst: np.ndarray, by_dst: np.ndarray, cap: np.ndarray, demand: np.ndarray,
-             converged: np.ndarray, hosts: int) -> None:
+def _est_dst(dst: np.ndarray, cap: np.ndarray, demand: np.ndarray, converged: np.ndarray, hosts: int) -> None:
     """Every receiver asked for more than its capacity: max-min fair shares of it; the
     flows limited there are converged. The share is the water level: with a receiver's
     m demands sorted, d_0 <= ... <= d_(m-1), the first j where d_j >= (cap - d_0 - ...
@@ -123,7 +120,7 @@ def _est_dst(dst: np.ndarray, by_dst: np.ndarray, cap: np.ndarray, demand: np.nd
     over = asked > cap
     if not over.any():
         return
-    mine = by_dst[over[dst[by_dst]]]                      # flows into the receivers over capacity
+    mine = np.flatnonzero(over[dst])                      # flows into the receivers over capacity
     host = dst[mine]
     order = np.lexsort((demand[mine], host))
     mine, host = mine[order], host[order]
