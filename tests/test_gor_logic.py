@@ -732,6 +732,19 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path, to
     gor.events.close()
 
 
+def two_flows_up_sp0(plan: AddressPlan) -> tuple[list[AgentFlow], list[FiveTuple]]:
+    """b0h0 -> b1h0 and b0h1 -> b1h1, both on ports that send them up sp0: the agents'
+    listing of them and their 5-tuples."""
+    listing, tuples = [], []
+    for k in (0, 1):
+        src, dst = plan.server_at(0, k).nics[0], plan.server_at(1, k).nics[0]
+        ft = FiveTuple(src.ip, dst.ip, sport=49152 + 1000 * k)
+        sport = find_port(plan, ft, candidate_paths(plan, ft)[0])
+        listing.append(AgentFlow(src.server, k, src.ip, dst.ip, sport, 4791, 1000, 8e6, "active"))
+        tuples.append(FiveTuple(src.ip, dst.ip, sport=sport))
+    return listing, tuples
+
+
 def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate(tmp_path):
     """The product's own loop, not a hand-built move: two flows collide on b0l0's uplink
     to sp0 (3 spines); the tick simulates its candidates and moves one flow with two
@@ -742,13 +755,7 @@ def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate
     spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=3)
     plan = AddressPlan(spec)
     now = [100.0]
-    listing, tuples = [], []
-    for k in (0, 1):
-        src, dst = plan.server_at(0, k).nics[0], plan.server_at(1, k).nics[0]
-        ft = FiveTuple(src.ip, dst.ip, sport=49152 + 1000 * k)
-        sport = find_port(plan, ft, candidate_paths(plan, ft)[0])       # both up sp0
-        listing.append(AgentFlow(src.server, k, src.ip, dst.ip, sport, 4791, 1000, 8e6, "active"))
-        tuples.append(FiveTuple(src.ip, dst.ip, sport=sport))
+    listing, tuples = two_flows_up_sp0(plan)
     agents = ListingAgents(listing)
     gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples)
     (decide,) = [e for e in gor.events.snapshot() if e["event"] == "decide"]
@@ -819,13 +826,7 @@ def test_an_alarmed_link_waiting_for_the_agents_listing_is_planned_when_it_arriv
     spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
     plan = AddressPlan(spec)
     now = [100.0]
-    listing, tuples = [], []
-    for k in (0, 1):
-        src, dst = plan.server_at(0, k).nics[0], plan.server_at(1, k).nics[0]
-        ft = FiveTuple(src.ip, dst.ip, sport=49152 + 1000 * k)
-        sport = find_port(plan, ft, candidate_paths(plan, ft)[0])
-        listing.append(AgentFlow(src.server, k, src.ip, dst.ip, sport, 4791, 1000, 8e6, "active"))
-        tuples.append(FiveTuple(src.ip, dst.ip, sport=sport))
+    listing, tuples = two_flows_up_sp0(plan)
     agents = GatedAgents(listing)
     gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples, listed=False, clock=SteppingClock(now))
     (failed,) = [e for e in gor.events.snapshot() if e["event"] == "failed"]
