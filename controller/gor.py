@@ -141,6 +141,10 @@ class Gor:
         self.fleet = SwitchFleet(plan, pipeline, self._program, on_packet=self._on_packet, on_push=self._on_push)
         # Set (finsy's thread) when a switch GOR routes around as dead was pushed again.
         self._came_back = threading.Event()
+        # Set (the listing thread) when the agents' flow listing is in; the alarmed links
+        # whose plan found nothing to move while it was under way wait for it.
+        self._listed = threading.Event()
+        self._await_listing: set[LinkId] = set()
         self.telemetry: Telemetry | None = None
         self.cables = CableWatch(plan)
         # The agents' control channels (a test gives a stand-in).
@@ -276,6 +280,11 @@ class Gor:
                 if self._came_back.is_set():
                     self._came_back.clear()
                     due = True
+                if self._listed.is_set():
+                    # The agents named the flows an alarmed link waits for: plan it now,
+                    # not a telemetry interval later.
+                    self._listed.clear()
+                    due |= bool(self._await_listing)
                 if due and raised_at is None:
                     raised_at = max(now, self._ticked_at + ALARM_TICK_GAP_S)
                 continue
@@ -408,6 +417,12 @@ class Gor:
         if self._listing is None:
             self._agents_at = now
             self._listing = self._lister.submit(self.agents.flows)
+            self._listing.add_done_callback(self._listing_done)
+
+    def _listing_done(self, _: Future) -> None:
+        """A listing is in (the listing thread): wake the loop (`_between_ticks`)."""
+        self._listed.set()
+        self._wake.set()
 
     def _merge_listing(self) -> None:
         """Merge a finished listing into the flow table (at a tick or between ticks)."""
@@ -421,6 +436,9 @@ class Gor:
             LOG.exception("listing the agents' flows failed")
             return
         self._refresh_agent_flows(answered, listed, self.clock())
+        for link in self._await_listing:
+            self._no_plan_until.pop(link, None)
+        self._await_listing.clear()
 
     def _refresh_agent_flows(self, answered: set[str], listed: list[AgentFlow], now: float) -> None:
         """Merge the agents' flow lists into the flow table (`FlowTable.merge`). A change
@@ -535,9 +553,12 @@ class Gor:
             # The same answer would come every tick: ask again a little later -- at the
             # next tick if nothing could move while a listing that may name the flows'
             # agents is under way (a job's agents start after GOR).
-            ticks = 1 if not placed.movable and self._listing is not None else NO_PLAN_RETRY_TICKS
+            waits = not placed.movable and self._listing is not None
+            ticks = 1 if waits else NO_PLAN_RETRY_TICKS
             for link, _, _ in actionable:
                 self._no_plan_until[link] = now + ticks * self.config.interval_s
+                if waits:
+                    self._await_listing.add(link)
             return
         for move in moves:
             self.mover.command(move)

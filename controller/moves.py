@@ -8,7 +8,8 @@ uplink, or the planned spine towards the destination leaf -- within ``verify_s``
 ``moved``; otherwise the next candidate is commanded, and when none is left the old
 port is put back: ``rolled_back``) -> ``CLEARING`` (a move off an alarmed
 link waits up to ``clear_s`` for the alarm to drop below ``act_level``: ``cleared`` or
-``not_cleared``; a move that did not relieve its link tries its next candidate -- the
+``not_cleared``; a move that did not relieve its link, or whose new path raised an
+alarm meanwhile (a second tenant joined it), tries its next candidate -- the
 simulation's next best path for the flow, `controller.simulate` -- with a ``retry``
 event, at most `MAX_RETRIES` times) -> ``DONE``. When the clearing ends, a ``measured``
 event puts the flow's rate the model predicted beside the one its samples on the new
@@ -31,6 +32,7 @@ from controller.alarms import AlarmBook
 from controller.config import GorConfig
 from controller.elephants import SampleWindow
 from controller.events import EventLog
+from controller.paths import links_of
 from controller.flows import Flow, FlowTable
 from controller.paths import LinkId, find_port, links_of
 from controller.repair import RouteRepair
@@ -222,7 +224,15 @@ class Mover:
 
     def _clearing(self, move: Move, now: float, config: GorConfig) -> None:
         assert move.link is not None
-        if self.alarms.level(move.link) < config.act_level:
+        # A link the move newly put the flow on that is alarmed now (another tenant's
+        # flow there, or this one too many): the path is not the one simulated, so the
+        # next candidate at once rather than after ``clear_s``.
+        hot = [link for link in links_of(list(move.path)) if link not in links_of(list(move.old_path))
+               and link in self.links.capacity and self.alarms.level(link) >= config.act_level]
+        if hot and move.candidates and move.retries < MAX_RETRIES:
+            self._measured(move, now)
+            self._retry(move, f"{'->'.join(hot[0])} alarmed on the new path")
+        elif self.alarms.level(move.link) < config.act_level:
             self.events.emit("cleared", loop=move.loop, link="->".join(move.link),
                              latency_s=round(now - move.detect_t, 4))
             self._measured(move, now)
@@ -231,12 +241,15 @@ class Mover:
             self.events.emit("not_cleared", loop=move.loop, link="->".join(move.link))
             self._measured(move, now)
             if move.candidates and move.retries < MAX_RETRIES:
-                move.retries += 1
-                self._emit("retry", move, round=move.retries, reason=f"{'->'.join(move.link)} still alarmed",
-                           path="-".join(move.candidates[0]))
-                self.command(move)
+                self._retry(move, f"{'->'.join(move.link)} still alarmed")
             else:
                 self._finish(move, "not cleared")
+
+    def _retry(self, move: Move, reason: str) -> None:
+        """Command ``move``'s next candidate, saying why."""
+        move.retries += 1
+        self._emit("retry", move, round=move.retries, reason=reason, path="-".join(move.candidates[0]))
+        self.command(move)
 
     def _measured(self, move: Move, now: float) -> None:
         """The flow's rate on its new path, estimated from its samples leaving the source

@@ -67,6 +67,13 @@ def candidate_paths(plan: AddressPlan, flow: FiveTuple, down: Down = NO_FAILURES
     return [[src.server, *m, dst.server] for m in sorted(middles) if m[1] in usable]
 
 
+def search_start(flow: FiveTuple) -> int:
+    """Where `find_port` starts its search for ``flow`` by default: a per-flow point of
+    the range, so that flows between the same pair do not all get the same port."""
+    lo, hi = PORT_RANGE
+    return lo + zlib.crc32(f"{flow.src}>{flow.dst}>{flow.sport}".encode()) % (hi - lo + 1)
+
+
 def find_port(plan: AddressPlan, flow: FiveTuple, path: list[str], down: Down = NO_FAILURES,
               avoid: Iterable[int] = (), start: int | None = None) -> int:
     """A UDP source port that puts ``flow`` (its other fields kept) on ``path`` at every
@@ -76,7 +83,7 @@ def find_port(plan: AddressPlan, flow: FiveTuple, path: list[str], down: Down = 
     Raises ValueError naming the flow and path if no port does."""
     lo, hi = PORT_RANGE
     if start is None:
-        start = lo + zlib.crc32(f"{flow.src}>{flow.dst}>{flow.sport}".encode()) % (hi - lo + 1)
+        start = search_start(flow)
     skip = set(avoid)
     src, dst = plan.nic(flow.src).leaf, plan.nic(flow.dst).leaf
     if src == dst:

@@ -23,7 +23,7 @@ import numpy as np
 
 from controller.fairness import NONE
 from topo.addressing import AddressPlan, ip_str, nic_address, nic_location
-from topo.hashmodel import ecmp_indices, tier_algorithm
+from topo.hashmodel import PORT_RANGE, FiveTuple, ecmp_indices, source_port_for_spine, tier_algorithm
 
 # A path slot with no node (a shorter path: within one leaf, or one pod) holds NONE,
 # the padding the max-min filling reads (`controller.fairness`).
@@ -217,3 +217,62 @@ class FabricIndex:
         a, b = nodes[:, :-1], nodes[:, 1:]
         links = np.where((a != NONE) & (b != NONE), a * self.nodes + b, NONE)
         return FlowPaths(nodes, links)
+
+    def steer(self, src: np.ndarray, dst: np.ndarray, spine: np.ndarray, superspine: np.ndarray,
+              start: np.ndarray) -> np.ndarray:
+        """Per flow NIC ``src`` -> NIC ``dst`` the first UDP source port from ``start``
+        (through `PORT_RANGE`, wrapping around) that its leaf sends up spine number
+        ``spine`` and, where ``superspine`` is not NONE, that spine up that super-spine:
+        `topo.hashmodel.source_port_for_spine` (no failed cables) for a whole job of
+        moves at once. NONE where no port lands. With ECMP groups of a power of two a
+        choice is the low bits of the CRC, and the CRC is linear over GF(2) --
+        crc(flow with port p) = crc(flow with port 0) ^ crc(zeros with port p) ^
+        crc(zeros) for inputs of one length -- so every port's contribution is one table
+        of the range, bucketed by the choice it adds; other groups are searched flow by
+        flow."""
+        spec = self.plan.spec
+        sizes = (spec.spines, max(1, spec.super_spines))
+        if any(n & (n - 1) for n in sizes):
+            return np.array([self._steer_one(*row) for row in zip(src.tolist(), dst.tolist(), spine.tolist(),
+                                                                   superspine.tolist(), start.tolist())],
+                            dtype=np.int64)
+        lo, hi = PORT_RANGE
+        ports = np.arange(lo, hi + 1, dtype=np.int64)
+        at = self.spine[self.nic_pod[src], np.maximum(spine, 0)]
+        key = np.zeros(len(src), dtype=np.int64)
+        bucket = np.zeros(len(ports), dtype=np.int64)
+        across = superspine != NONE
+        for role, salts, want, size, mask in (("leaf", self.salt[self.nic_leaf[src]], spine, sizes[0], True),
+                                              ("spine", self.salt[at], superspine, sizes[1], across)):
+            algorithm = tier_algorithm(spec, role)
+            zero = np.zeros(len(ports), dtype=np.uint64)
+            added = ecmp_indices(algorithm, zero, zero, zero, ports, 1 << 16) ^ \
+                ecmp_indices(algorithm, zero[:1], zero[:1], zero[:1], zero[:1], 1 << 16)
+            base = ecmp_indices(algorithm, salts, self.nic_ip[src], self.nic_ip[dst],
+                                np.zeros(len(src), dtype=np.int64), 1 << 16)
+            # Port p lands flow f on ``want`` iff its added bits equal base ^ want there.
+            key = key * size + np.where(mask, (base ^ want) & (size - 1), 0)
+            bucket = bucket * size + (added & (size - 1))
+            if role == "leaf":
+                leaf_key, leaf_bucket = key.copy(), bucket.copy()
+        found = np.full(len(src), NONE, dtype=np.int64)
+        span = hi - lo + 1
+        for keys, buckets, rows in ((key, bucket, across), (leaf_key, leaf_bucket, ~across)):
+            table = np.sort(buckets * span + (ports - lo))
+            want = keys[rows] * span
+            first = np.searchsorted(table, want + (start[rows] - lo))
+            wrap = np.searchsorted(table, want)
+            hit = np.where((first < len(table)) & (table[np.minimum(first, len(table) - 1)] // span == keys[rows]),
+                           first, wrap)
+            ok = (hit < len(table)) & (table[np.minimum(hit, len(table) - 1)] // span == keys[rows])
+            found[rows] = np.where(ok, lo + table[np.minimum(hit, len(table) - 1)] % span, NONE)
+        return found
+
+    def _steer_one(self, src: int, dst: int, spine: int, superspine: int, start: int) -> int:
+        """`steer` of one flow by the hash model's own search (NONE: no port lands)."""
+        flow = FiveTuple(self.ip(src), self.ip(dst))
+        try:
+            return source_port_for_spine(self.plan, flow, spine, start,
+                                         superspine=None if superspine == NONE else superspine)
+        except ValueError:
+            return NONE

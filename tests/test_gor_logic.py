@@ -21,6 +21,7 @@ from controller.cables import CableWatch, after
 from controller.events import EventLog, flow_story, loop_latencies, read_events
 from controller.agents import AgentFlow
 from controller.config import GorConfig, default_config, default_switch_alarms, default_thresholds
+from controller import gor as gor_module
 from controller.gor import Gor
 from controller.views import why_line
 from controller.elephants import Sample, SampleWindow, parse_sample
@@ -653,6 +654,30 @@ class ListingAgents(FakeAgents):
         return {f.server for f in self.listing}, list(self.listing)
 
 
+def gor_on_hot_uplink(plan: AddressPlan, spec: FabricSpec, run_dir, now: list[float], agents: FakeAgents,
+                      tuples: list[FiveTuple], listed: bool = True, clock: StoppedClock | None = None,
+                      **settings) -> Gor:
+    """A GOR on a stopped clock whose agents list their flows (already, when
+    ``listed``), whose telemetry shows b0l0's uplink to sp0 (`LINK`) at 95 % with ECN
+    marks and whose samples show ``tuples`` leaving by it; one tick run."""
+    gor = Gor(plan, build_pipeline(spec), run_dir, clock=clock or StoppedClock(now), agents=agents)
+    if listed:
+        gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
+    gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
+    gor.cables = CableWatch(plan, lambda intf: True)
+    if settings:
+        gor.configure(**settings)
+    links = LinkMap(plan)
+    hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
+    gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
+                                    poll=lambda clock, min_interval=0.0: {LINK: hot}, storms=[])
+    for i in range(3):
+        for ft in tuples:
+            gor._incoming.put(Sample(now[0] - 0.5 + 0.1 * i, "b0l0", 1, plan.uplink_port(0), 0, ft, 4000))
+    gor.tick()
+    return gor
+
+
 @pytest.mark.parametrize("top_n, scope", [(2, "elephants"), (1, "all movable flows")])
 def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path, top_n, scope):
     """Two connections of two QPs each leave b0l0, all four on sp0 (200 % of the
@@ -673,19 +698,7 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path, to
             listing.append(AgentFlow(src.server, 10 * k + qp, src.ip, dst.ip, sport, 4791, 1000, 5e6, "active"))
             tuples.append(FiveTuple(src.ip, dst.ip, sport=sport))
     agents = ListingAgents(listing)
-    gor = Gor(plan, build_pipeline(spec), tmp_path, clock=StoppedClock(now), agents=agents)
-    gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
-    gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
-    gor.cables = CableWatch(plan, lambda intf: True)
-    gor.configure(top_n=top_n)
-    links = LinkMap(plan)
-    hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
-    gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
-                                    poll=lambda clock, min_interval=0.0: {LINK: hot}, storms=[])
-    for i in range(3):
-        for ft in tuples:
-            gor._incoming.put(Sample(99.5 + 0.1 * i, "b0l0", 1, plan.uplink_port(0), 0, ft, 4000))
-    gor.tick()
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples, top_n=top_n)
     decide = [e for e in gor.events.snapshot() if e["event"] == "decide"]
     assert len(decide) == 1, gor.events.snapshot()
     d = decide[0]
@@ -716,4 +729,116 @@ def test_a_tick_places_every_elephant_of_the_alarmed_region_at_once(tmp_path, to
     assert flow_story(gor.events.snapshot(), stays.id) == {}
     gor.mover._pool.shutdown(wait=True)
     assert len(agents.calls) == 2
+    gor.events.close()
+
+
+def two_flows_up_sp0(plan: AddressPlan) -> tuple[list[AgentFlow], list[FiveTuple]]:
+    """b0h0 -> b1h0 and b0h1 -> b1h1, both on ports that send them up sp0: the agents'
+    listing of them and their 5-tuples."""
+    listing, tuples = [], []
+    for k in (0, 1):
+        src, dst = plan.server_at(0, k).nics[0], plan.server_at(1, k).nics[0]
+        ft = FiveTuple(src.ip, dst.ip, sport=49152 + 1000 * k)
+        sport = find_port(plan, ft, candidate_paths(plan, ft)[0])
+        listing.append(AgentFlow(src.server, k, src.ip, dst.ip, sport, 4791, 1000, 8e6, "active"))
+        tuples.append(FiveTuple(src.ip, dst.ip, sport=sport))
+    return listing, tuples
+
+
+def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate(tmp_path):
+    """The product's own loop, not a hand-built move: two flows collide on b0l0's uplink
+    to sp0 (3 spines); the tick simulates its candidates and moves one flow with two
+    ranked paths. It is shown on the first; then a second tenant's flow joins that path
+    and its uplink raises an alarm: the move's ``retry`` takes the next candidate at
+    once (not after clear_s), and the event log shows the decision, the prediction, the
+    measurement and the retry."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=3)
+    plan = AddressPlan(spec)
+    now = [100.0]
+    listing, tuples = two_flows_up_sp0(plan)
+    agents = ListingAgents(listing)
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples)
+    (decide,) = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+    (move,) = decide["moves"]
+    first, (second,) = move["path"], move["next"]
+    assert {first.split("-")[2], second.split("-")[2]} == {"sp1", "sp2"}
+    # Its natural demand is its NIC's line rate (Hedera), which each spine's path gives it.
+    assert len(decide["simulated"]) == 3 and move["predicted_mbps"] == 10.0
+    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["commanded"]
+    (m,) = gor.mover.moves
+    src, dst = plan.nic(m.flow.src), plan.nic(m.flow.dst)
+
+    def shown_on(path: str, n: int = 1) -> None:
+        ft = FiveTuple(src.ip, dst.ip, sport=m.flow.sport)
+        spine = path.split("-")[2]
+        gor.samples.add([Sample(now[0] - 0.01 * i, "b0l0", 1, plan.uplink_port(int(spine[2:])), 0, ft, 1000)
+                         for i in range(n)])
+
+    shown_on(first, 3)
+    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["moved"]
+    # Nothing new on the new path yet: the move waits for its link to clear.
+    assert advance_moves(gor, now, 0.1) == []
+    joined = ("b0l0", first.split("-")[2])
+    gor.alarms.raise_from_switch(joined, SwitchAlarm("b0l0", plan.uplink_port(int(joined[1][2:])), WARNING, 1,
+                                                     now[0], now[0]))
+    events = advance_moves(gor, now, 0.1)
+    assert [e["event"] for e in events] == ["measured", "retry", "command"]
+    measured, retry = events[0], events[1]
+    assert measured["path"] == first and measured["predicted_mbps"] == 10.0 and measured["samples"] == 3
+    assert (retry["round"], retry["path"]) == (1, second)
+    assert retry["reason"] == f"{joined[0]}->{joined[1]} alarmed on the new path"
+    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["commanded"]
+    shown_on(second)
+    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["moved"]
+    assert predict(plan, m.flow.five_tuple)[2] == second.split("-")[2]
+    gor.mover._pool.shutdown(wait=True)
+    assert len(agents.calls) == 2 and agents.calls[-1][2] == m.flow.sport
+    gor.events.close()
+
+
+class SteppingClock(StoppedClock):
+    """A stopped clock that a wait with nothing to wake it moves on by its timeout."""
+
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        if event.is_set():
+            return True
+        self._now[0] += seconds
+        return False
+
+
+class GatedAgents(ListingAgents):
+    """Agents whose listing answers only once ``gate`` is set (a busy agent's turn)."""
+
+    def __init__(self, listing: list[AgentFlow]) -> None:
+        super().__init__(listing)
+        self.gate = threading.Event()
+
+    def flows(self) -> tuple[set, list]:
+        assert self.gate.wait(10)
+        return super().flows()
+
+
+def test_an_alarmed_link_waiting_for_the_agents_listing_is_planned_when_it_arrives(tmp_path):
+    """Two flows collide on b0l0's uplink before any agent listed them: the tick asks
+    the agents (a listing on its thread) and finds nothing it may move. The listing
+    comes in between ticks: the loop runs a tick at once -- one `ALARM_TICK_GAP_S`
+    after the last, not a telemetry interval -- and that tick moves a flow."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    now = [100.0]
+    listing, tuples = two_flows_up_sp0(plan)
+    agents = GatedAgents(listing)
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples, listed=False, clock=SteppingClock(now))
+    (failed,) = [e for e in gor.events.snapshot() if e["event"] == "failed"]
+    assert failed["reason"] == "no movable elephant"
+    ticked = now[0]
+    agents.gate.set()
+    wait_for("the listing to wake the loop", gor._wake.is_set, 5)
+    assert gor._between_ticks(ticked + gor.config.interval_s) is True
+    assert now[0] - ticked == pytest.approx(gor_module.ALARM_TICK_GAP_S)
+    gor.tick()
+    decide = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+    assert len(decide) == 2 and len(decide[1]["moves"]) == 1, decide
+    assert [e["event"] for e in gor.events.snapshot()].count("command") == 1
+    gor.mover._pool.shutdown(wait=True)
     gor.events.close()
