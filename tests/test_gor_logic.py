@@ -33,6 +33,7 @@ from controller.paths import candidate_paths, find_port, predict
 from controller.publish import publish, topology_document
 from controller.telemetry import LinkMap, LinkStats, PfcCounters, Snapshot, link_stats
 from controller.routes import cable, ecmp_members, fabric_programs, program_updates, switch_program
+from controller.routes import super_members as routes_super_members
 from fabric_sim import FabricSim, compiled, install
 from p4sim.switch.v1model import V1Switch
 from scapy.layers.inet import IP, UDP
@@ -219,6 +220,39 @@ def test_failed_cable_is_routed_around_in_programs_engine_and_model():
         path, out = sim.send(src.ip, data)
         assert out is not None and path == predict(plan, FiveTuple(src.ip, dst.ip, sport=sport), down)
         assert path[2] != "sp1"
+
+
+def test_failed_super_spine_cables_are_routed_around_on_the_three_tier_fabric():
+    """A spine-super-spine cable down: the spine's group and the other pods' spines
+    drop that super-spine for the pod it cut off; with both of a plane's cables to one
+    pod down, the leaves stop using that plane across pods. Every cross-pod flow through
+    the programmed engines is delivered and never crosses a failed cable; undoing the
+    failure gives back the fabric's programs."""
+    from fabric_sim import random_flows
+    plan = AddressPlan(load_spec(THREE_TIER))
+    sp00, sp10 = plan.spine(0, 0).name, plan.spine(1, 0).name
+    ss0, ss1 = plan.super_spine(0, 0).name, plan.super_spine(0, 1).name
+    one = frozenset({cable(sp10, ss1)})
+    assert routes_super_members(plan, sp00, 1, one) == (0,) and routes_super_members(plan, sp10, 0, one) == (0,)
+    assert routes_super_members(plan, sp00, 0, one) == (0, 1)
+    both = one | {cable(sp10, ss0)}
+    leaf0, leaf1 = plan.leaves[0].name, next(l.name for l in plan.leaves if l.pod == 1)
+    assert ecmp_members(plan, leaf0, leaf1, both) == (1,) and ecmp_members(plan, leaf0, leaf1, one) == (0, 1)
+    for down in (one, both):
+        sim = FabricSim(plan)
+        for name, program in fabric_programs(plan, down).items():
+            sim.engines[name] = V1Switch(compiled(plan.spec.ecmp_hash), cpu_port=255)
+            install(sim.engines[name], program)
+        crossed = set()
+        for flow in random_flows(plan, 200, 7):
+            path, _ = sim.send_udp(flow)
+            hops = {cable(a, b) for a, b in zip(path, path[1:])}
+            assert not hops & down, (flow, path)
+            if len(path) == 7:
+                crossed.add(path[3])
+        # the plane's other super-spine still carries pod 0 <-> pod 1 (one cable down)
+        assert plan.super_spine(1, 0).name in crossed and (ss0 in crossed) == (down == one)
+    assert fabric_programs(plan, frozenset()) == fabric_programs(plan)
 
 
 def test_find_port_lands_on_the_chosen_path_with_and_without_failures():
