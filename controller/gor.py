@@ -5,7 +5,7 @@ astral.p4, `controller.alarms.parse_alarm`) raises a link's level -- the loop th
 
 0. takes in the switches' alarms that arrived (`AlarmBook.raise_from_switch`);
 1. reads every switch's counters (`controller.telemetry`) and the state of every
-   leaf-spine cable (`controller.cables`), repairing the routes when one goes down or
+   switch-switch cable as the switches report their ports (`controller.cables`), repairing the routes when one goes down or
    comes back (`controller.repair`);
 2. feeds the links' ECN-marked fractions and queue depths to the alarms
    (`controller.alarms`);
@@ -43,7 +43,7 @@ from typing import Any, Iterator
 
 from controller.agents import AgentDirectory, AgentFlow, JobRunner
 from controller.alarms import LEVELS, Alarm, AlarmBook, AlarmEvent, LinkSample, SwitchAlarm, parse_alarm
-from controller.cables import CableWatch, after
+from controller.cables import CableWatch, PortReader, after
 from controller.config import GorConfig, default_config
 from controller.elephants import Elephant, Sample, SampleWindow, parse_sample
 from controller.events import EventLog
@@ -147,6 +147,7 @@ class Gor:
         self._await_listing: set[LinkId] = set()
         self.telemetry: Telemetry | None = None
         self.cables = CableWatch(plan)
+        self.ports: PortReader | None = None   # the switches' port status (on start)
         # The agents' control channels (a test gives a stand-in).
         self.agents = agents if agents is not None else AgentDirectory(plan, self.agent_dir)
         self.jobs = JobRunner(fabric, self.agent_dir) if fabric is not None else None
@@ -180,6 +181,7 @@ class Gor:
         start the loop thread."""
         self.fleet.start()
         self.telemetry = Telemetry(self.plan, self.fleet)
+        self.ports = PortReader(self.plan, self.telemetry.queue_clients)
         self.routes.publish()
         self.telemetry.poll(self.clock)
         self.events.emit("started", switches=len(self.plan.switches), interval_s=self.config.interval_s)
@@ -198,6 +200,8 @@ class Gor:
             self._thread = None
         self.mover.close()
         self._lister.shutdown(wait=True, cancel_futures=True)
+        if self.ports is not None:
+            self.ports.close()
         if self.telemetry is not None:
             self.telemetry.close()
         self.agents.close()
@@ -393,7 +397,7 @@ class Gor:
         self.events.emit(event.name, t=event.time, **event.fields())
 
     def _check_cables(self) -> None:
-        """Compare every leaf-spine cable's interfaces, and whether the switches at its
+        """Compare every switch-switch cable's ends as their switches report them, and whether the switches at its
         ends answer, with the failure set; repair the routes when they differ. A switch
         whose P4Runtime stream broke is dead: its cables are routed around within the
         tick, and come back when it answers again (and was re-pushed)."""
@@ -401,7 +405,8 @@ class Gor:
         for name in sorted(dead ^ self._dead):
             self.events.emit("switch_down" if name in dead else "switch_up", switch=name)
         self._dead = dead
-        changes = self.cables.changes(self.routes.down, dead)
+        assert self.ports is not None
+        changes = self.cables.changes(self.routes.down, self.ports.read(), dead)
         for change in changes:
             self.events.emit("link_up" if change.up else "link_down", link=change.name)
         if changes:

@@ -464,7 +464,7 @@ class GorCLI(CLI):
         if repaired:
             self.out(f"{a}-{b} {state}; routes repaired (topology version {version})")
         else:
-            self.out(f"{a}-{b} set {state}; GOR repairs only leaf-spine cables")
+            self.out(f"{a}-{b} set {state}; GOR repairs only cables between switches")
 
     def do_job(self, line: str) -> None:
         """job OP SIZES [--ports orthogonal|random] [--order rail|input] [--iters N]

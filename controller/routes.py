@@ -17,14 +17,19 @@ algorithm: `spine_ecmp_select`); a super-spine routes each pod's (rail) prefixes
 the spine of its plane in that pod. Every hop rewrites the MACs to (own MAC -> next
 hop's MAC).
 
-Failed cables (``down``: leaf-spine cables as pairs of node names) are routed around:
-a leaf's group 1 holds only the spines it still reaches; where a destination leaf is
-reachable through fewer spines than that, the leaf gets a /24 route per destination
-(rail, block) subnet to a group of just the spines that reach both (ids from 2 up), or
-a drop route if none does; a spine stops routing to a leaf it lost (three tiers: drops
-traffic for it, which would otherwise take the default route back up).
-Spine-super-spine cables are not watched for failures. `ecmp_members`
-says which spines a flow hashes over, so the controller predicts paths with failures.
+Failed cables (``down``: cables as pairs of node names) are routed around, tier by
+tier the same way: a leaf's group 1 holds only the spines it still reaches; where a
+destination leaf is reachable through fewer spines than that, the leaf gets a /24 route
+per destination (rail, block) subnet to a group of just the spines that reach both (ids
+from 2 up), or a drop route if none does; a spine stops routing to a leaf it lost
+(three tiers: drops traffic for it, which would otherwise take the default route back
+up). Three tiers, spine-super-spine cables: a spine's group 1 holds the super-spines
+of its plane it still reaches, and a destination pod whose spine of the plane lost
+some gets the pod's prefixes routed to the super-spines that reach both (or dropped);
+a super-spine drops what it can no longer deliver; across pods a leaf uses spine k
+only while plane k still joins the two pods. `ecmp_members`
+says which spines a flow hashes over, so the controller predicts paths with failures
+(the spines' super-spine choice under failures it does not predict: `controller.paths`).
 `program_updates` turns an old and a new program into the P4Runtime writes between them.
 """
 
@@ -147,34 +152,66 @@ def reachable_spines(plan: AddressPlan, leaf: str, down: Down = NO_FAILURES) -> 
     return tuple(k for k in range(plan.spec.spines) if cable(leaf, plan.spine(pod, k).name) not in down)
 
 
+def reachable_supers(plan: AddressPlan, spine: str, down: Down = NO_FAILURES) -> tuple[int, ...]:
+    """Numbers of the super-spines of ``spine``'s plane whose cable to it is up."""
+    sw = plan.switch(spine)
+    assert sw.spine is not None
+    return tuple(j for j in range(plan.spec.super_spines)
+                 if cable(spine, plan.super_spine(sw.spine, j).name) not in down)
+
+
+def super_members(plan: AddressPlan, src_spine: str, dst_pod: int, down: Down = NO_FAILURES) -> tuple[int, ...]:
+    """The super-spines (in group order) ``src_spine`` hashes over for destinations in
+    pod ``dst_pod``: those it reaches that still reach the plane's spine there."""
+    k = plan.switch(src_spine).spine
+    assert k is not None
+    ups = reachable_supers(plan, plan.spine(dst_pod, k).name, down)
+    return tuple(j for j in reachable_supers(plan, src_spine, down) if j in ups)
+
+
 def ecmp_members(plan: AddressPlan, src_leaf: str, dst_leaf: str,
                  down: Down = NO_FAILURES) -> tuple[int, ...]:
     """The spines (in group order) that ``src_leaf``'s ECMP group for destinations on
     ``dst_leaf`` holds: the flow's member is ``hash % len(members)``. Across pods
-    spine number k means plane k: up spine k of the source pod, down spine k of the
-    destination pod."""
+    spine number k means plane k: up spine k of the source pod, over a super-spine of
+    the plane that reaches both pods, down spine k of the destination pod."""
     ups = reachable_spines(plan, dst_leaf, down)
-    return tuple(k for k in reachable_spines(plan, src_leaf, down) if k in ups)
+    src_pod, dst_pod = plan.switch(src_leaf).pod, plan.switch(dst_leaf).pod
+    return tuple(k for k in reachable_spines(plan, src_leaf, down) if k in ups and
+                 (src_pod == dst_pod or super_members(plan, plan.spine(src_pod, k).name, dst_pod, down)))
+
+
+def _ecmp_groups(own: tuple[int, ...], dests: list[tuple[tuple[str, ...], tuple[int, ...]]],
+                 tier: str) -> tuple[list[Route], dict[tuple[int, ...], int]]:
+    """The routes of one switch's ECMP tier: ``FABRIC_NET`` to group 1 of the members
+    ``own`` it reaches (none: no route), and for each destination (its prefixes, the
+    members that reach it) that differs from ``own`` its prefixes to a group of just
+    those members (ids from 2 up) or dropped; returns the routes and each group's id
+    by its members."""
+    groups: dict[tuple[int, ...], int] = {}
+    routes = []
+    if own:
+        groups[own] = UPLINK_GROUP
+        routes.append(Route(str(FABRIC_NET), group=UPLINK_GROUP, size=len(own), tier=tier))
+    for prefixes, members in dests:
+        if members == own:
+            continue
+        if not members:
+            routes += [Route(prefix) for prefix in prefixes]
+            continue
+        group = groups.setdefault(members, UPLINK_GROUP + len(groups))
+        routes += [Route(prefix, group=group, size=len(members), tier=tier) for prefix in prefixes]
+    return routes, groups
 
 
 def _leaf_program(plan: AddressPlan, sw: SwitchInfo, down: Down) -> SwitchProgram:
     local = [nic for server in plan.servers for nic in server.nics if nic.leaf == sw.name]
     routes = [Route(f"{nic.ip}/32", port=nic.leaf_port, mac=nic.mac) for nic in local]
-    own = reachable_spines(plan, sw.name, down)
-    groups: dict[tuple[int, ...], int] = {}
-    if own:
-        groups[own] = UPLINK_GROUP
-        routes.append(Route(str(FABRIC_NET), group=UPLINK_GROUP, size=len(own)))
-    for leaf in plan.leaves:
-        members = ecmp_members(plan, sw.name, leaf.name, down)
-        if leaf.name == sw.name or members == own:
-            continue
-        subnet = plan.rail_block_subnet(leaf.rail, leaf.block)
-        if not members:
-            routes.append(Route(subnet))
-            continue
-        group = groups.setdefault(members, UPLINK_GROUP + len(groups))
-        routes.append(Route(subnet, group=group, size=len(members)))
+    ecmp, groups = _ecmp_groups(reachable_spines(plan, sw.name, down),
+                                [((plan.rail_block_subnet(leaf.rail, leaf.block),),
+                                  ecmp_members(plan, sw.name, leaf.name, down))
+                                 for leaf in plan.leaves if leaf.name != sw.name], "leaf")
+    routes += ecmp
     hops = tuple(NextHop(group, i, plan.uplink_port(k), plan.spine(sw.pod, k).mac)
                  for members, group in groups.items() for i, k in enumerate(members))
     gateway = local[0].gateway_ip
@@ -194,17 +231,24 @@ def _spine_program(plan: AddressPlan, sw: SwitchInfo, down: Down) -> SwitchProgr
     ports = [plan.spine_port(leaf.block, leaf.rail) for leaf in leaves]
     hops: tuple[NextHop, ...] = ()
     if three:
-        supers = range(plan.spec.super_spines)
-        routes.append(Route(str(FABRIC_NET), group=UPLINK_GROUP, size=len(supers), tier="spine"))
-        hops = tuple(NextHop(UPLINK_GROUP, j, plan.spine_uplink_port(j), plan.super_spine(sw.spine, j).mac)
-                     for j in supers)
-        ports += [plan.spine_uplink_port(j) for j in supers]
+        assert sw.spine is not None
+        ecmp, groups = _ecmp_groups(reachable_supers(plan, sw.name, down),
+                                    [(tuple(p for rail in range(plan.spec.rails) for p in plan.pod_subnets(rail, pod)),
+                                      super_members(plan, sw.name, pod, down))
+                                     for pod in range(plan.spec.pods) if pod != sw.pod], "spine")
+        routes += ecmp
+        hops = tuple(NextHop(group, i, plan.spine_uplink_port(j), plan.super_spine(sw.spine, j).mac)
+                     for members, group in groups.items() for i, j in enumerate(members))
+        # Every uplink is sampled, failed or not (as a leaf's).
+        ports += [plan.spine_uplink_port(j) for j in range(plan.spec.super_spines)]
     return SwitchProgram(sw, plan.spec.sample_rate, tuple(routes), hops, ecn_steps(plan.spec.ecn),
                          sampled_ports=tuple(ports))
 
 
-def _super_spine_program(plan: AddressPlan, sw: SwitchInfo) -> SwitchProgram:
+def _super_spine_program(plan: AddressPlan, sw: SwitchInfo, down: Down) -> SwitchProgram:
+    assert sw.spine is not None
     routes = tuple(Route(prefix, port=plan.super_port(pod), mac=plan.spine(pod, sw.spine).mac)
+                   if cable(sw.name, plan.spine(pod, sw.spine).name) not in down else Route(prefix)
                    for pod in range(plan.spec.pods) for rail in range(plan.spec.rails)
                    for prefix in plan.pod_subnets(rail, pod))
     return SwitchProgram(sw, plan.spec.sample_rate, routes, (), ecn_steps(plan.spec.ecn),
@@ -218,7 +262,7 @@ def switch_program(plan: AddressPlan, name: str, down: Down = NO_FAILURES) -> Sw
         return _leaf_program(plan, sw, down)
     if sw.role == "spine":
         return _spine_program(plan, sw, down)
-    return _super_spine_program(plan, sw)
+    return _super_spine_program(plan, sw, down)
 
 
 def fabric_programs(plan: AddressPlan, down: Down = NO_FAILURES) -> dict[str, SwitchProgram]:

@@ -207,6 +207,12 @@ class Telemetry:
                 *(fy.P4CounterEntry("rx_port_counter", index=p) for p in rx),
                 *(fy.P4RegisterEntry("max_qdepth", index=p) for p in tx)]
 
+    @property
+    def queue_clients(self) -> dict[str, QueueControlClient]:
+        """The QueueControl client of every switch (by name), which other readers of
+        the switches' own reports (`controller.cables.PortReader`) share."""
+        return self._queues
+
     def close(self) -> None:
         for channel in self._channels:
             channel.close()

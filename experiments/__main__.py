@@ -1,6 +1,6 @@
 """``python -m experiments`` (``make demo``): run the configurations, print the table,
 write results/<run>/summary.json, plots and report.html; ``--scenario failure`` runs the
-cable failure instead, ``--scenario tenants`` two tenants' jobs on one fabric,
+failures (a cable, a spine, a super-spine cable) instead, ``--scenario tenants`` two tenants' jobs on one fabric,
 ``--scenario incast`` N senders to one receiver without and with PFC, ``--scenario
 moe`` expert-parallel all-to-all and the NVLink + RoCE split (docs/experiments.md)."""
 
@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
                          "-1: the fabric spec's own rate)")
     ap.add_argument("--out", type=Path, help="run directory (default results/<date-time>)")
     ap.add_argument("--scenario", choices=("configs", "failure", "tenants", "incast", "moe"), default="configs",
-                    help="configs: the comparison (default); failure: a spine cable fails mid-job; "
+                    help="configs: the comparison (default); failure: a cable, a spine, a super-spine cable fail mid-job; "
                          "tenants: two jobs planned apart share the fabric, without and with GOR; "
                          "incast: N senders to one receiver, without and with PFC; "
                          "moe: expert-parallel all-to-all (rail, spread, PXN, hot expert, GOR) and "
@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.pcap:
                 raise ValueError("--pcap: captures are for --scenario configs (a fabric per run); "
                                  "the failure scenario keeps one fabric")
-            from experiments.failure import run_failure
-            run_failure(settings)
+            from experiments.failure import run_failures
+            run_failures(settings)
         elif args.scenario == "tenants":
             if args.pcap:
                 raise ValueError("--pcap: captures are for --scenario configs (a fabric per run); "

@@ -1,9 +1,20 @@
-"""The failure scenario: a leaf-spine cable fails mid-job and comes back ``down_s``
-later, with GOR (it repairs the routes: the leaf's ECMP group drops the spine, flows
-rehash onto the spines left) and without it (nothing reroutes: the flows hashed onto
-the dead cable stall until it is back, go-back-N resends what was lost).
+"""The failure scenario: something on the job's way fails mid-job and comes back
+``down_s`` later, with GOR (it repairs the routes: the ECMP groups drop what failed,
+flows rehash onto what is left) and without it (nothing reroutes: the flows hashed onto
+it stall until it is back, go-back-N resends what was lost). Three kinds
+(`FAILURE_KINDS`), each on its own fabric (`run_failures`, what ``make demo
+SCENARIO=failure`` runs):
 
-The cable is the leaf-spine cable the job's flows use most (hash model); it fails
+* ``cable``: the leaf-spine cable the job's flows use most (hash model);
+* ``switch``: the spine at the end of that cable, killed (SIGKILL) and restarted; GOR
+  sees its P4Runtime stream break and routes around it, then re-pushes it; without GOR
+  the restarted switch is programmed again by the fabric's own provisioning
+  (`controller.routes.program_fabric_async`), as an operator's would;
+* ``super-cable``: on the three-tier fabric, the spine-super-spine cable the job's
+  flows use most: GOR learns it from the switches' port reports and regroups the
+  spines (and the leaves when a plane no longer joins two pods).
+
+The failure happens
 ``fail_after_s`` after every agent of the job is up (its start-barrier marker is
 written), so that a machine slow to start Python processes still fails the cable
 mid-job, with a baseline recorded before it. Per run:
@@ -19,7 +30,10 @@ mid-job, with a baseline recorded before it. Per run:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
+import signal
 import statistics
 import threading
 from collections import Counter
@@ -31,6 +45,7 @@ from experiments.configs import CONFIGS
 from experiments.metrics import median_of
 from experiments.recorder import Interval, Recorder
 from experiments.runner import Experiment, Settings, prepare, run_once, write_summary
+from emulation.clock import EmulationClock
 from scale.flows import step_flows
 from tccl import collectives as C
 from tccl.agent import port_function, ready_path
@@ -43,20 +58,30 @@ DOWN_S = 3.0             # how long the cable stays down
 SETTLE_S = 2.0           # after the cable is back, stalls still count this long
 STALL_FRACTION = 0.25    # an interval below this share of the baseline rate is a stall
 ITERATIONS = 8           # so that the job outlives the failure
+RESTART_TIMEOUT_S = 30.0  # a killed switch restarted -> programmed again (without GOR)
+RETRY_S = 0.2            # between tries to program a restarted switch not serving yet
+FAILURE_KINDS = ("cable", "switch", "super-cable")
+# The fabric each kind runs on (None: the settings' fabric).
+THREE_TIER = Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "three-tier.yaml"
+KIND_FABRIC = {"cable": None, "switch": None, "super-cable": THREE_TIER}
+# Which tiers' links a kind's busiest link is chosen from.
+KIND_TIERS = {"cable": ("leaf", "spine"), "switch": ("leaf", "spine"), "super-cable": ("spine", "superspine")}
 
 
-def busiest_cable(exp: Experiment, config: str = "orthogonal") -> tuple[str, str]:
-    """(leaf, spine) of the leaf->spine link most of the job's steps put flows on."""
+def busiest_cable(exp: Experiment, config: str = "orthogonal",
+                  tiers: tuple[str, str] = ("leaf", "spine")) -> tuple[str, str]:
+    """(lower, upper) switch of the link from tier ``tiers[0]`` up to ``tiers[1]``
+    (roles: leaf, spine, superspine) most of the job's steps put flows on."""
     plan = AddressPlan(exp.spec)
     job = exp.jobs[config]
     port, _ = port_function(job, C.ring_order(job.ranks, job.workload.order), exp.trace)
     use: Counter = Counter()
-    leaves, spines = {l.name for l in plan.leaves}, {s.name for s in plan.spines}
+    lower, upper = ({sw.name for sw in plan.switches if sw.role == role} for role in tiers)
     for flows in step_flows(job, exp.trace):
         loads = collisions.link_loads(plan, job, flows, port)
-        use.update({link: 1 for link in loads if link[0] in leaves and link[1] in spines})
+        use.update({link: 1 for link in loads if link[0] in lower and link[1] in upper})
     if not use:
-        raise ValueError("the job sends nothing through a spine: no cable to fail")
+        raise ValueError(f"the job sends nothing from a {tiers[0]} up to a {tiers[1]}: no cable to fail")
     return min(use, key=lambda link: (-use[link], link))
 
 
@@ -89,7 +114,7 @@ def recovery_seconds(rate: Sequence[tuple[float, float]], t_fail: float, t_back:
 class CableFailure:
     """Takes a cable down ``after_s`` after `start` and ``agents_up()`` (default: at
     once), and up again ``down_s`` later, on a thread; records both times (the fabric's
-    emulated seconds)."""
+    emulated seconds). `SwitchFailure` kills a switch instead."""
 
     def __init__(self, fabric: Any, cable: tuple[str, str], after_s: float, down_s: float,
                  agents_up: Callable[[], bool] = lambda: True) -> None:
@@ -112,16 +137,57 @@ class CableFailure:
         if clock.wait(self._cancel, self.after_s):
             return
         self.t_down = clock.now()
-        self.fabric.net.configLinkStatus(*self.cable, "down")
+        self.fail()
         clock.wait(self._cancel, self.down_s)
-        self.fabric.net.configLinkStatus(*self.cable, "up")
+        self.restore()
         self.t_up = clock.now()
+
+    def fail(self) -> None:
+        self.fabric.net.configLinkStatus(*self.cable, "down")
+
+    def restore(self) -> None:
+        self.fabric.net.configLinkStatus(*self.cable, "up")
 
     def finish(self) -> None:
         """Wait for the cable to be back (ending the wait early if the job is over)."""
         self._cancel.set()
         if self._thread is not None:
             self._thread.join(self.down_s + 10)
+
+
+class SwitchFailure(CableFailure):
+    """Kills switch ``cable[0]``'s process (SIGKILL) and restarts it ``down_s`` later,
+    on the same interfaces; with ``reprogram`` (no GOR, which re-pushes it itself) the
+    restarted switch is programmed as the fabric was at start."""
+
+    def __init__(self, fabric: Any, switch: str, after_s: float, down_s: float,
+                 agents_up: Callable[[], bool] = lambda: True, reprogram: bool = False) -> None:
+        super().__init__(fabric, (switch,), after_s, down_s, agents_up)  # type: ignore[arg-type]
+        self.reprogram = reprogram
+
+    def fail(self) -> None:
+        os.kill(self.fabric.net.get(self.cable[0]).process.pid, signal.SIGKILL)
+
+    def restore(self) -> None:
+        from controller.routes import program_fabric_async
+
+        node = self.fabric.net.get(self.cable[0])
+        node.stop(deleteIntfs=False)
+        node.start([])
+        type(node).batchStartup([node])
+        if not self.reprogram:
+            return
+        clock: EmulationClock = self.fabric.clock
+        end = clock.now() + RESTART_TIMEOUT_S
+        while True:
+            try:
+                asyncio.run(asyncio.wait_for(program_fabric_async(self.fabric.plan, self.fabric.pipeline,
+                                                                  [self.cable[0]]), RESTART_TIMEOUT_S))
+                return
+            except (RuntimeError, asyncio.TimeoutError):
+                if clock.now() > end:   # still not serving P4Runtime
+                    raise
+                clock.wait(threading.Event(), RETRY_S)
 
 
 def failure_numbers(numbers: Mapping[str, Any], failure: CableFailure, hosts: set[str],
@@ -154,18 +220,34 @@ def format_failure_table(configs: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: float = DOWN_S) -> dict[str, Any]:
-    """The scenario without and with GOR (orthogonal ports in both), ``repeats`` times."""
+def run_failures(settings: Settings, fail_after_s: float = FAIL_AFTER_S,
+                 down_s: float = DOWN_S) -> dict[str, dict[str, Any]]:
+    """Every kind of `FAILURE_KINDS`, each in a directory of its own under the run's
+    (the three-tier one on that fabric); their summaries by kind."""
+    out = Path(settings.out) if settings.out is not None else None
+    return {kind: run_failure(dataclasses.replace(settings, fabric=KIND_FABRIC[kind] or settings.fabric,
+                                                  out=None if out is None else out / kind),
+                              fail_after_s, down_s, kind)
+            for kind in FAILURE_KINDS}
+
+
+def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: float = DOWN_S,
+                kind: str = "cable") -> dict[str, Any]:
+    """The scenario (one of `FAILURE_KINDS`) without and with GOR (orthogonal ports in
+    both), ``repeats`` times."""
     from controller.events import read_events
     from controller.routes import program_fabric
     from topo.net import Fabric
 
+    if kind not in FAILURE_KINDS:
+        raise ValueError(f"failure kind {kind!r}: one of {', '.join(FAILURE_KINDS)}")
     settings = dataclasses.replace(settings, configs=(CONFIGS["orthogonal"], CONFIGS["gor"]),
                                    iterations=settings.iterations or ITERATIONS)
     exp = prepare(settings)
-    cable = busiest_cable(exp)
-    exp.log(f"failure scenario: cable {exp.name(cable[0])}-{exp.name(cable[1])} down "
-            f"{fail_after_s:g} s after the agents are up, for {down_s:g} s")
+    cable = busiest_cable(exp, tiers=KIND_TIERS[kind])
+    what = f"switch {exp.name(cable[1])} killed" if kind == "switch" else \
+        f"cable {exp.name(cable[0])}-{exp.name(cable[1])} down"
+    exp.log(f"failure scenario ({kind}): {what} {fail_after_s:g} s after the agents are up, for {down_s:g} s")
     hosts = {exp.name(s.name) for s in AddressPlan(exp.spec).servers}
     per_run: dict[str, list[dict[str, Any]]] = {}
     with Fabric(exp.spec, run_dir=exp.out / "fabric", program=program_fabric) as fabric:
@@ -174,8 +256,10 @@ def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: 
             for rep in range(settings.repeats):
                 for config in settings.configs:
                     run_dir = exp.out / config.name / f"rep{rep + 1}"
-                    failure = CableFailure(fabric, cable, fail_after_s, down_s,
-                                           _agents_up(run_dir, exp.jobs[config.name]))
+                    agents_up = _agents_up(run_dir, exp.jobs[config.name])
+                    failure = SwitchFailure(fabric, cable[1], fail_after_s, down_s, agents_up,
+                                            reprogram=not config.gor) if kind == "switch" else \
+                        CableFailure(fabric, cable, fail_after_s, down_s, agents_up)
                     try:
                         numbers = run_once(exp, fabric, recorder, config, run_dir, on_start=failure.start)
                     finally:
@@ -193,7 +277,8 @@ def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: 
     medians = {name: {k: median_of([r[k] for r in runs]) for k in ("impact_s", "recovery_s", "repair_s",
                                                                  "max_iteration_s")}
                for name, runs in per_run.items()}
-    return write_summary(exp, {"scenario": "failure", "cable": [exp.name(c) for c in cable],
+    target = {"switch": exp.name(cable[1])} if kind == "switch" else {"cable": [exp.name(c) for c in cable]}
+    return write_summary(exp, {"scenario": "failure", "kind": kind, **target,
                                "fail_after_s": fail_after_s, "down_s": down_s, "configs": medians},
                          table=format_failure_table)
 

@@ -192,6 +192,13 @@ def failure_throughput(logs: Mapping[str, list[dict[str, Any]]], events: Mapping
                            "received by all hosts (Mbit/s)", "throughput over time through the cable failure")
 
 
+def _failed(summary: Mapping[str, Any]) -> str:
+    """What a failure run failed: a switch killed, or a cable down."""
+    if "switch" in summary:
+        return f"switch {summary['switch']} killed"
+    return f"cable {'-'.join(summary.get('cable', []))} down"
+
+
 def _table(summary: Mapping[str, Any]) -> str:
     columns = list(COLUMNS)
     if summary.get("scenario") == "failure":
@@ -251,7 +258,7 @@ def render(out: str | Path) -> str:
                else "UNFAITHFUL runs are marked in the table: their numbers came from the CPU, not the network")
     parts = [
         f"<h1>astral-testbed run {html.escape(str(summary.get('run', out.name)))}</h1>",
-        f"<p>{'failure scenario: cable ' + html.escape('-'.join(summary.get('cable', []))) + ' down, ' if failure else ''}"
+        f"<p>{'failure scenario: ' + html.escape(_failed(summary)) + ', ' if failure else ''}"
         f"trace {html.escape(str(summary.get('trace_name')))} on {html.escape(str(summary.get('fabric')))}, "
         f"{summary.get('iterations')} iteration(s), seed {summary.get('seed')}, {summary.get('repeats')} repeat(s); "
         f"machine load {load.get('start', '?')} -> {load.get('end', '?')} on {summary.get('cpus')} CPUs. "

@@ -1,6 +1,7 @@
-"""The cable-failure scenario end to end (root, Mininet): the job's busiest leaf-spine
-cable goes down mid-job for 2 s. Without GOR the flows on it stall until it is back;
-with GOR the routes are repaired within a second and the job barely notices."""
+"""The failure scenarios end to end (root, Mininet): the job's busiest leaf-spine
+cable, the spine at its end, or (three-tier fabric) its busiest spine-super-spine cable
+fails mid-job for 2 s. Without GOR the flows on it stall until it is back; with GOR
+the routes are repaired within a second and the job barely notices."""
 
 from __future__ import annotations
 
@@ -35,5 +36,41 @@ def test_gor_repairs_a_failed_cable_that_stalls_the_job_without_it(tmp_path: Pat
     assert with_gor["repair_s"] is not None and 0 <= with_gor["repair_s"] < 1.5
     assert with_gor["recovery_s"] < without["recovery_s"]
     assert with_gor["impact_s"] < without["impact_s"]
+    events = [json.loads(line)["event"] for line in (out / "gor" / "rep1" / "gor-events.jsonl").open()]
+    assert events.index("link_down") < events.index("repaired") < events.index("link_up")
+
+
+@pytest.mark.timeout(240)
+def test_gor_routes_around_a_spine_killed_mid_job(tmp_path: Path) -> None:
+    """The spine of the job's busiest cable killed for 2 s: GOR sees its stream break,
+    routes around it within a tick and re-pushes it when it is back; without GOR the
+    flows hashed onto it stall until it is back and reprogrammed."""
+    out = tmp_path / "switch"
+    summary = run_failure(Settings(repeats=1, iterations=14, size_scale=0.5, out=out),
+                          fail_after_s=3.0, down_s=DOWN_S, kind="switch")
+    without, with_gor = summary["configs"]["orthogonal"], summary["configs"]["gor"]
+    assert summary["kind"] == "switch" and summary["switch"].startswith("sp")
+    assert without["repair_s"] is None and without["recovery_s"] >= 0.5 * DOWN_S
+    assert with_gor["repair_s"] is not None and 0 <= with_gor["repair_s"] < 1.5
+    assert with_gor["recovery_s"] < without["recovery_s"]
+    events = [json.loads(line) for line in (out / "gor" / "rep1" / "gor-events.jsonl").open()]
+    names = [e["event"] for e in events]
+    assert names.index("switch_down") < names.index("repaired") < names.index("switch_up")
+
+
+@pytest.mark.timeout(240)
+def test_gor_repairs_a_super_spine_cable_on_the_three_tier_fabric(tmp_path: Path) -> None:
+    """The job's busiest spine-super-spine cable down for 2 s on the three-tier fabric:
+    GOR learns it from the switches' port reports and regroups the spines."""
+    from experiments.failure import THREE_TIER
+
+    out = tmp_path / "super"
+    summary = run_failure(Settings(fabric=THREE_TIER, repeats=1, iterations=14, size_scale=0.5, out=out),
+                          fail_after_s=3.0, down_s=DOWN_S, kind="super-cable")
+    without, with_gor = summary["configs"]["orthogonal"], summary["configs"]["gor"]
+    assert summary["cable"][0].startswith("sp") and summary["cable"][1].startswith("ss")
+    assert without["repair_s"] is None and without["recovery_s"] >= 0.5 * DOWN_S
+    assert with_gor["repair_s"] is not None and 0 <= with_gor["repair_s"] < 1.5
+    assert with_gor["recovery_s"] < without["recovery_s"]
     events = [json.loads(line)["event"] for line in (out / "gor" / "rep1" / "gor-events.jsonl").open()]
     assert events.index("link_down") < events.index("repaired") < events.index("link_up")

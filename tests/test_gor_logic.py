@@ -11,13 +11,17 @@ import dataclasses
 import json
 import struct
 import threading
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Iterable
 
+import grpc
 import pytest
 
 from controller.alarms import (CRITICAL, NOTICE, OK, WARNING, AlarmBook, AlarmThresholds, LinkSample, SwitchAlarm,
                                SwitchAlarms, parse_alarm)
-from controller.cables import CableWatch, after
+from controller import cables
+from controller.cables import CableWatch, PortReader, after, cable_ends
 from controller.events import EventLog, flow_story, loop_latencies, read_events
 from controller.agents import AgentFlow
 from controller.config import GorConfig, default_config, default_switch_alarms, default_thresholds
@@ -30,6 +34,7 @@ from controller.paths import candidate_paths, find_port, predict
 from controller.publish import publish, topology_document
 from controller.telemetry import LinkMap, LinkStats, PfcCounters, Snapshot, link_stats
 from controller.routes import cable, ecmp_members, fabric_programs, program_updates, switch_program
+from controller.routes import super_members as routes_super_members
 from fabric_sim import FabricSim, compiled, install
 from p4sim.switch.v1model import V1Switch
 from scapy.layers.inet import IP, UDP
@@ -39,8 +44,9 @@ from testkit import wait_for
 from topo.addressing import AddressPlan
 from topo.hashmodel import FiveTuple, ecmp_index, predict_path
 from topo.pipeline import build_pipeline
-from topo.spec import FabricSpec
+from topo.spec import FabricSpec, load_spec
 
+THREE_TIER = Path(__file__).resolve().parent.parent / "topo/fabrics/three-tier.yaml"
 SPEC = FabricSpec(blocks=2, servers_per_block=2, rails=2, spines=3)
 LINK = ("b0l0", "sp0")
 
@@ -215,6 +221,39 @@ def test_failed_cable_is_routed_around_in_programs_engine_and_model():
         path, out = sim.send(src.ip, data)
         assert out is not None and path == predict(plan, FiveTuple(src.ip, dst.ip, sport=sport), down)
         assert path[2] != "sp1"
+
+
+def test_failed_super_spine_cables_are_routed_around_on_the_three_tier_fabric():
+    """A spine-super-spine cable down: the spine's group and the other pods' spines
+    drop that super-spine for the pod it cut off; with both of a plane's cables to one
+    pod down, the leaves stop using that plane across pods. Every cross-pod flow through
+    the programmed engines is delivered and never crosses a failed cable; undoing the
+    failure gives back the fabric's programs."""
+    from fabric_sim import random_flows
+    plan = AddressPlan(load_spec(THREE_TIER))
+    sp00, sp10 = plan.spine(0, 0).name, plan.spine(1, 0).name
+    ss0, ss1 = plan.super_spine(0, 0).name, plan.super_spine(0, 1).name
+    one = frozenset({cable(sp10, ss1)})
+    assert routes_super_members(plan, sp00, 1, one) == (0,) and routes_super_members(plan, sp10, 0, one) == (0,)
+    assert routes_super_members(plan, sp00, 0, one) == (0, 1)
+    both = one | {cable(sp10, ss0)}
+    leaf0, leaf1 = plan.leaves[0].name, next(l.name for l in plan.leaves if l.pod == 1)
+    assert ecmp_members(plan, leaf0, leaf1, both) == (1,) and ecmp_members(plan, leaf0, leaf1, one) == (0, 1)
+    for down in (one, both):
+        sim = FabricSim(plan)
+        for name, program in fabric_programs(plan, down).items():
+            sim.engines[name] = V1Switch(compiled(plan.spec.ecmp_hash), cpu_port=255)
+            install(sim.engines[name], program)
+        crossed = set()
+        for flow in random_flows(plan, 200, 7):
+            path, _ = sim.send_udp(flow)
+            hops = {cable(a, b) for a, b in zip(path, path[1:])}
+            assert not hops & down, (flow, path)
+            if len(path) == 7:
+                crossed.add(path[3])
+        # the plane's other super-spine still carries pod 0 <-> pod 1 (one cable down)
+        assert plan.super_spine(1, 0).name in crossed and (ss0 in crossed) == (down == one)
+    assert fabric_programs(plan, frozenset()) == fabric_programs(plan)
 
 
 def test_find_port_lands_on_the_chosen_path_with_and_without_failures():
@@ -480,28 +519,85 @@ def test_a_new_jobs_qp_with_a_reused_number_is_a_new_flow(tmp_path):
 
 # --- cables, and what a tick does outside the lock -------------------------------------
 
-def test_cable_watch_reads_the_plans_interfaces_and_reports_changes():
-    plan = AddressPlan(SPEC)
-    asked: list[str] = []
-    state = {"b1l0-eth4": False, "sp2-eth1": None}     # b1l0's uplink to sp1; sp2's port to b0l0
+class ReportedPorts:
+    """Stand-in for the switches' port reports (`controller.cables.PortReader`): every
+    end of every switch-switch cable reports up, but the ends in ``down``."""
 
-    def read(intf: str) -> bool | None:
-        asked.append(intf)
-        return state.get(intf, True)
+    def __init__(self, plan: AddressPlan, down: Iterable[tuple[str, int]] = ()) -> None:
+        self.state = {end: True for end in cable_ends(plan)}
+        self.state.update({end: False for end in down})
 
-    watch = CableWatch(plan, read)
-    changes = watch.changes(frozenset())
-    # Every leaf-spine cable's leaf end, by the plan's names (Mininet's <node>-eth<port>).
-    assert {plan.intf(leaf.name, plan.uplink_port(k)) for leaf in plan.leaves
-            for k in range(len(plan.spines))} <= set(asked)
-    assert plan.intf("b1l0", plan.uplink_port(1)) == "b1l0-eth4"
-    # A cable with an end that is not there tells nothing (b0l0-sp2 is not reported).
-    assert [(c.name, c.up) for c in changes] == [("b1l0-sp1", False)]
+    def read(self) -> dict[tuple[str, int], bool]:
+        return dict(self.state)
+
+    def close(self) -> None:
+        pass
+
+
+def test_cable_watch_reads_the_switches_reports_and_reports_changes():
+    """Leaf-spine and spine-super-spine cables alike, by the ports the switches at their
+    ends report: one end down fails a cable, an end not reported tells nothing unless
+    the other end is down, a dead switch's cables are down."""
+    plan = AddressPlan(load_spec(THREE_TIER))
+    watch = CableWatch(plan)
+    assert {frozenset((a, b)) for a, b, *_ in watch.cables} == {cable(l.a, l.b) for l in plan.switch_links}
+    assert {plan.switch(a).role + "-" + plan.switch(b).role for a, b, *_ in watch.cables} == \
+        {"leaf-spine", "spine-superspine"}
+    sp, ss = plan.spine(1, 0).name, plan.super_spine(0, 1).name
+    ports = ReportedPorts(plan, [(ss, plan.super_port(1))]).state       # ss's end of sp-ss
+    leaf = plan.leaves[0]
+    del ports[(leaf.name, plan.uplink_port(1))]                          # not reported ...
+    changes = watch.changes(frozenset(), ports)
+    assert [(c.name, c.up) for c in changes] == [(f"{sp}-{ss}", False)]
     down = after(frozenset(), changes)
-    assert down == {cable("b1l0", "sp1")} and watch.changes(down) == []
-    state["b1l0-eth4"] = True
-    back = watch.changes(down)
-    assert [(c.name, c.up) for c in back] == [("b1l0-sp1", True)] and after(down, back) == frozenset()
+    assert down == {cable(sp, ss)} and watch.changes(down, ports) == []
+    ports[(plan.spine(0, 1).name, plan.spine_port(leaf.block, leaf.rail))] = False   # ... the other end down
+    assert [(c.name, c.up) for c in watch.changes(down, ports)] == [(f"{leaf.name}-{plan.spine(0, 1).name}", False)]
+    ports = ReportedPorts(plan).state
+    back = watch.changes(down, ports)
+    assert [(c.name, c.up) for c in back] == [(f"{sp}-{ss}", True)] and after(down, back) == frozenset()
+    dead = watch.changes(frozenset(), ports, frozenset({ss}))
+    assert sorted(c.name for c in dead) == sorted(f"{plan.spine(pod, 0).name}-{ss}" for pod in range(2))
+
+
+class StatusClient:
+    """A switch's QueueControl client: its port status, or an RpcError with ``code``."""
+
+    def __init__(self, status: dict[int, bool] | None = None, code: grpc.StatusCode | None = None) -> None:
+        self.status, self.code, self.calls = status, code, 0
+
+    def port_status(self) -> dict[int, bool]:
+        self.calls += 1
+        if self.code is not None:
+            error = grpc.RpcError()
+            error.code = lambda: self.code  # type: ignore[attr-defined]
+            raise error
+        assert self.status is not None
+        return self.status
+
+
+def test_port_reader_asks_the_switches_and_reads_sys_only_for_a_switch_without_the_service(tmp_path, monkeypatch):
+    """A p4sim switch's ports come from its answer (never this machine's /sys); a switch
+    that does not answer tells nothing; BMv2 (UNIMPLEMENTED) falls back to /sys, and is
+    not asked again."""
+    plan = AddressPlan(SPEC)
+    leaf, spine = plan.leaves[0].name, plan.spines[0].name
+    up_intf = plan.intf(spine, plan.spine_port(0, 1))
+    (tmp_path / up_intf).mkdir()
+    (tmp_path / up_intf / "operstate").write_text("down\n")
+    monkeypatch.setattr(cables, "SYSFS_NET", tmp_path)
+    clients = {sw.name: StatusClient({}) for sw in plan.switches}
+    clients[leaf] = StatusClient({plan.uplink_port(0): False, plan.uplink_port(1): True})
+    clients[spine] = StatusClient(code=grpc.StatusCode.UNIMPLEMENTED)
+    clients[plan.spines[1].name] = StatusClient(code=grpc.StatusCode.UNAVAILABLE)
+    reader = PortReader(plan, clients)
+    try:
+        first = reader.read()
+        assert first == {(leaf, plan.uplink_port(0)): False, (leaf, plan.uplink_port(1)): True,
+                         (spine, plan.spine_port(0, 1)): False}
+        assert reader.read() == first and clients[spine].calls == 1
+    finally:
+        reader.close()
 
 
 def lock_free(lock: threading.RLock) -> bool:
@@ -543,7 +639,7 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     writes: list[bool] = []
     gor.fleet.write = lambda updates, timeout=10.0: writes.append(lock_free(gor.lock))  # type: ignore[method-assign]
     gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
-    gor.cables = CableWatch(plan, lambda intf: intf != plan.intf("b1l1", plan.uplink_port(2)))
+    gor.ports = ReportedPorts(plan, [("b1l1", plan.uplink_port(2))])  # type: ignore[assignment]
     links = LinkMap(plan)
     hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
     gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
@@ -582,7 +678,7 @@ def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(t
     gor.fleet.write = lambda updates, timeout=10.0: written.append({n for n, u in updates.items() if u})  # type: ignore[method-assign]
     dead = {"sp1"}
     gor.fleet.is_up = lambda name: name not in dead  # type: ignore[method-assign]
-    gor.cables = CableWatch(plan, lambda intf: True)           # every interface stays up
+    gor.ports = ReportedPorts(plan)  # type: ignore[assignment]    # every port stays up
     gor.telemetry = SimpleNamespace(links=LinkMap(plan))  # type: ignore[assignment]
     leaves = [leaf.name for leaf in plan.leaves]
     gor._check_cables()
@@ -664,7 +760,7 @@ def gor_on_hot_uplink(plan: AddressPlan, spec: FabricSpec, run_dir, now: list[fl
     if listed:
         gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
     gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
-    gor.cables = CableWatch(plan, lambda intf: True)
+    gor.ports = ReportedPorts(plan)  # type: ignore[assignment]
     if settings:
         gor.configure(**settings)
     links = LinkMap(plan)

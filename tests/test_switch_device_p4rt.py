@@ -146,3 +146,21 @@ def test_digest_is_delivered(net, controlled):
     src_mac, port = (m.bitstring for m in data.struct.members)
     assert int.from_bytes(src_mac, "big") == mac("02:00:00:00:01:01")
     assert int.from_bytes(port, "big") == 1
+
+
+def test_ports_oper_status_is_reported_from_the_switchs_namespace(net, controlled):
+    """QueueControl GetPortStatus: each port's oper status as the switch process sees its
+    interfaces (in its own namespace, where this process's /sys shows nothing). A cable
+    whose far end goes down takes the port's carrier (not the port's own admin state)
+    with it; the port comes back with the far end."""
+    from p4sim.runtime.queues import QueueControlClient
+    from testkit import wait_for
+
+    _, ctl = controlled
+    client = QueueControlClient(ctl.channel)
+    assert client.port_status() == {1: True, 2: True}
+    assert not os.path.exists(f"/sys/class/net/{net.ifaces['s1']}")   # not in this namespace
+    net.run("h1", "ip", "link", "set", net.ifaces["h1"], "down")
+    wait_for("port 1 reported down", lambda: client.port_status() == {1: False, 2: True}, 5)
+    net.run("h1", "ip", "link", "set", net.ifaces["h1"], "up")
+    wait_for("port 1 reported up again", lambda: client.port_status() == {1: True, 2: True}, 5)

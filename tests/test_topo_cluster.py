@@ -18,6 +18,9 @@ one block and one spine per server. Checked:
   its server's offset, with the same dilation;
 * a GRE fabric on a kernel without GRE, and a server without sshd, fail before
   anything is built, naming ``cluster.link`` / ``cluster.servers`` and the server;
+* GOR, on this machine, repairs a cable between two switches of the second server (a
+  cable whose interfaces exist only there) by the switches' own port reports, and
+  puts it back in service when it is up again;
 * stopping the fabric leaves nothing running on the servers but their sshd, not even
   a process that outlived the ssh that started it in a remote host.
 """
@@ -37,7 +40,9 @@ pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not all(shutil.which(p) for p in ("mnexec", "sudo", "/usr/sbin/sshd")),
     reason="needs root, Mininet, sudo and openssh-server")
 
-from controller.routes import program_fabric  # noqa: E402
+from controller.config import default_config  # noqa: E402
+from controller.gor import Gor  # noqa: E402
+from controller.routes import cable, ecmp_members, program_fabric  # noqa: E402
 from emulation.clock import EmulationClock  # noqa: E402
 from tccl.job import Transport, Workload, job_from_fabric  # noqa: E402
 from tccl.launch import agent_command, run_on_fabric  # noqa: E402
@@ -228,6 +233,35 @@ def test_one_clock_across_servers(servers, fabric):
         clock = EmulationClock.decode(cmd[cmd.index("--clock") + 1])
         assert clock == fab.clock.shifted(fab.offsets[fab.placement[server.name]].ns)
         assert clock.dilation == fab.clock.dilation == 2.0
+
+
+def test_gor_repairs_a_cable_of_a_switch_on_the_second_machine(servers, fabric, tmp_path):
+    """The leaf of block 1 and a spine, both on the second server: their cable's
+    interfaces are not on this machine (GOR's), so only the switches' own reports can
+    tell GOR it went down."""
+    fab, _ = fabric
+    plan = fab.plan
+    leaf = plan.leaf(1, 0)
+    spine = next(sp for sp in plan.spines if fab.placement[sp.name] == servers.ips[1])
+    assert fab.placement[leaf.name] == servers.ips[1]
+    assert not Path(f"/sys/class/net/{plan.intf(leaf.name, plan.uplink_port(spine.spine))}").exists()
+    assert fab.pipeline is not None
+    key = cable(leaf.name, spine.name)
+    with Gor(plan, fab.pipeline, tmp_path, default_config(plan), fabric=fab) as gor:
+        def last_events() -> str:
+            return str([e["event"] for e in gor.events.snapshot()[-10:]])
+
+        assert not gor.down
+        fab.net.configLinkStatus(leaf.name, spine.name, "down")
+        try:
+            wait_for("GOR to route around the second server's cable", lambda: gor.down == {key}, 20,
+                     detail=last_events)
+            others = [l.name for l in plan.leaves if l.name != leaf.name]
+            assert all(spine.spine not in ecmp_members(plan, o, leaf.name, gor.down) for o in others)
+            assert any(e["event"] == "repaired" for e in gor.events.snapshot())
+        finally:
+            fab.net.configLinkStatus(leaf.name, spine.name, "up")
+        wait_for("the cable back in service", lambda: not gor.down, 20, detail=last_events)
 
 
 @pytest.mark.skipif(LINK == "gre", reason="this kernel has GRE: the fabric above runs on it")

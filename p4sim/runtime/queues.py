@@ -17,7 +17,15 @@ GetQueueStats   (none)                                    {"ports": {"<port>": {
                                                           (with each port's "pfc" counters)
 GetFidelity     (none)                                    cumulative fidelity counters
                                                           (emulation/fidelity.py)
+GetPortStatus   (none)                                    {"ports": {"<port>": "UP" or
+                                                          "DOWN"}}: each interface's
+                                                          operational state, read by the
+                                                          switch in its own namespace
 =============== ========================================= ===============================
+
+GetPortStatus is what GOR watches cables by: the switch itself reports its ports'
+oper status (OpenConfig's ``oper-status`` values), so the controller needs no view
+of the switch's machine -- a switch on another machine of a cluster reports the same.
 
 The server forwards each call to a `QueueControl` (in-process: the switch device);
 `QueueControlClient` is the client side, used by experiments and the CLI.
@@ -50,6 +58,12 @@ class QueueControl(Protocol):
     def queue_stats(self) -> dict[int, dict[str, Any]]: ...
 
     def fidelity(self) -> dict[str, Any]: ...
+
+    def port_status(self) -> dict[int, bool]: ...
+
+
+# A port's operational state on the wire (OpenConfig interfaces' oper-status values).
+OPER_UP, OPER_DOWN = "UP", "DOWN"
 
 
 def _struct(d: dict) -> struct_pb2.Struct:
@@ -119,6 +133,9 @@ def handler(control: QueueControl) -> grpc.GenericRpcHandler:
     def fidelity(req: dict) -> dict:
         return control.fidelity()
 
+    def port_status(req: dict) -> dict:
+        return {"ports": {str(p): OPER_UP if up else OPER_DOWN for p, up in control.port_status().items()}}
+
     def wrap(fn: Callable[[dict], dict]):
         def call(request: struct_pb2.Struct, context: grpc.ServicerContext) -> struct_pb2.Struct:
             try:
@@ -137,6 +154,7 @@ def handler(control: QueueControl) -> grpc.GenericRpcHandler:
             "SetPfc": wrap(set_pfc),
             "GetQueueStats": wrap(queue_stats),
             "GetFidelity": wrap(fidelity),
+            "GetPortStatus": wrap(port_status),
         },
     )
 
@@ -153,7 +171,7 @@ class QueueControlClient:
                 response_deserializer=struct_pb2.Struct.FromString,
             )
             for name in ("SetPortRate", "SetQueueRate", "SetQueueDepth", "SetPfc", "GetQueueStats",
-                         "GetFidelity")
+                         "GetFidelity", "GetPortStatus")
         }
 
     def _call(self, name: str, **fields: Any) -> dict:
@@ -180,6 +198,16 @@ class QueueControlClient:
     def fidelity(self) -> dict[str, Any]:
         """The switch's cumulative fidelity counters (`Device.fidelity`)."""
         return self._call("GetFidelity")
+
+    def port_status(self) -> dict[int, bool]:
+        """Each port's operational state as the switch reads it (True: up); raises
+        ValueError on a status that is neither "UP" nor "DOWN", naming the port."""
+        out = {}
+        for port, status in self._call("GetPortStatus").get("ports", {}).items():
+            if status not in (OPER_UP, OPER_DOWN):
+                raise ValueError(f"GetPortStatus: port {port} has oper status {status!r}, not UP or DOWN")
+            out[int(port)] = status == OPER_UP
+        return out
 
 
 def fidelity_of(clients: dict[str, QueueControlClient]) -> dict[str, dict[str, Any]]:

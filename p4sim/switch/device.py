@@ -214,6 +214,12 @@ class Device:
             s["t_us"] = now
         return stats
 
+    def port_status(self) -> dict[int, bool]:
+        """Each interface port's operational state (`InterfacePort.oper_up`): what
+        the controller watches cables by (QueueControl GetPortStatus). Read from the
+        kernel without the device lock: it touches no pipeline state."""
+        return {number: port.oper_up() for number, port in sorted(self._ports.items())}
+
     def fidelity(self) -> dict[str, Any]:
         """Cumulative fidelity counters (readers difference two snapshots for a window):
         lateness of all rate-limited departures (packet times), bursts, kernel drops,

@@ -84,6 +84,11 @@ ETH_P_IPV4 = 0x0800
 ETH_P_IPV6 = 0x86DD
 SIOCGIFMTU = 0x8921
 SIOCGIFHWADDR = 0x8927
+SIOCGIFFLAGS = 0x8913
+# ifr_flags bits: administratively up, and operationally up (the kernel's
+# netif_oper_up: carrier present, so a veth whose peer is down is not RUNNING).
+IFF_UP = 0x1
+IFF_RUNNING = 0x40
 # Offset of the checksum field in the L4 header, by IP protocol number.
 L4_CHECKSUM_AT = {6: 16, 17: 6}  # TCP, UDP
 # Plain ints: socket.MSG_TRUNC is an IntFlag, and enum arithmetic per packet is slow.
@@ -311,6 +316,18 @@ class InterfacePort:
             self.tx_errors += 1
             log.debug("%s (%s): transmit failed: %s", self.name, self.iface, e.strerror)
             return False
+
+    def oper_up(self) -> bool:
+        """Whether the interface is operationally up (IFF_UP and IFF_RUNNING), read in
+        the process's own network namespace: a switch on another machine (cluster
+        mode) reports its own cables, which the controller's ``/sys`` does not show.
+        An interface that is gone is down."""
+        try:
+            ifreq = fcntl.ioctl(self._sock, SIOCGIFFLAGS, struct.pack("16sH14x", self.iface.encode(), 0))
+        except OSError:
+            return False
+        flags = struct.unpack_from("H", ifreq, 16)[0]
+        return flags & (IFF_UP | IFF_RUNNING) == IFF_UP | IFF_RUNNING
 
     def poll_kernel_drops(self) -> int:
         """Frames the kernel dropped since the last call because the socket was full."""
