@@ -1,8 +1,90 @@
-"""Session-wide hooks: the fuzz and fault tests' closing note (tests/fuzzkit.py)."""
+"""Session-wide hooks: how `make test` lays the suite out over pytest-xdist workers, and
+the fuzz and fault tests' closing note (tests/fuzzkit.py).
+
+The suite's wall time is the modules that bring up namespaces, Mininet or a fabric:
+they wait on dilated emulated time and leave the CPUs mostly idle, while the unit tests
+are CPU work. `make test` runs ``-n 3 --dist loadgroup`` with the groups below: each of
+NETNS_GROUPS is one work unit (its modules one after another on one worker, so module
+fixtures and node names behave as in a serial run), every other module a unit of its
+own (its module fixtures built once). The namespace groups are scheduled first: they
+are the long poles. Switches and agents run SCHED_RR (emulation/realtime.py), so the
+unit tests beside them take the CPU only when the fabric does not need it; each fabric
+test still checks that its run was faithful.
+
+The groups are applied by a scheduler of our own, not by ``xdist_group`` marks: xdist
+3.8 marks a test's group by rewriting ``item._nodeid``, which pytest 9 no longer reads.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+from xdist.scheduler import LoadScopeScheduling
+
 from fuzzkit import closing_note
+
+# Modules that create network namespaces, by group; the groups' wall times (measured
+# with --durations) are about even, so they end together. The modules whose fabrics
+# could share node names (the demo's "" prefix, threetier's and the runner's "x<pid>")
+# are in one group.
+NETNS_GROUPS: dict[str, tuple[str, ...]] = {
+    "netns-tccl-gor": (
+        "test_tccl_fabric", "test_gor_fabric", "test_faults_fabric", "test_gor_repl",
+        "test_topo_cluster", "test_fabric_run", "test_insight_tshark", "test_fabric_bringup",
+        "test_insight_fabric", "test_switch_device_loop", "test_switch_device_net",
+        "test_switch_device_p4rt", "test_switch_fuzz_frames", "test_gor_gain",
+    ),
+    "netns-experiments": (
+        "test_experiments_failure", "test_experiments_moe", "test_experiments_pcap",
+        "test_experiments_demo", "test_compat_p4runtime_shell", "test_threetier_fabric",
+        "test_tccl_agent_net", "test_validity_fabric", "test_pfc_incast",
+        "test_emulation_fidelity", "test_native_loop", "test_topo_namespaces",
+    ),
+}
+_GROUP_OF = {module: group for group, modules in NETNS_GROUPS.items() for module in modules}
+_RANK = {group: rank for rank, group in enumerate(NETNS_GROUPS)}
+
+
+def group_of(nodeid: str) -> str:
+    """The work unit of test ``nodeid``: its namespace group, or its module's file."""
+    path = nodeid.split("::", 1)[0]
+    return _GROUP_OF.get(Path(path).stem, path)
+
+
+class SuiteScheduling(LoadScopeScheduling):
+    """xdist's scope scheduling with `group_of` as the scope, units handed out in
+    collection order (which `pytest_collection_modifyitems` starts with the groups)."""
+
+    def __init__(self, config: pytest.Config, log=None) -> None:
+        super().__init__(config, log)
+        config.option.loadscopereorder = False
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> LoadScopeScheduling | None:
+    """``--dist loadgroup``: the groups above (other modes as xdist has them)."""
+    return SuiteScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker's temporary directories one level below the run's, named by the
+    worker's number: xdist's ``popen-gwN`` would lengthen every tmp_path by 10
+    characters, and the agents' control sockets in run directories there would pass
+    the 107 a Unix socket path may have."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None and config.option.basetemp:
+        config.option.basetemp = str(Path(config.option.basetemp).parent / worker["workerid"].removeprefix("gw"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker, the namespace groups' tests first, in NETNS_GROUPS' order (a
+    stable sort: the rest keep their order); a serial run keeps pytest's order."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: _RANK.get(group_of(item.nodeid), len(_RANK)))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
