@@ -19,18 +19,34 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from emulation.clock import EmulationClock
 from emulation.fidelity import LatenessHistogram
 from p4sim.switch.pause import ETHERTYPE_MAC_CONTROL
 from p4sim.switch.ports import ETH_P_IPV4, InterfacePort
 from tccl.fidelity import Lateness
-from tccl.job import RankInfo, qpn_index, qpn_ranks
+from tccl.job import Job, RankInfo, qpn_index, qpn_ranks
 from tccl.nic import qp as native
 
-if TYPE_CHECKING:
-    from tccl.engine import Engine, QueuePair
+
+class QueuePair(Protocol):
+    """What a NIC needs of a queue pair: its number and its two halves' C state
+    (`tccl.engine.QueuePair` built from this device's classes)."""
+    qpn: int
+    requester: Any
+    responder: Any
+
+
+class Engine(Protocol):
+    """What the device needs of the agent's engine (`tccl.engine.Engine`, which builds
+    the device): named here so the NIC does not import the engine back."""
+    ranks: dict[int, RankInfo]
+    job: Job
+    rx_frames: int
+    rx_ignored: int
+
+    def qp(self, local: int, peer: int, index: int = 0) -> Any: ...
 
 ffi, lib = native.ffi, native.lib
 
