@@ -38,10 +38,10 @@ $(STAMP): pyproject.toml Makefile
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
-# Three workers: the two groups of namespace tests side by side, the unit tests beside them
+# Two workers: the namespace tests one after another, the unit tests beside them
 # (tests/conftest.py says how the suite is laid out).
 test: setup
-	ASTRAL_NIC=$(NIC) $(PY) -m pytest -q -n 3 --dist loadgroup tests
+	ASTRAL_NIC=$(NIC) $(PY) -m pytest -q -n 2 --dist loadgroup tests
 
 # The fuzz and fault campaigns of `make test`, long (docs/robustness.md): hostile P4Runtime
 # requests (FUZZ_EXAMPLES hypothesis examples, ~5.5 requests each), FUZZ_FRAMES random and
