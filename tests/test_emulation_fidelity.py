@@ -177,7 +177,7 @@ def test_dilation_grows_with_the_fabric_and_with_a_slower_machine(monkeypatch):
     shape = {"blocks": 2, "servers_per_block": 2, "rails": 4, "spines": 2}
     default = parse_spec({**shape, "switch_engine": "python", "nic": "python"})
     assert dilation_for(default, slowdown=1.0) == REFERENCE_DILATION["python", "python"]  # the reference point
-    native = parse_spec(shape)                  # auto: native switches and NICs
+    native = parse_spec({**shape, "nic": "native"})   # native switches (auto) and NICs
     ten_x = dc_replace(native, links=LinkRates(host_mbps=100.0, uplink_mbps=100.0))
     assert dilation_for(native, slowdown=1.0) == 1.0
     assert dilation_for(ten_x, slowdown=1.0) == pytest.approx(10 * REFERENCE_DILATION["native", "native"])

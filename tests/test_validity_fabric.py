@@ -34,8 +34,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
 
 from controller.routes import program_fabric  # noqa: E402
 from experiments.validity.runs import (ONE_CNP_FABRIC, PFC_FABRIC, PROFILES_FABRIC,  # noqa: E402
-                                       TWO_FLOWS_FABRIC, check_spec, one_cnp, pfc_ingress, profiles,
-                                       two_flows, victim)
+                                       check_spec, one_cnp, pfc_ingress, profiles, victim)
 from topo.net import Fabric  # noqa: E402
 
 
@@ -87,23 +86,6 @@ def test_victim_flow_paused_under_pfc_alone_not_with_dcqcn(tmp_path):
     assert both["victim"] == pytest.approx(both["victim_ref"], abs=0.1), both
     # The incast keeps its NIC's link busy (measured 0.70 of payload goodput).
     assert both["receiver_link_use"] > 0.6, both
-
-
-def test_two_flows_share_one_bottleneck_as_the_fluid_model(tmp_path):
-    spec, spec_file = check_spec(TWO_FLOWS_FABRIC, f"u{os.getpid() % 1000}", tmp_path)
-    with Fabric(spec, run_dir=tmp_path / "run", program=program_fabric) as fab:
-        r = two_flows(fab, spec_file, tmp_path / "job")
-    assert r["drops"] == 0, r
-    # Measured (docs/validation.md): fair in the first or second 200 ms window after
-    # the join (the model: the first), stated within three.
-    assert r["fair_after_s"] is not None and r["fair_after_s"] <= 0.6, r
-    # Both within 10 % of C/2 afterwards (the band; measured 0.45-0.55).
-    assert r["shares_after"] == pytest.approx([0.5, 0.5], abs=0.05), r
-    # The queue held by the marking ramp: p95 measured 19-20.5 packets for Kmax 20
-    # (without marking it fills the 64-packet queue), stated below 1.25 Kmax.
-    assert r["queue_p5_p50_p95"][2] <= 1.25 * r["kmax"], r
-    # The link used once fair: measured 0.89-0.95 of payload goodput.
-    assert r["link_use"] > 0.8, r
 
 
 def test_each_profile_marks_and_cuts_the_published_ones_before_pfc(tmp_path):
