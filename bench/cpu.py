@@ -41,6 +41,7 @@ from typing import Any, Iterable
 from tccl.control import socket_path
 from tccl.job import Job, RankInfo, Transport, Workload, job_from_fabric
 from tccl.launch import ROOT, default_run_dir, run_on_fabric
+from tccl.rundir import ready_path, results_path
 from topo.namespaces import Netns
 from topo.processes import stop_process
 
@@ -191,7 +192,7 @@ def job_cpu(fabric: Any, job: Job, run_dir: str | Path | None = None, settle_s: 
             time.sleep(POLL_S)
 
     wait_until(started.is_set, timeout)
-    wait_until(lambda: all((run_dir / f"ready-{s}").exists() for s in servers), timeout)
+    wait_until(lambda: all(ready_path(run_dir, s).exists() for s in servers), timeout)
     time.sleep(settle_s)
     switches = switch_pids(fabric)
     w0, sw0 = wakeups(agents.values()), wakeups(switches)
@@ -199,7 +200,7 @@ def job_cpu(fabric: Any, job: Job, run_dir: str | Path | None = None, settle_s: 
     time.sleep(window_s)
     t1, a1, s1, b1 = time.monotonic(), cpu_seconds(agents.values()), cpu_seconds(switches), host_link_bytes(fabric)
     w1, sw1 = wakeups(agents.values()), wakeups(switches)
-    if any((run_dir / f"results-{s}.json").exists() for s in servers) or not runner.is_alive():
+    if any(results_path(run_dir, s).exists() for s in servers) or not runner.is_alive():
         raise WindowError(f"an agent finished inside the window; give the job more work "
                           f"than {settle_s + window_s:.0f}s")
     runner.join(timeout)

@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 
 from tccl.control import AgentClient, socket_path
+from tccl.rundir import clear_markers
 from tccl.job import Job
 from tccl.launch import agent_command
 from topo.addressing import AddressPlan
@@ -133,8 +134,7 @@ class JobRunner:
         job.save(path)
         run = JobRun(job.name, path)
         for server in sorted({r.server for r in job.ranks}):
-            (self.run_dir / f"results-{server}.json").unlink(missing_ok=True)
-            (self.run_dir / f"ready-{server}").unlink(missing_ok=True)
+            clear_markers(self.run_dir, server)
         for server in sorted({r.server for r in job.ranks}):
             log = open(self.run_dir / f"agent-{server}.log", "w", encoding="utf-8")
             run.procs[server] = self.fabric.host(server).popen(

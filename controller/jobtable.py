@@ -10,6 +10,7 @@ from typing import Any
 
 from controller.agents import JobRun
 from tccl.results import HEADER, Row, format_fidelity, format_row
+from tccl.rundir import results_path
 
 
 def running(run: JobRun) -> bool:
@@ -25,7 +26,7 @@ def job_table(run: JobRun, agent_dir: Path) -> str:
     lines = [f"job {run.name} finished: " + ", ".join(f"{s} {st}" for s, st in run.status().items())]
     results: dict[str, dict[str, Any]] = {}
     for server in run.procs:
-        path = agent_dir / f"results-{server}.json"
+        path = results_path(agent_dir, server)
         if path.is_file():
             results[server] = json.loads(path.read_text(encoding="utf-8"))
     missing = sorted(set(run.procs) - set(results))

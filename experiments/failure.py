@@ -48,7 +48,8 @@ from experiments.runner import Experiment, Settings, prepare, run_once, write_su
 from emulation.clock import EmulationClock
 from scale.flows import step_flows
 from tccl import collectives as C
-from tccl.agent import port_function, ready_path
+from tccl.agent import port_function
+from tccl.rundir import ready_path
 from tccl.job import Job
 from topo.addressing import AddressPlan
 

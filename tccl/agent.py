@@ -5,8 +5,8 @@ per rail NIC (one rank each), serves the control channel on a Unix socket in the
 directory, runs the job's workload -- an nccl-tests style sweep of one collective over
 message sizes, or a trace's training iterations -- prints the results and writes
 ``results-<server>.json``. It then keeps
-answering its peers until they have been quiet for a while, so that a peer whose last
-ACK was lost can still finish, and exits.
+answering its peers until every agent of the job has all its data acknowledged (the
+finish barrier), so that a peer whose last ACK was lost can still finish, and exits.
 
 Every time it measures or waits for (iterations, compute steps, the start barrier,
 lingering) is the fabric's emulated time (``--clock``, else ``ASTRAL_CLOCK``), so the
@@ -33,13 +33,15 @@ from tccl import trace as T
 from tccl.control import ControlServer, socket_path
 from tccl.engine import Engine
 from tccl.job import Job, JobError, load_job
+from tccl.rundir import clear_markers, done_path, ready_path, results_path
 from tccl.results import HEADER, Row, bus_factor, format_fidelity, format_row, save
 from tccl.traffic import Traffic
 from tccl.trace import Step, Trace
 from topo.addressing import AddressPlan
 from topo.spec import NICS
 
-# Stop lingering once no frame has arrived for this many retransmission timeouts.
+# Stop lingering once no frame has arrived for this many retransmission timeouts, even
+# if the finish barrier is not complete (a peer that died never marks itself done).
 QUIET_RTOS = 4
 MAX_LINGER = 30.0           # emulated seconds
 # How long (emulated s) an agent waits for the other agents of the job to open their
@@ -50,11 +52,6 @@ START_BARRIER = 30.0
 BARRIER_POLL = 0.01
 # What GOR publishes into the run directory (controller/publish.py).
 GOR_TOPOLOGY = "gor-topology.json"
-
-
-def ready_path(run_dir: Path, server: str) -> Path:
-    """Marker file an agent writes once its NICs are open (the start barrier)."""
-    return run_dir / f"ready-{server}"
 
 
 def _barrier(engine: Engine, job: Job, run_dir: Path) -> None:
@@ -181,7 +178,7 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
     engine = Engine(job, server, ports=port, clock=clock, nic=nic)
     rows: list[Row] = []
     extra: dict[str, Any] = {}
-    ready_path(run_dir, server).unlink(missing_ok=True)
+    clear_markers(run_dir, server)
     with engine:
         control = ControlServer(engine, socket_path(run_dir, server)).start()
         settle_heap()
@@ -195,7 +192,7 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
                 extra = {"trace": trace.name, **_run_trace(engine, job, trace, out)}
             else:
                 rows = _sweep(engine, job, ring, out, tree)
-            _linger(engine)
+            _linger(engine, job, run_dir, server)
             flows = [{**qp.describe(), "rx": vars(qp.responder.stats), "rx_last_sport": qp.responder.last_sport}
                      for qp in engine.qps.values()]
             fidelity = engine.fidelity()
@@ -215,7 +212,7 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
             # the timelines of several agents line up.
             "timeline": {"columns": ["t_s", "acked_bytes", "rate_bps", "retransmits", "cnps"],
                          "origin_s": engine.started, "flows": {str(q): rows for q, rows in engine.timeline.items()}}, **extra}
-    save(run_dir / f"results-{server}.json", meta, rows)
+    save(results_path(run_dir, server), meta, rows)
     return {**meta, "rows": [vars(r) for r in rows]}
 
 
@@ -342,16 +339,25 @@ def _split_step(engine: Engine, job: Job, rings: list[list[int]], size: int,
     return sum(v != expect for v in joined.values())
 
 
-def _linger(engine: Engine) -> None:
-    """Keep serving until every local QP is idle and no frame arrived for a quiet
-    period (or for MAX_LINGER)."""
+def _linger(engine: Engine, job: Job, run_dir: Path, server: str) -> None:
+    """Keep serving until the finish barrier is complete: every agent of the job has
+    marked itself done, i.e. all the messages it sent are acknowledged, so no agent
+    needs an ACK or a retransmission from this one any more. A job whose agents do not
+    all get there (one was killed) ends once this agent is idle and no frame arrived
+    for a quiet period, or after MAX_LINGER."""
+    servers = {r.server for r in job.ranks}
     quiet = QUIET_RTOS * engine.job.transport.rto
     end = engine.clock() + MAX_LINGER
-    while (left := end - engine.clock()) > 0:
+    last_frame = engine.clock()
+    while engine.clock() < end:
+        if engine.idle():
+            done_path(run_dir, server).touch()
+            if all(done_path(run_dir, s).exists() for s in servers) or engine.clock() - last_frame >= quiet:
+                return
         seen = engine.rx_frames
-        arrived = engine.run_until(lambda: engine.rx_frames != seen, min(quiet, left))
-        if not arrived and engine.idle():
-            return
+        engine.run_for(BARRIER_POLL)
+        if engine.rx_frames != seen:
+            last_frame = engine.clock()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Protocol
 from emulation.clock import EmulationClock
 from emulation.realtime import agent_priority, realtime_prefix
 from tccl.control import socket_path
+from tccl.rundir import clear_markers, results_path
 from tccl.job import Job
 from topo.processes import stop_process
 from topo.spec import nic_choice
@@ -126,9 +127,8 @@ def run_jobs(fabric: HostsProvider, jobs: Mapping[Path, Job], run_dir: Path, tim
         raise ValueError("jobs run together must not share a server (agents are per server)")
     ranks = {server: tuple(r.rank for r in jobs[path].ranks if r.server == server) for server, path in by_server.items()}
     procs: dict[str, subprocess.Popen] = {}
-    for server in by_server:    # leftovers of an earlier job would pass the start barrier
-        (run_dir / f"results-{server}.json").unlink(missing_ok=True)
-        (run_dir / f"ready-{server}").unlink(missing_ok=True)
+    for server in by_server:
+        clear_markers(run_dir, server)
     try:
         for server, job_path in by_server.items():
             procs[server] = fabric.host(server).popen(agent_command(fabric, job_path, server, run_dir, clock, nic),
@@ -148,7 +148,7 @@ def run_jobs(fabric: HostsProvider, jobs: Mapping[Path, Job], run_dir: Path, tim
             stop_process(proc, 5)
             # An agent killed or stopped by a signal leaves its control socket behind.
             socket_path(run_dir, server).unlink(missing_ok=True)
-    return {s: json.loads((run_dir / f"results-{s}.json").read_text(encoding="utf-8")) for s in by_server}
+    return {s: json.loads(results_path(run_dir, s).read_text(encoding="utf-8")) for s in by_server}
 
 
 def _wait_all(procs: Mapping[str, subprocess.Popen], run_dir: Path, wall_s: float) -> dict[str, str]:

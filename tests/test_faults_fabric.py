@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
 from controller.gor import Gor  # noqa: E402
 from experiments.gor_loop import SENDER_MBPS, endpoints, two_flow_job  # noqa: E402
 from fuzzkit import count  # noqa: E402
-from tccl.agent import ready_path  # noqa: E402
+from tccl.rundir import ready_path  # noqa: E402
 from tccl.control import SERVICE, AgentClient, socket_path  # noqa: E402
 from tccl.job import Job  # noqa: E402
 from tccl.launch import LaunchError, run_on_fabric  # noqa: E402
