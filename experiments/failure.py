@@ -149,8 +149,13 @@ class CableFailure:
     def restore(self) -> None:
         self.fabric.net.configLinkStatus(*self.cable, "up")
 
+    def wait_over(self) -> None:
+        """Wait until the fault is undone (the cable back), however long it has left."""
+        if self._thread is not None:
+            self._thread.join(self.fabric.clock.wall_s(AGENTS_UP_TIMEOUT_S + self.after_s + self.down_s) + 10)
+
     def finish(self) -> None:
-        """Wait for the cable to be back (ending the wait early if the job is over)."""
+        """Undo the fault now if it is still on (the run failed) and wait for that."""
         self._cancel.set()
         if self._thread is not None:
             self._thread.join(self.down_s + 10)
@@ -262,7 +267,8 @@ def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: 
                                             reprogram=not config.gor) if kind == "switch" else \
                         CableFailure(fabric, cable, fail_after_s, down_s, agents_up)
                     try:
-                        numbers = run_once(exp, fabric, recorder, config, run_dir, on_start=failure.start)
+                        numbers = run_once(exp, fabric, recorder, config, run_dir, on_start=failure.start,
+                                           on_end=failure.wait_over)
                     finally:
                         failure.finish()
                     events = read_events(run_dir / "gor-events.jsonl") if config.gor else []

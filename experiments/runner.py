@@ -159,16 +159,25 @@ def prepare(settings: Settings, log: Callable[[str], None] = print) -> Experimen
 
 
 def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, run_dir: Path,
-             on_start: Callable[[float], Any] | None = None) -> dict[str, Any]:
+             on_start: Callable[[float], Any] | None = None,
+             on_end: Callable[[], Any] | None = None) -> dict[str, Any]:
     """One job under one configuration on the running fabric; its numbers (plus, under
     ``series`` and ``intervals``, the recorded telemetry of the run). ``on_start(t)``
-    is called as the agents are launched (emulated time ``t``): the failure scenario
-    starts its cable failure there. ``fidelity`` holds how faithful the emulation was
-    over the job (switches' departures against the ideal links, the agents' departures
-    against their pacers and their handling of frames after arrival, kernel drops)."""
-    run = record_run(exp, fabric, recorder, config.gor, run_dir,
-                     lambda: run_on_fabric(fabric, exp.jobs[config.name], run_dir, exp.settings.timeout_s),
-                     on_start)
+    is called as the agents are launched (emulated time ``t``) and ``on_end()`` once
+    they have ended, GOR still running: the failure scenario starts its cable failure
+    at the one and waits at the other until the cable is back, so a job that outlives
+    its fault by little still shows GOR the whole fault. ``fidelity`` holds how
+    faithful the emulation was over the job (switches' departures against the ideal
+    links, the agents' departures against their pacers and their handling of frames
+    after arrival, kernel drops)."""
+
+    def launch() -> dict[str, dict[str, Any]]:
+        results = run_on_fabric(fabric, exp.jobs[config.name], run_dir, exp.settings.timeout_s)
+        if on_end is not None:
+            on_end()
+        return results
+
+    run = record_run(exp, fabric, recorder, config.gor, run_dir, launch, on_start)
     return run.numbers(exp.ideal_comm_s, exp.compute_s)
 
 
