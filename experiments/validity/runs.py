@@ -10,7 +10,8 @@
 * `two_flows` -- a second flow joins a first on one leaf's uplink (the testbed's DCQCN
   set and marking, PFC off as the model assumes DCQCN acts first): the time to fair
   share, both flows' shares afterwards and the queue's range, beside DCQCN's fluid
-  model (section 4, `fluid`) integrated for the same scaled parameters.
+  model (section 4, `fluid`) integrated for the same scaled parameters and its fixed
+  point (CoNEXT 2016, section 3.2).
 * `pfc_ingress` -- the DCQCN paper's PFC unfairness (its section 2): three flows from
   one leaf and one from a host of the receiver's own leaf, all to one NIC; the
   receiver's leaf sees the three on its spine port and the lone one on its host port.
@@ -48,7 +49,7 @@ from emulation.fidelity import switches_window
 from experiments.incast import queue_clients, set_pfc, switch_counters
 from experiments.runner import write_spec
 from experiments.validity import reference as ref
-from experiments.validity.fluid import integrate
+from experiments.validity.fluid import fixed_point, integrate
 from experiments.validity.marking import mark_one, set_marking
 from p4sim.runtime.queues import fidelity_of
 from tccl import roce
@@ -410,6 +411,7 @@ def two_flows(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
             "worst_window_share": max((abs(x - 0.5) for w in after for x in w), default=float("nan")) + 0.5,
             "queue_p5_p50_p95": [pct(q_after, p) for p in (5, 50, 95)],
             "queue_p5_p50_p95_model": [round(pct(mq, p), 2) for p in (5, 50, 95)],
+            "queue_fixed_point": round(fixed_point(params, ecn, fabric.spec.links.uplink_mbps * 1e6, packet, 2).q, 2),
             "queue_samples": len(q_after), "link_use": link_use}
 
 
