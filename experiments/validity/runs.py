@@ -6,7 +6,7 @@
   twice, well apart; the sender's rate timeline (one row per `ONE_CNP_TIMELINE_S`) gives
   each cut (eq. 1: the depth is alpha / 2, alpha as decayed by eq. 2 since the flow
   started or since the last cut) and the recovery after it, sampled mid-way between
-  rate-timer events (eqs. 3-4: F fast-recovery halvings of the gap to Rt).
+  rate-timer events (F fast-recovery halvings of the gap to Rt, then additive increase).
 * `two_flows` -- a second flow joins a first on one leaf's uplink (the testbed's DCQCN
   set and marking, PFC off as the model assumes DCQCN acts first): the time to fair
   share, both flows' shares afterwards and the queue's range, beside DCQCN's fluid
