@@ -14,9 +14,9 @@ measured runs in docs/validation.md; each fabric is always torn down.
   stages removed: the cut senders stay at the rate floor and the job never finishes).
 * Two flows, one bottleneck (section 4's fluid model): the second flow's join is fair
   within a few windows, both flows near half the link after, the queue held by the
-  marking ramp, the link used (fails with the marking off: the queue fills and drops;
-  and with the increase stages removed: both flows stay at the rate floor and the job
-  never finishes).
+  marking ramp, the link used (fails with switches that never mark: the windows hold
+  a queue above Kmax; and with the increase stages removed: the flows' rates only
+  fall and the job does not finish).
 * The profiles (issue 26's check 5): a 3-to-1 incast under the testbed's, the paper's
   and HPCC's production DCQCN set, each with its scaled marking: every one marks and
   cuts without a drop, and the published sets, marking earlier, leave PFC a fraction
@@ -102,8 +102,11 @@ def test_two_flows_share_one_bottleneck_as_the_fluid_model(tmp_path):
     # a packet-level run of the agents' own rate machine (the fluid model: 0.51-0.53);
     # stated within 0.12 of 1/2 -- a flow held at its floor, or starved, fails it.
     assert r["shares_after"] == pytest.approx([0.5, 0.5], abs=0.12), r
-    # The queue held by the marking ramp: p95 measured 20-22 packets for Kmax 20
-    # (without marking it fills the 64-packet queue and drops), stated below 1.25 Kmax.
+    # The queue held by the marking ramp: median measured 10-15 packets (the model's
+    # fixed point: 13.4), p95 19-22, for Kmax 20; stated median at most Kmax, p95 under
+    # 1.25 Kmax. Switches that never mark leave the flows to their windows: median 25,
+    # p95 26, and fail both.
+    assert r["queue_p5_p50_p95"][1] <= r["kmax"], r
     assert r["queue_p5_p50_p95"][2] <= 1.25 * r["kmax"], r
     # The link used once fair: measured 0.95 of payload goodput.
     assert r["link_use"] > 0.85, r
