@@ -10,8 +10,9 @@ measured runs in docs/validation.md; each fabric is always torn down.
   flow's window fits the queue, 1/4 each); with DCQCN 1/4 each, and far fewer PAUSEs.
 * Victim flow (same section): a flow sharing the incast's upstream links but bound to an
   idle egress is paused with the incast under PFC alone (fails with PFC off: nothing
-  pauses it) and keeps near its max-min share with DCQCN (fails with the increase
-  stages removed: the cut senders stay at the rate floor and the job never finishes).
+  pauses it) and keeps at least near its max-min share with DCQCN (fails without
+  DCQCN's marking: PFC alone's 0.20-0.22; and with the increase stages removed: the
+  cut senders stay at the rate floor and the job never finishes).
 * Two flows, one bottleneck (section 4's fluid model): the second flow's join is fair
   within a few windows, both flows near half the link after, the queue held by the
   marking ramp, the link used (fails with switches that never mark: the windows hold
@@ -82,10 +83,12 @@ def test_victim_flow_paused_under_pfc_alone_not_with_dcqcn(tmp_path):
     # Measured (docs/validation.md): the victim at 0.20 of the line under PFC alone, 0.46
     # with PFC off (its max-min share is 1/3): stated below 0.28.
     assert alone["victim"] < 0.28, alone
-    # With DCQCN, measured 0.26: the incast's start marks it too at leaf 0's uplink, and
-    # it climbs back by R_AI; stated above PFC alone's and within 0.1 of 1/3.
-    assert both["victim"] > alone["victim"], (both["victim"], alone["victim"])
-    assert both["victim"] == pytest.approx(both["victim_ref"], abs=0.1), both
+    # With DCQCN, measured 0.36-0.45 in faithful runs (0.26 in a loaded, unfaithful one):
+    # at least its max-min share of 1/3 less 0.1, and clear of PFC alone's. Not bounded
+    # above by 1/3: the two incast flows crossing leaf 0's uplink are marked at two
+    # queues and keep 0.20-0.23 each, and the victim takes what they leave of the link.
+    assert both["victim"] >= both["victim_ref"] - 0.1, both
+    assert both["victim"] > alone["victim"] + 0.05, (both["victim"], alone["victim"])
     # The incast keeps its NIC's link busy (measured 0.70 of payload goodput).
     assert both["receiver_link_use"] > 0.6, both
 
