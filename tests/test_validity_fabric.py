@@ -122,8 +122,8 @@ def test_each_profile_marks_and_cuts_the_published_ones_before_pfc(tmp_path):
         fair_mbps = fab.spec.links.host_mbps / 3
     for name, row in table.items():
         assert row["drops"] == 0 and row["ecn_marks"] > 0 and row["cnps"] > 0, (name, row)
-        # Measured slowest 1.99-3.15 Mbit/s for a fair 3.33 (docs/validation.md).
+        # Measured slowest 1.99-3.28 Mbit/s for a fair 3.33 (docs/validation.md).
         assert row["busbw_mbps_min"] > 0.5 * fair_mbps, (name, row)
-    # Measured PAUSE frames: testbed 132, paper 0, production 6.
+    # Measured PAUSE frames: testbed 98-132, paper 0-2, production 6-10.
     for name in ("paper", "production"):
         assert table[name]["pauses"] < table["testbed"]["pauses"] / 4, table
