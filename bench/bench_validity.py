@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 SOURCES = {
-    "one_cnp": "DCQCN (Zhu et al., SIGCOMM 2015) section 3, eqs. 1-4",
-    "two_flows": "DCQCN section 4, fluid model (per flow: Zhu et al., CoNEXT 2016, section 3)",
+    "one_cnp": "DCQCN (Zhu et al., SIGCOMM 2015) section 3: eqs. 1-2 and QCN's increase, as CoNEXT 2016 section 3 "
+               "restates them",
+    "two_flows": "DCQCN section 4, fluid model (per flow: Zhu et al., CoNEXT 2016, section 3.1, eqs. 3-7; "
+                 "its fixed point: section 3.2, Theorem 1)",
     "pfc": "DCQCN section 2, PFC unfairness: shares per ingress port",
     "victim": "DCQCN section 2, the victim flow: paused with an incast under PFC alone, max-min share with DCQCN",
     "profiles": "topo/ccprofiles.py: DCQCN's own values, HPCC's simulation/run.py (cc dcqcn)",
@@ -69,6 +71,7 @@ def run() -> dict[str, float]:
             figures[f"validity_two_flows_share{i}"] = share
         figures["validity_two_flows_queue_p50"] = two["queue_p5_p50_p95"][1]
         figures["validity_two_flows_queue_p50_model"] = two["queue_p5_p50_p95_model"][1]
+        figures["validity_two_flows_queue_fixed_point"] = two["queue_fixed_point"]
 
         def pfc_runs(fabric: Any, spec_file: Path) -> dict[str, Any]:
             return {"pfc": R.pfc_ingress(fabric, spec_file, tmp / "pfc" / "alone", dcqcn=False),

@@ -10,12 +10,14 @@ measured runs in docs/validation.md; each fabric is always torn down.
   flow's window fits the queue, 1/4 each); with DCQCN 1/4 each, and far fewer PAUSEs.
 * Victim flow (same section): a flow sharing the incast's upstream links but bound to an
   idle egress is paused with the incast under PFC alone (fails with PFC off: nothing
-  pauses it) and keeps near its max-min share with DCQCN (fails with the increase
-  stages removed: the cut senders stay at the rate floor and the job never finishes).
+  pauses it) and keeps at least near its max-min share with DCQCN (fails without
+  DCQCN's marking: PFC alone's 0.20-0.22; and with the increase stages removed: the
+  cut senders stay at the rate floor and the job never finishes).
 * Two flows, one bottleneck (section 4's fluid model): the second flow's join is fair
-  within a few windows, both flows within 10 % of half the link after, the queue's
-  queue held by the marking ramp, the link used (fails with the increase stages
-  removed: both flows stay at the rate floor and the job never finishes).
+  within a few windows, both flows near half the link after, the queue held by the
+  marking ramp, the link used (fails with switches that never mark: the windows hold
+  a queue above Kmax; and with the increase stages removed: the flows' rates only
+  fall and the job does not finish).
 * The profiles (issue 26's check 5): a 3-to-1 incast under the testbed's, the paper's
   and HPCC's production DCQCN set, each with its scaled marking: every one marks and
   cuts without a drop, and the published sets, marking earlier, leave PFC a fraction
@@ -34,7 +36,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
 
 from controller.routes import program_fabric  # noqa: E402
 from experiments.validity.runs import (ONE_CNP_FABRIC, PFC_FABRIC, PROFILES_FABRIC,  # noqa: E402
-                                       check_spec, one_cnp, pfc_ingress, profiles, victim)
+                                       TWO_FLOWS_FABRIC, check_spec, one_cnp, pfc_ingress, profiles,
+                                       two_flows, victim)
 from topo.net import Fabric  # noqa: E402
 
 
@@ -80,12 +83,36 @@ def test_victim_flow_paused_under_pfc_alone_not_with_dcqcn(tmp_path):
     # Measured (docs/validation.md): the victim at 0.20 of the line under PFC alone, 0.46
     # with PFC off (its max-min share is 1/3): stated below 0.28.
     assert alone["victim"] < 0.28, alone
-    # With DCQCN, measured 0.26: the incast's start marks it too at leaf 0's uplink, and
-    # it climbs back by R_AI; stated above PFC alone's and within 0.1 of 1/3.
-    assert both["victim"] > alone["victim"], (both["victim"], alone["victim"])
-    assert both["victim"] == pytest.approx(both["victim_ref"], abs=0.1), both
+    # With DCQCN, measured 0.36-0.45 in faithful runs (0.26 in a loaded, unfaithful one):
+    # at least its max-min share of 1/3 less 0.1, and clear of PFC alone's. Not bounded
+    # above by 1/3: the two incast flows crossing leaf 0's uplink are marked at two
+    # queues and keep 0.20-0.23 each, and the victim takes what they leave of the link.
+    assert both["victim"] >= both["victim_ref"] - 0.1, both
+    assert both["victim"] > alone["victim"] + 0.05, (both["victim"], alone["victim"])
     # The incast keeps its NIC's link busy (measured 0.70 of payload goodput).
     assert both["receiver_link_use"] > 0.6, both
+
+
+def test_two_flows_share_one_bottleneck_as_the_fluid_model(tmp_path):
+    spec, spec_file = check_spec(TWO_FLOWS_FABRIC, f"u{os.getpid() % 1000}", tmp_path)
+    with Fabric(spec, run_dir=tmp_path / "run", program=program_fabric) as fab:
+        r = two_flows(fab, spec_file, tmp_path / "job")
+    assert r["drops"] == 0, r
+    # Measured (docs/validation.md, check 2): fair in the first to fourth 200 ms window
+    # after the join (the model: the first), stated within five.
+    assert r["fair_after_s"] is not None and r["fair_after_s"] <= 1.0, r
+    # The first flow's share afterwards: measured 0.52-0.61 on the fabric, 0.49-0.56 in
+    # a packet-level run of the agents' own rate machine (the fluid model: 0.51-0.53);
+    # stated within 0.12 of 1/2 -- a flow held at its floor, or starved, fails it.
+    assert r["shares_after"] == pytest.approx([0.5, 0.5], abs=0.12), r
+    # The queue held by the marking ramp: median measured 10-15 packets (the model's
+    # fixed point: 13.4), p95 19-22, for Kmax 20; stated median at most Kmax, p95 under
+    # 1.25 Kmax. Switches that never mark leave the flows to their windows: median 25,
+    # p95 26, and fail both.
+    assert r["queue_p5_p50_p95"][1] <= r["kmax"], r
+    assert r["queue_p5_p50_p95"][2] <= 1.25 * r["kmax"], r
+    # The link used once fair: measured 0.95 of payload goodput.
+    assert r["link_use"] > 0.85, r
 
 
 def test_each_profile_marks_and_cuts_the_published_ones_before_pfc(tmp_path):
@@ -95,8 +122,8 @@ def test_each_profile_marks_and_cuts_the_published_ones_before_pfc(tmp_path):
         fair_mbps = fab.spec.links.host_mbps / 3
     for name, row in table.items():
         assert row["drops"] == 0 and row["ecn_marks"] > 0 and row["cnps"] > 0, (name, row)
-        # Measured slowest 1.99-3.15 Mbit/s for a fair 3.33 (docs/validation.md).
+        # Measured slowest 1.99-3.28 Mbit/s for a fair 3.33 (docs/validation.md).
         assert row["busbw_mbps_min"] > 0.5 * fair_mbps, (name, row)
-    # Measured PAUSE frames: testbed 132, paper 0, production 6.
+    # Measured PAUSE frames: testbed 98-132, paper 0-2, production 6-10.
     for name in ("paper", "production"):
         assert table[name]["pauses"] < table["testbed"]["pauses"] / 4, table

@@ -17,6 +17,14 @@ r = RC_i(t - tau*) in packets per second:
 A flow joins at its start time at line rate with alpha 1 (section 3.1). The model has
 no hyper increase (neither paper's has), rates stay within [min rate, line rate].
 Euler steps of ``dt`` with the delayed values read from the stored history.
+
+`fixed_point` is the model's own steady state, solved rather than integrated: CoNEXT
+2016, section 3.2, Theorem 1 -- N flows at C/N each, the marking probability p* the
+root of ``a^2 alpha* / ((b + d)(c + e)) = tau^2 R_AI R_C*`` (eq. `p_fixed` of the
+authors' source, github.com/jitupadhye-zz/rdma conext2016/dcqcn-stability.tex) and the
+queue on the RED ramp at p* (eq. `fixedq`). The paper's closed form (eq. `fixedp`, a
+Taylor series around p = 0) is not used: at the testbed's scale p* is ~0.1, where it
+overestimates p* by half.
 """
 
 from __future__ import annotations
@@ -38,6 +46,16 @@ class FluidRun:
     t: np.ndarray
     rc: np.ndarray
     q: np.ndarray
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """The fluid model's steady state: marking probability, queue (packets), each
+    flow's rate (bit/s)."""
+
+    p: float
+    q: float
+    rate_bps: float
 
 
 def marking(q: np.ndarray | float, ecn: EcnProfile) -> np.ndarray:
@@ -94,3 +112,33 @@ def integrate(params: DcqcnParams, ecn: EcnProfile, capacity_bps: float, packet_
         rc[s + 1] = np.where(on, np.clip(cur + dt * d_rc, floor, line), 0.0)
         q[s + 1] = max(0.0, q[s] + dt * (rc[s].sum() - cap))
     return FluidRun(np.arange(steps + 1) * dt, rc * bits, q)
+
+
+def fixed_point(params: DcqcnParams, ecn: EcnProfile, capacity_bps: float, packet_bytes: int,
+                flows: int) -> FixedPoint:
+    """The steady state of ``flows`` flows through one bottleneck of ``capacity_bps``
+    (module docstring): p* by bisection, LHS - RHS being increasing in p (the paper's
+    proof of Theorem 1). A p* past Pmax has no point on the ramp: the queue then sits
+    at Kmax, where the marking jumps to 1."""
+    if flows < 1:
+        raise ValueError(f"fixed_point: flows must be >= 1, got {flows}")
+    bits = packet_bytes * 8
+    rc = capacity_bps / bits / flows
+    b_pkts, f = params.byte_counter / packet_bytes, params.fast_recovery_steps
+    tau, timer = params.cnp_interval, params.rate_timer
+
+    def excess(p: float) -> float:
+        keep = 1 - p
+        a = 1 - keep ** (tau * rc)
+        b, d = float(_event_rate(p, b_pkts)), float(_event_rate(p, timer * rc))
+        c, e = keep ** (f * b_pkts) * b, keep ** (f * timer * rc) * d
+        alpha = 1 - keep ** (params.alpha_timer * rc)
+        return a * a * alpha / ((b + d) * (c + e)) - tau * tau * (params.rate_ai / bits) * rc
+
+    lo, hi = 1e-12, 1 - 1e-12
+    for _ in range(200):            # geometric bisection: p* spans decades
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if excess(mid) < 0 else (lo, mid)
+    p = (lo * hi) ** 0.5
+    q = ecn.kmax if p > ecn.pmax else ecn.kmin + p / ecn.pmax * (ecn.kmax - ecn.kmin)
+    return FixedPoint(p, q, capacity_bps / flows)

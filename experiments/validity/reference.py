@@ -2,14 +2,18 @@
 equations -- never from the agents' code (`tccl.dcqcn`), which they check.
 
 DCQCN (Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015,
-section 3, the reaction point):
+section 3, the reaction point; the equations as its authors restate them in "ECN or
+Delay", CoNEXT 2016, section 3 -- the SIGCOMM text itself was not readable here,
+docs/validation.md):
 
 * a CNP cuts: ``Rt = Rc, Rc = Rc (1 - alpha/2), alpha = (1 - g) alpha + g`` (eq. 1);
 * without CNPs alpha decays by ``(1 - g)`` every alpha timer K (eq. 2);
 * each rate-increase event (timer T, or B bytes) runs fast recovery ``Rc = (Rt + Rc)/2``
   for the first F events after a cut, then additive increase ``Rt += R_AI`` first
-  (eqs. 3-4); hyper increase needs both counters past F, which a window of a few T
-  without a byte-counter event never reaches.
+  (QCN's increase, which CoNEXT 2016 section 3 names: "five stages of so-called fast
+  recovery ... and then a gradual additive increase"); hyper increase needs both
+  counters past F, which a window of a few T without a byte-counter event never
+  reaches.
 
 PFC (section 2 of the same paper, "PFC unfairness"): a congested egress queue pauses
 its ingress ports, each on its own bytes, so a port is resumed as often as any other
@@ -43,7 +47,7 @@ def alpha_decayed(alpha: float, g: float, periods: int) -> float:
 def recovery(rt: float, rc: float, events: int, fast_recovery_steps: int, rate_ai: float,
              line_rate: float) -> list[float]:
     """Rc after 0, 1, ..., ``events`` quiet increase events following a cut from ``rt``
-    to ``rc``: F events of fast recovery, then additive increase (eqs. 3-4), the target
+    to ``rc``: F events of fast recovery, then additive increase (QCN's), the target
     never above the line rate."""
     out = [rc]
     for k in range(1, events + 1):
