@@ -13,7 +13,7 @@ from collections.abc import Callable
 from ..codegen.actions import DROP_PORT
 from .calculations import CCalculations
 from .context import CContext
-from .expressions import CExpressions, lit, read
+from .expressions import MAX_EXPR_BITS, CExpressions, arg_layout, lit, read
 
 #: P4-14's arithmetic primitives and the C helper or operator for each.
 _BINARY = {"add": "p4n_add", "subtract": "p4n_sub", "shift_left": "p4n_shl",
@@ -47,10 +47,14 @@ class CActions:
     def action(self, act: dict) -> None:
         """Emit `A_<id>`."""
         emit = self.ctx.emit
-        for w in act.get("runtime_data", []):
-            if int(w["bitwidth"]) > 64:
-                raise self.ctx.unsupported(f"action parameter {w.get('name')!r} of "
-                                           f"{w['bitwidth']} bits (> 64)")
+        widths = [int(w["bitwidth"]) for w in act.get("runtime_data", [])]
+        for w, wj in zip(widths, act.get("runtime_data", [])):
+            if w > MAX_EXPR_BITS:
+                raise self.ctx.unsupported(f"action parameter {wj.get('name')!r} of "
+                                           f"{w} bits (> {MAX_EXPR_BITS})")
+        self.exprs.args = dict(enumerate(arg_layout(widths)))
+        if any(w > 64 for w in widths):
+            self.ctx.wide_args[int(act["id"])] = widths
         emit(f"static void {self.name(act['id'])}(p4n_pipeline *p, uint64_t *F, p4n_state *S, "
              f"const uint64_t *d) {{")
         emit("(void)p; (void)F; (void)S; (void)d;", 1)
@@ -70,6 +74,7 @@ class CActions:
                 else:
                     self.primitive(pr, 1)
         self._in_action = False
+        self.exprs.args = {}
         if jumps:
             emit(f"L{len(prims)}:;", 1)
         emit("}")

@@ -14,7 +14,7 @@ from ..codegen.walk import dereferences, lookahead_bytes, shift_bits
 from ..program import HeaderInfo
 from .actions import CActions
 from .context import CContext
-from .expressions import CExpressions, Slot, bits, lit, store
+from .expressions import CExpressions, bits, extract, lit, slot_of
 
 
 class CParser:
@@ -59,8 +59,7 @@ class CParser:
         emit(f"if (dlen - pos < {h.nbytes}) {self.fail(self.errors['PacketTooShort'])}", ind)
         off = 0
         for f in h.fields:
-            src = f"(v_t)p4n_bits(data, dlen, (uint64_t)pos * 8 + {off}, {f.width})"
-            emit(store(f.slot, f.width, f.signed, src), ind)
+            emit(extract(slot_of(self.ctx, f), f"(uint64_t)pos * 8 + {off}"), ind)
             off += f.width
         emit(f"F[{h.valid_slot}] = 1;", ind)
         for sib in h.union_siblings:
@@ -181,7 +180,7 @@ class CParser:
                 f = self.L.field(*k["value"])
                 if f.varbit:
                     raise self.ctx.unsupported(f"select on varbit field {k['value']}")
-                parts.append(f"(v_t){bits(f)}")
+                parts.append(f"(v_t){bits(slot_of(self.ctx, f))}")
                 widths.append(f.width)
             elif k["type"] == "stack_field":
                 slot = self.exprs.lvalue(k)
@@ -195,7 +194,7 @@ class CParser:
                 foff = [f.name for f in h0.fields].index(k["value"][2])
                 f = h0.fields[foff]
                 uid = self.exprs.stack_element(st, f"(v_t)F[{st.count_slot}] - 1")
-                parts.append(f"(v_t){bits(Slot(f'p4n_hf[p4n_uh[{uid}][{moff}]][{foff}]', f.width, f.signed))}")
+                parts.append(f"(v_t){bits(self.exprs.hf_slot(f'p4n_uh[{uid}][{moff}]', h0, foff))}")
                 widths.append(f.width)
             elif k["type"] == "lookahead":
                 parts.append(self.exprs.expr(k))

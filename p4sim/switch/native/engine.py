@@ -48,6 +48,11 @@ _FAILURES: dict[int | None, Callable[[], Exception]] = {
 }
 
 
+def _words(value: int, n: int) -> list[int]:
+    """`value` as `n` 64-bit words, most significant first."""
+    return [(value >> (64 * (n - 1 - i))) & ((1 << 64) - 1) for i in range(n)]
+
+
 class NativeJob:
     """A packet queued between ingress and egress: the C job and what the traffic
     manager reads (`EgressJob`'s port, priority and length). The C job is freed when
@@ -154,14 +159,26 @@ class NativeSwitch(V1Switch):
                 self._push_entry(name, rec)
             self._push_default(name)
 
-    def _args(self, args: tuple | list) -> Any:
-        return ffi.new("uint64_t[]", list(args) or [0])
+    def _args(self, action: int, args: tuple | list) -> tuple[Any, int]:
+        """The C array of action `action`'s parameters and its length in words (a
+        parameter wider than 64 bits is two, least significant first:
+        `ccodegen.expressions.arg_layout`)."""
+        widths = self.program.context.wide_args.get(action)
+        if widths:
+            args = [w for a, width in zip(args, widths) for w in _words(a, 2 if width > 64 else 1)[::-1]]
+        return ffi.new("uint64_t[]", list(args) or [0]), len(args)
 
     def _push_entry(self, table: str, rec: Any) -> None:
         tbl = self.tables[table]
-        lo = [c[1] for c in rec.checks] or [0]
-        hi = [c[2] for c in rec.checks] or [0]
-        rng = [1 if c[3] else 0 for c in rec.checks] or [0]
+        widths = self.program.context.wide_keys.get(table)
+        if widths:   # a key field wider than 64 bits: its words, most significant first
+            checks = [(i, *w, rng) for i, a, b, rng in rec.checks
+                      for w in zip(*(_words(v, (widths[i] + 63) // 64) for v in (a, b)))]
+        else:
+            checks = rec.checks
+        lo = [c[1] for c in checks] or [0]
+        hi = [c[2] for c in checks] or [0]
+        rng = [1 if c[3] else 0 for c in checks] or [0]
         plen = rec.dkey[0] if tbl.mode == "lpm" else 0
         prio = rec.priority if rec.priority is not None else 0
         if rec.ref is not None:
@@ -171,7 +188,7 @@ class NativeSwitch(V1Switch):
         rc = self._lib.p4n_table_add(
             self.pipeline, self.program.table_ix[table], rec.handle, ffi.new("uint64_t[]", lo),
             ffi.new("uint64_t[]", hi), ffi.new("uint8_t[]", rng), plen, prio, action,
-            self._args(args), len(args), -1 if rec.mbr is None else rec.mbr,
+            *self._args(action, args), -1 if rec.mbr is None else rec.mbr,
             -1 if rec.grp is None else rec.grp)
         self._check(rc, f"an entry of table {table!r}")
 
@@ -179,14 +196,13 @@ class NativeSwitch(V1Switch):
         tbl = self.tables[table]
         t = self.program.table_ix[table]
         if tbl.default_grp is not None:
-            rc = self._lib.p4n_table_set_default(self.pipeline, t, -1, self._args(()), 0,
+            rc = self._lib.p4n_table_set_default(self.pipeline, t, -1, *self._args(-1, ()),
                                                  tbl.default_grp)
         elif tbl.default is not None:
             rc = self._lib.p4n_table_set_default(self.pipeline, t, tbl.default.id,
-                                                 self._args(tbl.default.args),
-                                                 len(tbl.default.args), -1)
+                                                 *self._args(tbl.default.id, tbl.default.args), -1)
         else:
-            rc = self._lib.p4n_table_set_default(self.pipeline, t, -1, self._args(()), 0, -1)
+            rc = self._lib.p4n_table_set_default(self.pipeline, t, -1, *self._args(-1, ()), -1)
         self._check(rc, f"the default entry of table {table!r}")
 
     def _push_member(self, profile: str, mbr: int) -> None:
@@ -194,7 +210,7 @@ class NativeSwitch(V1Switch):
         ref = prof.members.get(mbr)
         action, args = (ref.id, ref.args) if ref is not None else (-1, ())
         rc = self._lib.p4n_member_set(self.pipeline, self.program.profile_ix[profile], mbr,
-                                      action, self._args(args), len(args))
+                                      action, *self._args(action, args))
         self._check(rc, f"a member of action profile {profile!r}")
 
     def _push_group(self, profile: str, grp: int) -> None:
@@ -255,7 +271,7 @@ class NativeSwitch(V1Switch):
         super().table_modify(table, handle, action, args)
         ref = self.tables[table].entries[handle].ref
         rc = self._lib.p4n_table_set_action(self.pipeline, self.program.table_ix[table], handle,
-                                            ref.id, self._args(ref.args), len(ref.args))
+                                            ref.id, *self._args(ref.id, ref.args))
         self._check(rc, f"an entry of table {table!r}")
 
     def table_delete(self, table: str, handle: int) -> None:

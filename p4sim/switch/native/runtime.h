@@ -6,7 +6,8 @@
  * includes this header, and the packet driver (driver.h) after its own functions.
  *
  * Values: a field of up to 64 bits lives in one uint64_t slot of the PHV `F` (a signed
- * field holds its sign-extended bits); expressions compute in __int128 (`v_t`) so that
+ * field holds its sign-extended bits), a wider one in more words (least significant
+ * first; up to 128 bits it is read and written as one `v_t`); expressions compute in __int128 (`v_t`) so that
  * the Python engine's unbounded intermediates (a + b before the mask p4c puts after
  * it, a negative difference compared before masking) come out the same. Every access
  * to a frame or a table is bounds-checked; nothing here trusts packet bytes. */
@@ -45,6 +46,17 @@ static inline v_t p4n_mod(v_t a, v_t b) {
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
 }
+/* The unsigned twins, for 128-bit patterns of 2**127 or more (an unsigned 128-bit
+ * field; ccodegen/expressions.py `big`): Python's ints are never negative there. */
+static inline v_t p4n_ult(v_t a, v_t b) { return (u_t)a < (u_t)b; }
+static inline v_t p4n_ugt(v_t a, v_t b) { return (u_t)a > (u_t)b; }
+static inline v_t p4n_ule(v_t a, v_t b) { return (u_t)a <= (u_t)b; }
+static inline v_t p4n_uge(v_t a, v_t b) { return (u_t)a >= (u_t)b; }
+static inline v_t p4n_ushr(v_t a, v_t n) { return (n < 0 || n >= 128) ? 0 : (v_t)((u_t)a >> (int)n); }
+static inline v_t p4n_udiv(v_t a, v_t b) { return b == 0 ? 0 : (v_t)((u_t)a / (u_t)b); }
+static inline v_t p4n_umod(v_t a, v_t b) { return b == 0 ? 0 : (v_t)((u_t)a % (u_t)b); }
+/* A value of two words (a field of 65..128 bits: low word, high word). */
+static inline v_t p4n_w2(uint64_t lo, uint64_t hi) { return (v_t)(((u_t)hi << 64) | lo); }
 static inline v_t p4n_mask(int w) { return w >= 127 ? (v_t)-1 : (v_t)(((u_t)1 << w) - 1); }
 /* phv.sx: wrap into a signed w-bit integer */
 static inline v_t p4n_sx(v_t v, int w) {
@@ -252,6 +264,7 @@ static int p4n_meter_execute(p4n_meter *m, int64_t now, uint32_t nbytes) {
 
 /* ------------------------------------------------------------ tables (tables.py) */
 enum { P4N_EXACT = 0, P4N_LPM = 1, P4N_SCAN = 2 };
+#define P4N_MAX_LPM 128          /* the widest LPM field (ccodegen/tables.py refuses more) */
 enum { P4N_SIMPLE = 0, P4N_INDIRECT = 1, P4N_INDIRECT_WS = 2 };
 
 typedef struct p4n_entry {
@@ -276,7 +289,7 @@ typedef struct {
     uint32_t nhandles;
     p4n_entry **buckets;         /* exact/lpm */
     uint32_t nbuckets, count;
-    uint32_t plen_count[65];
+    uint32_t plen_count[P4N_MAX_LPM + 1];
     p4n_entry **scan;            /* scan: by (priority, handle) */
     uint32_t nscan, scan_cap;
     int32_t def_action, def_mbr, def_grp;   /* default entry; def_action -1: none */
@@ -337,14 +350,19 @@ static p4n_entry *p4n_find(const p4n_table *t, const uint64_t *k, int plen) {
 static p4n_entry *p4n_lookup(const p4n_table *t, const uint64_t *k) {
     if (t->mode == P4N_EXACT) return p4n_find(t, k, 0);
     if (t->mode == P4N_LPM) {
+        /* the LPM field is words lpm_idx.. of the key, most significant first */
         uint64_t kk[P4N_MAX_KEYS + 1];
         memcpy(kk, k, sizeof(uint64_t) * (size_t)t->nkeys);
-        int w = t->lpm_width;
-        uint64_t full = w == 64 ? ~(uint64_t)0 : (((uint64_t)1 << w) - 1);
+        int w = t->lpm_width, nw = (w + 63) / 64;
         for (int plen = w; plen >= 0; plen--) {
             if (!t->plen_count[plen]) continue;
-            uint64_t keep = plen == 0 ? 0 : (full ^ (plen == 64 ? 0 : (full >> plen)));
-            kk[t->lpm_idx] = k[t->lpm_idx] & keep;
+            for (int j = 0, at = 0; j < nw && t->lpm_idx + j < t->nkeys; j++) {
+                int wj = j == 0 ? w - 64 * (nw - 1) : 64;
+                int keep = plen - at < 0 ? 0 : plen - at > wj ? wj : plen - at;
+                uint64_t full = wj == 64 ? ~(uint64_t)0 : (((uint64_t)1 << wj) - 1);
+                kk[t->lpm_idx + j] = keep == 0 ? 0 : k[t->lpm_idx + j] & (full ^ (keep == 64 ? 0 : (full >> keep)));
+                at += wj;
+            }
             p4n_entry *e = p4n_find(t, kk, plen);
             if (e) return e;
         }
@@ -412,7 +430,7 @@ static int p4n_table_insert(p4n_table *t, uint32_t handle, const uint64_t *lo, c
         e->chain = *b;
         *b = e;
         t->count++;
-        if (t->mode == P4N_LPM && plen >= 0 && plen <= 64) t->plen_count[plen]++;
+        if (t->mode == P4N_LPM && plen >= 0 && plen <= P4N_MAX_LPM) t->plen_count[plen]++;
     }
     t->by_handle[handle] = e;
     return 0;
@@ -437,7 +455,7 @@ static int p4n_table_remove(p4n_table *t, uint32_t handle) {
         while (*b && *b != e) b = &(*b)->chain;
         if (*b) *b = e->chain;
         t->count--;
-        if (t->mode == P4N_LPM && e->plen >= 0 && e->plen <= 64) t->plen_count[e->plen]--;
+        if (t->mode == P4N_LPM && e->plen >= 0 && e->plen <= P4N_MAX_LPM) t->plen_count[e->plen]--;
     }
     t->by_handle[handle] = NULL;
     free(e);
