@@ -103,6 +103,9 @@ class CActions:
         ps = pr.get("parameters", [])
         if op in ("assign", "modify_field"):
             emit(x.assign(ps[0], e(ps[1])), ind)
+        elif op == "assign_VL":
+            (dst, dlen), (src, slen) = x.varbit(ps[0]), x.varbit(ps[1])
+            emit(" ".join(f"F[{d}] = F[{s}];" for d, s in zip(dst, src)) + f" F[{dlen}] = F[{slen}];", ind)
         elif op in ("assign_header", "copy_header"):
             emit(f"p4n_h_copy(F, {x.href(ps[0])[1]}, {x.href(ps[1])[1]});", ind)
         elif op == "assign_header_stack":

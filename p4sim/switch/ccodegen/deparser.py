@@ -36,6 +36,11 @@ class CDeparser:
             h = L.header(name)
             emit(f"if (F[{h.valid_slot}]) {{", 1)
             for f in h.fields:
+                if f.varbit:   # as many bits as it has now
+                    words = self.ctx.words(f)
+                    emit(f"{{ uint64_t w_[{len(words)}] = {{{', '.join(f'F[{w}]' for w in words)}}}; "
+                         f"p4n_put_vl(b, w_, {len(words)}, F[{f.len_slot}]); }}", 2)
+                    continue
                 for code, width in pieces(slot_of(self.ctx, f)):
                     emit(f"p4n_put(b, {code}, {width});", 2)
             if h.fixed_bits % 8:

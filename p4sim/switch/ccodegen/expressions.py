@@ -8,13 +8,17 @@ stored, as the Python engine does with its unbounded ints. A header known only a
 time (a stack element ``hs[i]``, ``hs.last``) is a header id looked up in the layout
 tables ``p4n_hv``/``p4n_hf`` (`layout.tables`), as the Python engine's ``HV``/``HF``;
 an index outside the stack marks the packet's pipeline error (the Python engine raises
-IndexError there); a union's members likewise through ``p4n_uh``. Varbit fields are
-not here: `layout.check` sends such programs to Python.
+IndexError there); a union's members likewise through ``p4n_uh``. A field wider than
+64 bits is several words (`CContext.more`), read and written as one `v_t` up to 128
+bits; unsigned 128-bit patterns of 2**127 or more compare, shift and divide unsigned
+(`CExpressions.big`). A varbit field is its words and its length: only extracted,
+deparsed, copied (``assign_VL``, whole headers) and compared as part of a header.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any
 
 from ..program import FieldInfo, HeaderInfo, StackInfo, UnionInfo
@@ -225,6 +229,43 @@ class CExpressions:
             return self.hf_slot(hid, h, off)
         raise self.ctx.unsupported(f"field reference {_brief(tv)}")
 
+    def is_varbit(self, tv: Any) -> bool:
+        """Whether `tv` names a varbit field."""
+        if not isinstance(tv, dict):
+            return False
+        t, v = tv.get("type"), tv.get("value")
+        if t == "field":
+            return self.L.field(v[0], v[1]).varbit
+        if t == "expression" and isinstance(v, dict):
+            if "op" not in v:
+                return self.is_varbit(v)
+            if v["op"] == "access_field":
+                return self.href(v["left"])[2].fields[int(v["right"])].varbit
+        return False
+
+    def varbit(self, tv: dict) -> tuple[list[str], str]:
+        """(code of each word, least significant first; code of the length slot) of a
+        varbit field reference (the Python engine's ``varbit_ref``)."""
+        t, v = tv["type"], tv["value"]
+        if t == "field":
+            h, f = self.L.header(v[0]), self.L.field(v[0], v[1])
+            static, code, off = True, "", h.fields.index(f)
+        elif t == "expression" and isinstance(v, dict) and "op" not in v:
+            return self.varbit(v)
+        elif t == "expression" and isinstance(v, dict) and v["op"] == "access_field":
+            static, code, h = self.href(v["left"])
+            off = int(v["right"])
+        else:
+            raise self.ctx.unsupported(f"varbit reference {_brief(tv)}")
+        f = h.fields[off]
+        if not f.varbit:
+            raise self.ctx.unsupported(f"field {f.name!r} where a varbit field is needed")
+        if static:
+            return [str(w) for w in self.ctx.words(f)], str(f.len_slot)
+        row = self.ctx.header_words(h)
+        return ([f"p4n_hf[{code}][{i}]" for i in self.ctx.word_positions(h, off)],
+                f"p4n_hf[{code}][{row.index(f.len_slot)}]")
+
     def hf_slot(self, hid: str, h: HeaderInfo, off: int) -> Slot:
         """Field `off` of the header whose id code `hid` gives at run time (of `h`'s type)."""
         f = h.fields[off]
@@ -271,6 +312,11 @@ class CExpressions:
             return f"{_ARITH[op]}({e(left)}, {e(right)})"
         if op in ("&", "|", "^"):
             return f"({e(left)} {op} {e(right)})"
+        if op in ("==", "!=") and self.is_varbit(left) and self.is_varbit(right):
+            # the Python engine compares the values (ints), not the lengths
+            (a, _la), (b, _lb) = self.varbit(left), self.varbit(right)
+            same = " && ".join(f"{_word(x)} == {_word(y)}" for x, y in zip_longest(a, b))
+            return f"((v_t){'!' if op == '!=' else ''}({same}))"
         if op in ("==", "!=") and _kind(left) == "header":
             return self.header_equal(left, right, op == "!=")
         if op in ("==", "!=", "==u", "!=u") and _kind(left) == "union":
@@ -349,6 +395,10 @@ class CExpressions:
         _s, a, _h = self.href(left)
         _s2, b, _h2 = self.href(right)
         return f"((v_t)({'!' if negate else ''}p4n_h_equal(F, {a}, {b})))"
+
+
+def _word(code: str | None) -> str:
+    return "0" if code is None else f"F[{code}]"
 
 
 def arg_layout(widths: list[int]) -> list[tuple[int, int]]:

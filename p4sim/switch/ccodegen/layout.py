@@ -17,13 +17,8 @@ MAX_FIELD_BITS = 64
 
 
 def check(ctx: CContext) -> None:
-    """Unsupported for data the C engine does not hold: varbit fields, wide registers."""
-    L, js = ctx.layout, ctx.js
-    for h in L.headers:
-        for f in h.fields:
-            if f.varbit:
-                with ctx.at(f"headers {h.name!r}"):
-                    raise ctx.unsupported(f"varbit field {f.name!r}")
+    """Unsupported for data the C engine does not hold: wide registers, many-rate meters."""
+    js = ctx.js
     for r in js.get("register_arrays", []):
         if int(r["bitwidth"]) > MAX_FIELD_BITS:
             with ctx.at(f"register_arrays {r['name']!r}"):
@@ -97,6 +92,8 @@ def header_tables(ctx: CContext) -> list[str]:
            f"static const int p4n_hv[{n}] = {{{', '.join(hv)}}};",
            f"static const int p4n_hf[{n}][{maxf}] = {{{', '.join(hf)}}};",
            f"static const int p4n_hnf[{n}] = {{{', '.join(str(len(r)) for r in rows)}}};",
+           f"static const int p4n_hneq[{n}] = "
+           f"{{{', '.join(str(ctx.compared_words(h) if h else 0) for h in by_id)}}};",
            f"static const int p4n_hbytes[{n}] = {{{', '.join(str(h.nbytes if h else 0) for h in by_id)}}};"]
     sib = [h.union_siblings if h else [] for h in by_id]
     maxs = max((len(x) for x in sib), default=0) + 1

@@ -44,6 +44,7 @@ _FAILURES: dict[int | None, Callable[[], Exception]] = {
     1: lambda: ProgramError("a header stack index outside the stack (Python: IndexError)"),
     2: lambda: P4AssertionError("assert failed"),
     3: lambda: P4AssertionError("assume failed"),
+    5: lambda: ProgramError("a varbit extract of a negative length (Python: ValueError)"),
     None: lambda: ProgramError("native pipeline error (too many copies or a frame too long)"),
 }
 

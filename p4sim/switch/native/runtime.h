@@ -93,6 +93,17 @@ static inline uint64_t p4n_bits(const uint8_t *data, uint32_t len, uint64_t bito
     return (uint64_t)(acc & (((u_t)1 << width) - 1));
 }
 
+/* A varbit value of `nbits` bits (<= 64 * n) at `bitoff`, right-aligned into words `w`
+ * (least significant first), zero beyond `len`: the Python engine's int of a varbit. */
+static void p4n_get_vl(const uint8_t *data, uint32_t len, uint64_t bitoff, uint64_t *w, int n,
+                       uint64_t nbits) {
+    if (nbits > (uint64_t)n * 64) nbits = (uint64_t)n * 64;
+    int full = (int)(nbits / 64), top = (int)(nbits % 64);
+    for (int i = 0; i < n; i++) w[i] = 0;
+    for (int i = 0; i < full; i++) w[i] = p4n_bits(data, len, bitoff + nbits - 64 * (uint64_t)(i + 1), 64);
+    if (top) w[full] = p4n_bits(data, len, bitoff, top);
+}
+
 /* A growable bit string: BMv2's BufBuilder for hash inputs, and the deparser's output. */
 typedef struct {
     uint8_t *buf;
@@ -128,6 +139,13 @@ static inline void p4n_put(p4n_bitbuf *b, uint64_t value, int width) {
         b->buf[b->nbits >> 3] = (uint8_t)(value << (8 - width));
         b->nbits += (uint64_t)width;
     }
+}
+/* The `nbits` low bits of a value of words `w` (least significant first), MSB first. */
+static void p4n_put_vl(p4n_bitbuf *b, const uint64_t *w, int n, uint64_t nbits) {
+    if (nbits > (uint64_t)n * 64) nbits = (uint64_t)n * 64;
+    int full = (int)(nbits / 64), top = (int)(nbits % 64);
+    if (top) p4n_put(b, w[full], top);
+    for (int i = full - 1; i >= 0; i--) p4n_put(b, w[i], 64);
 }
 static inline uint32_t p4n_bytes(const p4n_bitbuf *b) { return (uint32_t)((b->nbits + 7) >> 3); }
 
@@ -505,7 +523,7 @@ static int p4n_vset_match_masked(const p4n_vset *v, uint64_t key, uint64_t mask)
 
 /* ------------------------------------------------------------ packet registers */
 /* Why a packet's run failed where the Python engine raises (p4n_last_error). */
-enum { P4N_ERR_NONE, P4N_ERR_INDEX, P4N_ERR_ASSERT, P4N_ERR_ASSUME, P4N_ERR_SIZE };
+enum { P4N_ERR_NONE, P4N_ERR_INDEX, P4N_ERR_ASSERT, P4N_ERR_ASSUME, P4N_ERR_SIZE, P4N_ERR_VARBIT };
 
 typedef struct {
     uint32_t ilen;              /* ingress length: counters and meters count it */
