@@ -77,10 +77,9 @@ class CCalculations:
             if t == "field":
                 hdr = self.L.header(item["value"][0])
                 f = self.L.field(item["value"][0], item["value"][1])
-                if f.varbit:
-                    raise self.ctx.unsupported(f"varbit field input {item['value']}")
                 guard = not hdr.metadata and item["value"][1] != "$valid$"
                 nbits += f.width
+                # (a varbit field: its value in its maximum width, as the Python engine has it)
                 put = " ".join(f"p4n_put(&b, {code}, {w});" for code, w in pieces(slot_of(self.ctx, f)))
                 emit(f"if (F[{hdr.valid_slot}]) {{ {put} }}" if guard else put, 1)
             elif t == "hexstr":
