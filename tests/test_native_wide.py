@@ -1,10 +1,10 @@
 """Fields wider than 64 bits and varbit fields on the native engine, against the
 Python engine (the reference): tests/engine_fixtures/wide_fields.p4 gets
 hypothesis-drawn table entries (exact, ternary and LPM on 128-bit keys, 128- and
-72-bit action parameters) and frames whose wide values lean on the edges (0, 2**64,
+72-bit action parameters), a write to a 128-bit register, and frames whose wide values lean on the edges (0, 2**64,
 2**127, 2**128 - 1) and whose varbit lengths run past the header's maximum and past
 the frame's end. Both engines must send the same bytes on the same ports, or fail the
-packet alike."""
+packet alike, and end with the same register cells."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from p4sim.switch.native.engine import NativeSwitch
 from p4sim.switch.v1model import V1Switch, run_to_completion
 
 PROGRAM = Path(__file__).parent / "engine_fixtures" / "wide_fields.p4"
+REGISTER = "MyIngress.acc"
 EDGES = [0, 1, (1 << 64) - 1, 1 << 64, (1 << 127) - 1, 1 << 127, (1 << 128) - 1]
 #: varbit<160>: 20 bytes at most; 21 and 22 must end the parser with HeaderTooShort
 MAX_VARBIT_BYTES = 22
@@ -106,8 +107,13 @@ def test_wide_and_varbit_fields_forward_as_in_python(engines: tuple[V1Switch, Na
         native.table_add(table, action, match, args, prio)
         if table == "MyIngress.exact_a":
             keys.append(match[0].value)
+    cell, value = data.draw(st.integers(0, 3)), data.draw(wide(128))
+    for sw in engines:
+        sw.register_write(REGISTER, cell, value)
     for frame in data.draw(st.lists(frames(keys), min_size=1, max_size=6)):
         assert outcome(native, frame) == outcome(python, frame), frame.hex()
+    assert [native.register_read(REGISTER, i) for i in range(4)] == \
+        [python.register_read(REGISTER, i) for i in range(4)]
 
 
 def test_the_fixture_reaches_every_table_and_both_varbit_paths(engines: tuple[V1Switch, NativeSwitch]) -> None:
@@ -123,6 +129,7 @@ def test_the_fixture_reaches_every_table_and_both_varbit_paths(engines: tuple[V1
                      [(1 << 72) - 1], 1)
         sw.table_add("MyIngress.lpm_key", "MyIngress.set_both", [Lpm(b & ~((1 << 64) - 1), 64)],
                      [3, 7], None)
+        sw.register_write(REGISTER, 1, 0)
     frame = pack([(1, 8), (a, 128), (b, 128), (0, 100), (0, 4), (0, 72), (2, 8), (2, 8)])
     frame += b"xy" + b"zw" + b"!"
     got = run_to_completion(native, 0, frame)
@@ -130,3 +137,4 @@ def test_the_fixture_reaches_every_table_and_both_varbit_paths(engines: tuple[V1
     out = got[0][1]
     # op 1 copies v1 over v2 (header copy), so v2 is "xy" too; hits: all three tables
     assert out[57:61] == b"xyxy" and out[-2] == 7, out.hex()
+    assert native.register_read(REGISTER, 1) == python.register_read(REGISTER, 1) == a

@@ -2,7 +2,7 @@
 // switch engines (tests/test_native_wide.py): 128-bit arithmetic, shifts and unsigned
 // comparisons (values of 2**127 and more included), a signed 100-bit field, a
 // saturating 72-bit add, exact/ternary/LPM tables keyed on 128 bits with 128- and
-// 72-bit action parameters, a CRC over wide fields, and two varbit fields extracted
+// 72-bit action parameters, a 128-bit register, a CRC over wide fields, and two varbit fields extracted
 // with run-time lengths, compared (as fields and as headers), copied whole (assign_VL, header copy) and emitted.
 #include <core.p4>
 #include <v1model.p4>
@@ -34,6 +34,7 @@ header out_t {
     bit<72>  sat;
     bit<128> p128;
     bit<72>  p72;
+    bit<128> old;   // the 128-bit register's cell before this packet
     bit<32>  h;
     bit<8>   flags;
     bit<8>   hits;
@@ -64,6 +65,7 @@ control MyVerifyChecksum(inout headers hdr, inout metadata meta) { apply { } }
 
 control MyIngress(inout headers hdr, inout metadata meta,
                   inout standard_metadata_t standard_metadata) {
+    register<bit<128>>(4) acc;
     action set_wide(bit<128> p) {
         hdr.o.p128 = p ^ hdr.w.a;
         hdr.o.hits = hdr.o.hits | 1;
@@ -111,6 +113,8 @@ control MyIngress(inout headers hdr, inout metadata meta,
         if (hdr.v1 == hdr.v2) { f = f | 64; }
         if ((hdr.w.b >> 120) > 0x7f) { f = f | 32; }
         hdr.o.flags = f;
+        acc.read(hdr.o.old, (bit<32>)hdr.w.op[1:0]);
+        acc.write((bit<32>)hdr.w.op[1:0], hdr.o.old + hdr.w.a);
         hash(hdr.o.h, HashAlgorithm.crc32, 32w0, { hdr.w.a, hdr.w.s, hdr.w.c, hdr.w.b }, 32w0xffffffff);
         meta.key = hdr.w.b;
         exact_a.apply();

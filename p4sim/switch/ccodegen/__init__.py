@@ -165,6 +165,8 @@ def _extern_sizes(ctx: CContext) -> list[str]:
                            ("meter", ctx.meter_ix, ctx.meters)):
         sizes = [str(int(decl[n]["size"])) for n in ix] or ["0"]
         out.append(f"static const uint32_t p4n_{kind}_size[] = {{{', '.join(sizes)}}};")
+    words = [str(layout.register_words(ctx, n)) for n in ctx.register_ix] or ["1"]
+    out.append(f"static const int p4n_register_words[] = {{{', '.join(words)}}};")
     return out
 
 
@@ -175,7 +177,9 @@ def _setup(ctx: CContext, calcs: CCalculations, tables: CTables) -> list[str]:
         n = int(ctx.counters[name]["size"]) + 1
         out.append(f"    if (!(p->cnt_pkts[{i}] = calloc({n}, 8)) || !(p->cnt_bytes[{i}] = calloc({n}, 8))) return -1;")
     for name, i in ctx.register_ix.items():
-        out.append(f"    if (!(p->regs[{i}] = calloc({int(ctx.registers[name]['size']) + 1}, 8))) return -1;")
+        words = layout.register_words(ctx, name)
+        out.append(f"    if (!(p->regs[{i}] = calloc({(int(ctx.registers[name]['size']) + 1) * words}, 8))) "
+                   f"return -1;")
     for name, i in ctx.meter_ix.items():
         mj = ctx.meters[name]
         size = int(mj["size"])

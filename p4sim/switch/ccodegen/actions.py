@@ -162,13 +162,17 @@ class CActions:
                       lambda m, t: x.assign(ps[2], f"(v_t)p4n_meter_execute(&p->meters[{m}][{t}], "
                                                    f"p->now, S->ilen)"))
         elif op == "register_read":
+            wide = ctx.declared_width(ps[1]["value"]) > 64   # a cell of two words (layout.py)
             self.cell(ctx.register_ix, ctx.registers, "register array", ps[1]["value"], ps[2], ind,
-                      lambda r, t: x.assign(ps[0], f"(v_t)p->regs[{r}][{t}]"))
+                      lambda r, t: x.assign(ps[0], f"p4n_w2(p->regs[{r}][2 * {t}], p->regs[{r}][2 * {t} + 1])"
+                                            if wide else f"(v_t)p->regs[{r}][{t}]"))
         elif op == "register_write":
             width = ctx.declared_width(ps[0]["value"])
+            value = f"(({e(ps[2])}) & {lit((1 << width) - 1)})"
             self.cell(ctx.register_ix, ctx.registers, "register array", ps[0]["value"], ps[1], ind,
-                      lambda r, t: f"p->regs[{r}][{t}] = (uint64_t)(({e(ps[2])}) & "
-                                   f"{lit((1 << width) - 1)});")
+                      lambda r, t: (f"v_t w_ = {value}; p->regs[{r}][2 * {t}] = (uint64_t)w_; "
+                                    f"p->regs[{r}][2 * {t} + 1] = (uint64_t)((u_t)w_ >> 64);")
+                      if width > 64 else f"p->regs[{r}][{t}] = (uint64_t){value};")
         elif op == "modify_field_with_hash_based_offset":
             calc = self.calcs.function(ps[2]["value"])
             t = ctx.tmp()

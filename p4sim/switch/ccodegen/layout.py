@@ -12,17 +12,23 @@ from ..program import Layout
 from .context import CContext
 from .expressions import M64
 
-#: A register cell is one uint64_t.
-MAX_FIELD_BITS = 64
+#: A register cell is one uint64_t, or two (least significant first) up to this width.
+MAX_REGISTER_BITS = 128
+
+
+def register_words(ctx: CContext, name: str) -> int:
+    """uint64_t words per cell of register array `name`."""
+    return 2 if ctx.declared_width(name) > 64 else 1
 
 
 def check(ctx: CContext) -> None:
-    """Unsupported for data the C engine does not hold: wide registers, many-rate meters."""
+    """Unsupported for data the C engine does not hold: registers wider than 128
+    bits, many-rate meters."""
     js = ctx.js
     for r in js.get("register_arrays", []):
-        if int(r["bitwidth"]) > MAX_FIELD_BITS:
+        if int(r["bitwidth"]) > MAX_REGISTER_BITS:
             with ctx.at(f"register_arrays {r['name']!r}"):
-                raise ctx.unsupported(f"register of {r['bitwidth']} bits (> {MAX_FIELD_BITS})")
+                raise ctx.unsupported(f"register of {r['bitwidth']} bits (> {MAX_REGISTER_BITS})")
     for m in js.get("meter_arrays", []):
         if int(m.get("rate_count", 2)) > 4:
             with ctx.at(f"meter_arrays {m['name']!r}"):

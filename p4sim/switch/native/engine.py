@@ -394,20 +394,20 @@ class NativeSwitch(V1Switch):
 
     def register_read(self, name: str, index: int) -> int:
         super().register_read(name, index)
-        value = ffi.new("uint64_t *")
+        value = ffi.new("uint64_t[2]")   # a cell of more than 64 bits is two words (api.h)
         self._check(self._lib.p4n_register(self.pipeline, self.program.register_ix[name], index,
                                            value, 0), "a register read")
-        return value[0]
+        return value[0] | value[1] << 64
 
     def register_write(self, name: str, index: int, value: int) -> None:
         super().register_write(name, index, value)
-        cell = ffi.new("uint64_t *", self.registers[name].values[index])
+        cell = ffi.new("uint64_t[2]", _words(self.registers[name].values[index], 2)[::-1])
         self._check(self._lib.p4n_register(self.pipeline, self.program.register_ix[name], index,
                                            cell, 1), "a register write")
 
     def register_reset(self, name: str) -> None:
         super().register_reset(name)
-        zero = ffi.new("uint64_t *", 0)
+        zero = ffi.new("uint64_t[2]")
         for i in range(self.registers[name].size):
             self._lib.p4n_register(self.pipeline, self.program.register_ix[name], i, zero, 1)
 
