@@ -114,7 +114,8 @@ def extract(s: Slot, bitoff: str) -> str:
     """Statements extracting a field of any width from the frame at bit `bitoff` (code)."""
     out, off = [], 0
     for (_code, width), w in zip(pieces(s), [s.slot, *s.more][::-1]):
-        out.append(f"F[{w}] = p4n_bits(data, dlen, {bitoff} + {off}, {width});")
+        at = f"{bitoff} + {off}" if off else bitoff
+        out.append(f"F[{w}] = p4n_bits(data, dlen, {at}, {width});")
         off += width
     if s.signed:   # the value as the Python engine holds it: sign-extended
         out.append(store(s, read(Slot(s.slot, s.width, False, s.more))))
