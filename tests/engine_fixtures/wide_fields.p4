@@ -1,9 +1,10 @@
 // Fields wider than 64 bits and varbit fields, for the differential test of the two
-// switch engines (tests/test_native_wide.py): 128-bit arithmetic, shifts and unsigned
-// comparisons (values of 2**127 and more included), a signed 100-bit field, a
-// saturating 72-bit add, exact/ternary/LPM tables keyed on 128 bits with 128- and
-// 72-bit action parameters, a 128-bit register, a CRC over wide fields, and two varbit fields extracted
-// with run-time lengths, compared (as fields and as headers), copied whole (assign_VL, header copy) and emitted.
+// switch engines (tests/test_native_wide.py): a 108-bit lookahead, 128-bit arithmetic,
+// shifts and unsigned comparisons (values of 2**127 and more included), a signed
+// 100-bit field, a saturating 72-bit add, exact/ternary/LPM tables keyed on 128 bits
+// with 128- and 72-bit action parameters, a 128-bit register, a CRC over wide fields,
+// and two varbit fields extracted with run-time lengths, compared (as fields and as
+// headers), copied whole (assign_VL, header copy) and emitted.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -49,11 +50,13 @@ struct headers {
 
 struct metadata {
     bit<128> key;
+    bit<100> peek;   // the parser's look past the wide header's first byte
 }
 
 parser MyParser(packet_in packet, out headers hdr, inout metadata meta,
                 inout standard_metadata_t standard_metadata) {
     state start {
+        meta.peek = packet.lookahead<bit<108>>()[99:0];
         packet.extract(hdr.w);
         packet.extract(hdr.v1, (bit<32>)hdr.w.n1 * 8);
         packet.extract(hdr.v2, (bit<32>)hdr.w.n2 * 8);
@@ -101,7 +104,7 @@ control MyIngress(inout headers hdr, inout metadata meta,
         hdr.o.prod = hdr.w.a * hdr.w.b;
         hdr.o.shr = hdr.w.a >> hdr.w.op;
         hdr.o.shl = hdr.w.b << hdr.w.op;
-        hdr.o.neg = ~hdr.w.a;
+        hdr.o.neg = ~hdr.w.a ^ (bit<128>)meta.peek;
         hdr.o.s2 = hdr.w.s * 3 - (int<100>)hdr.w.op;
         hdr.o.sat = hdr.w.c |+| (bit<72>)hdr.w.b;
         bit<8> f = 0;

@@ -295,9 +295,14 @@ class CExpressions:
             off, n = self.args.get(int(v), (int(v), 1))
             return f"p4n_w2(d[{off}], d[{off + 1}])" if n > 1 else f"((v_t)d[{off}])"
         if t == "lookahead":
-            if int(v[1]) > 64:
-                raise self.ctx.unsupported(f"lookahead of {v[1]} bits")
-            return f"((v_t)p4n_bits(data, dlen, (uint64_t)pos * 8 + {int(v[0])}, {int(v[1])}))"
+            off, width = int(v[0]), int(v[1])
+            at = f"(uint64_t)pos * 8 + {off}"
+            if width <= 64:
+                return f"((v_t)p4n_bits(data, dlen, {at}, {width}))"
+            if width > MAX_EXPR_BITS:
+                raise self.ctx.unsupported(f"lookahead of {width} bits (> {MAX_EXPR_BITS})")
+            return (f"p4n_w2(p4n_bits(data, dlen, {at} + {width - 64}, 64), "
+                    f"p4n_bits(data, dlen, {at}, {width - 64}))")
         if t == "expression":
             return self.expr(v) if "op" not in v else self.op(v)
         raise self.ctx.unsupported(f"expression operand type {t!r}")
@@ -380,6 +385,8 @@ class CExpressions:
             return not s.signed and s.width >= MAX_EXPR_BITS
         if t == "hexstr":
             return int(v, 16) >= 1 << 127
+        if t == "lookahead":
+            return int(v[1]) >= MAX_EXPR_BITS
         if t != "expression" or not isinstance(v, dict):
             return False
         if "op" not in v:
