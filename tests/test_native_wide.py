@@ -1,6 +1,6 @@
 """Fields wider than 64 bits and varbit fields on the native engine, against the
 Python engine (the reference): tests/engine_fixtures/wide_fields.p4 gets
-hypothesis-drawn table entries (exact, ternary and LPM on 128-bit keys, 128- and
+hypothesis-drawn table entries (exact, ternary, LPM and range on 128-bit keys, 128- and
 72-bit action parameters), a write to a 128-bit register, and frames whose wide values lean on the edges (0, 2**64,
 2**127, 2**128 - 1) and whose varbit lengths run past the header's maximum and past
 the frame's end. Both engines must send the same bytes on the same ports, or fail the
@@ -15,12 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from p4sim.compiler import compile_file
-from p4sim.switch.match import Exact, Lpm, Ternary
+from p4sim.switch.match import Exact, Lpm, Range, Ternary
 from p4sim.switch.native.engine import NativeSwitch
 from p4sim.switch.v1model import V1Switch, run_to_completion
 
 PROGRAM = Path(__file__).parent / "engine_fixtures" / "wide_fields.p4"
 REGISTER = "MyIngress.acc"
+TABLES = ("MyIngress.exact_a", "MyIngress.ternary_b", "MyIngress.lpm_key", "MyIngress.range_a")
 EDGES = [0, 1, (1 << 64) - 1, 1 << 64, (1 << 127) - 1, 1 << 127, (1 << 128) - 1]
 #: varbit<160>: 20 bytes at most; 21 and 22 must end the parser with HeaderTooShort
 MAX_VARBIT_BYTES = 22
@@ -59,7 +60,7 @@ def frames(draw: st.DrawFn, keys: list[int]) -> bytes:
 
 @st.composite
 def entries(draw: st.DrawFn) -> list[tuple]:
-    """(table, action, match, args, priority) for the three tables."""
+    """(table, action, match, args, priority) for the four tables."""
     out: list[tuple] = []
     for _ in range(draw(st.integers(0, 4))):
         out.append(("MyIngress.exact_a", "MyIngress.set_wide", [Exact(draw(wide(128)))],
@@ -73,6 +74,11 @@ def entries(draw: st.DrawFn) -> list[tuple]:
         value = draw(wide(128)) & (((1 << 128) - 1) ^ (((1 << 128) - 1) >> plen))
         out.append(("MyIngress.lpm_key", "MyIngress.set_both", [Lpm(value, plen)],
                     [draw(wide(128)), draw(wide(72))], None))
+    for _ in range(draw(st.integers(0, 4))):
+        bounds = [sorted((draw(wide(w)), draw(wide(w)))) for w in (128, 72)]
+        out.append(("MyIngress.range_a", "MyIngress.set_ranged",
+                    [Range(lo, hi) for lo, hi in bounds], [draw(st.integers(0, 255))],
+                    draw(st.integers(1, 5))))
     return out
 
 
@@ -96,7 +102,7 @@ def test_wide_and_varbit_fields_forward_as_in_python(engines: tuple[V1Switch, Na
                                                     data: st.DataObject) -> None:
     python, native = engines
     for sw in engines:
-        for table in ("MyIngress.exact_a", "MyIngress.ternary_b", "MyIngress.lpm_key"):
+        for table in TABLES:
             sw.table_clear(table)
     keys = []
     for table, action, match, args, prio in data.draw(entries()):
@@ -107,6 +113,8 @@ def test_wide_and_varbit_fields_forward_as_in_python(engines: tuple[V1Switch, Na
         native.table_add(table, action, match, args, prio)
         if table == "MyIngress.exact_a":
             keys.append(match[0].value)
+        elif table == "MyIngress.range_a":
+            keys.append(match[0].low)
     cell, value = data.draw(st.integers(0, 3)), data.draw(wide(128))
     for sw in engines:
         sw.register_write(REGISTER, cell, value)
@@ -122,19 +130,21 @@ def test_the_fixture_reaches_every_table_and_both_varbit_paths(engines: tuple[V1
     python, native = engines
     a, b = (1 << 127) | 5, (1 << 128) - 1
     for sw in engines:
-        for table in ("MyIngress.exact_a", "MyIngress.ternary_b", "MyIngress.lpm_key"):
+        for table in TABLES:
             sw.table_clear(table)
         sw.table_add("MyIngress.exact_a", "MyIngress.set_wide", [Exact(a)], [1 << 100], None)
         sw.table_add("MyIngress.ternary_b", "MyIngress.set_mid", [Ternary(b, 1 << 127), Exact(1)],
                      [(1 << 72) - 1], 1)
         sw.table_add("MyIngress.lpm_key", "MyIngress.set_both", [Lpm(b & ~((1 << 64) - 1), 64)],
                      [3, 7], None)
+        sw.table_add("MyIngress.range_a", "MyIngress.set_ranged", [Range(a, a), Range(0, (1 << 72) - 1)],
+                     [9], 1)
         sw.register_write(REGISTER, 1, 0)
     frame = pack([(1, 8), (a, 128), (b, 128), (0, 100), (0, 4), (0, 72), (2, 8), (2, 8)])
     frame += b"xy" + b"zw" + b"!"
     got = run_to_completion(native, 0, frame)
     assert got == run_to_completion(python, 0, frame)
     out = got[0][1]
-    # op 1 copies v1 over v2 (header copy), so v2 is "xy" too; hits: all three tables
-    assert out[57:61] == b"xyxy" and out[-2] == 7, out.hex()
+    # op 1 copies v1 over v2 (header copy), so v2 is "xy" too; hits: all four tables
+    assert out[57:61] == b"xyxy" and out[-2] == 7 and out[-8] == 9, out.hex()
     assert native.register_read(REGISTER, 1) == python.register_read(REGISTER, 1) == a

@@ -1,10 +1,10 @@
 // Fields wider than 64 bits and varbit fields, for the differential test of the two
 // switch engines (tests/test_native_wide.py): a 108-bit lookahead, 128-bit arithmetic,
 // shifts and unsigned comparisons (values of 2**127 and more included), a signed
-// 100-bit field, a saturating 72-bit add, exact/ternary/LPM tables keyed on 128 bits
-// with 128- and 72-bit action parameters, a 128-bit register, a CRC over wide fields,
-// and two varbit fields extracted with run-time lengths, compared (as fields and as
-// headers), copied whole (assign_VL, header copy) and emitted.
+// 100-bit field, a saturating 72-bit add, exact/ternary/LPM/range tables keyed on 128
+// (and 72) bits with 128- and 72-bit action parameters, a 128-bit register, a CRC over
+// wide fields, and two varbit fields extracted with run-time lengths, compared (as
+// fields and as headers), copied whole (assign_VL, header copy) and emitted.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -36,6 +36,7 @@ header out_t {
     bit<128> p128;
     bit<72>  p72;
     bit<128> old;   // the 128-bit register's cell before this packet
+    bit<8>   ranged;  // the range table's parameter
     bit<32>  h;
     bit<8>   flags;
     bit<8>   hits;
@@ -82,6 +83,14 @@ control MyIngress(inout headers hdr, inout metadata meta,
         hdr.o.p72 = hdr.o.p72 |+| q;
         hdr.o.hits = hdr.o.hits | 4;
     }
+    action set_ranged(bit<8> x) {
+        hdr.o.ranged = x;
+    }
+    table range_a {
+        key = { hdr.w.a: range; hdr.w.c: range; }
+        actions = { set_ranged; NoAction; }
+        default_action = NoAction();
+    }
     table exact_a {
         key = { hdr.w.a: exact; }
         actions = { set_wide; NoAction; }
@@ -123,6 +132,7 @@ control MyIngress(inout headers hdr, inout metadata meta,
         exact_a.apply();
         ternary_b.apply();
         lpm_key.apply();
+        range_a.apply();
         if (hdr.w.op[0:0] == 1) {
             hdr.v2 = hdr.v1;
         } else if (hdr.w.op[1:1] == 1) {

@@ -45,8 +45,6 @@ class CTables:
             if f.varbit:
                 raise self.ctx.unsupported(f"key[{i}]: varbit field {part.header.name}.{f.name}")
             words = pieces(slot_of(self.ctx, f))
-            if len(words) > 1 and part.kind == "range":
-                raise self.ctx.unsupported(f"key[{i}]: a range match on {f.width} bits (> 64)")
             if f.width > MAX_LPM_BITS and part.kind == "lpm":
                 raise self.ctx.unsupported(f"key[{i}]: an LPM match on {f.width} bits (> {MAX_LPM_BITS})")
             rest = len(words)

@@ -172,14 +172,19 @@ class NativeSwitch(V1Switch):
     def _push_entry(self, table: str, rec: Any) -> None:
         tbl = self.tables[table]
         widths = self.program.context.wide_keys.get(table)
-        if widths:   # a key field wider than 64 bits: its words, most significant first
-            checks = [(i, *w, rng) for i, a, b, rng in rec.checks
-                      for w in zip(*(_words(v, (widths[i] + 63) // 64) for v in (a, b)))]
-        else:
-            checks = rec.checks
-        lo = [c[1] for c in checks] or [0]
-        hi = [c[2] for c in checks] or [0]
-        rng = [1 if c[3] else 0 for c in checks] or [0]
+        checks = []   # (value or low, mask or high, 0 or a range's words) per key word
+        for i, a, b, is_range in rec.checks:
+            n = (widths[i] + 63) // 64 if widths else 1
+            if n == 1:
+                checks.append((a, b, int(is_range)))
+            elif is_range:   # a range's first word says how many words it spans (runtime.h)
+                checks += [(x, y, n if j == 0 else 0) for j, (x, y) in
+                           enumerate(zip(_words(a, n), _words(b, n)))]
+            else:            # a key field wider than 64 bits: its words, most significant first
+                checks += [(x, y, 0) for x, y in zip(_words(a, n), _words(b, n))]
+        lo = [c[0] for c in checks] or [0]
+        hi = [c[1] for c in checks] or [0]
+        rng = [c[2] for c in checks] or [0]
         plen = rec.dkey[0] if tbl.mode == "lpm" else 0
         prio = rec.priority if rec.priority is not None else 0
         if rec.ref is not None:

@@ -296,8 +296,9 @@ typedef struct p4n_entry {
     uint64_t pkts, bytes;        /* direct counter */
     p4n_meter meter;             /* direct meter */
     uint64_t args[P4N_MAX_ARGS + 1];
-    uint64_t *lo, *hi;           /* per key: value/mask, or low/high for a range */
-    uint8_t *range;
+    uint64_t *lo, *hi;           /* per key word: value/mask, or low/high for a range */
+    uint8_t *range;              /* per key word: 0, or the words of a range starting here
+                                  * (the lookup skips its other words) */
 } p4n_entry;
 
 typedef struct {
@@ -365,6 +366,16 @@ static p4n_entry *p4n_find(const p4n_table *t, const uint64_t *k, int plen) {
     return NULL;
 }
 
+/* Whether the n-word key k (most significant first) is within [lo, hi]. */
+static int p4n_in_range(const uint64_t *k, const uint64_t *lo, const uint64_t *hi, int n) {
+    int above = 0, below = 0;   /* k > lo, k < hi already decided by a higher word */
+    for (int i = 0; i < n; i++) {
+        if (!above) { if (k[i] < lo[i]) return 0; if (k[i] > lo[i]) above = 1; }
+        if (!below) { if (k[i] > hi[i]) return 0; if (k[i] < hi[i]) below = 1; }
+    }
+    return 1;
+}
+
 static p4n_entry *p4n_lookup(const p4n_table *t, const uint64_t *k) {
     if (t->mode == P4N_EXACT) return p4n_find(t, k, 0);
     if (t->mode == P4N_LPM) {
@@ -389,8 +400,11 @@ static p4n_entry *p4n_lookup(const p4n_table *t, const uint64_t *k) {
     for (uint32_t i = 0; i < t->nscan; i++) {
         p4n_entry *e = t->scan[i];
         int ok = 1;
-        for (int j = 0; j < t->nkeys && ok; j++)
-            ok = e->range[j] ? (e->lo[j] <= k[j] && k[j] <= e->hi[j]) : ((k[j] & e->hi[j]) == e->lo[j]);
+        for (int j = 0; j < t->nkeys && ok; j++) {
+            if (!e->range[j]) { ok = (k[j] & e->hi[j]) == e->lo[j]; continue; }
+            ok = p4n_in_range(k + j, e->lo + j, e->hi + j, e->range[j]);
+            j += e->range[j] - 1;
+        }
         if (ok) return e;
     }
     return NULL;
@@ -424,6 +438,8 @@ static int p4n_table_insert(p4n_table *t, uint32_t handle, const uint64_t *lo, c
     memcpy(e->lo, lo, nk * sizeof(uint64_t));
     memcpy(e->hi, hi, nk * sizeof(uint64_t));
     memcpy(e->range, range, nk);
+    for (size_t j = 0; j < nk; j++)   /* a range's words stay inside the key */
+        if (e->range[j] > nk - j) { free(e); return -1; }
     if (nargs) memcpy(e->args, args, (size_t)nargs * sizeof(uint64_t));
     e->handle = handle; e->priority = priority; e->plen = plen;
     e->action = action; e->mbr = mbr; e->grp = grp;
