@@ -4,7 +4,7 @@ hypothesis-drawn table entries (exact, ternary, LPM and range on 128-bit keys, 1
 72-bit action parameters), a write to a 128-bit register, and frames whose wide values lean on the edges (0, 2**64,
 2**127, 2**128 - 1) and whose varbit lengths run past the header's maximum and past
 the frame's end. Both engines must send the same bytes on the same ports, or fail the
-packet alike, and end with the same register cells."""
+packet alike, and end with the same register cells and digests."""
 
 from __future__ import annotations
 
@@ -122,6 +122,7 @@ def test_wide_and_varbit_fields_forward_as_in_python(engines: tuple[V1Switch, Na
         assert outcome(native, frame) == outcome(python, frame), frame.hex()
     assert [native.register_read(REGISTER, i) for i in range(4)] == \
         [python.register_read(REGISTER, i) for i in range(4)]
+    assert native.pop_digests() == python.pop_digests()
 
 
 def test_the_fixture_reaches_every_table_and_both_varbit_paths(engines: tuple[V1Switch, NativeSwitch]) -> None:
@@ -148,3 +149,7 @@ def test_the_fixture_reaches_every_table_and_both_varbit_paths(engines: tuple[V1
     # op 1 copies v1 over v2 (header copy), so v2 is "xy" too; hits: all four tables
     assert out[57:61] == b"xyxy" and out[-2] == 7 and out[-8] == 9, out.hex()
     assert native.register_read(REGISTER, 1) == python.register_read(REGISTER, 1) == a
+    frame = pack([(4, 8), (a, 128), (b, 128), ((1 << 100) - 3, 100), (0, 4), (0, 72), (0, 8), (0, 8)])
+    python.pop_digests(), native.pop_digests()
+    assert run_to_completion(native, 0, frame) == run_to_completion(python, 0, frame)
+    assert native.pop_digests() == python.pop_digests() == [("learned_t", [(a, -3, 4)])]

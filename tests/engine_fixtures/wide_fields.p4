@@ -2,9 +2,10 @@
 // switch engines (tests/test_native_wide.py): a 108-bit lookahead, 128-bit arithmetic,
 // shifts and unsigned comparisons (values of 2**127 and more included), a signed
 // 100-bit field, a saturating 72-bit add, exact/ternary/LPM/range tables keyed on 128
-// (and 72) bits with 128- and 72-bit action parameters, a 128-bit register, a CRC over
-// wide fields, and two varbit fields extracted with run-time lengths, compared (as
-// fields and as headers), copied whole (assign_VL, header copy) and emitted.
+// (and 72) bits with 128- and 72-bit action parameters, a 128-bit register, a digest
+// of wide fields, a CRC over wide fields, and two varbit fields extracted with
+// run-time lengths, compared (as fields and as headers), copied whole (assign_VL,
+// header copy) and emitted.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -47,6 +48,12 @@ struct headers {
     vb_t   v1;
     vb_t   v2;
     out_t  o;
+}
+
+struct learned_t {
+    bit<128> a;
+    int<100> s;
+    bit<8>   op;
 }
 
 struct metadata {
@@ -137,6 +144,9 @@ control MyIngress(inout headers hdr, inout metadata meta,
             hdr.v2 = hdr.v1;
         } else if (hdr.w.op[1:1] == 1) {
             hdr.v1.v = hdr.v2.v;
+        }
+        if (hdr.w.op[2:2] == 1) {
+            digest<learned_t>(1, { hdr.w.a, hdr.w.s, hdr.w.op });
         }
         standard_metadata.egress_spec = 1;
     }

@@ -140,11 +140,9 @@ def tables(ctx: CContext) -> list[str]:
             for e in fl.get("elements", []):
                 if e.get("type") != "field":
                     raise ProgramError(f"{fl['name']}: only field elements are supported")
-                f = L.field(*e["value"])
-                if f.varbit or f.width > 64:
-                    with ctx.at(f"{key} {fl['name']!r}"):
-                        raise ctx.unsupported(f"field {f.name!r} of {f.width} bits (> 64) in a field list")
-                slots.append(f.slot)
+                # every word of a wide or varbit field (not a varbit's length: the
+                # Python engine copies and reports the value slot alone)
+                slots += ctx.words(L.field(*e["value"]))
             out.append(f"static const int p4n_{kind}_{fl['id']}[{len(slots) + 1}] = "
                        f"{{{', '.join(map(str, slots)) or '0'}}};")
             cases.append(f"case {fl['id']}: *n = {len(slots)}; return p4n_{kind}_{fl['id']};")

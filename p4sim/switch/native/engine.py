@@ -96,8 +96,10 @@ class NativeSwitch(V1Switch):
         self._frame_buf = ffi.new("uint8_t[]", FRAME_CAP)
         self._frame = ffi.new("p4n_frame *", {"data": self._frame_buf, "cap": FRAME_CAP})
         self._mgrps: set[int] = set()
-        self._learn_info = {ll["id"]: (ll["name"], [self.layout.field(*e["value"])
-                                                    for e in ll.get("elements", [])])
+        # per learn list: its name, and per field its words in a digest (ccodegen/layout.py)
+        ctx = self.program.context
+        self._learn_info = {ll["id"]: (ll["name"], [(f, len(ctx.words(f))) for f in (
+                                self.layout.field(*e["value"]) for e in ll.get("elements", []))])
                             for ll in bmv2_json.get("learn_lists", [])}
         self._sync_all()
         self.seed_random_from_python()
@@ -497,10 +499,13 @@ class NativeSwitch(V1Switch):
             while i < n:
                 lid, count = words[i], words[i + 1]
                 name, fields = self._learn_info[lid]
-                vals = words[i + 2:i + 2 + count]
+                vals, at = [], i + 2
+                for f, nw in fields:   # a field wider than 64 bits: words, least significant first
+                    vals.append(sum(w << (64 * j) for j, w in enumerate(words[at:at + nw])))
+                    at += nw
                 grouped.setdefault(name, []).append(tuple(
                     (v & f.mask) - (1 << f.width) if f.signed and (v & f.mask) >> (f.width - 1)
-                    else v & f.mask for v, f in zip(vals, fields)))
+                    else v & f.mask for v, (f, _nw) in zip(vals, fields)))
                 i += 2 + count
         return list(grouped.items())
 
