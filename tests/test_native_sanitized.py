@@ -2,7 +2,7 @@
 ``-fsanitize=address,undefined`` (no recovery: the first report aborts), with a leaf's
 entries, takes the frame fuzzer's random and mutated frames through ingress and egress
 in a child Python that preloads the ASan runtime (a sanitized library cannot be
-loaded otherwise); programs with header stacks follow. The child must finish cleanly,
+loaded otherwise); programs with header stacks, varbit and wide fields follow. The child must finish cleanly,
 with no sanitizer report; it first proves the sanitizer is armed by finding libasan in
 its own memory map."""
 
@@ -20,8 +20,12 @@ from fuzzkit import count
 
 FRAMES = int(os.environ.get("P4SIM_FUZZ_FRAMES", "3000"))
 TESTS = Path(__file__).resolve().parent
-#: Programs with header stacks and unions, fuzzed after astral.p4 (a tenth of the frames each).
-STACKED = ("header_stack_ops.p4", "source_routing.p4", "mri.p4", "union_stack_runtime.p4")
+#: Programs with header stacks and unions, varbit and wide fields, fuzzed after astral.p4
+#: (a tenth of the frames each).
+STACKED = ("tests/p4/good/header_stack_ops.p4", "tests/p4/good/source_routing.p4",
+           "tests/p4/good/mri.p4", "tests/p4/good/union_stack_runtime.p4",
+           "tests/p4/good/varbit_assign.p4", "tests/p4/good/union_stack_varbit_next.p4",
+           "tests/engine_fixtures/wide_fields.p4")
 
 CHILD = textwrap.dedent("""
     import random, sys
@@ -43,11 +47,12 @@ CHILD = textwrap.dedent("""
             out, more = sw.run_egress(job, rng.randrange(64), 0, i, 0)
             sent += len(out)
             pending += more
-    # header stacks (run-time indexes, push/pop, extraction into the next element)
+    # header stacks (run-time indexes, push/pop, extraction into the next element),
+    # varbit lengths from the frame, 128-bit arithmetic
     from p4sim.compiler import compile_file
     from p4sim.switch.errors import ProgramError
     for name in {stacked!r}:
-        sw = NativeSwitch(compile_file("tests/p4/good/" + name).bmv2_json, sanitize=True)
+        sw = NativeSwitch(compile_file(name).bmv2_json, sanitize=True)
         for i in range({frames} // 10):
             try:  # a stack index out of range loses the packet, as Python's IndexError
                 pending = list(sw.run_ingress(rng.randrange(4), mutate(rng, bases, 0)))

@@ -34,7 +34,7 @@ from .calculations import CCalculations
 from .context import CContext, Unsupported
 from .controls import CControls
 from .deparser import CDeparser
-from .expressions import CExpressions
+from .expressions import CExpressions, arg_layout
 from .parser import CParser
 from .tables import CTables
 
@@ -42,7 +42,7 @@ __all__ = ["GENERATOR_VERSION", "CProgram", "Unsupported", "generate_c"]
 
 #: Part of the build cache's key (native/build.py): change it with any change of the
 #: generated code's meaning.
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"
 
 
 @dataclass
@@ -118,7 +118,8 @@ def generate_c(js: dict[str, Any], lay: Layout) -> CProgram:
     for act in js.get("actions", []):
         with ctx.at(f"actions {act['name']!r}"):
             actions.action(act)
-        max_args = max(max_args, len(act.get("runtime_data", [])))
+        max_args = max(max_args, sum(n for _o, n in arg_layout(
+            [int(w["bitwidth"]) for w in act.get("runtime_data", [])])))
     ctx.emit("static void p4n_action(p4n_pipeline *p, int id, uint64_t *F, p4n_state *S, "
              "const uint64_t *d) {")
     ctx.emit("switch (id) {", 1)
@@ -137,7 +138,7 @@ def generate_c(js: dict[str, Any], lay: Layout) -> CProgram:
     body = ctx.lines
 
     sizes = {
-        "P4N_NSLOTS": lay.nslots, "P4N_MAX_ARGS": max_args, "P4N_MAX_KEYS": tables.max_keys,
+        "P4N_NSLOTS": ctx.nslots, "P4N_MAX_ARGS": max_args, "P4N_MAX_KEYS": tables.max_keys,
         "P4N_NTABLES": len(ctx.table_ix), "P4N_NPROFILES": len(ctx.profile_ix),
         "P4N_NCOUNTERS": len(ctx.counter_ix), "P4N_NREGISTERS": len(ctx.register_ix),
         "P4N_NMETERS": len(ctx.meter_ix), "P4N_NVSETS": len(ctx.vset_ix),
@@ -164,6 +165,8 @@ def _extern_sizes(ctx: CContext) -> list[str]:
                            ("meter", ctx.meter_ix, ctx.meters)):
         sizes = [str(int(decl[n]["size"])) for n in ix] or ["0"]
         out.append(f"static const uint32_t p4n_{kind}_size[] = {{{', '.join(sizes)}}};")
+    words = [str(layout.register_words(ctx, n)) for n in ctx.register_ix] or ["1"]
+    out.append(f"static const int p4n_register_words[] = {{{', '.join(words)}}};")
     return out
 
 
@@ -174,7 +177,9 @@ def _setup(ctx: CContext, calcs: CCalculations, tables: CTables) -> list[str]:
         n = int(ctx.counters[name]["size"]) + 1
         out.append(f"    if (!(p->cnt_pkts[{i}] = calloc({n}, 8)) || !(p->cnt_bytes[{i}] = calloc({n}, 8))) return -1;")
     for name, i in ctx.register_ix.items():
-        out.append(f"    if (!(p->regs[{i}] = calloc({int(ctx.registers[name]['size']) + 1}, 8))) return -1;")
+        words = layout.register_words(ctx, name)
+        out.append(f"    if (!(p->regs[{i}] = calloc({(int(ctx.registers[name]['size']) + 1) * words}, 8))) "
+                   f"return -1;")
     for name, i in ctx.meter_ix.items():
         mj = ctx.meters[name]
         size = int(mj["size"])

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from ..codegen.actions import DROP_PORT
 from .calculations import CCalculations
 from .context import CContext
-from .expressions import CExpressions, lit, read
+from .expressions import MAX_EXPR_BITS, CExpressions, arg_layout, lit, read
 
 #: P4-14's arithmetic primitives and the C helper or operator for each.
 _BINARY = {"add": "p4n_add", "subtract": "p4n_sub", "shift_left": "p4n_shl",
@@ -47,10 +47,14 @@ class CActions:
     def action(self, act: dict) -> None:
         """Emit `A_<id>`."""
         emit = self.ctx.emit
-        for w in act.get("runtime_data", []):
-            if int(w["bitwidth"]) > 64:
-                raise self.ctx.unsupported(f"action parameter {w.get('name')!r} of "
-                                           f"{w['bitwidth']} bits (> 64)")
+        widths = [int(w["bitwidth"]) for w in act.get("runtime_data", [])]
+        for w, wj in zip(widths, act.get("runtime_data", [])):
+            if w > MAX_EXPR_BITS:
+                raise self.ctx.unsupported(f"action parameter {wj.get('name')!r} of "
+                                           f"{w} bits (> {MAX_EXPR_BITS})")
+        self.exprs.args = dict(enumerate(arg_layout(widths)))
+        if any(w > 64 for w in widths):
+            self.ctx.wide_args[int(act["id"])] = widths
         emit(f"static void {self.name(act['id'])}(p4n_pipeline *p, uint64_t *F, p4n_state *S, "
              f"const uint64_t *d) {{")
         emit("(void)p; (void)F; (void)S; (void)d;", 1)
@@ -70,6 +74,7 @@ class CActions:
                 else:
                     self.primitive(pr, 1)
         self._in_action = False
+        self.exprs.args = {}
         if jumps:
             emit(f"L{len(prims)}:;", 1)
         emit("}")
@@ -98,6 +103,9 @@ class CActions:
         ps = pr.get("parameters", [])
         if op in ("assign", "modify_field"):
             emit(x.assign(ps[0], e(ps[1])), ind)
+        elif op == "assign_VL":
+            (dst, dlen), (src, slen) = x.varbit(ps[0]), x.varbit(ps[1])
+            emit(" ".join(f"F[{d}] = F[{s}];" for d, s in zip(dst, src)) + f" F[{dlen}] = F[{slen}];", ind)
         elif op in ("assign_header", "copy_header"):
             emit(f"p4n_h_copy(F, {x.href(ps[0])[1]}, {x.href(ps[1])[1]});", ind)
         elif op == "assign_header_stack":
@@ -154,13 +162,17 @@ class CActions:
                       lambda m, t: x.assign(ps[2], f"(v_t)p4n_meter_execute(&p->meters[{m}][{t}], "
                                                    f"p->now, S->ilen)"))
         elif op == "register_read":
+            wide = ctx.declared_width(ps[1]["value"]) > 64   # a cell of two words (layout.py)
             self.cell(ctx.register_ix, ctx.registers, "register array", ps[1]["value"], ps[2], ind,
-                      lambda r, t: x.assign(ps[0], f"(v_t)p->regs[{r}][{t}]"))
+                      lambda r, t: x.assign(ps[0], f"p4n_w2(p->regs[{r}][2 * {t}], p->regs[{r}][2 * {t} + 1])"
+                                            if wide else f"(v_t)p->regs[{r}][{t}]"))
         elif op == "register_write":
             width = ctx.declared_width(ps[0]["value"])
+            value = f"(({e(ps[2])}) & {lit((1 << width) - 1)})"
             self.cell(ctx.register_ix, ctx.registers, "register array", ps[0]["value"], ps[1], ind,
-                      lambda r, t: f"p->regs[{r}][{t}] = (uint64_t)(({e(ps[2])}) & "
-                                   f"{lit((1 << width) - 1)});")
+                      lambda r, t: (f"v_t w_ = {value}; p->regs[{r}][2 * {t}] = (uint64_t)w_; "
+                                    f"p->regs[{r}][2 * {t} + 1] = (uint64_t)((u_t)w_ >> 64);")
+                      if width > 64 else f"p->regs[{r}][{t}] = (uint64_t){value};")
         elif op == "modify_field_with_hash_based_offset":
             calc = self.calcs.function(ps[2]["value"])
             t = ctx.tmp()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..errors import ProgramError
 from .context import CContext
-from .expressions import bits
+from .expressions import pieces, slot_of
 
 #: (width, poly, init, xor_out, reflect_in, reflect_out) of the CRC algorithms (hashes.py)
 CRCS = {
@@ -77,12 +77,11 @@ class CCalculations:
             if t == "field":
                 hdr = self.L.header(item["value"][0])
                 f = self.L.field(item["value"][0], item["value"][1])
-                if f.varbit:
-                    raise self.ctx.unsupported(f"varbit field input {item['value']}")
                 guard = not hdr.metadata and item["value"][1] != "$valid$"
                 nbits += f.width
-                put = f"p4n_put(&b, {bits(f)}, {f.width});"
-                emit(f"if (F[{hdr.valid_slot}]) {put}" if guard else put, 1)
+                # (a varbit field: its value in its maximum width, as the Python engine has it)
+                put = " ".join(f"p4n_put(&b, {code}, {w});" for code, w in pieces(slot_of(self.ctx, f)))
+                emit(f"if (F[{hdr.valid_slot}]) {{ {put} }}" if guard else put, 1)
             elif t == "hexstr":
                 width = int(item["bitwidth"])
                 value = int(item["value"], 16) & ((1 << width) - 1)
@@ -99,7 +98,8 @@ class CCalculations:
                 emit(f"if (F[{hdr.valid_slot}]) {{", 1)
                 nbits += hdr.fixed_bits
                 for f in hdr.fields:
-                    emit(f"p4n_put(&b, {bits(f)}, {f.width});", 2)
+                    for code, w in pieces(slot_of(self.ctx, f)):
+                        emit(f"p4n_put(&b, {code}, {w});", 2)
                 emit("}", 1)
             elif t == "payload":
                 payload = True

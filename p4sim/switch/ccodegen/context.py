@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ProgramError
-from ..program import Layout
+from ..program import FieldInfo, HeaderInfo, Layout
 
 
 class Unsupported(ProgramError):
@@ -49,6 +49,44 @@ class CContext:
         names = list(self.calculations) + [a["name"] for p in pipes
                                            for a in p.get("action_profiles", []) if a.get("selector")]
         self.calc_ix = _index(names)
+        # The native PHV is the Python engine's slots, then more 64-bit words: a field
+        # wider than 64 bits (a varbit field: as wide as it may be) keeps its low word
+        # in its own slot and its higher words (least significant first) here.
+        self.nslots = layout.nslots
+        self.more: dict[int, list[int]] = {}   # field slot -> its further words
+        # what the engine splits into words when it writes the C tables: per action
+        # with a parameter wider than 64 bits its parameters' widths, per table with a
+        # key wider than 64 bits its key fields' widths
+        self.wide_args: dict[int, list[int]] = {}
+        self.wide_keys: dict[str, list[int]] = {}
+        for h in layout.headers:
+            for f in h.fields:
+                words = (f.width + 63) // 64 - 1
+                if words > 0:
+                    self.more[f.slot] = list(range(self.nslots, self.nslots + words))
+                    self.nslots += words
+
+    def words(self, f: FieldInfo) -> list[int]:
+        """Every word a field occupies in the native PHV, least significant first."""
+        return [f.slot] + self.more.get(f.slot, [])
+
+    def header_words(self, h: HeaderInfo) -> list[int]:
+        """The slots of a header's fields, then their further words (`more`), then its
+        varbit lengths: the header's row of ``p4n_hf``, which copies, swaps and zeroes
+        all of them and compares all but the lengths (`compared_words`), as the Python
+        engine's HeaderOps."""
+        return ([f.slot for f in h.fields] + [w for f in h.fields for w in self.more.get(f.slot, [])]
+                + [f.len_slot for f in h.fields if f.varbit])
+
+    def compared_words(self, h: HeaderInfo) -> int:
+        """How many words of `header_words` `==` compares (not the varbit lengths)."""
+        return len(self.header_words(h)) - sum(1 for f in h.fields if f.varbit)
+
+    def word_positions(self, h: HeaderInfo, off: int) -> list[int]:
+        """Where the words of field `off` of `h` are in its ``p4n_hf`` row (the same in
+        every header of a stack: they share a type)."""
+        row = self.header_words(h)
+        return [row.index(w) for w in self.words(h.fields[off])]
 
     def tmp(self) -> str:
         """A fresh local variable name."""

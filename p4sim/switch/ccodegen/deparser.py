@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from .actions import CActions
 from .calculations import CCalculations
 from .context import CContext
-from .expressions import CExpressions, bits, read
+from .expressions import CExpressions, pieces, read, slot_of
 
 
 class CDeparser:
@@ -36,7 +36,13 @@ class CDeparser:
             h = L.header(name)
             emit(f"if (F[{h.valid_slot}]) {{", 1)
             for f in h.fields:
-                emit(f"p4n_put(b, {bits(f)}, {f.width});", 2)
+                if f.varbit:   # as many bits as it has now
+                    words = self.ctx.words(f)
+                    emit(f"{{ uint64_t w_[{len(words)}] = {{{', '.join(f'F[{w}]' for w in words)}}}; "
+                         f"p4n_put_vl(b, w_, {len(words)}, F[{f.len_slot}]); }}", 2)
+                    continue
+                for code, width in pieces(slot_of(self.ctx, f)):
+                    emit(f"p4n_put(b, {code}, {width});", 2)
             if h.fixed_bits % 8:
                 emit(f"p4n_put(b, 0, {8 - h.fixed_bits % 8});", 2)
             emit("}", 1)

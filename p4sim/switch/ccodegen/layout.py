@@ -10,26 +10,25 @@ from __future__ import annotations
 from ..errors import ProgramError
 from ..program import Layout
 from .context import CContext
+from .expressions import M64
 
-#: The C engine keeps every field in one uint64_t slot.
-MAX_FIELD_BITS = 64
+#: A register cell is one uint64_t, or two (least significant first) up to this width.
+MAX_REGISTER_BITS = 128
+
+
+def register_words(ctx: CContext, name: str) -> int:
+    """uint64_t words per cell of register array `name`."""
+    return 2 if ctx.declared_width(name) > 64 else 1
 
 
 def check(ctx: CContext) -> None:
-    """Unsupported for data the C engine does not hold: varbit or wide fields."""
-    L, js = ctx.layout, ctx.js
-    for h in L.headers:
-        for f in h.fields:
-            if f.varbit:
-                with ctx.at(f"headers {h.name!r}"):
-                    raise ctx.unsupported(f"varbit field {f.name!r}")
-            if f.width > MAX_FIELD_BITS:
-                with ctx.at(f"headers {h.name!r}"):
-                    raise ctx.unsupported(f"field {f.name!r} of {f.width} bits (> {MAX_FIELD_BITS})")
+    """Unsupported for data the C engine does not hold: registers wider than 128
+    bits, many-rate meters."""
+    js = ctx.js
     for r in js.get("register_arrays", []):
-        if int(r["bitwidth"]) > MAX_FIELD_BITS:
+        if int(r["bitwidth"]) > MAX_REGISTER_BITS:
             with ctx.at(f"register_arrays {r['name']!r}"):
-                raise ctx.unsupported(f"register of {r['bitwidth']} bits (> {MAX_FIELD_BITS})")
+                raise ctx.unsupported(f"register of {r['bitwidth']} bits (> {MAX_REGISTER_BITS})")
     for m in js.get("meter_arrays", []):
         if int(m.get("rate_count", 2)) > 4:
             with ctx.at(f"meter_arrays {m['name']!r}"):
@@ -83,20 +82,24 @@ def preamble(ctx: CContext, sizes: dict[str, int]) -> list[str]:
     return out
 
 
-def header_tables(L: Layout) -> list[str]:
-    """Per header id its validity slot, field slots, field count and wire bytes, and
-    per stack its header ids: the Python engine's ``HV``/``HF`` and ``STK_`` tables,
-    for headers chosen at run time (native/headers.h)."""
+def header_tables(ctx: CContext) -> list[str]:
+    """Per header id its validity slot, words (`CContext.header_words`: its fields'
+    slots, then their further words), word count and wire bytes, and per stack its
+    header ids: the Python engine's ``HV``/``HF`` and ``STK_`` tables, for headers
+    chosen at run time (native/headers.h)."""
+    L = ctx.layout
     n = max((h.id for h in L.headers), default=0) + 1
     by_id = [L.by_id.get(i) for i in range(n)]
-    maxf = max((len(h.fields) for h in L.headers), default=0) + 1
+    rows = [ctx.header_words(h) if h else [] for h in by_id]
+    maxf = max((len(r) for r in rows), default=0) + 1
     hv = [str(h.valid_slot if h else 0) for h in by_id]
-    hf = ["{" + ", ".join(str(f.slot) for f in (h.fields if h else [])) + (", " if h and h.fields else "")
-          + "0}" for h in by_id]
+    hf = ["{" + "".join(f"{w}, " for w in r) + "0}" for r in rows]
     out = [f"#define P4N_NHEADERS {n}",
            f"static const int p4n_hv[{n}] = {{{', '.join(hv)}}};",
            f"static const int p4n_hf[{n}][{maxf}] = {{{', '.join(hf)}}};",
-           f"static const int p4n_hnf[{n}] = {{{', '.join(str(len(h.fields) if h else 0) for h in by_id)}}};",
+           f"static const int p4n_hnf[{n}] = {{{', '.join(str(len(r)) for r in rows)}}};",
+           f"static const int p4n_hneq[{n}] = "
+           f"{{{', '.join(str(ctx.compared_words(h) if h else 0) for h in by_id)}}};",
            f"static const int p4n_hbytes[{n}] = {{{', '.join(str(h.nbytes if h else 0) for h in by_id)}}};"]
     sib = [h.union_siblings if h else [] for h in by_id]
     maxs = max((len(x) for x in sib), default=0) + 1
@@ -119,11 +122,15 @@ def header_tables(L: Layout) -> list[str]:
 def tables(ctx: CContext) -> list[str]:
     """The PHV template, the metadata slots, the field and learn lists (after runtime.h)."""
     L, js = ctx.layout, ctx.js
-    template = L.template()
-    out = [f"static const uint64_t p4n_template[{L.nslots + 1}] = "
-           f"{{{', '.join(str(int(v)) for v in template) or '0'}}};"]
-    out += header_tables(L)
-    meta = L.metadata_slots()
+    template = [int(v) for v in L.template()] + [0] * (ctx.nslots - L.nslots)
+    for slot, more in ctx.more.items():   # a wide value's higher words
+        for i, w in enumerate(more, 1):
+            template[w] = (template[slot] >> (64 * i)) & M64
+        template[slot] &= M64
+    out = [f"static const uint64_t p4n_template[{ctx.nslots + 1}] = "
+           f"{{{', '.join(f'{v}ULL' for v in template) or '0'}}};"]
+    out += header_tables(ctx)
+    meta = [w for h in L.headers if h.metadata for w in ctx.header_words(h)]
     out.append(f"#define P4N_NMETA {len(meta)}")
     out.append(f"static const int p4n_meta_slots[{len(meta) + 1}] = {{{', '.join(map(str, meta)) or '0'}}};")
     for kind, key in (("field", "field_lists"), ("learn", "learn_lists")):
@@ -133,7 +140,9 @@ def tables(ctx: CContext) -> list[str]:
             for e in fl.get("elements", []):
                 if e.get("type") != "field":
                     raise ProgramError(f"{fl['name']}: only field elements are supported")
-                slots.append(L.field(*e["value"]).slot)
+                # every word of a wide or varbit field (not a varbit's length: the
+                # Python engine copies and reports the value slot alone)
+                slots += ctx.words(L.field(*e["value"]))
             out.append(f"static const int p4n_{kind}_{fl['id']}[{len(slots) + 1}] = "
                        f"{{{', '.join(map(str, slots)) or '0'}}};")
             cases.append(f"case {fl['id']}: *n = {len(slots)}; return p4n_{kind}_{fl['id']};")

@@ -14,7 +14,7 @@ from ..codegen.walk import dereferences, lookahead_bytes, shift_bits
 from ..program import HeaderInfo
 from .actions import CActions
 from .context import CContext
-from .expressions import CExpressions, Slot, bits, lit, store
+from .expressions import CExpressions, bits, extract, lit, slot_of
 
 
 class CParser:
@@ -59,19 +59,61 @@ class CParser:
         emit(f"if (dlen - pos < {h.nbytes}) {self.fail(self.errors['PacketTooShort'])}", ind)
         off = 0
         for f in h.fields:
-            src = f"(v_t)p4n_bits(data, dlen, (uint64_t)pos * 8 + {off}, {f.width})"
-            emit(store(f.slot, f.width, f.signed, src), ind)
+            emit(extract(slot_of(self.ctx, f), f"(uint64_t)pos * 8 + {off}"), ind)
             off += f.width
-        emit(f"F[{h.valid_slot}] = 1;", ind)
-        for sib in h.union_siblings:
-            emit(f"F[{self.L.by_id[sib].valid_slot}] = 0;", ind)
+        self.validate(h, ind)
         emit(f"pos += {h.nbytes};", ind)
 
-    def parse_extract(self, target: dict, ind: int) -> None:
-        """Extract into a header, or into the next element of a header stack."""
+    def extract_vl(self, h: HeaderInfo, nbits: str, ind: int) -> None:
+        """``extract_VL``: header `h` with a varbit field of `nbits` (code) bits, checked
+        as `codegen.parser.Parser.extractor_vl` does (whole bytes, in the frame, within
+        the header's max_length); the varbit's value right-aligned in its words and its
+        length in its length slot, as the Python engine holds them."""
+        emit, errs = self.ctx.emit, self.errors
+        if h.fixed_bits % 8:
+            raise self.ctx.unsupported(f"varbit header {h.name!r} with {h.fixed_bits} fixed bits "
+                                       f"(not whole bytes)")
+        emit(f"{{ v_t nb = {nbits};", ind)
+        emit("if (nb < 0) { S->err = P4N_ERR_VARBIT; return pos; }", ind + 1)
+        emit(f"if (p4n_mod(nb, 8)) {self.fail(errs['ParserInvalidArgument'])}", ind + 1)
+        emit(f"v_t n = {h.fixed_bits // 8} + p4n_shr(nb, 3);", ind + 1)
+        emit(f"if ((v_t)(dlen - pos) < n) {self.fail(errs['PacketTooShort'])}", ind + 1)
+        emit(f"if ({h.max_length} < n) {self.fail(errs['HeaderTooShort'])}", ind + 1)
+        emit("uint64_t o = (uint64_t)pos * 8;", ind + 1)
+        for f in h.fields:
+            words = self.ctx.words(f)
+            if f.varbit:
+                emit(f"{{ uint64_t w_[{len(words)}]; p4n_get_vl(data, dlen, o, w_, {len(words)}, "
+                     f"(uint64_t)nb);", ind + 1)
+                emit(" ".join(f"F[{w}] = w_[{i}];" for i, w in enumerate(words))
+                     + f" F[{f.len_slot}] = (uint64_t)nb; o += (uint64_t)nb; }}", ind + 2)
+            else:
+                emit(f"{extract(slot_of(self.ctx, f), 'o')} o += {f.width};", ind + 1)
+        self.validate(h, ind + 1)
+        emit("pos += (uint32_t)n; }", ind + 1)
+
+    def validate(self, h: HeaderInfo, ind: int) -> None:
+        """Make an extracted header valid (and its union siblings invalid)."""
+        self.ctx.emit(f"F[{h.valid_slot}] = 1;", ind)
+        for sib in h.union_siblings:
+            self.ctx.emit(f"F[{self.L.by_id[sib].valid_slot}] = 0;", ind)
+
+    def extract_any(self, h: HeaderInfo, nbits: str | None, ind: int) -> None:
+        """`extract` or `extract_vl`, as the header and the parser op say."""
+        if nbits is not None and h.has_varbit:
+            self.extract_vl(h, nbits, ind)
+        elif h.has_varbit or nbits is not None:
+            raise self.ctx.unsupported(f"extract{'_VL' if nbits is not None else ''} of header "
+                                       f"{h.name!r} ({'with' if h.has_varbit else 'without'} a varbit field)")
+        else:
+            self.extract(h, ind)
+
+    def parse_extract(self, target: dict, nbits: str | None, ind: int) -> None:
+        """Extract into a header, or into the next element of a header stack (with a
+        varbit length `nbits`, code, for ``extract_VL``)."""
         t, v = target["type"], target["value"]
         if t == "regular":
-            self.extract(self.L.header(v), ind)
+            self.extract_any(self.L.header(v), nbits, ind)
             return
         if t == "stack":
             st = self.exprs.stack(v)
@@ -88,7 +130,7 @@ class CParser:
         emit(f"switch (F[{st.count_slot}]) {{", ind)
         for i, hid in enumerate(hids):
             emit(f"case {i}: {{", ind)
-            self.extract(self.L.by_id[hid], ind + 1)
+            self.extract_any(self.L.by_id[hid], nbits, ind + 1)
             emit("break; }", ind + 1)
         emit("}", ind)
         emit(f"F[{st.count_slot}] += 1;", ind)
@@ -113,7 +155,9 @@ class CParser:
                 ps = opd.get("parameters", [])
                 self.stack_bounds(ps, ind)
                 if op == "extract":
-                    self.parse_extract(ps[0], ind)
+                    self.parse_extract(ps[0], None, ind)
+                elif op == "extract_VL":
+                    self.parse_extract(ps[0], x.expr(ps[1]), ind)
                 elif op == "set":
                     src = ps[1]
                     nbytes = lookahead_bytes(src)
@@ -181,7 +225,7 @@ class CParser:
                 f = self.L.field(*k["value"])
                 if f.varbit:
                     raise self.ctx.unsupported(f"select on varbit field {k['value']}")
-                parts.append(f"(v_t){bits(f)}")
+                parts.append(f"(v_t){bits(slot_of(self.ctx, f))}")
                 widths.append(f.width)
             elif k["type"] == "stack_field":
                 slot = self.exprs.lvalue(k)
@@ -195,7 +239,7 @@ class CParser:
                 foff = [f.name for f in h0.fields].index(k["value"][2])
                 f = h0.fields[foff]
                 uid = self.exprs.stack_element(st, f"(v_t)F[{st.count_slot}] - 1")
-                parts.append(f"(v_t){bits(Slot(f'p4n_hf[p4n_uh[{uid}][{moff}]][{foff}]', f.width, f.signed))}")
+                parts.append(f"(v_t){bits(self.exprs.hf_slot(f'p4n_uh[{uid}][{moff}]', h0, foff))}")
                 widths.append(f.width)
             elif k["type"] == "lookahead":
                 parts.append(self.exprs.expr(k))

@@ -11,8 +11,10 @@ from .actions import CActions
 from .calculations import CCalculations
 from .context import CContext
 from ..codegen.walk import table_key
-from .expressions import bits
+from .expressions import pieces, slot_of
 
+#: runtime.h's P4N_MAX_LPM: prefix lengths it counts.
+MAX_LPM_BITS = 128
 _MODES = {"exact": "P4N_EXACT", "lpm": "P4N_LPM", "scan": "P4N_SCAN"}
 _KINDS = {"simple": "P4N_SIMPLE", "indirect": "P4N_INDIRECT", "indirect_ws": "P4N_INDIRECT_WS"}
 
@@ -29,7 +31,8 @@ class CTables:
         self.max_keys = 1
 
     def key(self, table: dict) -> tuple[list[str], list[str], list[int]]:
-        """(code of each key field, match kinds, widths); a field of an invalid header
+        """(code of each key word, match kinds, widths) -- a key field wider than 64
+        bits is several words, most significant first; a field of an invalid header
         matches as 0, as in BMv2."""
         terms, widths = [], []
         parts = table_key(self.L, table)
@@ -41,13 +44,20 @@ class CTables:
                 continue
             if f.varbit:
                 raise self.ctx.unsupported(f"key[{i}]: varbit field {part.header.name}.{f.name}")
-            term = bits(f)
-            if part.mask is not None:
-                term = f"({term} & {hex(part.mask & ((1 << 64) - 1))}ULL)"
-            if part.guarded:
-                term = f"(F[{part.header.valid_slot}] ? {term} : 0)"
-            terms.append(term)
+            words = pieces(slot_of(self.ctx, f))
+            if f.width > MAX_LPM_BITS and part.kind == "lpm":
+                raise self.ctx.unsupported(f"key[{i}]: an LPM match on {f.width} bits (> {MAX_LPM_BITS})")
+            rest = len(words)
+            for code, w in words:
+                rest -= 1
+                if part.mask is not None:
+                    code = f"({code} & {hex((part.mask >> (64 * rest)) & ((1 << w) - 1))}ULL)"
+                if part.guarded:
+                    code = f"(F[{part.header.valid_slot}] ? {code} : 0)"
+                terms.append(code)
             widths.append(f.width)
+        if any(w > 64 for w in widths):
+            self.ctx.wide_keys[table["name"]] = widths
         return terms, [part.kind for part in parts], widths
 
     def configure(self, table: dict) -> None:
@@ -60,12 +70,14 @@ class CTables:
         if kind not in _KINDS:
             raise self.ctx.unsupported(f"table type {kind!r}")
         lpm = [i for i, k in enumerate(kinds) if k == "lpm"]
+        # the LPM field's first word among the key's words
+        lpm_word = sum(1 if w <= 64 else (w + 63) // 64 for w in widths[:lpm[0]]) if lpm else 0
         prof = -1
         if kind != "simple":
             prof = self.ctx.index(self.ctx.profile_ix, "action profile", table.get("action_profile"))
         self.setup.append(
             f"p->tables[{t}] = (p4n_table){{.nkeys = {len(terms)}, .mode = {_MODES[mode]}, "
-            f".kind = {_KINDS[kind]}, .lpm_idx = {lpm[0] if lpm else 0}, "
+            f".kind = {_KINDS[kind]}, .lpm_idx = {lpm_word}, "
             f".lpm_width = {widths[lpm[0]] if lpm else 0}, .profile = {prof}, "
             f".def_action = -1, .def_mbr = -1, .def_grp = -1}};")
 

@@ -161,9 +161,14 @@ P4N_EXPORT int p4n_counter(p4n_pipeline *p, int c, uint32_t idx, uint64_t *pkts,
     return 0;
 }
 
+/* a cell's p4n_register_words[r] words (least significant first) from or to `value` */
 P4N_EXPORT int p4n_register(p4n_pipeline *p, int r, uint32_t idx, uint64_t *value, int write) {
     if (r < 0 || r >= P4N_NREGISTERS || idx >= p4n_register_size[r]) return -1;
-    if (write) p->regs[r][idx] = *value; else *value = p->regs[r][idx];
+    int n = p4n_register_words[r];
+    for (int i = 0; i < n; i++) {
+        uint64_t *cell = &p->regs[r][(size_t)idx * (size_t)n + (size_t)i];
+        if (write) *cell = value[i]; else value[i] = *cell;
+    }
     return 0;
 }
 

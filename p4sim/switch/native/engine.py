@@ -44,8 +44,14 @@ _FAILURES: dict[int | None, Callable[[], Exception]] = {
     1: lambda: ProgramError("a header stack index outside the stack (Python: IndexError)"),
     2: lambda: P4AssertionError("assert failed"),
     3: lambda: P4AssertionError("assume failed"),
+    5: lambda: ProgramError("a varbit extract of a negative length (Python: ValueError)"),
     None: lambda: ProgramError("native pipeline error (too many copies or a frame too long)"),
 }
+
+
+def _words(value: int, n: int) -> list[int]:
+    """`value` as `n` 64-bit words, most significant first."""
+    return [(value >> (64 * (n - 1 - i))) & ((1 << 64) - 1) for i in range(n)]
 
 
 class NativeJob:
@@ -90,8 +96,10 @@ class NativeSwitch(V1Switch):
         self._frame_buf = ffi.new("uint8_t[]", FRAME_CAP)
         self._frame = ffi.new("p4n_frame *", {"data": self._frame_buf, "cap": FRAME_CAP})
         self._mgrps: set[int] = set()
-        self._learn_info = {ll["id"]: (ll["name"], [self.layout.field(*e["value"])
-                                                    for e in ll.get("elements", [])])
+        # per learn list: its name, and per field its words in a digest (ccodegen/layout.py)
+        ctx = self.program.context
+        self._learn_info = {ll["id"]: (ll["name"], [(f, len(ctx.words(f))) for f in (
+                                self.layout.field(*e["value"]) for e in ll.get("elements", []))])
                             for ll in bmv2_json.get("learn_lists", [])}
         self._sync_all()
         self.seed_random_from_python()
@@ -154,14 +162,31 @@ class NativeSwitch(V1Switch):
                 self._push_entry(name, rec)
             self._push_default(name)
 
-    def _args(self, args: tuple | list) -> Any:
-        return ffi.new("uint64_t[]", list(args) or [0])
+    def _args(self, action: int, args: tuple | list) -> tuple[Any, int]:
+        """The C array of action `action`'s parameters and its length in words (a
+        parameter wider than 64 bits is two, least significant first:
+        `ccodegen.expressions.arg_layout`)."""
+        widths = self.program.context.wide_args.get(action)
+        if widths:
+            args = [w for a, width in zip(args, widths) for w in _words(a, 2 if width > 64 else 1)[::-1]]
+        return ffi.new("uint64_t[]", list(args) or [0]), len(args)
 
     def _push_entry(self, table: str, rec: Any) -> None:
         tbl = self.tables[table]
-        lo = [c[1] for c in rec.checks] or [0]
-        hi = [c[2] for c in rec.checks] or [0]
-        rng = [1 if c[3] else 0 for c in rec.checks] or [0]
+        widths = self.program.context.wide_keys.get(table)
+        checks = []   # (value or low, mask or high, 0 or a range's words) per key word
+        for i, a, b, is_range in rec.checks:
+            n = (widths[i] + 63) // 64 if widths else 1
+            if n == 1:
+                checks.append((a, b, int(is_range)))
+            elif is_range:   # a range's first word says how many words it spans (runtime.h)
+                checks += [(x, y, n if j == 0 else 0) for j, (x, y) in
+                           enumerate(zip(_words(a, n), _words(b, n)))]
+            else:            # a key field wider than 64 bits: its words, most significant first
+                checks += [(x, y, 0) for x, y in zip(_words(a, n), _words(b, n))]
+        lo = [c[0] for c in checks] or [0]
+        hi = [c[1] for c in checks] or [0]
+        rng = [c[2] for c in checks] or [0]
         plen = rec.dkey[0] if tbl.mode == "lpm" else 0
         prio = rec.priority if rec.priority is not None else 0
         if rec.ref is not None:
@@ -171,7 +196,7 @@ class NativeSwitch(V1Switch):
         rc = self._lib.p4n_table_add(
             self.pipeline, self.program.table_ix[table], rec.handle, ffi.new("uint64_t[]", lo),
             ffi.new("uint64_t[]", hi), ffi.new("uint8_t[]", rng), plen, prio, action,
-            self._args(args), len(args), -1 if rec.mbr is None else rec.mbr,
+            *self._args(action, args), -1 if rec.mbr is None else rec.mbr,
             -1 if rec.grp is None else rec.grp)
         self._check(rc, f"an entry of table {table!r}")
 
@@ -179,14 +204,13 @@ class NativeSwitch(V1Switch):
         tbl = self.tables[table]
         t = self.program.table_ix[table]
         if tbl.default_grp is not None:
-            rc = self._lib.p4n_table_set_default(self.pipeline, t, -1, self._args(()), 0,
+            rc = self._lib.p4n_table_set_default(self.pipeline, t, -1, *self._args(-1, ()),
                                                  tbl.default_grp)
         elif tbl.default is not None:
             rc = self._lib.p4n_table_set_default(self.pipeline, t, tbl.default.id,
-                                                 self._args(tbl.default.args),
-                                                 len(tbl.default.args), -1)
+                                                 *self._args(tbl.default.id, tbl.default.args), -1)
         else:
-            rc = self._lib.p4n_table_set_default(self.pipeline, t, -1, self._args(()), 0, -1)
+            rc = self._lib.p4n_table_set_default(self.pipeline, t, -1, *self._args(-1, ()), -1)
         self._check(rc, f"the default entry of table {table!r}")
 
     def _push_member(self, profile: str, mbr: int) -> None:
@@ -194,7 +218,7 @@ class NativeSwitch(V1Switch):
         ref = prof.members.get(mbr)
         action, args = (ref.id, ref.args) if ref is not None else (-1, ())
         rc = self._lib.p4n_member_set(self.pipeline, self.program.profile_ix[profile], mbr,
-                                      action, self._args(args), len(args))
+                                      action, *self._args(action, args))
         self._check(rc, f"a member of action profile {profile!r}")
 
     def _push_group(self, profile: str, grp: int) -> None:
@@ -255,7 +279,7 @@ class NativeSwitch(V1Switch):
         super().table_modify(table, handle, action, args)
         ref = self.tables[table].entries[handle].ref
         rc = self._lib.p4n_table_set_action(self.pipeline, self.program.table_ix[table], handle,
-                                            ref.id, self._args(ref.args), len(ref.args))
+                                            ref.id, *self._args(ref.id, ref.args))
         self._check(rc, f"an entry of table {table!r}")
 
     def table_delete(self, table: str, handle: int) -> None:
@@ -377,20 +401,20 @@ class NativeSwitch(V1Switch):
 
     def register_read(self, name: str, index: int) -> int:
         super().register_read(name, index)
-        value = ffi.new("uint64_t *")
+        value = ffi.new("uint64_t[2]")   # a cell of more than 64 bits is two words (api.h)
         self._check(self._lib.p4n_register(self.pipeline, self.program.register_ix[name], index,
                                            value, 0), "a register read")
-        return value[0]
+        return value[0] | value[1] << 64
 
     def register_write(self, name: str, index: int, value: int) -> None:
         super().register_write(name, index, value)
-        cell = ffi.new("uint64_t *", self.registers[name].values[index])
+        cell = ffi.new("uint64_t[2]", _words(self.registers[name].values[index], 2)[::-1])
         self._check(self._lib.p4n_register(self.pipeline, self.program.register_ix[name], index,
                                            cell, 1), "a register write")
 
     def register_reset(self, name: str) -> None:
         super().register_reset(name)
-        zero = ffi.new("uint64_t *", 0)
+        zero = ffi.new("uint64_t[2]")
         for i in range(self.registers[name].size):
             self._lib.p4n_register(self.pipeline, self.program.register_ix[name], i, zero, 1)
 
@@ -475,10 +499,13 @@ class NativeSwitch(V1Switch):
             while i < n:
                 lid, count = words[i], words[i + 1]
                 name, fields = self._learn_info[lid]
-                vals = words[i + 2:i + 2 + count]
+                vals, at = [], i + 2
+                for f, nw in fields:   # a field wider than 64 bits: words, least significant first
+                    vals.append(sum(w << (64 * j) for j, w in enumerate(words[at:at + nw])))
+                    at += nw
                 grouped.setdefault(name, []).append(tuple(
                     (v & f.mask) - (1 << f.width) if f.signed and (v & f.mask) >> (f.width - 1)
-                    else v & f.mask for v, f in zip(vals, fields)))
+                    else v & f.mask for v, (f, _nw) in zip(vals, fields)))
                 i += 2 + count
         return list(grouped.items())
 

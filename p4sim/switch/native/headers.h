@@ -1,6 +1,8 @@
 /* Operations on headers chosen at run time (header stack elements): `phv.HeaderOps` of
  * the Python engine, on the layout tables the generated file defines before including
- * this (p4n_hv, p4n_hf, p4n_hnf, p4n_hbytes: per header id; ccodegen/layout.py). */
+ * this (p4n_hv, p4n_hf, p4n_hnf, p4n_hneq, p4n_hbytes: per header id; ccodegen/layout.py).
+ * A header's p4n_hf row is every word of its fields (wide ones have several) and then
+ * its varbit lengths, which `==` does not compare (p4n_hneq words are compared). */
 #ifndef P4SIM_NATIVE_HEADERS_H
 #define P4SIM_NATIVE_HEADERS_H
 
@@ -62,7 +64,7 @@ static void p4n_h_swap(uint64_t *F, int a, int b) {
 static int p4n_h_equal(const uint64_t *F, int a, int b) {
     if (!p4n_hid_ok(a) || !p4n_hid_ok(b)) return 0;
     if (!F[p4n_hv[a]] || !F[p4n_hv[b]]) return !F[p4n_hv[a]] && !F[p4n_hv[b]];
-    int n = p4n_hnf[a] < p4n_hnf[b] ? p4n_hnf[a] : p4n_hnf[b];
+    int n = p4n_hneq[a] < p4n_hneq[b] ? p4n_hneq[a] : p4n_hneq[b];
     for (int i = 0; i < n; i++) if (F[p4n_hf[a][i]] != F[p4n_hf[b][i]]) return 0;
     return 1;
 }

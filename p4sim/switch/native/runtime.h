@@ -6,7 +6,8 @@
  * includes this header, and the packet driver (driver.h) after its own functions.
  *
  * Values: a field of up to 64 bits lives in one uint64_t slot of the PHV `F` (a signed
- * field holds its sign-extended bits); expressions compute in __int128 (`v_t`) so that
+ * field holds its sign-extended bits), a wider one in more words (least significant
+ * first; up to 128 bits it is read and written as one `v_t`); expressions compute in __int128 (`v_t`) so that
  * the Python engine's unbounded intermediates (a + b before the mask p4c puts after
  * it, a negative difference compared before masking) come out the same. Every access
  * to a frame or a table is bounds-checked; nothing here trusts packet bytes. */
@@ -45,6 +46,17 @@ static inline v_t p4n_mod(v_t a, v_t b) {
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
 }
+/* The unsigned twins, for 128-bit patterns of 2**127 or more (an unsigned 128-bit
+ * field; ccodegen/expressions.py `big`): Python's ints are never negative there. */
+static inline v_t p4n_ult(v_t a, v_t b) { return (u_t)a < (u_t)b; }
+static inline v_t p4n_ugt(v_t a, v_t b) { return (u_t)a > (u_t)b; }
+static inline v_t p4n_ule(v_t a, v_t b) { return (u_t)a <= (u_t)b; }
+static inline v_t p4n_uge(v_t a, v_t b) { return (u_t)a >= (u_t)b; }
+static inline v_t p4n_ushr(v_t a, v_t n) { return (n < 0 || n >= 128) ? 0 : (v_t)((u_t)a >> (int)n); }
+static inline v_t p4n_udiv(v_t a, v_t b) { return b == 0 ? 0 : (v_t)((u_t)a / (u_t)b); }
+static inline v_t p4n_umod(v_t a, v_t b) { return b == 0 ? 0 : (v_t)((u_t)a % (u_t)b); }
+/* A value of two words (a field of 65..128 bits: low word, high word). */
+static inline v_t p4n_w2(uint64_t lo, uint64_t hi) { return (v_t)(((u_t)hi << 64) | lo); }
 static inline v_t p4n_mask(int w) { return w >= 127 ? (v_t)-1 : (v_t)(((u_t)1 << w) - 1); }
 /* phv.sx: wrap into a signed w-bit integer */
 static inline v_t p4n_sx(v_t v, int w) {
@@ -79,6 +91,17 @@ static inline uint64_t p4n_bits(const uint8_t *data, uint32_t len, uint64_t bito
     }
     acc >>= (nbytes * 8 - lead - width);
     return (uint64_t)(acc & (((u_t)1 << width) - 1));
+}
+
+/* A varbit value of `nbits` bits (<= 64 * n) at `bitoff`, right-aligned into words `w`
+ * (least significant first), zero beyond `len`: the Python engine's int of a varbit. */
+static void p4n_get_vl(const uint8_t *data, uint32_t len, uint64_t bitoff, uint64_t *w, int n,
+                       uint64_t nbits) {
+    if (nbits > (uint64_t)n * 64) nbits = (uint64_t)n * 64;
+    int full = (int)(nbits / 64), top = (int)(nbits % 64);
+    for (int i = 0; i < n; i++) w[i] = 0;
+    for (int i = 0; i < full; i++) w[i] = p4n_bits(data, len, bitoff + nbits - 64 * (uint64_t)(i + 1), 64);
+    if (top) w[full] = p4n_bits(data, len, bitoff, top);
 }
 
 /* A growable bit string: BMv2's BufBuilder for hash inputs, and the deparser's output. */
@@ -116,6 +139,13 @@ static inline void p4n_put(p4n_bitbuf *b, uint64_t value, int width) {
         b->buf[b->nbits >> 3] = (uint8_t)(value << (8 - width));
         b->nbits += (uint64_t)width;
     }
+}
+/* The `nbits` low bits of a value of words `w` (least significant first), MSB first. */
+static void p4n_put_vl(p4n_bitbuf *b, const uint64_t *w, int n, uint64_t nbits) {
+    if (nbits > (uint64_t)n * 64) nbits = (uint64_t)n * 64;
+    int full = (int)(nbits / 64), top = (int)(nbits % 64);
+    if (top) p4n_put(b, w[full], top);
+    for (int i = full - 1; i >= 0; i--) p4n_put(b, w[i], 64);
 }
 static inline uint32_t p4n_bytes(const p4n_bitbuf *b) { return (uint32_t)((b->nbits + 7) >> 3); }
 
@@ -252,6 +282,7 @@ static int p4n_meter_execute(p4n_meter *m, int64_t now, uint32_t nbytes) {
 
 /* ------------------------------------------------------------ tables (tables.py) */
 enum { P4N_EXACT = 0, P4N_LPM = 1, P4N_SCAN = 2 };
+#define P4N_MAX_LPM 128          /* the widest LPM field (ccodegen/tables.py refuses more) */
 enum { P4N_SIMPLE = 0, P4N_INDIRECT = 1, P4N_INDIRECT_WS = 2 };
 
 typedef struct p4n_entry {
@@ -265,8 +296,9 @@ typedef struct p4n_entry {
     uint64_t pkts, bytes;        /* direct counter */
     p4n_meter meter;             /* direct meter */
     uint64_t args[P4N_MAX_ARGS + 1];
-    uint64_t *lo, *hi;           /* per key: value/mask, or low/high for a range */
-    uint8_t *range;
+    uint64_t *lo, *hi;           /* per key word: value/mask, or low/high for a range */
+    uint8_t *range;              /* per key word: 0, or the words of a range starting here
+                                  * (the lookup skips its other words) */
 } p4n_entry;
 
 typedef struct {
@@ -276,7 +308,7 @@ typedef struct {
     uint32_t nhandles;
     p4n_entry **buckets;         /* exact/lpm */
     uint32_t nbuckets, count;
-    uint32_t plen_count[65];
+    uint32_t plen_count[P4N_MAX_LPM + 1];
     p4n_entry **scan;            /* scan: by (priority, handle) */
     uint32_t nscan, scan_cap;
     int32_t def_action, def_mbr, def_grp;   /* default entry; def_action -1: none */
@@ -334,17 +366,32 @@ static p4n_entry *p4n_find(const p4n_table *t, const uint64_t *k, int plen) {
     return NULL;
 }
 
+/* Whether the n-word key k (most significant first) is within [lo, hi]. */
+static int p4n_in_range(const uint64_t *k, const uint64_t *lo, const uint64_t *hi, int n) {
+    int above = 0, below = 0;   /* k > lo, k < hi already decided by a higher word */
+    for (int i = 0; i < n; i++) {
+        if (!above) { if (k[i] < lo[i]) return 0; if (k[i] > lo[i]) above = 1; }
+        if (!below) { if (k[i] > hi[i]) return 0; if (k[i] < hi[i]) below = 1; }
+    }
+    return 1;
+}
+
 static p4n_entry *p4n_lookup(const p4n_table *t, const uint64_t *k) {
     if (t->mode == P4N_EXACT) return p4n_find(t, k, 0);
     if (t->mode == P4N_LPM) {
+        /* the LPM field is words lpm_idx.. of the key, most significant first */
         uint64_t kk[P4N_MAX_KEYS + 1];
         memcpy(kk, k, sizeof(uint64_t) * (size_t)t->nkeys);
-        int w = t->lpm_width;
-        uint64_t full = w == 64 ? ~(uint64_t)0 : (((uint64_t)1 << w) - 1);
+        int w = t->lpm_width, nw = (w + 63) / 64;
         for (int plen = w; plen >= 0; plen--) {
             if (!t->plen_count[plen]) continue;
-            uint64_t keep = plen == 0 ? 0 : (full ^ (plen == 64 ? 0 : (full >> plen)));
-            kk[t->lpm_idx] = k[t->lpm_idx] & keep;
+            for (int j = 0, at = 0; j < nw && t->lpm_idx + j < t->nkeys; j++) {
+                int wj = j == 0 ? w - 64 * (nw - 1) : 64;
+                int keep = plen - at < 0 ? 0 : plen - at > wj ? wj : plen - at;
+                uint64_t full = wj == 64 ? ~(uint64_t)0 : (((uint64_t)1 << wj) - 1);
+                kk[t->lpm_idx + j] = keep == 0 ? 0 : k[t->lpm_idx + j] & (full ^ (keep == 64 ? 0 : (full >> keep)));
+                at += wj;
+            }
             p4n_entry *e = p4n_find(t, kk, plen);
             if (e) return e;
         }
@@ -353,8 +400,11 @@ static p4n_entry *p4n_lookup(const p4n_table *t, const uint64_t *k) {
     for (uint32_t i = 0; i < t->nscan; i++) {
         p4n_entry *e = t->scan[i];
         int ok = 1;
-        for (int j = 0; j < t->nkeys && ok; j++)
-            ok = e->range[j] ? (e->lo[j] <= k[j] && k[j] <= e->hi[j]) : ((k[j] & e->hi[j]) == e->lo[j]);
+        for (int j = 0; j < t->nkeys && ok; j++) {
+            if (!e->range[j]) { ok = (k[j] & e->hi[j]) == e->lo[j]; continue; }
+            ok = p4n_in_range(k + j, e->lo + j, e->hi + j, e->range[j]);
+            j += e->range[j] - 1;
+        }
         if (ok) return e;
     }
     return NULL;
@@ -388,6 +438,8 @@ static int p4n_table_insert(p4n_table *t, uint32_t handle, const uint64_t *lo, c
     memcpy(e->lo, lo, nk * sizeof(uint64_t));
     memcpy(e->hi, hi, nk * sizeof(uint64_t));
     memcpy(e->range, range, nk);
+    for (size_t j = 0; j < nk; j++)   /* a range's words stay inside the key */
+        if (e->range[j] > nk - j) { free(e); return -1; }
     if (nargs) memcpy(e->args, args, (size_t)nargs * sizeof(uint64_t));
     e->handle = handle; e->priority = priority; e->plen = plen;
     e->action = action; e->mbr = mbr; e->grp = grp;
@@ -412,7 +464,7 @@ static int p4n_table_insert(p4n_table *t, uint32_t handle, const uint64_t *lo, c
         e->chain = *b;
         *b = e;
         t->count++;
-        if (t->mode == P4N_LPM && plen >= 0 && plen <= 64) t->plen_count[plen]++;
+        if (t->mode == P4N_LPM && plen >= 0 && plen <= P4N_MAX_LPM) t->plen_count[plen]++;
     }
     t->by_handle[handle] = e;
     return 0;
@@ -437,7 +489,7 @@ static int p4n_table_remove(p4n_table *t, uint32_t handle) {
         while (*b && *b != e) b = &(*b)->chain;
         if (*b) *b = e->chain;
         t->count--;
-        if (t->mode == P4N_LPM && e->plen >= 0 && e->plen <= 64) t->plen_count[e->plen]--;
+        if (t->mode == P4N_LPM && e->plen >= 0 && e->plen <= P4N_MAX_LPM) t->plen_count[e->plen]--;
     }
     t->by_handle[handle] = NULL;
     free(e);
@@ -487,7 +539,7 @@ static int p4n_vset_match_masked(const p4n_vset *v, uint64_t key, uint64_t mask)
 
 /* ------------------------------------------------------------ packet registers */
 /* Why a packet's run failed where the Python engine raises (p4n_last_error). */
-enum { P4N_ERR_NONE, P4N_ERR_INDEX, P4N_ERR_ASSERT, P4N_ERR_ASSUME, P4N_ERR_SIZE };
+enum { P4N_ERR_NONE, P4N_ERR_INDEX, P4N_ERR_ASSERT, P4N_ERR_ASSUME, P4N_ERR_SIZE, P4N_ERR_VARBIT };
 
 typedef struct {
     uint32_t ilen;              /* ingress length: counters and meters count it */
