@@ -111,6 +111,9 @@ class NativeDevice(Device):
             raise MemoryError("native device: out of memory")
         self._dev = dev
         self.lock = _LoopLock(lib, dev)
+        # The relay's buffers, made once: ffi.new zero-fills, and 128 KiB a wake-up was
+        # a visible share of a fabric switch's CPU (the sampled PacketIns wake it often).
+        self._relay_buffers = (ffi.new("uint8_t[]", PACKET_IN_CAP), ffi.new("p4n_device_event[]", EVENTS_BATCH))
         self._rings = []   # the mappings stay alive while C reads them
         for number, port in self._ports.items():
             ring, block, blocks, slot, max_frame = port.ring()
@@ -247,7 +250,7 @@ class NativeDevice(Device):
 
     def _relay_once(self) -> None:
         ffi, lib = self._ffi, self._lib
-        buf = ffi.new("uint8_t[]", PACKET_IN_CAP)
+        buf, events = self._relay_buffers
         while n := lib.p4n_device_packet_in(self._dev, buf, PACKET_IN_CAP):
             handler = self._packet_in_handler
             try:
@@ -257,7 +260,6 @@ class NativeDevice(Device):
             except Exception:
                 lib.p4n_device_packet_in_failed(self._dev)
                 log.exception("PacketIn handler failed on a %d-byte packet", n)
-        events = ffi.new("p4n_device_event[]", EVENTS_BATCH)
         while n := lib.p4n_device_events(self._dev, events, EVENTS_BATCH):
             for ev in events[0:n]:
                 self._say(ev)
