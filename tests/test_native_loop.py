@@ -24,9 +24,9 @@ from p4sim.switch.native.device import NativeDevice
 from p4sim.switch.native.libswitch import load
 from p4sim.switch.pause import MAX_QUANTA, PRIORITIES, parse_pause, pfc_frame
 from p4sim.switch.pfc import PfcConfig
-from p4sim.switch.ports import complete_l4_checksum
+from p4sim.switch.ports import RING_FRAMES, complete_l4_checksum
 from test_switch_fuzz_frames import base_frames, mutate
-from testkit import DeviceLoop
+from testkit import DeviceLoop, wait_for
 from topo.namespaces import Netns
 
 FIXTURE = Path(__file__).parent / "device_fixtures" / "two_port_qdepth.json"
@@ -206,3 +206,22 @@ def test_native_loop_obeys_pause_and_sends_pause():
                 pfc_stats = dev.queue_stats()[2]["pfc"]
         assert held == 8 and len(got) == 8
         assert pfc_stats["pause_rx"][3] == 1 and pfc_stats["paused_s"][3] > 0.9
+
+
+@root
+def test_native_loop_rides_out_a_stall_deeper_than_the_python_ring_on_unpaced_ports():
+    """With the loop held (the device lock: its CPU taken by something else), a burst of
+    twice ports.py's ring arrives on an unpaced port; every frame is forwarded once the
+    loop runs again, none lost in the kernel (NativeDevice.ring_blocks: a 448-slot ring
+    loses all but 448)."""
+    burst = 2 * RING_FRAMES
+    with Netns() as net:
+        net.add_switch_and_hosts()
+        h1 = net.socket("h1", net.ifaces["h1"])
+        with Running(net, NativeDevice, "native") as dev:
+            with dev.lock:
+                for i in range(burst):
+                    h1.send(udp(i % 1000, 64))
+            wait_for(f"{burst} frames received", lambda: dev.counters["rx"] >= burst, 10.0,
+                     detail=lambda: f"rx={dev.counters['rx']} {dev.fidelity()['kernel_drops']} lost in the kernel")
+            assert dev.fidelity()["kernel_drops"] == 0

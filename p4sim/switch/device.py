@@ -49,7 +49,7 @@ from p4sim.switch.native.engine import make_engine
 from p4sim.switch.pause import is_mac_control, parse_pause, pfc_frame
 from p4sim.switch.pcap import PortCaptures
 from p4sim.switch.pfc import PfcConfig
-from p4sim.switch.ports import InterfacePort
+from p4sim.switch.ports import RING_BLOCKS, InterfacePort
 from p4sim.switch.traffic_manager import DEFAULT_QUEUE_DEPTH, Dequeued, TrafficManager
 from p4sim.switch.v1model import V1Switch
 
@@ -121,7 +121,7 @@ class Device:
         self.captures: PortCaptures | None = None
         try:
             for number, iface in sorted(ports.items()):
-                port = InterfacePort(number, iface)
+                port = InterfacePort(number, iface, ring_blocks=self.ring_blocks((port_rates or {}).get(number)))
                 self._ports[number] = port
                 self._by_fd[port.fileno()] = port
                 self.tm.add_port(number)
@@ -137,6 +137,13 @@ class Device:
         except BaseException:
             self.close()
             raise
+
+    def ring_blocks(self, rate_bytes_per_s: float | None) -> int:
+        """Receive ring blocks of a port whose egress runs at this rate (None: unpaced):
+        ports.py's RING_BLOCKS, 448 slots, ~8 ms of an unpaced sender at the Python loop's
+        ~55 kpps. A faster loop needs more slots for the same ride-out time
+        (`NativeDevice.ring_blocks`)."""
+        return RING_BLOCKS
 
     def clock(self) -> int:
         """Emulated microseconds since the fabric's origin: the time base of all

@@ -30,12 +30,21 @@ from p4sim.switch.native import build as pipeline_build
 from p4sim.switch.native.engine import NativeSwitch, make_engine
 from p4sim.switch.native.libswitch import load
 from p4sim.switch.native.tm import NativeTrafficManager
+from p4sim.switch.ports import RING_BLOCKS
 from p4sim.switch.v1model import V1Switch
 
 log = logging.getLogger(__name__)
 
 PACKET_IN_CAP = 1 << 17     # bytes: NativeSwitch's largest egress frame
 EVENTS_BATCH = 64
+# Receive ring of a port with no egress rate (nothing paces the link in front of it: the
+# switch bench, a test's hosts): 8x ports.py's, 3584 slots, 32 MiB of kernel memory a
+# port. The C loop forwards ~650 kpps, so ports.py's 448 slots rode out only 0.7 ms
+# without the CPU -- one time slice lost to another process on a shared 2-core machine
+# -- and the lossless rate was 3.5-7x the Python switch's while the overload rate was
+# 12x; 3584 slots ride out 5.5 ms, near the 8 ms 448 give the Python loop. Paced ports
+# (the fabric's) keep 448: at their line rates those ride out 0.4 s already.
+UNPACED_RING_BLOCKS = 8 * RING_BLOCKS
 
 
 class _LoopLock:
@@ -66,6 +75,10 @@ class NativeDevice(Device):
     docstring); arguments as `Device`'s."""
 
     traffic_manager = NativeTrafficManager
+
+    def ring_blocks(self, rate_bytes_per_s: float | None) -> int:
+        """UNPACED_RING_BLOCKS on an unpaced port, RING_BLOCKS on a paced one (Device's)."""
+        return RING_BLOCKS if rate_bytes_per_s else UNPACED_RING_BLOCKS
 
     def __init__(self, ports: dict[int, str], **kwargs: Any) -> None:
         kwargs.setdefault("engine", "native")
@@ -98,6 +111,9 @@ class NativeDevice(Device):
             raise MemoryError("native device: out of memory")
         self._dev = dev
         self.lock = _LoopLock(lib, dev)
+        # The relay's buffers, made once: ffi.new zero-fills, and 128 KiB a wake-up was
+        # a visible share of a fabric switch's CPU (the sampled PacketIns wake it often).
+        self._relay_buffers = (ffi.new("uint8_t[]", PACKET_IN_CAP), ffi.new("p4n_device_event[]", EVENTS_BATCH))
         self._rings = []   # the mappings stay alive while C reads them
         for number, port in self._ports.items():
             ring, block, blocks, slot, max_frame = port.ring()
@@ -234,7 +250,7 @@ class NativeDevice(Device):
 
     def _relay_once(self) -> None:
         ffi, lib = self._ffi, self._lib
-        buf = ffi.new("uint8_t[]", PACKET_IN_CAP)
+        buf, events = self._relay_buffers
         while n := lib.p4n_device_packet_in(self._dev, buf, PACKET_IN_CAP):
             handler = self._packet_in_handler
             try:
@@ -244,7 +260,6 @@ class NativeDevice(Device):
             except Exception:
                 lib.p4n_device_packet_in_failed(self._dev)
                 log.exception("PacketIn handler failed on a %d-byte packet", n)
-        events = ffi.new("p4n_device_event[]", EVENTS_BATCH)
         while n := lib.p4n_device_events(self._dev, events, EVENTS_BATCH):
             for ev in events[0:n]:
                 self._say(ev)

@@ -468,12 +468,22 @@ void p4n_tm_service(p4n_tm *tm, int64_t at, int64_t now, p4n_transmit_fn transmi
         at = now;
     if (tm->pfc_on)
         pfc_timers(tm, (double)at);
-    /* The ports busy at the call, ascending (traffic_manager.py: sorted(self._busy)). */
+    /* The ports busy at the call, ascending (traffic_manager.py: sorted(self._busy)):
+     * the created ports only, sorted in place -- this runs once per received frame, and
+     * a scan of all P4N_TM_MAX_PORTS numbers was an eighth of the native loop's time. */
     uint16_t busy[P4N_TM_MAX_PORTS];
     uint32_t n = 0;
-    for (uint32_t port = 0; port < P4N_TM_MAX_PORTS; port++)
-        if (tm->ports[port] && tm->ports[port]->busy)
-            busy[n++] = (uint16_t)port;
+    for (uint32_t i = 0; i < tm->n_ports; i++) {
+        uint16_t port = tm->created[i];
+        if (!tm->ports[port]->busy)
+            continue;
+        uint32_t j = n++;
+        while (j > 0 && busy[j - 1] > port) {
+            busy[j] = busy[j - 1];
+            j--;
+        }
+        busy[j] = port;
+    }
     for (uint32_t i = 0; i < n; i++) {
         uint32_t port = busy[i];
         p4n_tm_port *s = tm->ports[port];
