@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from scapy.contrib.roce import AETH, BTH, CNPPadding
 from scapy.layers.inet import IP, UDP
@@ -129,3 +131,32 @@ def test_frame_priority_is_the_dscp_class_selector():
     assert roce.priority(data.ack(1, 1)) == 3
     assert roce.priority(cnp.cnp()) == 6
     assert IP(cnp.cnp()[roce.ETH_LEN:]).tos >> 2 == CNP_DSCP
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_template_headers_equal_scapy_for_any_fields(seed):
+    """A template patches its addresses, TOS, TTL, port and QPN into one Scapy-built
+    prototype: the frames equal Scapy's own build of those fields, whatever they are."""
+    rng = random.Random(seed)
+    mac = lambda: ":".join(f"{rng.randrange(256):02x}" for _ in range(6))   # noqa: E731
+    ip = lambda: ".".join(str(rng.randrange(256)) for _ in range(4))         # noqa: E731
+    src, dst = roce.Endpoint(mac(), ip()), roce.Endpoint(mac(), ip())
+    sport, dqpn, dscp, ecn, ttl = (rng.randrange(1, 65536), rng.randrange(1 << 24), rng.randrange(64),
+                                   rng.randrange(4), rng.randrange(256))
+    tpl = roce.FrameTemplate(src, dst, sport, dqpn, dscp=dscp, ecn=ecn, ttl=ttl)
+    payload = rng.randbytes(rng.randrange(1, 300))
+    want = bytes(Ether(src=src.mac, dst=dst.mac)
+                 / IP(src=src.ip, dst=dst.ip, tos=dscp << 2 | ecn, ttl=ttl, id=0, flags="DF")
+                 / UDP(sport=sport, dport=4791, chksum=0)
+                 / BTH(opcode=roce.SEND_LAST, dqpn=dqpn, psn=77, ackreq=1) / Raw(payload))
+    assert tpl.frame(roce.SEND_LAST, 77, payload, ackreq=True) == want
+
+
+def test_template_refuses_malformed_fields():
+    for kwargs, match in [({"dscp": 64}, "DSCP"), ({"ecn": 4}, "ECN"), ({"ttl": 256}, "TTL")]:
+        with pytest.raises(ValueError, match=match):
+            roce.FrameTemplate(SRC, DST, sport=1, dqpn=1, **kwargs)
+    with pytest.raises(ValueError, match="MAC address"):
+        roce.FrameTemplate(roce.Endpoint("02:00:0a:00:01", "10.0.0.1"), DST, sport=1, dqpn=1)
+    with pytest.raises(ValueError, match="IPv4 address"):
+        roce.FrameTemplate(roce.Endpoint(SRC.mac, "10.0.0.300"), DST, sport=1, dqpn=1)

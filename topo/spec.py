@@ -198,10 +198,9 @@ class FabricSpec:
     # so that other work on the machine cannot hold the emulated network off the CPU.
     rt_priority: int = 10
     # The agents' RoCE transport (tccl.engine): the Python reference, or the NIC in C
-    # (tccl/nic), the same semantics for far less CPU per frame; "auto": native if it builds.
-    # Python by default until the native NIC runs the three-tier fabric faithfully (its
-    # agent handling p99 was 2.5 packet times there at dilation 1; docs/tccl.md).
-    nic: str = "python"
+    # (tccl/nic), the same semantics for far less CPU per frame; "auto" (the default):
+    # native if it builds here, else the reference (docs/tccl.md).
+    nic: str = "auto"
     # The p4sim switches' engine (SWITCH_ENGINES): auto = native switches for astral.p4.
     switch_engine: str = "auto"
     # The cluster tier: 1 pod and no super-spines is the two-tier fabric.
