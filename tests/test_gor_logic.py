@@ -256,6 +256,36 @@ def test_failed_super_spine_cables_are_routed_around_on_the_three_tier_fabric():
     assert fabric_programs(plan, frozenset()) == fabric_programs(plan)
 
 
+def test_predict_and_find_port_skip_a_dead_super_spine_cable():
+    """With spine sp10's cable to ss1 down, spine sp00 hashes pod 0 -> pod 1 flows over
+    ss0 alone: the model must predict the programmed engines' path for every flow (some
+    would hash onto ss1 on the intact fabric), and a port found for each candidate path
+    must land on it in the engines."""
+    from fabric_sim import random_flows
+    plan = AddressPlan(load_spec(THREE_TIER))
+    down = frozenset({cable(plan.spine(1, 0).name, plan.super_spine(0, 1).name)})
+    sim = FabricSim(plan)
+    for name, program in fabric_programs(plan, down).items():
+        sim.engines[name] = V1Switch(compiled(plan.spec.ecmp_hash), cpu_port=255)
+        install(sim.engines[name], program)
+    rerouted = 0
+    for flow in random_flows(plan, 200, 11):
+        path, _ = sim.send_udp(flow)
+        assert predict(plan, flow, down) == path, flow
+        rerouted += predict(plan, flow) != path
+    assert rerouted > 0
+    a = next(n for s in plan.servers for n in s.nics if plan.pod_of(n.block) == 0)
+    b = next(n for s in plan.servers for n in s.nics if plan.pod_of(n.block) == 1 and n.rail == a.rail)
+    flow = FiveTuple(a.ip, b.ip, sport=50000)
+    paths = candidate_paths(plan, flow, down)
+    assert sorted((p[2], p[3]) for p in paths) == [("sp0", "ss0"), ("sp1", "ss2"), ("sp1", "ss3")]
+    for path in paths:
+        port = find_port(plan, flow, path, down)
+        assert sim.send_udp(FiveTuple(a.ip, b.ip, sport=port))[0] == path
+    with pytest.raises(ValueError, match="onto"):
+        find_port(plan, flow, [a.server, a.leaf, "sp0", "ss1", "sp2", b.leaf, b.server], down)
+
+
 def test_find_port_lands_on_the_chosen_path_with_and_without_failures():
     plan = AddressPlan(SPEC)
     flow = FiveTuple("10.0.0.1", "10.1.1.1", sport=50000)
