@@ -696,6 +696,41 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     gor.events.close()
 
 
+def test_a_new_sender_is_listed_at_the_next_tick_before_any_alarm(tmp_path):
+    """A job starting: a data frame of a flow no listing named, sampled after the last
+    listing went out, has the agents listed at the next tick though no link is alarmed
+    (so the alarm that follows finds its flows movable); an ACK-sized frame of another
+    new flow does not, and a flow the new listing did not name either is not asked
+    about again."""
+    plan = AddressPlan(SPEC)
+    now = [100.0]
+    agents = LockCheckingAgents()
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=agents)
+    gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
+    gor.ports = ReportedPorts(plan)  # type: ignore[assignment]
+    links = LinkMap(plan)
+    cool = LinkStats(LINK, links.capacity[LINK], 0.25, 0.1 * links.capacity[LINK], 100, 25, 0, 0, 0)
+    gor.telemetry = SimpleNamespace(links=links, latest={LINK: cool},  # type: ignore[assignment]
+                                    poll=lambda clock, min_interval=0.0: {LINK: cool}, storms=[])
+    gor.tick()
+    wait_for("the first listing", lambda: len(agents.listings) == 1, 5)
+    ack = FiveTuple("10.0.0.2", "10.0.1.2", sport=50001)
+    gor._incoming.put(Sample(100.1, "b0l0", 1, plan.uplink_port(0), 0, ack, 62))
+    now[0] = 100.25
+    gor.tick()
+    sender = FiveTuple("10.0.0.1", "10.0.1.1", sport=50000)
+    gor._incoming.put(Sample(100.3, "b0l0", 1, plan.uplink_port(0), 0, sender, 4154))
+    now[0] = 100.5
+    gor.tick()
+    wait_for("the listing for the new sender", lambda: len(agents.listings) == 2, 5)
+    gor._incoming.put(Sample(100.6, "b0l0", 1, plan.uplink_port(0), 0, sender, 4154))
+    now[0] = 100.75
+    gor.tick()
+    assert gor._listing is None and len(agents.listings) == 2     # none asked for
+    assert not [e for e in gor.events.snapshot() if e["event"] == "detect"]
+    gor.events.close()
+
+
 def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(tmp_path):
     """sp1's P4Runtime session breaks: the next tick counts each of its cables down
     (``switch_down``, ``link_down``), the leaves' groups drop it -- written to every
