@@ -15,7 +15,9 @@ progressive filling, GOR's planning).
   (scale/fabrics/two-tier-max.yaml).
 
 busbw per configuration (``scale_*_busbw_frac_<config>``) and the load average at the
-start (the machine is shared: seconds are worth what the load lets them be)."""
+start (the machine is shared: seconds are worth what the load lets them be; hence
+``scale_*_cpu_s_all`` too, the CPU seconds this process spent on the same run: what the
+wall time comes to on an idle core, whatever ran beside it)."""
 
 from __future__ import annotations
 
@@ -60,9 +62,10 @@ def _parts(spec: Path) -> dict[str, float]:
 def run() -> dict[str, float]:
     figures: dict[str, float] = {"scale_load_avg_1m": os.getloadavg()[0]}
     for label, spec, configs in CASES:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         evaluations = evaluate(spec, TRACE, parse_configs(configs))
         figures[f"scale_{label}_s_all"] = time.perf_counter() - started
+        figures[f"scale_{label}_cpu_s_all"] = time.process_time() - cpu
         for name, ev in evaluations.items():
             figures[f"scale_{label}_busbw_frac_{name}"] = ev.busbw_frac
         figures[f"scale_{label}_gpus"] = float(ev.gpus)

@@ -40,6 +40,7 @@ class Flow:
     pinned: bool = False
     moved_at: float = float("-inf")
     last_seen: float = 0.0
+    first_data: float = float("inf")    # first sample of a data frame (not an ACK/CNP): see `sampled`
     active_at: float = float("-inf")    # last listing that showed it sending (more bytes)
 
     @property
@@ -64,16 +65,27 @@ class FlowTable:
     def __len__(self) -> int:
         return len(self._flows)
 
-    def sampled(self, s: Sample) -> None:
+    def sampled(self, s: Sample, control_max: int = 0) -> None:
         """A sampled packet: the flow with its 5-tuple was seen now (a new flow if
-        none has it)."""
+        none has it). Frames of at most ``control_max`` bytes are RoCE control frames
+        (ACK, CNP): they do not date the flow's first data (`first_data`), which tells
+        GOR that a sender started that its agents' listing may not name yet."""
         f = s.flow
+        data = s.length > control_max
         for flow in self._flows.values():
             if (flow.src, flow.dst, flow.sport, flow.dport) == (f.src, f.dst, f.sport, f.dport):
                 flow.last_seen = s.time
+                if data:
+                    flow.first_data = min(flow.first_data, s.time)
                 return
         key = ("sampled", f.src, f.dst, f.sport, f.dport)
-        self._flows[key] = Flow(next(self._ids), f.src, f.dst, f.sport, f.dport, last_seen=s.time)
+        self._flows[key] = Flow(next(self._ids), f.src, f.dst, f.sport, f.dport, last_seen=s.time,
+                                first_data=s.time if data else float("inf"))
+
+    def unlisted_since(self, t: float) -> bool:
+        """Whether a flow no agent lists sent its first sampled data frame after ``t``
+        (the last listing's request): a new sender the agents can name now."""
+        return any(flow.server is None and t < flow.first_data < float("inf") for flow in self._flows.values())
 
     def merge(self, answered: set[str], listed: list[AgentFlow], now: float,
               port_in_flight: Callable[[Flow], bool]) -> None:

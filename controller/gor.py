@@ -328,7 +328,10 @@ class Gor:
             self._list_agents(now)
         with self.lock:
             self.mover.advance(now)
-            relist = self.config.auto and self._unlisted_elephant(now)
+            # A sender the last listing could not name (it started after it: a job
+            # starting) is listed at once, before its alarm: the loop then finds the
+            # flows movable the moment the alarm arrives, not a listing later.
+            relist = self.config.auto and (self.flows.unlisted_since(self._agents_at) or self._unlisted_elephant(now))
         if relist:
             self._list_agents(now)
         with self.lock:
@@ -347,7 +350,7 @@ class Gor:
         self.samples.add(drained)
         self.samples.prune(now)
         for s in drained:
-            self.flows.sampled(s)
+            self.flows.sampled(s, CONTROL_FRAME_MAX)
 
     def _on_packet(self, switch: str, packet: Any) -> None:
         """A PacketIn (on finsy's thread): a switch's alarm wakes the loop, a sample

@@ -32,7 +32,6 @@ from controller.alarms import AlarmBook
 from controller.config import GorConfig
 from controller.elephants import SampleWindow
 from controller.events import EventLog
-from controller.paths import links_of
 from controller.flows import Flow, FlowTable
 from controller.paths import LinkId, find_port, links_of
 from controller.repair import RouteRepair

@@ -21,9 +21,10 @@ from typing import Iterable
 
 import networkx as nx
 
-from controller.routes import NO_FAILURES, Down, ecmp_members
+from controller.routes import NO_FAILURES, Down, ecmp_members, super_members
 from topo.addressing import AddressPlan
-from topo.hashmodel import PORT_RANGE, FiveTuple, path_via, ports_from, predict_path, source_port_for_spine
+from topo.hashmodel import (PORT_RANGE, FiveTuple, path_via, ports_from, predict_path, source_port_for_spine,
+                            spine_uplink, uplink)
 
 LinkId = tuple[str, str]
 
@@ -35,12 +36,27 @@ def links_of(path: list[str]) -> list[LinkId]:
 
 def predict(plan: AddressPlan, flow: FiveTuple, down: Down = NO_FAILURES) -> list[str] | None:
     """The path of ``flow`` with cables ``down`` failed; None when its leaf drops it
-    (no spine reaches the destination)."""
+    (no spine reaches the destination). Across pods the spine hashes over its group for
+    the destination pod, which a failed spine--super-spine cable shrinks as well
+    (`controller.routes.super_members`), so both hops are chosen among live members."""
     src, dst = plan.nic(flow.src).leaf, plan.nic(flow.dst).leaf
     if src == dst:
         return predict_path(plan, flow)
     members = ecmp_members(plan, src, dst, down)
-    return predict_path(plan, flow, members) if members else None
+    if not members:
+        return None
+    spine = uplink(plan, flow, members)
+    supers = _super_group(plan, flow, spine, down)
+    return path_via(plan, flow, spine, None if supers is None else spine_uplink(plan, flow, spine, supers))
+
+
+def _super_group(plan: AddressPlan, flow: FiveTuple, spine: int, down: Down) -> tuple[int, ...] | None:
+    """The super-spines (group order) spine number ``spine`` of ``flow``'s source pod
+    hashes it over, cables ``down`` failed; None when the flow stays in its pod."""
+    src_pod, dst_pod = plan.pod_of(plan.nic(flow.src).block), plan.pod_of(plan.nic(flow.dst).block)
+    if src_pod == dst_pod:
+        return None
+    return super_members(plan, plan.spine(src_pod, spine).name, dst_pod, down)
 
 
 def candidate_paths(plan: AddressPlan, flow: FiveTuple, down: Down = NO_FAILURES) -> list[list[str]]:
@@ -98,7 +114,9 @@ def find_port(plan: AddressPlan, flow: FiveTuple, path: list[str], down: Down = 
         members = ecmp_members(plan, src, dst, down)
         choice = _choice(plan, path)
         if choice is not None and choice[0] in members and path == path_via(plan, flow, *choice):
-            return source_port_for_spine(plan, flow, choice[0], start, skip, members, choice[1])
+            supers = None if choice[1] is None else _super_group(plan, flow, choice[0], down)
+            if supers is None or choice[1] in supers:
+                return source_port_for_spine(plan, flow, choice[0], start, skip, members, choice[1], supers)
     raise ValueError(f"no UDP source port in {lo}..{hi} puts {flow.src}->{flow.dst} "
                      f"onto {'-'.join(path)}")
 

@@ -66,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.pcap:
                 raise ValueError("--pcap: captures are for --scenario configs (a fabric per run); "
                                  "the failure scenario keeps one fabric")
-            from experiments.failure import run_failures
+            from experiments.failure import FAILURE_KINDS, run_failures
             run_failures(settings)
+            # Each kind's summary and plots are in a directory of its own (the report
+            # reads one run's summary.json, which the failure run's top has none of).
+            print(f"wrote {', '.join(str(settings.out / kind / 'summary.json') for kind in FAILURE_KINDS)}")
+            return 0
         elif args.scenario == "tenants":
             if args.pcap:
                 raise ValueError("--pcap: captures are for --scenario configs (a fabric per run); "

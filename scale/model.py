@@ -42,7 +42,7 @@ from topo.spec import load_spec
 
 from scale.fabric import FabricIndex
 from controller.fairness import Allocation, max_min_rates
-from scale.flows import StepFlows, job_step_flows
+from scale.flows import StepFlows, StepLayout, job_step_flows, step_layout
 from scale.gor import replan
 
 
@@ -147,7 +147,11 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
     bottleneck = min(spec.links.host_mbps, spec.links.uplink_mbps) * 1e6
     costs = step_costs(trace, job.ranks, bottleneck, 0.0)
     nvlink_costs = step_costs(trace, job.ranks, bottleneck, t.nvlink_gbps * 1e9)
-    moved: dict[tuple[int, int, int], int] = {}     # GOR's ports stay for the job's life
+    # GOR's ports stay for the job's life: the flows it moved (by `_flow_keys`, sorted)
+    # and their ports, as columns (a 100k-GPU step has 200k flows: no per-flow Python).
+    moved_keys = np.zeros(0, dtype=np.int64)
+    moved_ports = np.zeros(0, dtype=np.int64)
+    ranks = len(job.ranks)
     steps = []
     ideal = paced = 0.0
     iteration = compute_seconds(trace)
@@ -157,13 +161,18 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
             iteration += channel.ideal_s
             steps.append(_idle_step(cost, len(fabric)))
             continue
-        keys = list(zip(flows.src_rank.tolist(), flows.dst_rank.tolist(), flows.qp.tolist()))
-        sports = np.array([moved.get(k, p) for k, p in zip(keys, flows.sport.tolist())], dtype=np.int64)
+        sports = flows.sport
         moves = 0
         if gor:
+            keys = _flow_keys(flows, ranks, t.qps)
+            at = np.minimum(np.searchsorted(moved_keys, keys), max(len(moved_keys) - 1, 0))
+            hit = moved_keys[at] == keys if len(moved_keys) else np.zeros(len(keys), dtype=bool)
+            sports = np.where(hit, moved_ports[at] if len(moved_ports) else 0, flows.sport)
             plan = replan(index, flows.src, flows.dst, sports, gor_config)
             moves = plan.moves
-            moved.update((k, int(p)) for k, p, old in zip(keys, plan.sports, sports) if p != old)
+            changed = plan.sports != sports
+            moved_keys, first = np.unique(np.concatenate([keys[changed], moved_keys]), return_index=True)
+            moved_ports = np.concatenate([plan.sports[changed], moved_ports])[first]
             sports = plan.sports
         paths = index.paths(flows.src, flows.dst, sports)
         alloc = max_min_rates(paths.links, index.capacity_bps, flows.unit)
@@ -180,6 +189,12 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
         iteration += seconds
     return Evaluation(name or job.name, len(job.ranks), tuple(steps), iteration,
                       ideal / paced if paced else 1.0)
+
+
+def _flow_keys(flows: StepFlows, ranks: int, qps: int) -> np.ndarray:
+    """One integer per flow (source rank, destination rank, QP index): what a moved
+    flow is known by from step to step."""
+    return (flows.src_rank * ranks + flows.dst_rank) * qps + flows.qp
 
 
 def _on_fabric(index: FabricIndex, fabric: np.ndarray, alloc: Allocation) -> tuple[np.ndarray, np.ndarray]:
@@ -208,10 +223,13 @@ def evaluate(spec_file: str | Path, trace_file: str | Path, configs: list[Config
     out = {}
     base = hostfile_job(spec_file, trace_file, seed, emulated=False)
     planned: dict[tuple[str, str], list[StepFlows]] = {}     # by (ring order, port mode)
+    layouts: dict[str, StepLayout] = {}                         # by ring order
     for c in configs or list(CONFIGS.values()):
         job = configured(base, c)
         key = (c.order, c.ports)
         if key not in planned:
-            planned[key] = job_step_flows(index, job, trace)
+            if c.order not in layouts:
+                layouts[c.order] = step_layout(index, job, trace)
+            planned[key] = job_step_flows(index, job, trace, layouts[c.order])
         out[c.name] = evaluate_job(index, job, trace, c.gor, name=c.name, flows=planned[key])
     return out

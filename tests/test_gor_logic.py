@@ -256,6 +256,36 @@ def test_failed_super_spine_cables_are_routed_around_on_the_three_tier_fabric():
     assert fabric_programs(plan, frozenset()) == fabric_programs(plan)
 
 
+def test_predict_and_find_port_skip_a_dead_super_spine_cable():
+    """With spine sp10's cable to ss1 down, spine sp00 hashes pod 0 -> pod 1 flows over
+    ss0 alone: the model must predict the programmed engines' path for every flow (some
+    would hash onto ss1 on the intact fabric), and a port found for each candidate path
+    must land on it in the engines."""
+    from fabric_sim import random_flows
+    plan = AddressPlan(load_spec(THREE_TIER))
+    down = frozenset({cable(plan.spine(1, 0).name, plan.super_spine(0, 1).name)})
+    sim = FabricSim(plan)
+    for name, program in fabric_programs(plan, down).items():
+        sim.engines[name] = V1Switch(compiled(plan.spec.ecmp_hash), cpu_port=255)
+        install(sim.engines[name], program)
+    rerouted = 0
+    for flow in random_flows(plan, 200, 11):
+        path, _ = sim.send_udp(flow)
+        assert predict(plan, flow, down) == path, flow
+        rerouted += predict(plan, flow) != path
+    assert rerouted > 0
+    a = next(n for s in plan.servers for n in s.nics if plan.pod_of(n.block) == 0)
+    b = next(n for s in plan.servers for n in s.nics if plan.pod_of(n.block) == 1 and n.rail == a.rail)
+    flow = FiveTuple(a.ip, b.ip, sport=50000)
+    paths = candidate_paths(plan, flow, down)
+    assert sorted((p[2], p[3]) for p in paths) == [("sp0", "ss0"), ("sp1", "ss2"), ("sp1", "ss3")]
+    for path in paths:
+        port = find_port(plan, flow, path, down)
+        assert sim.send_udp(FiveTuple(a.ip, b.ip, sport=port))[0] == path
+    with pytest.raises(ValueError, match="onto"):
+        find_port(plan, flow, [a.server, a.leaf, "sp0", "ss1", "sp2", b.leaf, b.server], down)
+
+
 def test_find_port_lands_on_the_chosen_path_with_and_without_failures():
     plan = AddressPlan(SPEC)
     flow = FiveTuple("10.0.0.1", "10.1.1.1", sport=50000)
@@ -663,6 +693,41 @@ def test_a_tick_lists_agents_and_writes_switches_without_holding_the_lock(tmp_pa
     # Tick 1's loop finds no flow at all, tick 2's the elephant no agent can move.
     assert [e["event"] for e in gor.events.snapshot() if e["event"] in ("detect", "skip", "failed")] == \
         ["detect", "failed", "detect", "skip", "failed"]
+    gor.events.close()
+
+
+def test_a_new_sender_is_listed_at_the_next_tick_before_any_alarm(tmp_path):
+    """A job starting: a data frame of a flow no listing named, sampled after the last
+    listing went out, has the agents listed at the next tick though no link is alarmed
+    (so the alarm that follows finds its flows movable); an ACK-sized frame of another
+    new flow does not, and a flow the new listing did not name either is not asked
+    about again."""
+    plan = AddressPlan(SPEC)
+    now = [100.0]
+    agents = LockCheckingAgents()
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=agents)
+    gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
+    gor.ports = ReportedPorts(plan)  # type: ignore[assignment]
+    links = LinkMap(plan)
+    cool = LinkStats(LINK, links.capacity[LINK], 0.25, 0.1 * links.capacity[LINK], 100, 25, 0, 0, 0)
+    gor.telemetry = SimpleNamespace(links=links, latest={LINK: cool},  # type: ignore[assignment]
+                                    poll=lambda clock, min_interval=0.0: {LINK: cool}, storms=[])
+    gor.tick()
+    wait_for("the first listing", lambda: len(agents.listings) == 1, 5)
+    ack = FiveTuple("10.0.0.2", "10.0.1.2", sport=50001)
+    gor._incoming.put(Sample(100.1, "b0l0", 1, plan.uplink_port(0), 0, ack, 62))
+    now[0] = 100.25
+    gor.tick()
+    sender = FiveTuple("10.0.0.1", "10.0.1.1", sport=50000)
+    gor._incoming.put(Sample(100.3, "b0l0", 1, plan.uplink_port(0), 0, sender, 4154))
+    now[0] = 100.5
+    gor.tick()
+    wait_for("the listing for the new sender", lambda: len(agents.listings) == 2, 5)
+    gor._incoming.put(Sample(100.6, "b0l0", 1, plan.uplink_port(0), 0, sender, 4154))
+    now[0] = 100.75
+    gor.tick()
+    assert gor._listing is None and len(agents.listings) == 2     # none asked for
+    assert not [e for e in gor.events.snapshot() if e["event"] == "detect"]
     gor.events.close()
 
 

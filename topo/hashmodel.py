@@ -261,19 +261,22 @@ def predict_path(plan: AddressPlan, flow: FiveTuple, members: Sequence[int] | No
 
 def source_port_for_spine(plan: AddressPlan, flow: FiveTuple, spine: int, start: int = PORT_RANGE[0],
                           avoid: Container[int] = frozenset(), members: Sequence[int] | None = None,
-                          superspine: int | None = None) -> int:
+                          superspine: int | None = None, super_members: Sequence[int] | None = None) -> int:
     """The first UDP source port from ``start`` (`ports_from`: through `PORT_RANGE`,
     wrapping around) whose flow -- ``flow`` with that source port -- leaves its source
     leaf by spine number ``spine`` of the ECMP group ``members`` (see `uplink`) and,
     when ``superspine`` is given (a flow across pods), leaves that spine by super-spine
-    number ``superspine`` (`spine_uplink`); ports in ``avoid`` are skipped. What GOR and
+    number ``superspine`` of its group ``super_members`` (`spine_uplink`; default: every
+    super-spine of the plane); ports in ``avoid`` are skipped. What GOR and
     the agents steer a flow with; raises if the group does not hold the spine or no
     port of the range lands on it."""
     group = _group(plan, members)
     if spine not in group:
         raise ValueError(f"spine {spine} is not in the ECMP group {list(group)} of {flow.src}->{flow.dst}")
-    if superspine is not None and not (_crosses_pods(plan, flow) and 0 <= superspine < plan.spec.super_spines):
-        raise ValueError(f"{flow.src}->{flow.dst} does not cross pods by super-spine {superspine}")
+    supers = range(plan.spec.super_spines) if super_members is None else super_members
+    if superspine is not None and not (_crosses_pods(plan, flow) and superspine in supers):
+        raise ValueError(f"{flow.src}->{flow.dst} does not cross pods by super-spine {superspine} "
+                         f"(its spine's group: {list(supers)})")
     want = group.index(spine)
     src = plan.nic(flow.src)
     leaf = plan.switch(src.leaf)
@@ -285,7 +288,7 @@ def source_port_for_spine(plan: AddressPlan, flow: FiveTuple, spine: int, start:
         lands = port_indices(tier_algorithm(plan.spec, "leaf"), leaf.salt, flow, candidates, len(group)) == want
         if superspine is not None:
             lands &= port_indices(tier_algorithm(plan.spec, "spine"), up.salt, flow, candidates,
-                                  plan.spec.super_spines) == superspine
+                                  len(supers)) == supers.index(superspine)
         for sport in candidates[lands].tolist():
             if sport not in avoid:
                 return sport
