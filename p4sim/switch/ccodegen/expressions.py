@@ -320,7 +320,7 @@ class CExpressions:
             return f"({e(left)} {op} {e(right)})"
         if op in ("==", "!=") and self.is_varbit(left) and self.is_varbit(right):
             # the Python engine compares the values (ints), not the lengths
-            (a, _la), (b, _lb) = self.varbit(left), self.varbit(right)
+            a, b = self.varbit(left)[0], self.varbit(right)[0]
             same = " && ".join(f"{_word(x)} == {_word(y)}" for x, y in zip_longest(a, b))
             return f"((v_t){'!' if op == '!=' else ''}({same}))"
         if op in ("==", "!=") and _kind(left) == "header":
