@@ -40,6 +40,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from controller.events import read_events
 from experiments import collisions
 from experiments.configs import CONFIGS
 from experiments.metrics import median_of
@@ -61,6 +62,7 @@ STALL_FRACTION = 0.25    # an interval below this share of the baseline rate is 
 ITERATIONS = 8           # so that the job outlives the failure
 RESTART_TIMEOUT_S = 30.0  # a killed switch restarted -> programmed again (without GOR)
 RETRY_S = 0.2            # between tries to program a restarted switch not serving yet
+SEEN_TIMEOUT_S = 5.0     # the fault undone -> GOR has logged it (its port/stream poll is 0.25 s)
 FAILURE_KINDS = ("cable", "switch", "super-cable")
 # The fabric each kind runs on (None: the settings' fabric).
 THREE_TIER = Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "three-tier.yaml"
@@ -117,6 +119,8 @@ class CableFailure:
     once), and up again ``down_s`` later, on a thread; records both times (the fabric's
     emulated seconds). `SwitchFailure` kills a switch instead."""
 
+    UP_EVENT = "link_up"    # GOR's event for the fault undone
+
     def __init__(self, fabric: Any, cable: tuple[str, str], after_s: float, down_s: float,
                  agents_up: Callable[[], bool] = lambda: True) -> None:
         self.fabric, self.cable, self.after_s, self.down_s = fabric, cable, after_s, down_s
@@ -149,10 +153,25 @@ class CableFailure:
     def restore(self) -> None:
         self.fabric.net.configLinkStatus(*self.cable, "up")
 
-    def wait_over(self) -> None:
-        """Wait until the fault is undone (the cable back), however long it has left."""
+    def wait_over(self, gor_events: Path | None = None) -> None:
+        """Wait until the fault is undone (the cable back), however long it has left, and
+        then, given GOR's event log, until GOR has logged it (``UP_EVENT``) or
+        ``SEEN_TIMEOUT_S`` passed: the job may end before either, and GOR stops with it."""
+        clock: EmulationClock = self.fabric.clock
         if self._thread is not None:
-            self._thread.join(self.fabric.clock.wall_s(AGENTS_UP_TIMEOUT_S + self.after_s + self.down_s) + 10)
+            self._thread.join(clock.wall_s(AGENTS_UP_TIMEOUT_S + self.after_s + self.down_s) + 10)
+        if gor_events is None or self.t_up is None:
+            return
+        end = clock.now() + SEEN_TIMEOUT_S
+        while not self._gor_saw_it_up(gor_events) and clock.now() < end:
+            clock.wait(threading.Event(), RETRY_S)
+
+    def _gor_saw_it_up(self, gor_events: Path) -> bool:
+        try:
+            events = read_events(gor_events)
+        except (OSError, ValueError):    # not written yet, or a line half written
+            return False
+        return any(e.get("event") == self.UP_EVENT and e["t"] >= (self.t_up or 0) for e in events)
 
     def finish(self) -> None:
         """Undo the fault now if it is still on (the run failed) and wait for that."""
@@ -165,6 +184,8 @@ class SwitchFailure(CableFailure):
     """Kills switch ``cable[0]``'s process (SIGKILL) and restarts it ``down_s`` later,
     on the same interfaces; with ``reprogram`` (no GOR, which re-pushes it itself) the
     restarted switch is programmed as the fabric was at start."""
+
+    UP_EVENT = "switch_up"
 
     def __init__(self, fabric: Any, switch: str, after_s: float, down_s: float,
                  agents_up: Callable[[], bool] = lambda: True, reprogram: bool = False) -> None:
@@ -241,7 +262,6 @@ def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: 
                 kind: str = "cable") -> dict[str, Any]:
     """The scenario (one of `FAILURE_KINDS`) without and with GOR (orthogonal ports in
     both), ``repeats`` times."""
-    from controller.events import read_events
     from controller.routes import program_fabric
     from topo.net import Fabric
 
@@ -267,8 +287,9 @@ def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: 
                                             reprogram=not config.gor) if kind == "switch" else \
                         CableFailure(fabric, cable, fail_after_s, down_s, agents_up)
                     try:
+                        gor_log = run_dir / "gor-events.jsonl" if config.gor else None
                         numbers = run_once(exp, fabric, recorder, config, run_dir, on_start=failure.start,
-                                           on_end=failure.wait_over)
+                                           on_end=lambda: failure.wait_over(gor_log))
                     finally:
                         failure.finish()
                     events = read_events(run_dir / "gor-events.jsonl") if config.gor else []
