@@ -26,7 +26,9 @@ from fuzzkit import closing_note
 
 # Modules that create network namespaces: one group, one fabric at a time. Two groups
 # side by side (3 workers) took the suite to 7 min but left fabric runs unfaithful on 2
-# cores (a switch's p99 lateness 16 packet times, GOR's gain lost under the load).
+# cores (a switch's p99 lateness 16 packet times, GOR's gain lost under the load); with
+# the native switches and NICs again (2026-12-06, -n 2, load ~3-5 from other work): 7:00
+# instead of 8:56, but 8 failures (p99 lateness 3-20 packet times, stock+GOR 0.33).
 NETNS_GROUPS: dict[str, tuple[str, ...]] = {
     "netns": (
         "test_tccl_fabric", "test_gor_fabric", "test_faults_fabric", "test_gor_repl",
