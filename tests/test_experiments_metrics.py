@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from controller.telemetry import LinkMap
 from experiments import collisions
@@ -22,7 +23,7 @@ from tccl.results import Row
 from tccl.trace import load_trace, parse_trace
 from tccl.traffic import traffic_line
 from topo.addressing import AddressPlan
-from topo.spec import load_spec
+from topo.spec import at_link_rate, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT / "topo" / "fabrics" / "default.yaml"
@@ -219,11 +220,15 @@ def test_configs_and_trace_copies(tmp_path: Path) -> None:
     assert t.iterations == 1 and [s.size for s in t.steps if s.op] == [32768, 16384, 32768, 65536]
     with pytest.raises(ValueError):
         prepare_trace(TRACE, tmp_path / "u.yaml", size_scale=0)
-    # Given the fabric, sizes stated at 10 Mbit/s are restated for its links (x 2 at 20).
+    # Given the fabric, sizes stated at 10 Mbit/s are restated for its links (x 2 at 20,
+    # x 1.6 at the default's 16).
     fast = tmp_path / "fast.yaml"
-    fast.write_text(DEFAULT.read_text().replace("host_mbps: 10", "host_mbps: 20").replace("uplink_mbps: 10", "uplink_mbps: 20"))
+    fast.write_text(yaml.safe_dump(at_link_rate(yaml.safe_load(DEFAULT.read_text()), 20)))
     t = load_trace(prepare_trace(TRACE, tmp_path / "f.yaml", iterations=1, size_scale=0.25, fabric=fast))
     assert [s.size for s in t.steps if s.op] == [65536, 32768, 65536, 131072]
+    assert load_spec(DEFAULT).links.host_mbps == 16
+    t = load_trace(prepare_trace(TRACE, tmp_path / "d.yaml", iterations=1, size_scale=0.25, fabric=DEFAULT))
+    assert [s.size for s in t.steps if s.op] == [52428, 26214, 52428, 104857]
     stock, gor = job_for("stock"), job_for("gor")
     assert stock.ranks == gor.ranks                       # the same job, the same hostfile
     assert (stock.workload.order, stock.transport.ports) == ("input", "random")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from topo.spec import FabricSpec, PfcSpec, SpecError, load_spec, min_headroom, parse_spec, replace
+from topo.spec import FabricSpec, PfcSpec, SpecError, at_link_rate, load_spec, min_headroom, parse_spec, replace
 
 FABRICS = Path(__file__).resolve().parent.parent / "topo" / "fabrics"
 MINIMAL = {"blocks": 2, "servers_per_block": 2, "rails": 4, "spines": 2}
@@ -16,7 +16,7 @@ def test_default_fabric_is_the_documented_size():
     spec = load_spec(FABRICS / "default.yaml")
     assert (spec.blocks, spec.servers_per_block, spec.rails, spec.spines) == (2, 2, 4, 2)
     assert spec.leaves == 8 and spec.switches == 10
-    assert spec.links.uplink_mbps == 10 and spec.ecn.kmin < spec.ecn.kmax
+    assert spec.links.uplink_mbps == 16 and spec.ecn.kmin < spec.ecn.kmax
 
 
 def test_shipped_fabrics_keep_the_timers_in_frame_times():
@@ -25,6 +25,22 @@ def test_shipped_fabrics_keep_the_timers_in_frame_times():
     for path in sorted(FABRICS.glob("*.yaml")):
         spec = load_spec(path)
         assert spec.time_factor * spec.links.host_mbps == 2000, path.name
+
+
+def test_a_spec_at_another_link_rate_keeps_its_profile_in_frames():
+    """`at_link_rate`: every tier's rate by the same ratio, time_factor by its inverse
+    (time_factor x rate kept: DCQCN's timers the same frame times), ECN in packets and
+    PFC in bytes of frames as they were."""
+    data = {**MINIMAL, "links": {"host_mbps": 10, "uplink_mbps": 5, "spine_uplink_mbps": 2.5},
+            "ecn": {"kmin": 5, "kmax": 20, "pmax": 0.2}, "pfc": {"xoff": 32768, "xon": 16384}}
+    fast = parse_spec(at_link_rate(data, 40))
+    assert (fast.links.host_mbps, fast.links.uplink_mbps, fast.links.spine_uplink_mbps) == (40, 20, 10)
+    assert fast.time_factor == 50 and fast.time_factor * fast.links.host_mbps == 2000
+    assert (fast.ecn.kmin, fast.ecn.kmax, fast.pfc.xoff, fast.pfc.xon) == (5, 20, 32768, 16384)
+    assert parse_spec(at_link_rate({**data, "time_factor": 300}, 5)).time_factor == 600
+    assert data["links"]["host_mbps"] == 10                     # the document given is left alone
+    with pytest.raises(SpecError, match="x.yaml: links.host_mbps: .*got 0"):
+        at_link_rate(data, 0, "x.yaml")
 
 
 def test_block8_is_two_blocks_of_eight_rail_servers():
