@@ -231,6 +231,9 @@ def test_configs_and_trace_copies(tmp_path: Path) -> None:
     assert [s.size for s in t.steps if s.op] == [52428, 26214, 52428, 104857]
     stock, gor = job_for("stock"), job_for("gor")
     assert stock.ranks == gor.ranks                       # the same job, the same hostfile
+    # NVLink is restated with the sizes: 100x the NICs at any rate (1.6 Gbit/s at 16 Mbit/s).
+    assert stock.transport.nvlink_gbps == pytest.approx(100 * stock.transport.line_mbps / 1000) == 1.6
+    assert build_job(fast, TRACE, CONFIGS["gor"], seed=1).transport.nvlink_gbps == pytest.approx(2.0)
     assert (stock.workload.order, stock.transport.ports) == ("input", "random")
     assert (gor.workload.order, gor.transport.ports) == ("rail", "orthogonal")
 
