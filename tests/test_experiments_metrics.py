@@ -220,19 +220,15 @@ def test_configs_and_trace_copies(tmp_path: Path) -> None:
     assert t.iterations == 1 and [s.size for s in t.steps if s.op] == [32768, 16384, 32768, 65536]
     with pytest.raises(ValueError):
         prepare_trace(TRACE, tmp_path / "u.yaml", size_scale=0)
-    # Given the fabric, sizes stated at 10 Mbit/s are restated for its links (x 2 at 20,
-    # x 1.6 at the default's 16).
+    # Given the fabric, sizes stated at 10 Mbit/s are restated for its links (x 2 at 20).
     fast = tmp_path / "fast.yaml"
     fast.write_text(yaml.safe_dump(at_link_rate(yaml.safe_load(DEFAULT.read_text()), 20)))
     t = load_trace(prepare_trace(TRACE, tmp_path / "f.yaml", iterations=1, size_scale=0.25, fabric=fast))
     assert [s.size for s in t.steps if s.op] == [65536, 32768, 65536, 131072]
-    assert load_spec(DEFAULT).links.host_mbps == 16
-    t = load_trace(prepare_trace(TRACE, tmp_path / "d.yaml", iterations=1, size_scale=0.25, fabric=DEFAULT))
-    assert [s.size for s in t.steps if s.op] == [52428, 26214, 52428, 104857]
     stock, gor = job_for("stock"), job_for("gor")
     assert stock.ranks == gor.ranks                       # the same job, the same hostfile
-    # NVLink is restated with the sizes: 100x the NICs at any rate (1.6 Gbit/s at 16 Mbit/s).
-    assert stock.transport.nvlink_gbps == pytest.approx(100 * stock.transport.line_mbps / 1000) == 1.6
+    # NVLink is restated with the sizes: 100x the NICs at any rate (2 Gbit/s at 20 Mbit/s).
+    assert stock.transport.nvlink_gbps == pytest.approx(100 * stock.transport.line_mbps / 1000) == 1.0
     assert build_job(fast, TRACE, CONFIGS["gor"], seed=1).transport.nvlink_gbps == pytest.approx(2.0)
     assert (stock.workload.order, stock.transport.ports) == ("input", "random")
     assert (gor.workload.order, gor.transport.ports) == ("rail", "orthogonal")

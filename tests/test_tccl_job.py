@@ -82,10 +82,9 @@ def test_job_from_a_prompt_command():
 
 
 def test_time_factor_comes_from_the_fabric_unless_the_job_sets_it(tmp_path):
-    # The default fabric's 125: 2000 / its 16 Mbit/s (docs/fabric.md).
-    assert job_from_fabric(FABRIC, Workload()).transport.time_factor == load_spec(FABRIC).time_factor == 125.0
+    assert job_from_fabric(FABRIC, Workload()).transport.time_factor == load_spec(FABRIC).time_factor == 200.0
     slow = tmp_path / "slow.yaml"
-    slow.write_text(FABRIC.read_text().replace("time_factor: 125 ", "time_factor: 50 "))
+    slow.write_text(FABRIC.read_text().replace("time_factor: 200 ", "time_factor: 50 "))
     job = job_from_fabric(slow, Workload())
     assert job.transport.time_factor == 50.0 and isinstance(job.transport.time_factor, float)
     # DCQCN's timers follow: the CNP interval is 50 us x the factor.

@@ -16,7 +16,7 @@ def test_default_fabric_is_the_documented_size():
     spec = load_spec(FABRICS / "default.yaml")
     assert (spec.blocks, spec.servers_per_block, spec.rails, spec.spines) == (2, 2, 4, 2)
     assert spec.leaves == 8 and spec.switches == 10
-    assert spec.links.uplink_mbps == 16 and spec.ecn.kmin < spec.ecn.kmax
+    assert spec.links.uplink_mbps == 10 and spec.ecn.kmin < spec.ecn.kmax
 
 
 def test_shipped_fabrics_keep_the_timers_in_frame_times():
