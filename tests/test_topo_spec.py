@@ -43,6 +43,21 @@ def test_a_spec_at_another_link_rate_keeps_its_profile_in_frames():
         at_link_rate(data, 0, "x.yaml")
 
 
+def test_atrate_writes_the_spec_at_the_rate_make_asks_for(tmp_path, capsys):
+    from topo.atrate import main
+
+    out = tmp_path / "f" / "default-20mbps.yaml"
+    assert main([str(FABRICS / "default.yaml"), "20", str(out)]) == 0
+    spec, default = load_spec(out), load_spec(FABRICS / "default.yaml")
+    assert (spec.links.host_mbps, spec.links.uplink_mbps) == (20, 20)
+    assert spec.time_factor == default.time_factor * default.links.host_mbps / 20
+    assert (spec.ecn, spec.pfc, spec.queue_depth) == (default.ecn, default.pfc, default.queue_depth)
+    assert main([str(FABRICS / "default.yaml"), "fast", str(out)]) == 2
+    assert "MBPS: a rate in Mbit/s, got 'fast'" in capsys.readouterr().err
+    assert main([str(FABRICS / "default.yaml"), "-5", str(out)]) == 2
+    assert "default.yaml: links.host_mbps" in capsys.readouterr().err
+
+
 def test_block8_is_two_blocks_of_eight_rail_servers():
     spec = load_spec(FABRICS / "block8.yaml")
     assert (spec.blocks * spec.servers_per_block * spec.rails, spec.leaves, spec.spines) == (64, 16, 4)
