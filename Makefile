@@ -13,6 +13,10 @@ STAMP    := $(VENV)/.installed
 # libc6-dev also build the native NIC (tccl/nic).
 APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo gcc libc6-dev
 FABRIC   ?= topo/fabrics/default.yaml
+# RATE=<Mbit/s>: run and demo FABRIC with its NICs' links at that rate, the profile
+# restated (python -m topo.atrate writes the spec into build/fabrics; docs/fabric.md).
+RATE_FABRIC = build/fabrics/$(basename $(notdir $(FABRIC)))-$(RATE)mbps.yaml
+RUN_FABRIC = $(if $(RATE),$(RATE_FABRIC),$(FABRIC))
 BACKEND  ?= p4sim
 # The agents' RoCE transport for run, demo and test: native (the NIC in C), python (the
 # reference) or auto (native when it builds); empty: the spec's `nic:` (default auto).
@@ -61,7 +65,8 @@ fuzz: setup
 # The fabric from a spec (FABRIC=path.yaml), switches of BACKEND (p4sim, or bmv2 when
 # simple_switch_grpc and p4c are installed); the prompt also reads a pipe or file.
 run: setup
-	ASTRAL_NIC=$(NIC) $(PY) -m testbed.run --fabric $(FABRIC) --backend $(BACKEND) --servers "$(SERVERS)"
+	$(if $(RATE),$(PY) -m topo.atrate $(FABRIC) $(RATE) $(RATE_FABRIC))
+	ASTRAL_NIC=$(NIC) $(PY) -m testbed.run --fabric $(RUN_FABRIC) --backend $(BACKEND) --servers "$(SERVERS)"
 
 bench: setup
 	$(PY) -m bench
@@ -70,7 +75,8 @@ bench: setup
 # table on stdout, results/<run>/summary.json and plots. FABRIC=, TRACE=, SEED=, REPEATS=, NIC=;
 # PCAP=1: captures in every run directory (a fabric per run), for make inspect RUN=<run>/<config>/rep1.
 demo: setup
-	ASTRAL_NIC=$(NIC) $(PY) -m experiments --fabric $(FABRIC) $(if $(TRACE),--trace $(TRACE)) $(if $(SEED),--seed $(SEED)) \
+	$(if $(RATE),$(PY) -m topo.atrate $(FABRIC) $(RATE) $(RATE_FABRIC))
+	ASTRAL_NIC=$(NIC) $(PY) -m experiments --fabric $(RUN_FABRIC) $(if $(TRACE),--trace $(TRACE)) $(if $(SEED),--seed $(SEED)) \
 	  $(if $(REPEATS),--repeats $(REPEATS)) $(if $(SCENARIO),--scenario $(SCENARIO)) $(if $(PCAP),--pcap)
 
 # Summarise a run's captures (RUN=dir): tables, RUN/inspect.json, plots in RUN/plots.

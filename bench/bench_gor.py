@@ -12,6 +12,7 @@ from pathlib import Path
 
 from controller.gor import Gor
 from experiments.gor_loop import SENDER_MBPS, measure_loop
+from tccl.trace import link_scale
 from topo.freeports import free_port_base
 from topo.spec import load_spec, replace
 
@@ -31,4 +32,4 @@ def run(repeats: int = 5) -> dict[str, float]:
         with Fabric(spec, run_dir=Path(tmp) / "fabric") as fabric:
             assert fabric.pipeline is not None
             with Gor(fabric.plan, fabric.pipeline, Path(tmp) / "gor", fabric=fabric) as gor:
-                return measure_loop(gor, repeats, sender_mbps=SENDER_MBPS)
+                return measure_loop(gor, repeats, sender_mbps=SENDER_MBPS * link_scale(spec.links.host_mbps))

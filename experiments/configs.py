@@ -33,10 +33,11 @@ import yaml
 from tccl.job import Job, Transport, Workload, job_from_fabric, renumbered
 from tccl.importers.registry import detect, import_trace
 from tccl.trace import link_scale, load_trace, trace_document
-from topo.spec import load_spec
+from topo.spec import FabricSpec, load_spec
 
-# NVLink between the ranks of a server (Gbit/s): 100x the default 10 Mbit/s NICs, like
-# NVLink against a 400G NIC, so tensor-parallel steps never wait for the network.
+# NVLink between the ranks of a server (Gbit/s): 100x 10 Mbit/s NICs, like NVLink
+# against a 400G NIC, so tensor-parallel steps never wait for the network. Stated, as the
+# traces' sizes are, for NICs of tccl.trace.TRACE_LINK_MBPS; `nvlink_gbps` restates it.
 NVLINK_GBPS = 1.0
 # QPs per connection (NCCL_IB_QPS_PER_CONNECTION). Two, as many as the default fabric
 # has spines: a ring hop can then use both uplinks of its leaf, and orthogonal ports
@@ -131,12 +132,20 @@ def interleaved_order(job: Job) -> list[int]:
     return order
 
 
+def nvlink_gbps(spec: FabricSpec, gbps: float = NVLINK_GBPS) -> float:
+    """NVLink of ``gbps`` against NICs of TRACE_LINK_MBPS, for ``spec``'s NICs: the same
+    multiple of their rate, so an NVLink step takes as long against the trace's compute
+    as the network's steps do once their sizes are restated (`prepare_trace`)."""
+    return gbps * link_scale(spec.links.host_mbps)
+
+
 def hostfile_job(spec_file: str | Path, trace_file: str | Path, seed: int, emulated: bool = True) -> Job:
     """Every configuration's ranks, in a naive hostfile's order, running the trace; the
     configuration sets the rest (`configured`). ``emulated`` False for a fabric that is
     only modelled (`scale`: one job made once for all five configurations)."""
     base = job_from_fabric(spec_file, Workload(op="allreduce", trace=str(trace_file), check=False),
-                           Transport(seed=seed, nvlink_gbps=NVLINK_GBPS, qps=QPS), name="experiment",
+                           Transport(seed=seed, nvlink_gbps=nvlink_gbps(load_spec(spec_file, emulated)), qps=QPS),
+                           name="experiment",
                            emulated=emulated)
     return renumbered(base, interleaved_order(base))
 

@@ -31,8 +31,10 @@ from topo.hashmodel import FiveTuple
 
 MESSAGE_BYTES = 100_000     # ~0.1 s per message at the scenario's rates: boundaries to move at
 MAX_SEEDS = 5000
-# Two such senders overload a 10 Mbit/s uplink (the default fabric's); one fits under
-# the 75 % safety threshold, so GOR has a safe path to move one of them to.
+# Two such senders overload a 10 Mbit/s uplink (the default fabric's, the tests' small
+# fabric's); one fits under the 75 % safety threshold, so GOR has a safe path to move one
+# of them to. On other links it is restated as the traces are (x tccl.trace.link_scale:
+# bench_gor).
 SENDER_MBPS = 6.0
 
 

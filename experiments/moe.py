@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from experiments.configs import CONFIGS, NVLINK_GBPS, QPS, prepare_trace
+from experiments.configs import CONFIGS, QPS, nvlink_gbps, prepare_trace
 from experiments.metrics import compute_seconds, step_costs
 from experiments.runner import ROOT, Settings, prepare, record_run, running_fabric, write_summary
 from experiments.metrics import median_of
@@ -37,12 +37,14 @@ from tccl.job import Job, Transport, Workload, job_from_fabric
 from tccl.launch import run_on_fabric
 from tccl.trace import Trace, load_trace, trace_document
 from tccl.traffic import CHANNELS, traffic_line
+from topo.spec import load_spec
 
 MOE_TRACE = ROOT / "traces" / "moe.yaml"
 TP_TRACE = ROOT / "traces" / "tp_heavy.yaml"
 # A hot expert: each EP group's first rank gets 8x the tokens of any other.
 HOT_WEIGHTS = (8, 1, 1, 1)
-# NVLink of the TP runs: twice a NIC (20 Mbit/s against 10), with NVLink's real
+# NVLink of the TP runs: twice a NIC (20 Mbit/s against 10; `nvlink_gbps` restates it
+# for the fabric's NICs), with NVLink's real
 # latency (200 ns; RoCE's is what the emulated fabric gives: frames on two links).
 # Against the demo's 100x NVLink the NICs would add 1 %; at 2x the split has
 # something to win, and the latency term decides the small AllReduce.
@@ -101,11 +103,13 @@ def run_trace(base: Trace, run: MoeRun) -> Trace:
 
 def run_job(spec_file: Path, trace_file: Path, run: MoeRun, seed: int) -> Job:
     """``run``'s job over every NIC of the fabric (module doc)."""
+    spec = load_spec(spec_file)
     if run.trace == "tp":
-        t = Transport(seed=seed, qps=QPS, nvlink_gbps=0.0 if run.nvlink == "off" else TP_NVLINK_GBPS,
-                      nvlink_latency_us=TP_NVLINK_LATENCY_US, tp_split=run.nvlink == "split")
+        nvlink = 0.0 if run.nvlink == "off" else nvlink_gbps(spec, TP_NVLINK_GBPS)
+        t = Transport(seed=seed, qps=QPS, nvlink_gbps=nvlink, nvlink_latency_us=TP_NVLINK_LATENCY_US,
+                      tp_split=run.nvlink == "split")
     else:
-        t = Transport(seed=seed, qps=QPS, nvlink_gbps=NVLINK_GBPS, pxn=run.pxn)
+        t = Transport(seed=seed, qps=QPS, nvlink_gbps=nvlink_gbps(spec), pxn=run.pxn)
     return job_from_fabric(spec_file, Workload(trace=str(trace_file), order="rail", check=True), t,
                            name=f"moe-{run.name}")
 

@@ -35,7 +35,7 @@ from controller.events import read_events
 from emulation.fidelity import Fidelity, switches_window
 from experiments import collisions
 from experiments.captures import keep_captures
-from experiments.configs import CONFIGS, NVLINK_GBPS, Config, build_job, prepare_trace
+from experiments.configs import CONFIGS, Config, build_job, nvlink_gbps, prepare_trace
 from experiments.metrics import compute_seconds, step_costs
 from experiments.recorder import Interval, Recorder
 from experiments.summary import config_row, link_numbers, repeat_numbers
@@ -153,7 +153,7 @@ def prepare(settings: Settings, log: Callable[[str], None] = print) -> Experimen
         models[c.name] = m
     bottleneck = min(spec.links.host_mbps, spec.links.uplink_mbps)
     any_job = next(iter(jobs.values()))
-    costs = step_costs(trace, any_job.ranks, bottleneck * 1e6, NVLINK_GBPS * 1e9)
+    costs = step_costs(trace, any_job.ranks, bottleneck * 1e6, nvlink_gbps(spec) * 1e9)
     return Experiment(settings, out, spec, spec_file, trace, jobs, models,
                       sum(c.ideal_s for c in costs), compute_seconds(trace), bottleneck, log)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from experiments import collisions
-from experiments.configs import NVLINK_GBPS, CONFIGS
+from experiments.configs import CONFIGS, nvlink_gbps
 from experiments.metrics import step_costs
 from experiments.recorder import Recorder
 from experiments.runner import Experiment, RecordedRun, Settings, prepare, record_run, write_summary
@@ -59,10 +59,11 @@ def tenant_job(spec_file: str | Path, trace_file: str | Path, tenant: str, seed:
     block (all rails), rail-aware ring order, hash-orthogonal ports, ranks renumbered
     from 0."""
     index = TENANTS.index(tenant)
-    base = job_from_fabric(spec_file, Workload(op="allreduce", trace=str(trace_file), order="rail", check=False),
-                           Transport(ports="orthogonal", seed=seed, nvlink_gbps=NVLINK_GBPS, qps=TENANT_QPS),
-                           name=f"tenant-{tenant}")
     plan = AddressPlan(load_spec(spec_file))
+    base = job_from_fabric(spec_file, Workload(op="allreduce", trace=str(trace_file), order="rail", check=False),
+                           Transport(ports="orthogonal", seed=seed, nvlink_gbps=nvlink_gbps(plan.spec),
+                                     qps=TENANT_QPS),
+                           name=f"tenant-{tenant}")
     servers = {plan.server_at(b, index).name for b in range(plan.spec.blocks)}
     mine = [r for r in base.ranks if r.server in servers]
     ranks = tuple(dataclasses.replace(r, rank=k) for k, r in enumerate(mine))
@@ -110,7 +111,7 @@ def launch_jobs(fabric: Any, jobs: list[Job], run_dir: Path, timeout_s: float) -
 def tenant_numbers(run: RecordedRun, job: Job, exp: Experiment) -> dict[str, Any]:
     """A tenant's numbers from a run: its own agents' iterations against its own ideal."""
     bottleneck = exp.bottleneck_mbps * 1e6
-    ideal = sum(c.ideal_s for c in step_costs(exp.trace, job.ranks, bottleneck, NVLINK_GBPS * 1e9))
+    ideal = sum(c.ideal_s for c in step_costs(exp.trace, job.ranks, bottleneck, nvlink_gbps(exp.spec) * 1e9))
     return run.numbers(ideal, exp.compute_s, {r.server for r in job.ranks})
 
 

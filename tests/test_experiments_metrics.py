@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from controller.telemetry import LinkMap
 from experiments import collisions
@@ -22,7 +23,7 @@ from tccl.results import Row
 from tccl.trace import load_trace, parse_trace
 from tccl.traffic import traffic_line
 from topo.addressing import AddressPlan
-from topo.spec import load_spec
+from topo.spec import at_link_rate, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT / "topo" / "fabrics" / "default.yaml"
@@ -221,11 +222,14 @@ def test_configs_and_trace_copies(tmp_path: Path) -> None:
         prepare_trace(TRACE, tmp_path / "u.yaml", size_scale=0)
     # Given the fabric, sizes stated at 10 Mbit/s are restated for its links (x 2 at 20).
     fast = tmp_path / "fast.yaml"
-    fast.write_text(DEFAULT.read_text().replace("host_mbps: 10", "host_mbps: 20").replace("uplink_mbps: 10", "uplink_mbps: 20"))
+    fast.write_text(yaml.safe_dump(at_link_rate(yaml.safe_load(DEFAULT.read_text()), 20)))
     t = load_trace(prepare_trace(TRACE, tmp_path / "f.yaml", iterations=1, size_scale=0.25, fabric=fast))
     assert [s.size for s in t.steps if s.op] == [65536, 32768, 65536, 131072]
     stock, gor = job_for("stock"), job_for("gor")
     assert stock.ranks == gor.ranks                       # the same job, the same hostfile
+    # NVLink is restated with the sizes: 100x the NICs at any rate (2 Gbit/s at 20 Mbit/s).
+    assert stock.transport.nvlink_gbps == pytest.approx(100 * stock.transport.line_mbps / 1000) == 1.0
+    assert build_job(fast, TRACE, CONFIGS["gor"], seed=1).transport.nvlink_gbps == pytest.approx(2.0)
     assert (stock.workload.order, stock.transport.ports) == ("input", "random")
     assert (gor.workload.order, gor.transport.ports) == ("rail", "orthogonal")
 

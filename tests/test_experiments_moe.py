@@ -9,10 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from experiments import moe as M
 from experiments.runner import Settings
 from tccl.trace import load_trace
+from topo.spec import at_link_rate, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 FABRIC = ROOT / "topo" / "fabrics" / "default.yaml"
@@ -32,6 +34,11 @@ def test_runs_change_only_what_they_name(tmp_path):
     assert jobs["ep-spread-pxn"].transport.pxn and not jobs["ep-spread"].transport.pxn
     assert jobs["tp-roce"].transport.nvlink_gbps == 0 and jobs["tp-split"].transport.tp_split
     assert jobs["tp-nvlink"].transport.nvlink_latency_us == M.TP_NVLINK_LATENCY_US
+    # The TP runs' NVLink is twice a NIC, whatever the fabric's rate.
+    assert jobs["tp-nvlink"].transport.nvlink_gbps * 1000 == pytest.approx(2 * load_spec(FABRIC).links.host_mbps)
+    fast = tmp_path / "fast.yaml"
+    fast.write_text(yaml.safe_dump(at_link_rate(yaml.safe_load(FABRIC.read_text()), 20)))
+    assert M.run_job(fast, M.TP_TRACE, M.RUNS["tp-nvlink"], 1).transport.nvlink_gbps == pytest.approx(0.04)
     assert all(j.workload.check for j in jobs.values())
     with pytest.raises(ValueError, match="unknown MoE run"):
         M.parse_runs("ep-rail,fast")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from topo.spec import FabricSpec, PfcSpec, SpecError, load_spec, min_headroom, parse_spec, replace
+from topo.spec import FabricSpec, PfcSpec, SpecError, at_link_rate, load_spec, min_headroom, parse_spec, replace
 
 FABRICS = Path(__file__).resolve().parent.parent / "topo" / "fabrics"
 MINIMAL = {"blocks": 2, "servers_per_block": 2, "rails": 4, "spines": 2}
@@ -25,6 +25,37 @@ def test_shipped_fabrics_keep_the_timers_in_frame_times():
     for path in sorted(FABRICS.glob("*.yaml")):
         spec = load_spec(path)
         assert spec.time_factor * spec.links.host_mbps == 2000, path.name
+
+
+def test_a_spec_at_another_link_rate_keeps_its_profile_in_frames():
+    """`at_link_rate`: every tier's rate by the same ratio, time_factor by its inverse
+    (time_factor x rate kept: DCQCN's timers the same frame times), ECN in packets and
+    PFC in bytes of frames as they were."""
+    data = {**MINIMAL, "links": {"host_mbps": 10, "uplink_mbps": 5, "spine_uplink_mbps": 2.5},
+            "ecn": {"kmin": 5, "kmax": 20, "pmax": 0.2}, "pfc": {"xoff": 32768, "xon": 16384}}
+    fast = parse_spec(at_link_rate(data, 40))
+    assert (fast.links.host_mbps, fast.links.uplink_mbps, fast.links.spine_uplink_mbps) == (40, 20, 10)
+    assert fast.time_factor == 50 and fast.time_factor * fast.links.host_mbps == 2000
+    assert (fast.ecn.kmin, fast.ecn.kmax, fast.pfc.xoff, fast.pfc.xon) == (5, 20, 32768, 16384)
+    assert parse_spec(at_link_rate({**data, "time_factor": 300}, 5)).time_factor == 600
+    assert data["links"]["host_mbps"] == 10                     # the document given is left alone
+    with pytest.raises(SpecError, match="x.yaml: links.host_mbps: .*got 0"):
+        at_link_rate(data, 0, "x.yaml")
+
+
+def test_atrate_writes_the_spec_at_the_rate_make_asks_for(tmp_path, capsys):
+    from topo.atrate import main
+
+    out = tmp_path / "f" / "default-20mbps.yaml"
+    assert main([str(FABRICS / "default.yaml"), "20", str(out)]) == 0
+    spec, default = load_spec(out), load_spec(FABRICS / "default.yaml")
+    assert (spec.links.host_mbps, spec.links.uplink_mbps) == (20, 20)
+    assert spec.time_factor == default.time_factor * default.links.host_mbps / 20
+    assert (spec.ecn, spec.pfc, spec.queue_depth) == (default.ecn, default.pfc, default.queue_depth)
+    assert main([str(FABRICS / "default.yaml"), "fast", str(out)]) == 2
+    assert "MBPS: a rate in Mbit/s, got 'fast'" in capsys.readouterr().err
+    assert main([str(FABRICS / "default.yaml"), "-5", str(out)]) == 2
+    assert "default.yaml: links.host_mbps" in capsys.readouterr().err
 
 
 def test_block8_is_two_blocks_of_eight_rail_servers():

@@ -302,6 +302,23 @@ def load_spec(path: str | Path, emulated: bool = True) -> FabricSpec:
     return parse_spec(data, source, emulated)
 
 
+def at_link_rate(data: Mapping[str, Any], host_mbps: float, source: str = "fabric.yaml") -> dict[str, Any]:
+    """A copy of the spec document ``data`` with its NICs' links at ``host_mbps`` and the
+    profile restated to mean the same in frames (docs/fabric.md "Restating the profile"):
+    every tier's rate x host_mbps / the old host rate, ``time_factor`` / that ratio (so
+    DCQCN's timers, the CNP interval and its byte counter stay the same frame times and
+    frames); queue depth, Kmin/Kmax (packets) and PFC's thresholds (bytes of frames) as
+    they are. `python -m bench rates` sweeps the default shape's rate with it."""
+    if not (isinstance(host_mbps, (int, float)) and host_mbps > 0 and math.isfinite(host_mbps)):
+        raise SpecError(f"{source}: links.host_mbps: a rate in Mbit/s > 0, got {host_mbps!r}")
+    links = dict(data.get("links") or {})
+    ratio = host_mbps / float(links.get("host_mbps", LinkRates.host_mbps))
+    out = dict(data)
+    out["links"] = {k: v * ratio for k, v in links.items()} | {"host_mbps": host_mbps}
+    out["time_factor"] = float(data.get("time_factor", DEFAULT_TIME_FACTOR)) / ratio
+    return out
+
+
 def nic_choice(spec: FabricSpec) -> str:
     """The agents' transport as asked: $ASTRAL_NIC (make NIC=) when set, else the
     spec's ``nic`` (one of NIC_CHOICES; "auto" is resolved where agents start)."""
