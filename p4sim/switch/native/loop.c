@@ -639,6 +639,8 @@ static int take_injected(p4n_device *d)
 
 int p4n_device_run(p4n_device *d)
 {
+    /* Named, so that top -H and a benchmark's per-thread counts tell it from Python's. */
+    pthread_setname_np(pthread_self(), "p4n-loop");
     struct pollfd fds[P4N_TM_MAX_PORTS + 1];
     fds[0] = (struct pollfd){d->wake_fd, POLLIN, 0};
     for (uint32_t i = 0; i < d->n_ports; i++)
