@@ -45,6 +45,12 @@ EVENTS_BATCH = 64
 # 12x; 3584 slots ride out 5.5 ms, near the 8 ms 448 give the Python loop. Paced ports
 # (the fabric's) keep 448: at their line rates those ride out 0.4 s already.
 UNPACED_RING_BLOCKS = 8 * RING_BLOCKS
+# Emulated seconds a PacketIn may wait in the C queue for the ones after it: the relay
+# thread wakes once per batch, not once per PacketIn. A wake-up of that Python thread
+# (cold, ~150 us) cost the fabric's switches more than their C loops' per-frame work
+# at astral.p4's 1-in-16 sampling; GOR reads samples per 0.25 s tick and holds alarm
+# ticks 50 ms apart (controller/gor.py), so 20 ms more is lost in its own rhythm.
+PACKET_IN_INTERVAL_S = 0.02
 
 
 class _LoopLock:
@@ -103,7 +109,8 @@ class NativeDevice(Device):
             "wake_quantum_packet_times": reference.WAKE_QUANTUM_PACKET_TIMES,
             "rx_batch": reference.RX_BATCH, "backlog_warn_after_s": reference.BACKLOG_WARN_AFTER_S,
             "backlog_warn_every_s": reference.BACKLOG_WARN_EVERY_S,
-            "kernel_drops_check_s": reference.KERNEL_DROPS_CHECK_S})
+            "kernel_drops_check_s": reference.KERNEL_DROPS_CHECK_S,
+            "packet_in_interval_s": PACKET_IN_INTERVAL_S})
         clock = self.emulation_clock
         dev = lib.p4n_device_new(clock.origin_ns, clock.dilation, self.tm.tm, self._wakeup,
                                  -1 if self.cpu_port is None else self.cpu_port, model)
@@ -168,6 +175,13 @@ class NativeDevice(Device):
                               f"--engine python for this program") from exc
 
     # ---- calls from other threads
+
+    def _wake(self) -> None:
+        """Device._wake through the C loop, which reads a flag before it asks ppoll."""
+        if self._dev is None:
+            super()._wake()
+        else:
+            self._lib.p4n_device_wake(self._dev)
 
     def inject(self, data: bytes, port: int | None = None) -> None:
         in_port = self.cpu_port if port is None else port

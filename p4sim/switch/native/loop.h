@@ -62,6 +62,7 @@ typedef struct {
     double backlog_warn_after_s;
     double backlog_warn_every_s;
     double kernel_drops_check_s;
+    double packet_in_interval_s;   /* a PacketIn waits at most this for the ones after it */
 } p4n_device_model;
 
 /* tm: a p4n_tm * (tm.h) the device now drives (its callbacks become the device's);
@@ -97,10 +98,17 @@ void p4n_device_set_packet_in(p4n_device *d, int on);
 uint32_t p4n_device_packet_in(p4n_device *d, uint8_t *out, uint32_t cap);
 /* A PacketIn the handler failed on: counted as dropped, not sent. */
 void p4n_device_packet_in_failed(p4n_device *d);
-/* Readable (an eventfd) when PacketIns or events wait, or the loop stopped. */
+/* Readable (an eventfd) when events wait, when PacketIns have waited
+ * packet_in_interval_s (or fill half the queue), or the loop stopped. */
 int p4n_device_notify_fd(p4n_device *d);
 int p4n_device_events(p4n_device *d, p4n_device_event *out, int max);
 
+/* When a loop that woke at woke_us (emulated) sleeps to: the first multiple of the
+ * quantum after it. Every switch of a fabric shares the clock's origin and, on links of
+ * one rate, the quantum, so their sleeps end together and the kernel serves them with
+ * one timer interrupt: a SCHED_RR thread gets no timer slack that would merge them
+ * otherwise (docs/native-engine.md). quantum_us <= 0: woke_us. */
+double p4n_next_wake_us(int64_t woke_us, double quantum_us);
 /* Runs until p4n_device_stop; returns 0, or -1 when ppoll failed (errno). */
 int p4n_device_run(p4n_device *d);
 void p4n_device_stop(p4n_device *d);
