@@ -225,3 +225,43 @@ def test_native_loop_rides_out_a_stall_deeper_than_the_python_ring_on_unpaced_po
             wait_for(f"{burst} frames received", lambda: dev.counters["rx"] >= burst, 10.0,
                      detail=lambda: f"rx={dev.counters['rx']} {dev.fidelity()['kernel_drops']} lost in the kernel")
             assert dev.fidelity()["kernel_drops"] == 0
+
+
+def test_quantum_sleeps_end_on_the_clock_grid():
+    """A loop's next wake-up is the first multiple of the quantum after it woke, so
+    switches that woke at different times in one quantum wake together (one timer
+    interrupt for all of them), never sooner than the grid point after their wake-up."""
+    _, lib = load()
+    q = 837.5   # a quarter of a 4 KiB frame's time at 10 Mbit/s, in us
+    assert lib.p4n_next_wake_us(0, q) == q
+    assert {lib.p4n_next_wake_us(w, q) for w in (3_351, 3_500, 4_187)} == {5 * q}
+    assert lib.p4n_next_wake_us(4_188, q) == 6 * q   # 5 q = 4187.5: strictly after
+    assert lib.p4n_next_wake_us(1_000, 0.0) == 1_000  # no paced port: no quantum
+
+
+@root
+def test_native_loop_hands_packet_ins_over_together(monkeypatch):
+    """PacketIns wait in the C queue for the ones after them (PACKET_IN_INTERVAL_S
+    emulated, here 0.5 s) and reach the handler together, in order: none before the
+    interval is over, where handing each over at once reached the handler within
+    milliseconds."""
+    from p4sim.switch.native import device as native_device
+
+    monkeypatch.setattr(native_device, "PACKET_IN_INTERVAL_S", 0.5)
+    with Netns() as net:
+        net.add_switch_and_hosts()
+        h1 = net.socket("h1", net.ifaces["h1"])
+        got: list[tuple[float, bytes]] = []
+        with net.entered("sw"):
+            # The fixture forwards port 1 to port 2: with port 2 the CPU port, to Python.
+            device = NativeDevice({1: net.ifaces["s1"]}, engine="native", cpu_port=2)
+        device.load_pipeline(json.loads(FIXTURE.read_text()))
+        device.packet_in_handler = lambda data: got.append((time.monotonic(), data))
+        with DeviceLoop(device):
+            sent = time.monotonic()
+            for i in range(3):
+                h1.send(udp(i))
+            wait_for("three PacketIns", lambda: len([d for _, d in got if ours(d)]) == 3, 10.0)
+    mine = [(t, d) for t, d in got if ours(d)]
+    assert [d[34:36] for _, d in mine] == [(10000 + i).to_bytes(2, "big") for i in range(3)]
+    assert min(t for t, _ in mine) >= sent + 0.5
