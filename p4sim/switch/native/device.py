@@ -101,6 +101,7 @@ class NativeDevice(Device):
         self._engines: dict[int, NativeSwitch] = {}   # generation -> engine, while its jobs queue
         self._generation = -1
         self._packet_in_handler = None
+        self._packet_ins_heard = True
 
     def _attach(self) -> None:
         """Give the C loop the ports, captures, traffic manager and clock Device set up."""
@@ -200,8 +201,27 @@ class NativeDevice(Device):
     @packet_in_handler.setter
     def packet_in_handler(self, handler) -> None:
         self._packet_in_handler = handler
-        if self._dev is not None:
-            self._lib.p4n_device_set_packet_in(self._dev, handler is not None)
+        self._set_packet_in_mode()
+
+    @property
+    def packet_ins_heard(self) -> bool:
+        return self._packet_ins_heard
+
+    @packet_ins_heard.setter
+    def packet_ins_heard(self, heard: bool) -> None:
+        """runtime.dataplane.Dataplane's: while False the C loop counts PacketIns sent
+        without queueing them for the handler, which would have found no one to send
+        them to -- the relay thread's wake-ups were most of its CPU (docs/fabric.md)."""
+        self._packet_ins_heard = heard
+        self._set_packet_in_mode()
+
+    def _set_packet_in_mode(self) -> None:
+        if self._dev is None:
+            return   # Device.__init__ sets the handler before the C loop exists
+        lib = self._lib
+        mode = (lib.P4N_PACKET_IN_OFF if self._packet_in_handler is None
+                else lib.P4N_PACKET_IN_QUEUED if self._packet_ins_heard else lib.P4N_PACKET_IN_UNHEARD)
+        lib.p4n_device_set_packet_in(self._dev, mode)
 
     @property
     def counters(self) -> dict[str, int]:

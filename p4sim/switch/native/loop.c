@@ -74,7 +74,7 @@ struct p4n_device {
     int64_t packet_in_due;              /* emulated us to tell Python of PacketIns; -1: none */
     frame_queue injected;
     frame_queue packet_ins;
-    int packet_in_on;
+    int packet_in_mode;                 /* P4N_PACKET_IN_* */
     p4n_device_event events[EVENTS_MAX];
     uint32_t n_events;
     volatile sig_atomic_t stopping;
@@ -170,7 +170,8 @@ static uint32_t send_frame(p4n_device *d, uint32_t port, const uint8_t *data, ui
 {
     if (d->cpu_port >= 0 && port == (uint32_t)d->cpu_port) {
         pthread_mutex_lock(&d->qlock);
-        int on = d->packet_in_on && d->packet_ins.n < PACKET_IN_MAX;
+        int mode = d->packet_in_mode;
+        int on = mode == P4N_PACKET_IN_QUEUED && d->packet_ins.n < PACKET_IN_MAX;
         frame_node *n = on ? malloc(sizeof(frame_node) + len) : NULL;
         if (n) {
             n->port = port;
@@ -182,7 +183,7 @@ static uint32_t send_frame(p4n_device *d, uint32_t port, const uint8_t *data, ui
         if (n && d->packet_in_due < 0)
             d->packet_in_due = p4n_clock_now_us(&d->clock) +
                                (int64_t)(d->model.packet_in_interval_s * 1e6);
-        if (!n) {
+        if (!n && mode != P4N_PACKET_IN_UNHEARD) {
             d->counters.packet_in_dropped++;
             return 0;
         }
@@ -469,10 +470,10 @@ int p4n_device_inject(p4n_device *d, uint32_t port, const uint8_t *frame, uint32
     return 0;
 }
 
-void p4n_device_set_packet_in(p4n_device *d, int on)
+void p4n_device_set_packet_in(p4n_device *d, int mode)
 {
     pthread_mutex_lock(&d->qlock);
-    d->packet_in_on = on;
+    d->packet_in_mode = mode;
     pthread_mutex_unlock(&d->qlock);
 }
 

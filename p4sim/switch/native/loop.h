@@ -92,8 +92,14 @@ void p4n_device_unlock(p4n_device *d);
 
 /* PacketOut: a frame into ingress as if received on port now; -1 without memory. */
 int p4n_device_inject(p4n_device *d, uint32_t port, const uint8_t *frame, uint32_t len);
-/* Whether PacketIns are taken (a handler is set); without, they are dropped, counted. */
-void p4n_device_set_packet_in(p4n_device *d, int on);
+/* What becomes of PacketIns: P4N_PACKET_IN_OFF (no handler: dropped, counted),
+ * P4N_PACKET_IN_QUEUED (for the handler, through p4n_device_packet_in), or
+ * P4N_PACKET_IN_UNHEARD (the handler has no controller to send them to: counted sent
+ * and captured as the handler's drop would be, without waking Python). */
+#define P4N_PACKET_IN_OFF 0
+#define P4N_PACKET_IN_QUEUED 1
+#define P4N_PACKET_IN_UNHEARD 2
+void p4n_device_set_packet_in(p4n_device *d, int mode);
 /* The next PacketIn into out: its length (0: none waiting; > cap: left, call again). */
 uint32_t p4n_device_packet_in(p4n_device *d, uint8_t *out, uint32_t cap);
 /* A PacketIn the handler failed on: counted as dropped, not sent. */
