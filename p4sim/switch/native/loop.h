@@ -4,7 +4,8 @@
  * time (issue 29: the departures due by then leave first; a MAC control frame pauses
  * the queues from then, any other frame runs the generated pipeline's ingress and is
  * enqueued), then serves what is due now: egress, transmit, captures. Waits are ppoll
- * with nanosecond timeouts, wake-ups at least device.py's quantum apart.
+ * with nanosecond timeouts, at most one wake-up in each of device.py's quanta on the
+ * emulated clock's grid (p4n_next_wake_us).
  *
  * Python (p4sim/switch/native/device.py) sets it up -- sockets and rings from ports.py,
  * capture files from pcap.py, the traffic manager of tm.py, the pipeline of
