@@ -225,3 +225,72 @@ def test_native_loop_rides_out_a_stall_deeper_than_the_python_ring_on_unpaced_po
             wait_for(f"{burst} frames received", lambda: dev.counters["rx"] >= burst, 10.0,
                      detail=lambda: f"rx={dev.counters['rx']} {dev.fidelity()['kernel_drops']} lost in the kernel")
             assert dev.fidelity()["kernel_drops"] == 0
+
+
+def test_quantum_sleeps_end_on_the_clock_grid():
+    """A loop's next wake-up is the first multiple of the quantum after it woke, so
+    switches that woke at different times in one quantum wake together (one timer
+    interrupt for all of them), never sooner than the grid point after their wake-up."""
+    _, lib = load()
+    q = 837.5   # a quarter of a 4 KiB frame's time at 10 Mbit/s, in us
+    assert lib.p4n_next_wake_us(0, q) == q
+    assert {lib.p4n_next_wake_us(w, q) for w in (3_351, 3_500, 4_187)} == {5 * q}
+    assert lib.p4n_next_wake_us(4_188, q) == 6 * q   # 5 q = 4187.5: strictly after
+    assert lib.p4n_next_wake_us(1_000, 0.0) == 1_000  # no paced port: no quantum
+
+
+def to_cpu_device(net: Netns, got: list[tuple[float, bytes]]) -> NativeDevice:
+    """A native device on h1's port whose pipeline's output (the fixture forwards port 1
+    to port 2) goes to the CPU port, 2: PacketIns, appended to ``got`` with the time the
+    handler was called."""
+    with net.entered("sw"):
+        device = NativeDevice({1: net.ifaces["s1"]}, engine="native", cpu_port=2)
+    device.load_pipeline(json.loads(FIXTURE.read_text()))
+    device.packet_in_handler = lambda data: got.append((time.monotonic(), data))
+    return device
+
+
+@root
+def test_native_loop_hands_packet_ins_over_together(monkeypatch):
+    """PacketIns wait in the C queue for the ones after them (PACKET_IN_INTERVAL_S
+    emulated, here 0.5 s) and reach the handler together, in order: none before the
+    interval is over, where handing each over at once reached the handler within
+    milliseconds."""
+    from p4sim.switch.native import device as native_device
+
+    monkeypatch.setattr(native_device, "PACKET_IN_INTERVAL_S", 0.5)
+    with Netns() as net:
+        net.add_switch_and_hosts()
+        h1 = net.socket("h1", net.ifaces["h1"])
+        got: list[tuple[float, bytes]] = []
+        with DeviceLoop(to_cpu_device(net, got)):
+            sent = time.monotonic()
+            for i in range(3):
+                h1.send(udp(i))
+            wait_for("three PacketIns", lambda: len([d for _, d in got if ours(d)]) == 3, 10.0)
+    mine = [(t, d) for t, d in got if ours(d)]
+    assert [d[34:36] for _, d in mine] == [(10000 + i).to_bytes(2, "big") for i in range(3)]
+    assert min(t for t, _ in mine) >= sent + 0.5
+
+
+@root
+def test_native_loop_keeps_unheard_packet_ins_from_python():
+    """With no controller to send them to (``packet_ins_heard`` False, as the P4Runtime
+    server sets it) PacketIns are counted sent, as the handler's drop would be, and the
+    handler is not called; heard again, they reach it."""
+    with Netns() as net:
+        net.add_switch_and_hosts()
+        h1 = net.socket("h1", net.ifaces["h1"])
+        got: list[tuple[float, bytes]] = []
+        device = to_cpu_device(net, got)
+        device.packet_ins_heard = False
+        with DeviceLoop(device):
+            for i in range(3):
+                h1.send(udp(i))
+            wait_for("three frames sent to the CPU port", lambda: device.counters["tx"] >= 3, 10.0)
+            device.packet_ins_heard = True
+            h1.send(udp(9))
+            wait_for("the PacketIn heard", lambda: any(ours(d) for _, d in got), 10.0)
+            counters = dict(device.counters)
+    assert [d[34:36] for _, d in got if ours(d)] == [(10009).to_bytes(2, "big")]
+    assert counters["packet_in_dropped"] == 0

@@ -160,3 +160,25 @@ def test_reconcile_that_does_not_fit_keeps_the_old_pipeline(rt: Runtime) -> None
     assert config.cookie.cookie == 7 and config.p4info == rt.p4info  # the old pipeline stays
     assert len(rt.read(p4r.Entity(table_entry=p4r.TableEntry()))) == 2
     assert [p for p, _ in rt.dataplane.receive(1, packet())] == [2]
+
+
+def test_the_dataplane_hears_packet_ins_while_a_primary_takes_them(rt: Runtime) -> None:
+    """``packet_ins_heard`` follows the primaries: False with no controller and with only
+    a role that refuses PacketIns (the native loop then keeps them from Python), True
+    while a primary takes them, False again when its stream ends."""
+    from testkit import wait_for
+
+    assert rt.dataplane.packet_ins_heard is False
+    limited = rt.stream()
+    config = any_pb2.Any()
+    config.Pack(stratum.P4RoleConfig(receives_packet_ins=False))
+    msg = p4r.MasterArbitrationUpdate(device_id=DEVICE_ID, election_id=p4r.Uint128(low=1))
+    msg.role.name = "no-packets"
+    msg.role.config.CopyFrom(config)
+    limited.send(p4r.StreamMessageRequest(arbitration=msg))
+    assert limited.recv().arbitration.status.code == rpc_code.OK
+    admin = rt.become_primary()
+    wait_for("PacketIns heard", lambda: rt.dataplane.packet_ins_heard, 5.0)
+    admin.close()
+    wait_for("PacketIns unheard", lambda: not rt.dataplane.packet_ins_heard, 5.0)
+    assert limited.poll() is None   # the limited role's stream is still open

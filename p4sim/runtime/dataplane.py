@@ -24,6 +24,10 @@ class Dataplane(Protocol):
     lock: Any  # a threading.RLock held around every engine call
     cpu_port: int | None
     packet_in_handler: Callable[[bytes], None] | None
+    # Whether the handler has a controller to send PacketIns to (the server keeps it
+    # current). While False a device may count them sent without calling the handler,
+    # as the handler would have dropped them: the native loop then does not wake Python.
+    packet_ins_heard: bool
 
     def make_engine(self, bmv2_json: dict) -> Any:
         """Build (do not install) an engine for this device from BMv2 JSON."""
@@ -51,6 +55,7 @@ class LocalDataplane:
         self.lock = threading.RLock()
         self.engine: V1Switch | None = None
         self.packet_in_handler: Callable[[bytes], None] | None = None
+        self.packet_ins_heard = True
         self.sent: list[tuple[int, bytes]] = []
         self._transmit = transmit or (lambda port, data: self.sent.append((port, data)))
 

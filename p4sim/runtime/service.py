@@ -238,6 +238,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self._batcher = DigestBatcher(self._deliver_digest)
         self._pump = DigestPump(self._collect_digests)
         dataplane.packet_in_handler = self.packet_in
+        dataplane.packet_ins_heard = False
 
     def start(self) -> None:
         self._pump.start()
@@ -483,6 +484,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 yield item
         finally:
             self.arbitrator.remove(ctl)
+            self._hear_packet_ins()
 
     def _stream_request(self, ctl: Controller, request: p4r.StreamMessageRequest) -> P4RuntimeError | None:
         """Handle one stream message; a returned error terminates the stream with it."""
@@ -492,6 +494,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 self.arbitrator.update(ctl, request.arbitration)
             except P4RuntimeError as err:
                 return err
+            finally:
+                self._hear_packet_ins()
             return None
         try:
             if not ctl.arbitrated:
@@ -537,6 +541,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             data = codec.pack_fields([values[f.id] for f in header.fields], [f.bitwidth for f in header.fields]) + data
         self.dataplane.inject(data)
         self._pump.wake()
+
+    def _hear_packet_ins(self) -> None:
+        """Tell the dataplane whether a primary takes PacketIns now (`packet_in` sends
+        them to no one otherwise)."""
+        self.dataplane.packet_ins_heard = any(p.receives_packet_ins for _, p in self.arbitrator.primaries())
 
     def packet_in(self, data: bytes) -> None:
         """A packet the pipeline sent to the CPU port: strip packet_in, stream it to primaries."""

@@ -109,6 +109,7 @@ class Device:
         self.tm = self.traffic_manager(self.clock, priority_queues, queue_depth, queue_rate_pps, pfc)
         self.tm.send_pause = self._send_pause
         self.packet_in_handler: Callable[[bytes], None] | None = None
+        self.packet_ins_heard = True   # runtime.dataplane.Dataplane's; the handler decides here
         self.counters = {"rx": 0, "tx": 0, "no_pipeline": 0, "pipeline_errors": 0,
                          "stale_after_reload": 0, "unknown_port": 0, "packet_in_dropped": 0,
                          "mac_control": 0}

@@ -45,6 +45,12 @@ EVENTS_BATCH = 64
 # 12x; 3584 slots ride out 5.5 ms, near the 8 ms 448 give the Python loop. Paced ports
 # (the fabric's) keep 448: at their line rates those ride out 0.4 s already.
 UNPACED_RING_BLOCKS = 8 * RING_BLOCKS
+# Emulated seconds a PacketIn may wait in the C queue for the ones after it: the relay
+# thread wakes once per batch, not once per PacketIn. A wake-up of that Python thread
+# (cold, ~150 us) cost the fabric's switches more than their C loops' per-frame work
+# at astral.p4's 1-in-16 sampling; GOR reads samples per 0.25 s tick and holds alarm
+# ticks 50 ms apart (controller/gor.py), so 20 ms more is lost in its own rhythm.
+PACKET_IN_INTERVAL_S = 0.02
 
 
 class _LoopLock:
@@ -95,6 +101,7 @@ class NativeDevice(Device):
         self._engines: dict[int, NativeSwitch] = {}   # generation -> engine, while its jobs queue
         self._generation = -1
         self._packet_in_handler = None
+        self._packet_ins_heard = True
 
     def _attach(self) -> None:
         """Give the C loop the ports, captures, traffic manager and clock Device set up."""
@@ -103,7 +110,8 @@ class NativeDevice(Device):
             "wake_quantum_packet_times": reference.WAKE_QUANTUM_PACKET_TIMES,
             "rx_batch": reference.RX_BATCH, "backlog_warn_after_s": reference.BACKLOG_WARN_AFTER_S,
             "backlog_warn_every_s": reference.BACKLOG_WARN_EVERY_S,
-            "kernel_drops_check_s": reference.KERNEL_DROPS_CHECK_S})
+            "kernel_drops_check_s": reference.KERNEL_DROPS_CHECK_S,
+            "packet_in_interval_s": PACKET_IN_INTERVAL_S})
         clock = self.emulation_clock
         dev = lib.p4n_device_new(clock.origin_ns, clock.dilation, self.tm.tm, self._wakeup,
                                  -1 if self.cpu_port is None else self.cpu_port, model)
@@ -169,6 +177,13 @@ class NativeDevice(Device):
 
     # ---- calls from other threads
 
+    def _wake(self) -> None:
+        """Device._wake through the C loop, which reads a flag before it asks ppoll."""
+        if self._dev is None:
+            super()._wake()
+        else:
+            self._lib.p4n_device_wake(self._dev)
+
     def inject(self, data: bytes, port: int | None = None) -> None:
         in_port = self.cpu_port if port is None else port
         if in_port is None:
@@ -186,8 +201,27 @@ class NativeDevice(Device):
     @packet_in_handler.setter
     def packet_in_handler(self, handler) -> None:
         self._packet_in_handler = handler
-        if self._dev is not None:
-            self._lib.p4n_device_set_packet_in(self._dev, handler is not None)
+        self._set_packet_in_mode()
+
+    @property
+    def packet_ins_heard(self) -> bool:
+        return self._packet_ins_heard
+
+    @packet_ins_heard.setter
+    def packet_ins_heard(self, heard: bool) -> None:
+        """runtime.dataplane.Dataplane's: while False the C loop counts PacketIns sent
+        without queueing them for the handler, which would have found no one to send
+        them to -- the relay thread's wake-ups were most of its CPU (docs/fabric.md)."""
+        self._packet_ins_heard = heard
+        self._set_packet_in_mode()
+
+    def _set_packet_in_mode(self) -> None:
+        if self._dev is None:
+            return   # Device.__init__ sets the handler before the C loop exists
+        lib = self._lib
+        mode = (lib.P4N_PACKET_IN_OFF if self._packet_in_handler is None
+                else lib.P4N_PACKET_IN_QUEUED if self._packet_ins_heard else lib.P4N_PACKET_IN_UNHEARD)
+        lib.p4n_device_set_packet_in(self._dev, mode)
 
     @property
     def counters(self) -> dict[str, int]:

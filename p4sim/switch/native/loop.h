@@ -4,7 +4,8 @@
  * time (issue 29: the departures due by then leave first; a MAC control frame pauses
  * the queues from then, any other frame runs the generated pipeline's ingress and is
  * enqueued), then serves what is due now: egress, transmit, captures. Waits are ppoll
- * with nanosecond timeouts, wake-ups at least device.py's quantum apart.
+ * with nanosecond timeouts, at most one wake-up in each of device.py's quanta on the
+ * emulated clock's grid (p4n_next_wake_us).
  *
  * Python (p4sim/switch/native/device.py) sets it up -- sockets and rings from ports.py,
  * capture files from pcap.py, the traffic manager of tm.py, the pipeline of
@@ -62,6 +63,7 @@ typedef struct {
     double backlog_warn_after_s;
     double backlog_warn_every_s;
     double kernel_drops_check_s;
+    double packet_in_interval_s;   /* a PacketIn waits at most this for the ones after it */
 } p4n_device_model;
 
 /* tm: a p4n_tm * (tm.h) the device now drives (its callbacks become the device's);
@@ -91,16 +93,29 @@ void p4n_device_unlock(p4n_device *d);
 
 /* PacketOut: a frame into ingress as if received on port now; -1 without memory. */
 int p4n_device_inject(p4n_device *d, uint32_t port, const uint8_t *frame, uint32_t len);
-/* Whether PacketIns are taken (a handler is set); without, they are dropped, counted. */
-void p4n_device_set_packet_in(p4n_device *d, int on);
+/* What becomes of PacketIns: P4N_PACKET_IN_OFF (no handler: dropped, counted),
+ * P4N_PACKET_IN_QUEUED (for the handler, through p4n_device_packet_in), or
+ * P4N_PACKET_IN_UNHEARD (the handler has no controller to send them to: counted sent
+ * and captured as the handler's drop would be, without waking Python). */
+#define P4N_PACKET_IN_OFF 0
+#define P4N_PACKET_IN_QUEUED 1
+#define P4N_PACKET_IN_UNHEARD 2
+void p4n_device_set_packet_in(p4n_device *d, int mode);
 /* The next PacketIn into out: its length (0: none waiting; > cap: left, call again). */
 uint32_t p4n_device_packet_in(p4n_device *d, uint8_t *out, uint32_t cap);
 /* A PacketIn the handler failed on: counted as dropped, not sent. */
 void p4n_device_packet_in_failed(p4n_device *d);
-/* Readable (an eventfd) when PacketIns or events wait, or the loop stopped. */
+/* Readable (an eventfd) when events wait, when PacketIns have waited
+ * packet_in_interval_s (or fill half the queue), or the loop stopped. */
 int p4n_device_notify_fd(p4n_device *d);
 int p4n_device_events(p4n_device *d, p4n_device_event *out, int max);
 
+/* When a loop that woke at woke_us (emulated) sleeps to: the first multiple of the
+ * quantum after it. Every switch of a fabric shares the clock's origin and, on links of
+ * one rate, the quantum, so their sleeps end together and the kernel serves them with
+ * one timer interrupt: a SCHED_RR thread gets no timer slack that would merge them
+ * otherwise (docs/native-engine.md). quantum_us <= 0: woke_us. */
+double p4n_next_wake_us(int64_t woke_us, double quantum_us);
 /* Runs until p4n_device_stop; returns 0, or -1 when ppoll failed (errno). */
 int p4n_device_run(p4n_device *d);
 void p4n_device_stop(p4n_device *d);

@@ -157,6 +157,20 @@ static void check_error(p4n_port *port, p4n_port_report_fn report, void *ctx)
         report(ctx, port, P4N_PORT_SOCKET_ERROR, err);
 }
 
+/* The ring slot the kernel fills next. */
+static uint8_t *next_slot(const p4n_port *port)
+{
+    uint32_t slot = port->next;
+    return port->ring + (uint64_t)(slot / port->frames_per_block) * port->block_size +
+           (uint64_t)(slot % port->frames_per_block) * port->frame_size;
+}
+
+int p4n_port_ready(const p4n_port *port)
+{
+    const struct tpacket2_hdr *h = (const struct tpacket2_hdr *)next_slot(port);
+    return (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0;
+}
+
 int p4n_port_recv(p4n_port *port, p4n_rx_batch *batch, int limit, int *more,
                   p4n_port_report_fn report, void *ctx)
 {
@@ -168,8 +182,7 @@ int p4n_port_recv(p4n_port *port, p4n_rx_batch *batch, int limit, int *more,
     int n = 0;
     while (n < limit) {
         uint32_t slot = port->next;
-        uint8_t *at = port->ring + (uint64_t)(slot / port->frames_per_block) * port->block_size +
-                      (uint64_t)(slot % port->frames_per_block) * port->frame_size;
+        uint8_t *at = next_slot(port);
         struct tpacket2_hdr *h = (struct tpacket2_hdr *)at;
         uint32_t status = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
         if (!(status & TP_STATUS_USER)) {

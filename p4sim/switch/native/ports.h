@@ -61,6 +61,9 @@ uint8_t *p4n_rx_reserve(p4n_rx_batch *b, uint32_t len);
  * without memory; *more: the limit was hit. */
 int p4n_port_recv(p4n_port *port, p4n_rx_batch *batch, int limit, int *more,
                   p4n_port_report_fn report, void *ctx);
+/* Whether the kernel has filled the port's next slot: a frame waits in the ring. Read
+ * without a system call, so the loop asks the rings before it asks ppoll. */
+int p4n_port_ready(const p4n_port *port);
 /* 1 if sent, 0 if the kernel refused it (counted in tx_errors). */
 int p4n_port_send(p4n_port *port, const uint8_t *frame, uint32_t len);
 /* Frames the kernel dropped since the last call (added to kernel_drops). */
