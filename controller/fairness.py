@@ -74,17 +74,24 @@ def max_min_rates(flow_links: np.ndarray, capacity_bps: Mapping[int, float] | Ca
     residual = cap.copy()
     counts = np.bincount(link_of, minlength=len(ids))
     unit_of = unit[flow_of]
-    while not frozen.all():
-        active = ~frozen[unit_of]
-        growing = np.bincount(link_of[active], minlength=len(ids))
+    # The incidences and flows still growing, shrunk as units freeze: a 100k-GPU step
+    # has dozens of bottleneck levels, and each round then costs what is left of the
+    # job, not all of it (the same arithmetic on each link: the same rates).
+    grow_link, grow_unit = link_of, unit_of
+    grow_flow = np.arange(n)
+    while len(grow_flow):
+        growing = np.bincount(grow_link, minlength=len(ids))
         busy = growing > 0
         share = np.where(busy, residual / np.maximum(growing, 1), np.inf)
         tightest = int(np.argmin(share))
         step = share[tightest]
-        rates[~frozen[unit]] += step
+        rates[grow_flow] += step
         residual -= step * growing
         full = busy & (residual <= FULL * cap)
         full[tightest] = True                  # the bottleneck, whatever the rounding
-        frozen[unit_of[full[link_of]]] = True
+        frozen[grow_unit[full[grow_link]]] = True
+        keep = ~frozen[grow_unit]
+        grow_link, grow_unit = grow_link[keep], grow_unit[keep]
+        grow_flow = grow_flow[~frozen[unit[grow_flow]]]
     load = np.bincount(link_of, weights=rates[flow_of], minlength=len(ids))
     return Allocation(rates, ids, counts, load)
