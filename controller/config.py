@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from typing import Any
 
-from controller.alarms import LEVELS, NOTICE, AlarmThresholds, SwitchAlarms
+from controller.alarms import LEVELS, NOTICE, WARNING, AlarmThresholds, SwitchAlarms
 from controller.placement import SAFETY
 from topo.addressing import AddressPlan
 from topo.headers import ROCE_DATA_OVERHEAD
@@ -41,6 +41,11 @@ class GorConfig:
     until the queue hovers near Kmin), so marks alone do not tell an overloaded link
     from a busy one whose software switch forwards in bursts; a link with room left
     under the safety threshold is not where moving a flow helps.
+    ``act_switch_level``: a link a switch's own alarm raised to this level or above is
+    acted on without the utilisation: the switch's sliding window (4 marks within 8
+    packet times for a warning) is already the evidence that the queue persists, and
+    waiting for a counter round to confirm it cost the loop up to a round (0.25 s),
+    more where the rounds straddle a step's start and show less than ``act_util``.
     ``switch_alarms``: the levels the switches raise by themselves, programmed into
     them when GOR connects (None: none, the counter poll alone raises alarms); GOR
     runs a tick as soon as one raises a link's level instead of waiting for the next.
@@ -50,6 +55,7 @@ class GorConfig:
     window_s: float = 1.0
     act_level: int = NOTICE
     act_util: float = SAFETY
+    act_switch_level: int = WARNING
     top_n: int = 2
     safety: float = SAFETY
     verify_s: float = 3.0
@@ -63,8 +69,9 @@ class GorConfig:
         for name in ("interval_s", "window_s", "verify_s", "clear_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"GOR config: {name} must be > 0, got {getattr(self, name)}")
-        if not 1 <= self.act_level < len(LEVELS):
-            raise ValueError(f"GOR config: act_level must be 1..{len(LEVELS) - 1}, got {self.act_level}")
+        for name in ("act_level", "act_switch_level"):
+            if not 1 <= getattr(self, name) < len(LEVELS):
+                raise ValueError(f"GOR config: {name} must be 1..{len(LEVELS) - 1}, got {getattr(self, name)}")
         if self.top_n < 1:
             raise ValueError(f"GOR config: top_n must be >= 1, got {self.top_n}")
         for name in ("safety", "act_util"):

@@ -100,7 +100,8 @@ class Mover:
 
     def __init__(self, plan: AddressPlan, agents: PortSetter, flows: FlowTable, samples: SampleWindow,
                  alarms: AlarmBook, routes: RouteRepair, events: EventLog,
-                 settings: Callable[[], GorConfig], clock: Callable[[], float]) -> None:
+                 settings: Callable[[], GorConfig], clock: Callable[[], float],
+                 on_change: Callable[[], None] | None = None) -> None:
         self.plan = plan
         self.agents = agents
         self.flows = flows
@@ -110,6 +111,9 @@ class Mover:
         self.events = events
         self.settings = settings
         self.clock = clock
+        # Called when a command goes out and (on a worker) when its agent answers: the
+        # wake-up of whoever watches the moves (`controller.gor`).
+        self.on_change = on_change
         self.links = LinkMap(plan)
         self.moves: list[Move] = []
         self._pool = ThreadPoolExecutor(max_workers=AGENT_WORKERS, thread_name_prefix="gor-agent")
@@ -167,6 +171,10 @@ class Mover:
         assert move.flow.server is not None
         move.future = self._pool.submit(self.agents.set_source_port, move.flow.server, move.flow.qpn,
                                         move.sport, config.verify_s + AGENT_WAIT_S)
+        if self.on_change is not None:
+            on_change = self.on_change
+            move.future.add_done_callback(lambda _: on_change())
+            on_change()
 
     def advance(self, now: float) -> None:
         """Move every move on as far as what happened since the last tick allows."""

@@ -28,6 +28,7 @@ from controller.config import GorConfig, default_config, default_switch_alarms, 
 from controller import gor as gor_module
 from controller.gor import Gor
 from controller.views import why_line
+from emulation.clock import EmulationClock
 from controller.elephants import Sample, SampleWindow, parse_sample
 from controller.moves import Move
 from controller.paths import candidate_paths, find_port, predict
@@ -760,7 +761,7 @@ def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(t
     assert not gor._wake.is_set()
     dead.clear()
     gor._on_push("sp1")                                         # back and re-pushed: a tick now
-    assert gor._wake.is_set() and gor._between_ticks(now[0] + 0.25) is True
+    assert gor._wake.is_set() and gor._between_ticks(now[0] + 0.25) == "tick"
     before = len(gor.events.snapshot())
     gor._check_cables()
     names = [(e["event"], e.get("switch") or e.get("link")) for e in gor.events.snapshot()[before:]]
@@ -790,7 +791,7 @@ def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
     assert not gor._wake.is_set() and gor._incoming.qsize() == 1
     gor._on_packet("b0l0", packet_in(up0, WARNING))
     assert gor._wake.is_set() and gor._incoming.qsize() == 1
-    assert gor._between_ticks(now[0] + 0.25) is True             # a tick now
+    assert gor._between_ticks(now[0] + 0.25) == "react"          # a reaction now
     (raised,) = [e for e in gor.events.snapshot() if e["event"] == "alarm_raised"]
     assert (raised["link"], raised["level"], raised["source"], raised["alarm_ms"]) == \
         ("b0l0->sp0", "warning", "switch", 10.0)
@@ -817,10 +818,11 @@ class ListingAgents(FakeAgents):
 
 def gor_on_hot_uplink(plan: AddressPlan, spec: FabricSpec, run_dir, now: list[float], agents: FakeAgents,
                       tuples: list[FiveTuple], listed: bool = True, clock: StoppedClock | None = None,
-                      **settings) -> Gor:
+                      quiet: bool = False, **settings) -> Gor:
     """A GOR on a stopped clock whose agents list their flows (already, when
     ``listed``), whose telemetry shows b0l0's uplink to sp0 (`LINK`) at 95 % with ECN
-    marks and whose samples show ``tuples`` leaving by it; one tick run."""
+    marks (``quiet``: at 30 %, no mark) and whose samples show ``tuples`` leaving by
+    it; one tick run."""
     gor = Gor(plan, build_pipeline(spec), run_dir, clock=clock or StoppedClock(now), agents=agents)
     if listed:
         gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
@@ -829,7 +831,8 @@ def gor_on_hot_uplink(plan: AddressPlan, spec: FabricSpec, run_dir, now: list[fl
     if settings:
         gor.configure(**settings)
     links = LinkMap(plan)
-    hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
+    hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0) \
+        if not quiet else LinkStats(LINK, links.capacity[LINK], 0.25, 0.3 * links.capacity[LINK], 300, 75, 0, 2, 0)
     gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
                                     poll=lambda clock, min_interval=0.0: {LINK: hot}, storms=[])
     for i in range(3):
@@ -957,6 +960,49 @@ def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate
     gor.events.close()
 
 
+def test_a_switchs_warning_is_acted_on_at_once_a_notice_waits_for_the_utilisation(tmp_path):
+    """Two flows collide on b0l0's uplink to sp0, but the telemetry rounds show it at
+    30 % (a step that started inside the round). A switch's notice (one mark) raises
+    the alarm and is not acted on: the poll must show the load. The switch's warning
+    (4 marks within 8 packet times: a queue that persists) wakes the loop and is acted
+    on in that tick without a round's utilisation; a warning the poll alone raised is
+    not (marks of a busy link with room left), nor, with ``act_switch_level`` at
+    critical, the switch's warning."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=3)
+    plan = AddressPlan(spec)
+    listing, tuples = two_flows_up_sp0(plan)
+    port = plan.uplink_port(0)
+
+    def alarm(gor: Gor, level: int, t: float) -> bool:
+        gor._switch_alarms.put(SwitchAlarm("b0l0", port, level, 4, t - 0.002, t))
+        return gor._take_switch_alarms()
+
+    for case in ("switch", "poll", "critical only"):
+        now = [100.0]
+        settings = {"act_switch_level": CRITICAL} if case == "critical only" else {}
+        gor = gor_on_hot_uplink(plan, spec, tmp_path / case.replace(" ", "-"), now, ListingAgents(listing),
+                                tuples, quiet=True, **settings)
+        assert alarm(gor, NOTICE, now[0]) is True            # raised: a tick is due
+        now[0] += 0.05
+        gor.tick()
+        assert not [e for e in gor.events.snapshot() if e["event"] == "detect"]
+        now[0] += 0.05
+        if case == "poll":
+            gor.alarms.update(now[0], {LINK: LinkSample(0.1, 45, 500)})
+            assert gor.alarms.level(LINK) == WARNING
+        else:
+            assert alarm(gor, WARNING, now[0]) is True       # escalated: a tick is due
+        gor.tick()
+        decided = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+        if case == "switch":
+            (d,) = decided
+            assert len(d["moves"]) == 1 and d["moves"][0]["current"].split("-")[2] == "sp0"
+        else:
+            assert decided == [], case
+        gor.mover._pool.shutdown(wait=True)
+        gor.events.close()
+
+
 class SteppingClock(StoppedClock):
     """A stopped clock that a wait with nothing to wake it moves on by its timeout."""
 
@@ -995,11 +1041,53 @@ def test_an_alarmed_link_waiting_for_the_agents_listing_is_planned_when_it_arriv
     ticked = now[0]
     agents.gate.set()
     wait_for("the listing to wake the loop", gor._wake.is_set, 5)
-    assert gor._between_ticks(ticked + gor.config.interval_s) is True
+    assert gor._between_ticks(ticked + gor.config.interval_s) == "react"
     assert now[0] - ticked == pytest.approx(gor_module.ALARM_TICK_GAP_S)
-    gor.tick()
+    gor.react()
     decide = [e for e in gor.events.snapshot() if e["event"] == "decide"]
     assert len(decide) == 2 and len(decide[1]["moves"]) == 1, decide
     assert [e["event"] for e in gor.events.snapshot()].count("command") == 1
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
+
+
+def test_a_move_is_taken_in_while_the_loop_is_in_a_ticks_poll(tmp_path):
+    """The moves in flight are watched on a thread of their own: the agent's answer and
+    the sample that shows the flow on its new path are taken in while the loop's tick
+    waits for the switches' counters (a poll took 0.1-0.2 s under load: acks were
+    taken in 0.13-0.3 s after the agents sent them, when the loop's thread watched)."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    clock = EmulationClock.start()
+    now = [clock.now()]
+    listing, tuples = two_flows_up_sp0(plan)
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, clock=clock)
+    (m,) = gor.mover.moves
+    polled, release = threading.Event(), threading.Event()
+    quiet = gor.telemetry.poll
+
+    def slow_poll(clock, min_interval=0.0):
+        polled.set()
+        assert release.wait(20)
+        return quiet(clock, min_interval)
+
+    gor.telemetry.poll = slow_poll
+    ticking = threading.Thread(target=gor.tick)
+    watcher = threading.Thread(target=gor._watch)
+    ticking.start()
+    watcher.start()
+    try:
+        assert polled.wait(5)
+        wait_for("the agent's answer taken in", lambda: any(e["event"] == "commanded" for e in gor.events.snapshot()), 5)
+        ft = FiveTuple(m.flow.src, m.flow.dst, sport=m.sport)
+        gor._incoming.put(Sample(clock.now(), "b0l0", 1, plan.uplink_port(int(m.path[2][2:])), 0, ft, 1000))
+        wait_for("the move seen on its new path", lambda: any(e["event"] == "moved" for e in gor.events.snapshot()), 5)
+        assert ticking.is_alive()                     # all of it while the tick still polls
+    finally:
+        release.set()
+        gor._stop.set()
+        gor._moves_changed.set()
+        ticking.join(10)
+        watcher.join(10)
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
