@@ -1091,3 +1091,48 @@ def test_a_move_is_taken_in_while_the_loop_is_in_a_ticks_poll(tmp_path):
         watcher.join(10)
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
+
+
+class SlowAnswerAgents(ListingAgents):
+    """Agents whose answer to a port change waits for ``gate`` (a reply that lags)."""
+
+    def __init__(self, listing: list[AgentFlow]) -> None:
+        super().__init__(listing)
+        self.gate = threading.Event()
+
+    def set_source_port(self, server: str, qpn: int, sport: int, timeout_s: float) -> object:
+        assert self.gate.wait(10)
+        return super().set_source_port(server, qpn, sport, timeout_s)
+
+
+def test_the_new_port_sampled_on_the_new_path_is_the_move_before_the_agents_answer(tmp_path):
+    """The data plane's evidence does not wait for the agent's answer (under load the
+    answers lagged the samples by 0.2 s): a sample of the flow with its commanded port
+    leaving by the new path's uplink is ``moved`` while the command is unanswered; the
+    answer, when it comes, is ``commanded`` and leaves the move clearing its link. A
+    sample of the flow's old port proves nothing."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    now = [100.0]
+    listing, tuples = two_flows_up_sp0(plan)
+    agents = SlowAnswerAgents(listing)
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples)
+    (m,) = gor.mover.moves
+    up = plan.uplink_port(int(m.path[2][2:]))
+    old = m.flow.five_tuple
+    gor.samples.add([Sample(now[0] + 0.01, "b0l0", 1, up, 0, old, 1000)])
+    now[0] += 0.02
+    gor.mover.advance(now[0])
+    assert [e["event"] for e in gor.events.snapshot()].count("moved") == 0
+    gor.samples.add([Sample(now[0] + 0.01, "b0l0", 1, up, 0, dataclasses.replace(old, sport=m.sport), 1000)])
+    now[0] += 0.02
+    gor.mover.advance(now[0])
+    (moved,) = [e for e in gor.events.snapshot() if e["event"] == "moved"]
+    assert moved["sport"] == m.sport and m.flow.sport == m.sport and m.state.value == "clearing"
+    assert not any(e["event"] == "commanded" for e in gor.events.snapshot())
+    agents.gate.set()
+    m.future.result(5)
+    events = advance_moves(gor, now, 0.02)
+    assert [e["event"] for e in events] == ["commanded"] and m.state.value == "clearing"
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
