@@ -82,11 +82,15 @@ CONTROL_FRAME_MAX = 128
 # so it costs the switches nothing and GOR a few lock turns; an agent's answer wakes
 # it at once.
 MOVE_POLL_S = 0.02
-# A switch's alarm that raises a link's level runs a reaction at once (`Gor.react`), but
-# never sooner than this after the previous tick or reaction (s): the alarms of one
-# collision (its links' notices, then warnings) arrive within milliseconds of each
+# A switch's alarm that raises a link's level runs a tick at once, but never sooner than
+# this after the previous tick (s): each tick polls every switch's counters, and a
+# tick's utilisation needs some packets to be measured over.
+ALARM_TICK_GAP_S = 0.05
+# A switch's alarm that confirms a link at `GorConfig.act_switch_level` runs a reaction
+# (`Gor.react`: no switch I/O) at once, but never sooner than this after the previous
+# tick or reaction (s): the alarms of one collision arrive within milliseconds of each
 # other, and one reroute loop should see them together.
-ALARM_TICK_GAP_S = 0.02
+REACT_GAP_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -269,11 +273,13 @@ class Gor:
             LOG.exception("GOR %s failed", step.__name__)
 
     def _between_ticks(self, until: float) -> str | None:
-        """Wait for the next tick (None when it is due); ``"react"`` (at once, once the
-        last tick or reaction is `ALARM_TICK_GAP_S` old) when a switch's alarm raised a
-        link's level or the agents' listing that an alarmed link waits for came in,
-        ``"tick"`` when a switch routed around as dead was pushed again (its cables back
-        in service now, not a tick later)."""
+        """Wait for the next tick (None when it is due). Sooner when a switch's alarm
+        calls for it (`_take_switch_alarms`): ``"react"`` for a link its switch
+        confirmed at ``act_switch_level`` or when the agents' listing an alarmed link
+        waits for came in (`REACT_GAP_S` after the last tick or reaction), ``"tick"``
+        for one only raised, whose utilisation the tick polls, and when a switch routed
+        around as dead was pushed again: its cables back in service now
+        (`ALARM_TICK_GAP_S` after the last tick)."""
         due_at, due = None, ""
         while not self._stop.is_set():
             now = self.clock()
@@ -284,19 +290,20 @@ class Gor:
                 return None
             if self.time.wait(self._wake, left if due_at is None else min(left, due_at - now)):
                 self._wake.clear()
-                raised = self._take_switch_alarms()
+                wanted = self._take_switch_alarms()
                 if self._came_back.is_set():
                     self._came_back.clear()
-                    due = "tick"
+                    wanted = "tick"
                 if self._listed.is_set():
                     # The agents named the flows an alarmed link waits for: plan it now,
                     # not a telemetry interval later.
                     self._listed.clear()
-                    raised |= bool(self._await_listing)
-                if raised and not due:
-                    due = "react"
-                if due and due_at is None:
-                    due_at = max(now, self._ticked_at + ALARM_TICK_GAP_S)
+                    wanted = wanted or ("react" if self._await_listing else "")
+                if wanted == "tick" or (wanted and not due):
+                    due = wanted
+                    gap = ALARM_TICK_GAP_S if due == "tick" else REACT_GAP_S
+                    due_at = max(now, self._ticked_at + gap) if due_at is None else \
+                        max(min(due_at, now), self._ticked_at + gap)
         return None
 
     def _watch(self) -> None:
@@ -401,18 +408,19 @@ class Gor:
             if sample is not None:
                 self._incoming.put(sample)
 
-    def _take_switch_alarms(self) -> bool:
-        """The switches' alarms that arrived, into the alarm book; whether one raised
-        or escalated a fabric link GOR may act on, or first confirmed one at
-        ``act_switch_level`` that the poll had raised already (so a tick is due now)."""
+    def _take_switch_alarms(self) -> str:
+        """The switches' alarms that arrived, into the alarm book; what they call for
+        now: ``"react"`` when one confirmed a fabric link at ``act_switch_level`` (acted
+        on without a counter round), ``"tick"`` when one only raised or escalated a
+        fabric link GOR may act on (its utilisation is the next poll's), else ``""``."""
         assert self.telemetry is not None
-        raised = False
+        due = ""
         with self.lock:
             while True:
                 try:
                     alarm = self._switch_alarms.get_nowait()
                 except queue.Empty:
-                    return raised
+                    return due
                 link = self.telemetry.links.tx.get((alarm.switch, alarm.port))
                 if link is None or cable(*link) in self.routes.down:
                     continue
@@ -420,9 +428,12 @@ class Gor:
                 event = self.alarms.raise_from_switch(link, alarm)
                 if event is not None:
                     self._alarm_event(event)
-                    raised |= link in self.fabric_links and event.level >= self.config.act_level
-                raised |= link in self.fabric_links and not confirmed and \
-                    self.alarms.switch_level(link) >= self.config.act_switch_level
+                if link not in self.fabric_links:
+                    continue
+                if not confirmed and self.alarms.switch_level(link) >= self.config.act_switch_level:
+                    due = "react"
+                elif event is not None and event.level >= self.config.act_level and not due:
+                    due = "tick"
 
     def _on_push(self, name: str) -> None:
         """A switch was (re)programmed (finsy's thread): one GOR routes around as dead
@@ -552,7 +563,7 @@ class Gor:
         if not actionable:
             return
         loop = next(self._loops)
-        self.events.emit("detect", loop=loop, t=min(a.since for _, a, _ in actionable),
+        self.events.emit("detect", loop=loop, t=min(a.since for _, a, _ in actionable), at=round(now, 6),
                          link="->".join(actionable[0][0]), links=["->".join(l) for l, _, _ in actionable],
                          level=LEVELS[max(a.level for _, a, _ in actionable)], elephants=[
                              {"flow": f"{e.flow.src}:{e.flow.sport}->{e.flow.dst}",

@@ -772,7 +772,8 @@ def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(t
 
 def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
     """A PacketIn carrying an alarm of a fabric link that raises its level wakes GOR's
-    loop, which ticks at once (not at the next interval); one that raises nothing, or
+    loop, which reacts at once to a switch's warning (not at the next interval) and
+    ticks at once for a level it must poll the utilisation of; one that raises nothing, or
     raises a NIC link (moving flows cannot relieve it), does not; a sample-only
     PacketIn waits for the tick. GOR programs its alarm levels into every switch."""
     plan = AddressPlan(SPEC)
@@ -796,12 +797,12 @@ def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
     assert (raised["link"], raised["level"], raised["source"], raised["alarm_ms"]) == \
         ("b0l0->sp0", "warning", "switch", 10.0)
     gor._on_packet("b0l0", packet_in(up0, NOTICE))               # below the level in force
-    assert gor._take_switch_alarms() is False
+    assert gor._take_switch_alarms() == ""
     nic = plan.server_at(0, 0).nics[0]
     gor._on_packet("b0l0", packet_in(nic.leaf_port, CRITICAL))   # a NIC link: alarmed, not acted on
-    assert gor._take_switch_alarms() is False and gor.alarms.level(LinkMap(plan).tx[("b0l0", nic.leaf_port)]) == CRITICAL
-    gor._on_packet("b0l0", packet_in(up0, CRITICAL))
-    assert gor._take_switch_alarms() is True and gor.alarms.level(("b0l0", "sp0")) == CRITICAL
+    assert gor._take_switch_alarms() == "" and gor.alarms.level(LinkMap(plan).tx[("b0l0", nic.leaf_port)]) == CRITICAL
+    gor._on_packet("b0l0", packet_in(up0, CRITICAL))              # escalated, confirmed before: a tick
+    assert gor._take_switch_alarms() == "tick" and gor.alarms.level(("b0l0", "sp0")) == CRITICAL
     gor.events.close()
 
 
@@ -973,7 +974,7 @@ def test_a_switchs_warning_is_acted_on_at_once_a_notice_waits_for_the_utilisatio
     listing, tuples = two_flows_up_sp0(plan)
     port = plan.uplink_port(0)
 
-    def alarm(gor: Gor, level: int, t: float) -> bool:
+    def alarm(gor: Gor, level: int, t: float) -> str:
         gor._switch_alarms.put(SwitchAlarm("b0l0", port, level, 4, t - 0.002, t))
         return gor._take_switch_alarms()
 
@@ -982,7 +983,7 @@ def test_a_switchs_warning_is_acted_on_at_once_a_notice_waits_for_the_utilisatio
         settings = {"act_switch_level": CRITICAL} if case == "critical only" else {}
         gor = gor_on_hot_uplink(plan, spec, tmp_path / case.replace(" ", "-"), now, ListingAgents(listing),
                                 tuples, quiet=True, **settings)
-        assert alarm(gor, NOTICE, now[0]) is True            # raised: a tick is due
+        assert alarm(gor, NOTICE, now[0]) == "tick"          # raised: a tick polls its utilisation
         now[0] += 0.05
         gor.tick()
         assert not [e for e in gor.events.snapshot() if e["event"] == "detect"]
@@ -991,7 +992,7 @@ def test_a_switchs_warning_is_acted_on_at_once_a_notice_waits_for_the_utilisatio
             gor.alarms.update(now[0], {LINK: LinkSample(0.1, 45, 500)})
             assert gor.alarms.level(LINK) == WARNING
         else:
-            assert alarm(gor, WARNING, now[0]) is True       # escalated: a tick is due
+            assert alarm(gor, WARNING, now[0]) == ("react" if case == "switch" else "tick")
         gor.tick()
         decided = [e for e in gor.events.snapshot() if e["event"] == "decide"]
         if case == "switch":
@@ -1028,8 +1029,8 @@ class GatedAgents(ListingAgents):
 def test_an_alarmed_link_waiting_for_the_agents_listing_is_planned_when_it_arrives(tmp_path):
     """Two flows collide on b0l0's uplink before any agent listed them: the tick asks
     the agents (a listing on its thread) and finds nothing it may move. The listing
-    comes in between ticks: the loop runs a tick at once -- one `ALARM_TICK_GAP_S`
-    after the last, not a telemetry interval -- and that tick moves a flow."""
+    comes in between ticks: the loop reacts at once -- `REACT_GAP_S` after the last
+    tick, not a telemetry interval -- and that reaction moves a flow."""
     spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
     plan = AddressPlan(spec)
     now = [100.0]
@@ -1042,7 +1043,7 @@ def test_an_alarmed_link_waiting_for_the_agents_listing_is_planned_when_it_arriv
     agents.gate.set()
     wait_for("the listing to wake the loop", gor._wake.is_set, 5)
     assert gor._between_ticks(ticked + gor.config.interval_s) == "react"
-    assert now[0] - ticked == pytest.approx(gor_module.ALARM_TICK_GAP_S)
+    assert now[0] - ticked == pytest.approx(gor_module.REACT_GAP_S)
     gor.react()
     decide = [e for e in gor.events.snapshot() if e["event"] == "decide"]
     assert len(decide) == 2 and len(decide[1]["moves"]) == 1, decide
