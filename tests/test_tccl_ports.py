@@ -205,3 +205,12 @@ def test_the_port_table_gives_every_flow_the_port_of_the_per_flow_search(spec):
         used.add(expected[-1])
     assert len(flows) > 200 and len(set(expected)) == len(expected)
     assert ports._distinct_ports_onto(p, flows, spines, superspines, starts) == expected
+
+
+@pytest.mark.parametrize("seed, n", [(1, 0), (1, 1), ("x/3", 1000), (7, 50_000)])
+def test_ports_drawn_in_blocks_are_randints_of_the_same_generator(seed, n):
+    """`draw_ports` gives exactly what n calls of randint over the port range give
+    (the stock library's ports and the orthogonal plan's starts, as before)."""
+    rng = random.Random(seed)
+    expected = [rng.randint(49152, 65535) for _ in range(n)]
+    assert ports.draw_ports(random.Random(seed), n).tolist() == expected
