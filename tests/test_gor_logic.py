@@ -1137,3 +1137,35 @@ def test_the_new_port_sampled_on_the_new_path_is_the_move_before_the_agents_answ
     assert [e["event"] for e in events] == ["commanded"] and m.state.value == "clearing"
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
+
+
+def test_a_ports_samples_are_those_of_the_whole_window_at_that_port():
+    """The window's index by port (a port's elephants, a move's evidence) holds what
+    the whole window holds at that port, through adds and prunes: the same elephants
+    as a window of only that port's samples in the time kept, and `seen` true exactly
+    when a sample of that flow left by that port since the given time."""
+    import random
+    rng = random.Random(5)
+    ports = [("b0l0", 3), ("b0l0", 4), ("sp0", 1)]
+    flows = [FiveTuple("10.0.0.1", "10.0.1.1", sport=50000 + k) for k in range(4)]
+    window = SampleWindow(1.0, 16)
+    kept: list[Sample] = []
+    t = 0.0
+    for rnd in range(30):
+        batch = []
+        for _ in range(rng.randrange(0, 40)):
+            t += rng.random() * 0.01
+            switch, port = rng.choice(ports)
+            batch.append(Sample(t, switch, 1, port, 0, rng.choice(flows), rng.choice((100, 1086))))
+        window.add(batch)
+        kept += batch
+        window.prune(t)
+        kept = [s for s in kept if s.time >= t - 1.0]
+        for switch, port in ports:
+            alone = SampleWindow(1.0, 16)
+            alone.add([s for s in kept if (s.switch, s.egress_port) == (switch, port)])
+            assert window.flows(t, switch, port) == alone.flows(t)
+            since = t - rng.random() * 1.2
+            for f in flows:
+                assert window.seen(f, switch, port, since) == any(
+                    s.flow == f and (s.switch, s.egress_port) == (switch, port) and s.time >= since for s in kept)
