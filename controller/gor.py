@@ -494,19 +494,23 @@ class Gor:
         except Exception:  # noqa: BLE001 -- a failed listing is skipped like a silent agent
             LOG.exception("listing the agents' flows failed")
             return
-        self._refresh_agent_flows(answered, listed, self.clock())
+        self._refresh_agent_flows(answered, listed, self.clock(), self._agents_at)
         for link in self._await_listing:
             self._no_plan_until.pop(link, None)
         self._await_listing.clear()
 
-    def _refresh_agent_flows(self, answered: set[str], listed: list[AgentFlow], now: float) -> None:
-        """Merge the agents' flow lists into the flow table (`FlowTable.merge`). A change
-        in which agents answer is an ``agents`` event: the log shows whom GOR could command."""
+    def _refresh_agent_flows(self, answered: set[str], listed: list[AgentFlow], now: float,
+                             asked: float | None = None) -> None:
+        """Merge the agents' flow lists, asked for at ``asked`` (default ``now``), into
+        the flow table (`FlowTable.merge`): a flow GOR gave a port since keeps it (the
+        listing may show the old one: it was taken before). A change in which agents
+        answer is an ``agents`` event: the log shows whom GOR could command."""
+        asked = now if asked is None else asked
         with self.lock:
             if answered != self._answered:
                 self._answered = set(answered)
                 self.events.emit("agents", servers=sorted(answered))
-            self.flows.merge(answered, listed, now, self.mover.commanding)
+            self.flows.merge(answered, listed, now, lambda flow: self.mover.port_set_since(flow, asked))
 
     def flow(self, ref: str) -> Flow:
         """A flow by its id number or its label (``src:sport->dst``)."""

@@ -133,9 +133,11 @@ class Mover:
     def moving(self, flow: Flow) -> bool:
         return any(m.flow is flow and m.state is not MoveState.DONE for m in self.moves)
 
-    def commanding(self, flow: Flow) -> bool:
-        """A new port for ``flow`` is being commanded: its agent may still list the old."""
-        return any(m.flow is flow and m.state is MoveState.COMMANDING for m in self.moves)
+    def port_set_since(self, flow: Flow, asked: float) -> bool:
+        """Whether GOR gave ``flow`` a port that an agents' listing asked for at
+        ``asked`` may not show: a move commanded since, or one whose agent has not
+        answered (the data plane may have shown it moved first)."""
+        return any(m.flow is flow and (m.since >= asked or not m.answered) for m in self.moves)
 
     def busy_links(self, now: float) -> set[LinkId]:
         """Links on the old path of a move whose flow telemetry does not show on its

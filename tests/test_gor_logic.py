@@ -1111,7 +1111,8 @@ def test_the_new_port_sampled_on_the_new_path_is_the_move_before_the_agents_answ
     answers lagged the samples by 0.2 s): a sample of the flow with its commanded port
     leaving by the new path's uplink is ``moved`` while the command is unanswered; the
     answer, when it comes, is ``commanded`` and leaves the move clearing its link. A
-    sample of the flow's old port proves nothing."""
+    sample of the flow's old port proves nothing, nor does an agents' listing asked for
+    before the command undo the port."""
     spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
     plan = AddressPlan(spec)
     now = [100.0]
@@ -1131,10 +1132,17 @@ def test_the_new_port_sampled_on_the_new_path_is_the_move_before_the_agents_answ
     (moved,) = [e for e in gor.events.snapshot() if e["event"] == "moved"]
     assert moved["sport"] == m.sport and m.flow.sport == m.sport and m.state.value == "clearing"
     assert not any(e["event"] == "commanded" for e in gor.events.snapshot())
+    # A listing the agents were asked for before the command shows the old port: GOR
+    # keeps the one it gave, before the answer and after it.
+    before = [dataclasses.replace(f, sport=old.sport) if f.qpn == m.flow.qpn else f for f in listing]
+    gor._refresh_agent_flows(*agents.flows()[:1], before, now[0], asked=m.since - 0.01)
+    assert m.flow.sport == m.sport
     agents.gate.set()
     m.future.result(5)
     events = advance_moves(gor, now, 0.02)
     assert [e["event"] for e in events] == ["commanded"] and m.state.value == "clearing"
+    gor._refresh_agent_flows(*agents.flows()[:1], before, now[0], asked=m.since - 0.01)
+    assert m.flow.sport == m.sport
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
 
