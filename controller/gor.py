@@ -424,13 +424,13 @@ class Gor:
                 link = self.telemetry.links.tx.get((alarm.switch, alarm.port))
                 if link is None or cable(*link) in self.routes.down:
                     continue
-                confirmed = self.alarms.switch_level(link) >= self.config.act_switch_level
+                confirmed = self.config.switch_confirms(self.alarms.switch_level(link))
                 event = self.alarms.raise_from_switch(link, alarm)
                 if event is not None:
                     self._alarm_event(event)
                 if link not in self.fabric_links:
                     continue
-                if not confirmed and self.alarms.switch_level(link) >= self.config.act_switch_level:
+                if not confirmed and self.config.switch_confirms(self.alarms.switch_level(link)):
                     due = "react"
                 elif event is not None and event.level >= self.config.act_level and not due:
                     due = "tick"
@@ -532,7 +532,7 @@ class Gor:
             # A NIC link carries its flows on every path: moving cannot relieve it.
             if link in busy or now < self._no_plan_until.get(link, 0.0) or link not in self.fabric_links:
                 continue
-            if alarm.switch_level < self.config.act_switch_level and \
+            if not self.config.switch_confirms(alarm.switch_level) and \
                     self._peak_util(link, now) < self.config.act_util:
                 continue
             # Its elephants (for the log and the listing below): the placement takes

@@ -772,8 +772,9 @@ def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(t
 
 def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
     """A PacketIn carrying an alarm of a fabric link that raises its level wakes GOR's
-    loop, which reacts at once to a switch's warning (not at the next interval) and
-    ticks at once for a level it must poll the utilisation of; one that raises nothing, or
+    loop, which ticks at once (not at the next interval: the tick polls the
+    utilisation the alarm needs; a reaction without it is the next test's); one that
+    raises nothing, or
     raises a NIC link (moving flows cannot relieve it), does not; a sample-only
     PacketIn waits for the tick. GOR programs its alarm levels into every switch."""
     plan = AddressPlan(SPEC)
@@ -792,7 +793,7 @@ def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
     assert not gor._wake.is_set() and gor._incoming.qsize() == 1
     gor._on_packet("b0l0", packet_in(up0, WARNING))
     assert gor._wake.is_set() and gor._incoming.qsize() == 1
-    assert gor._between_ticks(now[0] + 0.25) == "react"          # a reaction now
+    assert gor._between_ticks(now[0] + 0.25) == "tick"           # a tick now
     (raised,) = [e for e in gor.events.snapshot() if e["event"] == "alarm_raised"]
     assert (raised["link"], raised["level"], raised["source"], raised["alarm_ms"]) == \
         ("b0l0->sp0", "warning", "switch", 10.0)
@@ -801,7 +802,7 @@ def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
     nic = plan.server_at(0, 0).nics[0]
     gor._on_packet("b0l0", packet_in(nic.leaf_port, CRITICAL))   # a NIC link: alarmed, not acted on
     assert gor._take_switch_alarms() == "" and gor.alarms.level(LinkMap(plan).tx[("b0l0", nic.leaf_port)]) == CRITICAL
-    gor._on_packet("b0l0", packet_in(up0, CRITICAL))              # escalated, confirmed before: a tick
+    gor._on_packet("b0l0", packet_in(up0, CRITICAL))
     assert gor._take_switch_alarms() == "tick" and gor.alarms.level(("b0l0", "sp0")) == CRITICAL
     gor.events.close()
 
@@ -966,9 +967,10 @@ def test_a_switchs_warning_is_acted_on_at_once_a_notice_waits_for_the_utilisatio
     30 % (a step that started inside the round). A switch's notice (one mark) raises
     the alarm and is not acted on: the poll must show the load. The switch's warning
     (4 marks within 8 packet times: a queue that persists) wakes the loop and is acted
-    on in that tick without a round's utilisation; a warning the poll alone raised is
-    not (marks of a busy link with room left), nor, with ``act_switch_level`` at
-    critical, the switch's warning."""
+    on in that tick without a round's utilisation (``act_switch_level`` warning: off
+    by default, `GorConfig` says why); a warning the poll alone raised is not (marks
+    of a busy link with room left), nor, with ``act_switch_level`` at critical, the
+    switch's warning."""
     spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=3)
     plan = AddressPlan(spec)
     listing, tuples = two_flows_up_sp0(plan)
@@ -980,7 +982,7 @@ def test_a_switchs_warning_is_acted_on_at_once_a_notice_waits_for_the_utilisatio
 
     for case in ("switch", "poll", "critical only"):
         now = [100.0]
-        settings = {"act_switch_level": CRITICAL} if case == "critical only" else {}
+        settings = {"act_switch_level": CRITICAL if case == "critical only" else WARNING}
         gor = gor_on_hot_uplink(plan, spec, tmp_path / case.replace(" ", "-"), now, ListingAgents(listing),
                                 tuples, quiet=True, **settings)
         assert alarm(gor, NOTICE, now[0]) == "tick"          # raised: a tick polls its utilisation
