@@ -73,7 +73,8 @@ def color_bipartite(edges: Sequence[tuple[Hashable, Hashable]], k: int) -> list[
     at: dict[Hashable, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
 
     def free(node: Hashable) -> list[int]:
-        return [c for c in range(k) if not at[node][c]]
+        taken = at[node]                 # .get: no empty list made per colour and call
+        return [c for c in range(k) if not taken.get(c)]
 
     for e, (u, v) in enumerate(edges):
         fu, fv = free(u), free(v)
@@ -143,7 +144,7 @@ def orthogonal_ports(plan: AddressPlan, flows: Sequence[tuple[str, ...]], seed: 
     """
     rng = random.Random(f"orthogonal/{seed}")
     k = plan.spec.spines
-    leaf = {ip: _leaf_of(plan, ip) for ip in {ip for f in flows for ip in f[:2]}}   # once per NIC
+    leaf = _leaves_of(plan, {ip for f in flows for ip in f[:2]})                      # once per NIC
     up = [f for f in flows if leaf[f[0]] != leaf[f[1]]]
     ends = [(("src", leaf[f[0]]), ("dst", leaf[f[1]])) for f in up]
     allowed = [members(plan, f[0], f[1], groups) for f in up]
@@ -243,15 +244,37 @@ def _ip_int(ip: str) -> int:
 
 def _location(plan: AddressPlan, ip: str) -> tuple[int, int]:
     """(block, rail) of NIC address ``ip`` (from the address's arithmetic)."""
-    try:                                 # inet_aton also takes "10.1": dotted quads only
-        rail, block, index = nic_location(plan.spec, _ip_int(ip)) if ip.count(".") == 3 else (-1, -1, -1)
-    except OSError:
-        rail = block = index = -1
+    value = _ip_value(ip)
+    rail, block, index = nic_location(plan.spec, value) if value >= 0 else (-1, -1, -1)
     if not (0 <= rail < plan.spec.rails and 0 <= block < plan.spec.blocks
             and 0 <= index < plan.spec.servers_per_block):
         nic = plan.nic(ip)               # not a NIC: the plan's own error
         return nic.block, nic.rail
     return block, rail
+
+
+def _leaves_of(plan: AddressPlan, ips: Iterable[str]) -> dict[str, str]:
+    """`_leaf_of` of many addresses: the arithmetic over one array (a 100k-GPU job has
+    102 400 NICs), each address that is not a NIC's by `_leaf_of` (its error)."""
+    ips = list(ips)
+    spec = plan.spec
+    ints = np.array([_ip_value(ip) for ip in ips], dtype=np.int64)
+    rail, block, index = nic_location(spec, ints)
+    ok = (ints >= 0) & (rail >= 0) & (rail < spec.rails) & (block >= 0) & (block < spec.blocks) & \
+        (index >= 0) & (index < spec.servers_per_block)
+    names = [leaf.name for leaf in plan.leaves]
+    at = (block * spec.rails + rail).tolist()
+    return {ip: names[a] if good else _leaf_of(plan, ip) for ip, a, good in zip(ips, at, ok.tolist())}
+
+
+def _ip_value(ip: str) -> int:
+    """A dotted quad's number, -1 for anything else (inet_aton also takes "10.1")."""
+    if ip.count(".") != 3:
+        return -1
+    try:
+        return _ip_int(ip)
+    except OSError:
+        return -1
 
 
 def _leaf_of(plan: AddressPlan, ip: str) -> str:

@@ -214,3 +214,15 @@ def test_ports_drawn_in_blocks_are_randints_of_the_same_generator(seed, n):
     rng = random.Random(seed)
     expected = [rng.randint(49152, 65535) for _ in range(n)]
     assert ports.draw_ports(random.Random(seed), n).tolist() == expected
+
+
+def test_many_nics_leaves_from_their_addresses_are_the_plans():
+    """`_leaves_of` (one array for a job's NICs) gives `_leaf_of`'s leaf per address,
+    and a non-NIC address among them is `_leaf_of`'s error."""
+    spec = FabricSpec(blocks=300, servers_per_block=2, rails=2, spines=2, pods=3, super_spines=1)
+    plan = AddressPlan(spec, emulated=False)
+    ips = [nic.ip for nic in plan.nics()]
+    assert ports._leaves_of(plan, ips) == {ip: ports._leaf_of(plan, ip) for ip in ips}
+    for bad in ("10.1", "10.0.0.300", "x", "10.9.0.1"):
+        with pytest.raises(KeyError, match="is not a NIC address"):
+            ports._leaves_of(plan, ips[:3] + [bad])
