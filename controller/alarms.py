@@ -186,6 +186,10 @@ class Alarm:
     since: float = 0.0
     quiet: int = 0
     last: LinkSample | None = None
+    # The highest level a switch's own alarm (its sliding window of marks) raised this
+    # alarm to, capped by the level in force: evidence of a persistent queue that no
+    # counter round has to confirm (`controller.gor` acts on it at once).
+    switch_level: int = OK
 
 
 @dataclass
@@ -219,25 +223,34 @@ class AlarmBook:
                 events.append(AlarmEvent(now, link, kind, new, alarm.level,
                                          sample.ecn_fraction, sample.queue_depth))
                 alarm.level, alarm.since = new, now
+                alarm.switch_level = min(alarm.switch_level, new)
         return events
 
     def raise_from_switch(self, link: LinkId, alarm: SwitchAlarm) -> AlarmEvent | None:
         """Take in a switch's alarm of ``link`` at its arrival: raise or escalate to its
         level (None when that is no higher than the level in force). Lowering stays
         the poll's: a notice comes with a single mark, and a link that marks now and
-        then would never clear if each such mark restarted the quiet count."""
+        then would never clear if each such mark restarted the quiet count. Either
+        way the alarm remembers the switch's level (`Alarm.switch_level`)."""
         state = self.alarms.setdefault(link, Alarm())
         if alarm.level <= state.level:
+            state.switch_level = max(state.switch_level, alarm.level)
             return None
         last = state.last or LinkSample(0.0, 0, 0)
         event = AlarmEvent(alarm.received, link, "raised" if state.level == OK else "escalated", alarm.level,
                            state.level, last.ecn_fraction, last.queue_depth, alarm)
         state.level, state.since = alarm.level, alarm.received
+        state.switch_level = alarm.level
         return event
 
     def level(self, link: LinkId) -> int:
         alarm = self.alarms.get(link)
         return alarm.level if alarm else OK
+
+    def switch_level(self, link: LinkId) -> int:
+        """The level a switch's own alarm confirmed for ``link`` (`Alarm.switch_level`)."""
+        alarm = self.alarms.get(link)
+        return alarm.switch_level if alarm else OK
 
     def active(self, minimum: int = NOTICE) -> dict[LinkId, Alarm]:
         """Links whose alarm is at ``minimum`` or above."""

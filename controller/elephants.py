@@ -66,13 +66,23 @@ class SampleWindow:
         self.window_s = window_s
         self.sample_rate = sample_rate
         self._samples: deque[Sample] = deque()
+        # The same samples by the port they left by: a port's elephants and a move's
+        # evidence read only that port's (a window holds thousands of samples, and a
+        # move in flight is looked for every 20 ms).
+        self._by_port: dict[tuple[str, int], deque[Sample]] = defaultdict(deque)
 
     def add(self, samples: Iterable[Sample]) -> None:
-        self._samples.extend(samples)
+        for s in samples:
+            self._samples.append(s)
+            self._by_port[(s.switch, s.egress_port)].append(s)
 
     def prune(self, now: float) -> None:
-        while self._samples and self._samples[0].time < now - self.window_s:
-            self._samples.popleft()
+        old = now - self.window_s
+        while self._samples and self._samples[0].time < old:
+            s = self._samples.popleft()
+            kept = self._by_port[(s.switch, s.egress_port)]
+            if kept and kept[0] is s:
+                kept.popleft()
 
     def __len__(self) -> int:
         return len(self._samples)
@@ -85,7 +95,11 @@ class SampleWindow:
         count: dict[FiveTuple, int] = defaultdict(int)
         size: dict[FiveTuple, int] = defaultdict(int)
         first: dict[FiveTuple, float] = {}
-        for s in self._samples:
+        if switch is not None and egress_port is not None:
+            samples: Iterable[Sample] = self._by_port.get((switch, egress_port), ())
+        else:
+            samples = self._samples
+        for s in samples:
             if (switch is None or s.switch == switch) and (egress_port is None or s.egress_port == egress_port):
                 count[s.flow] += 1
                 size[s.flow] += s.length
@@ -101,10 +115,10 @@ class SampleWindow:
     def seen(self, flow: FiveTuple, switch: str, egress_port: int, since: float) -> bool:
         """Whether ``flow`` was sampled leaving ``switch`` by ``egress_port`` at or
         after ``since`` (the data plane's evidence that a flow took a path)."""
-        for s in reversed(self._samples):
+        for s in reversed(self._by_port.get((switch, egress_port), ())):
             if s.time < since:
                 return False
-            if s.flow == flow and s.switch == switch and s.egress_port == egress_port:
+            if s.flow == flow:
                 return True
         return False
 

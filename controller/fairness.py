@@ -71,20 +71,34 @@ def max_min_rates(flow_links: np.ndarray, capacity_bps: Mapping[int, float] | Ca
         raise ValueError(f"link {int(ids[np.argmax(cap <= 0)])} has no positive capacity")
     rates = np.zeros(n)
     frozen = np.zeros(unit.max() + 1 if n else 0, dtype=bool)
-    residual = cap.copy()
     counts = np.bincount(link_of, minlength=len(ids))
     unit_of = unit[flow_of]
-    while not frozen.all():
-        active = ~frozen[unit_of]
-        growing = np.bincount(link_of[active], minlength=len(ids))
+    # The incidences, flows and links still growing, shrunk as units freeze: a 100k-GPU
+    # step has dozens of bottleneck levels, and each round then costs what is left of the
+    # job, not all of it (the same arithmetic on each link: the same rates). The links
+    # are compacted each time half the incidences left at the last compaction froze.
+    grow_link, grow_unit = link_of, unit_of        # grow_link: positions in ``left``
+    grow_flow = np.arange(n)
+    left, full_at = cap.copy(), FULL * cap          # per link still growing: bit/s not taken, bar of full
+    compacted = len(grow_link)
+    while len(grow_flow):
+        growing = np.bincount(grow_link, minlength=len(left))
         busy = growing > 0
-        share = np.where(busy, residual / np.maximum(growing, 1), np.inf)
+        share = np.where(busy, left / np.maximum(growing, 1), np.inf)
         tightest = int(np.argmin(share))
         step = share[tightest]
-        rates[~frozen[unit]] += step
-        residual -= step * growing
-        full = busy & (residual <= FULL * cap)
+        rates[grow_flow] += step
+        left -= step * growing
+        full = busy & (left <= full_at)
         full[tightest] = True                  # the bottleneck, whatever the rounding
-        frozen[unit_of[full[link_of]]] = True
+        frozen[grow_unit[full[grow_link]]] = True
+        keep = ~frozen[grow_unit]
+        grow_link, grow_unit = grow_link[keep], grow_unit[keep]
+        grow_flow = grow_flow[~frozen[unit[grow_flow]]]
+        if 2 * len(grow_link) < compacted:
+            alive = np.bincount(grow_link, minlength=len(left)) > 0
+            grow_link = (np.cumsum(alive) - 1)[grow_link]
+            left, full_at = left[alive], full_at[alive]
+            compacted = len(grow_link)
     load = np.bincount(link_of, weights=rates[flow_of], minlength=len(ids))
     return Allocation(rates, ids, counts, load)

@@ -22,6 +22,7 @@ The agent calls run on a worker pool: `Mover` never waits for an agent, so GOR's
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -85,6 +86,7 @@ class Move:
     deadline: float = 0.0
     outcome: str = ""
     moved_t: float = float("-inf")        # when the data plane showed it on its new path
+    answered: bool = False                # the agent's answer to the command in force is in
     retries: int = 0
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -100,7 +102,8 @@ class Mover:
 
     def __init__(self, plan: AddressPlan, agents: PortSetter, flows: FlowTable, samples: SampleWindow,
                  alarms: AlarmBook, routes: RouteRepair, events: EventLog,
-                 settings: Callable[[], GorConfig], clock: Callable[[], float]) -> None:
+                 settings: Callable[[], GorConfig], clock: Callable[[], float],
+                 on_change: Callable[[], None] | None = None) -> None:
         self.plan = plan
         self.agents = agents
         self.flows = flows
@@ -110,6 +113,9 @@ class Mover:
         self.events = events
         self.settings = settings
         self.clock = clock
+        # Called when a command goes out and (on a worker) when its agent answers: the
+        # wake-up of whoever watches the moves (`controller.gor`).
+        self.on_change = on_change
         self.links = LinkMap(plan)
         self.moves: list[Move] = []
         self._pool = ThreadPoolExecutor(max_workers=AGENT_WORKERS, thread_name_prefix="gor-agent")
@@ -127,9 +133,11 @@ class Mover:
     def moving(self, flow: Flow) -> bool:
         return any(m.flow is flow and m.state is not MoveState.DONE for m in self.moves)
 
-    def commanding(self, flow: Flow) -> bool:
-        """A new port for ``flow`` is being commanded: its agent may still list the old."""
-        return any(m.flow is flow and m.state is MoveState.COMMANDING for m in self.moves)
+    def port_set_since(self, flow: Flow, asked: float) -> bool:
+        """Whether GOR gave ``flow`` a port that an agents' listing asked for at
+        ``asked`` may not show: a move commanded since, or one whose agent has not
+        answered (the data plane may have shown it moved first)."""
+        return any(m.flow is flow and (m.since >= asked or not m.answered) for m in self.moves)
 
     def busy_links(self, now: float) -> set[LinkId]:
         """Links on the old path of a move whose flow telemetry does not show on its
@@ -160,20 +168,29 @@ class Mover:
         move.sport = find_port(self.plan, move.flow.five_tuple, list(move.path), self.routes.down, avoid=used)
         self._emit("command", move, server=move.flow.server, path="-".join(move.path), sport=move.sport,
                    old_sport=move.old_sport)
-        move.state, move.since = MoveState.COMMANDING, self.clock()
+        move.state, move.since, move.answered = MoveState.COMMANDING, self.clock(), False
         move.deadline = move.since + config.verify_s + COMMAND_TIMEOUT_S
         if move not in self.moves:
             self.moves.append(move)
         assert move.flow.server is not None
         move.future = self._pool.submit(self.agents.set_source_port, move.flow.server, move.flow.qpn,
                                         move.sport, config.verify_s + AGENT_WAIT_S)
+        if self.on_change is not None:
+            on_change = self.on_change
+            move.future.add_done_callback(lambda _: on_change())
+            on_change()
 
     def advance(self, now: float) -> None:
         """Move every move on as far as what happened since the last tick allows."""
         config = self.settings()
         for move in self.moves:
-            if move.state is MoveState.COMMANDING and move.future is not None and move.future.done():
+            if move.future is not None and move.future.done() and not move.answered:
                 self._answered(move, now, config)
+            elif move.state is MoveState.COMMANDING and self._seen_on_path(move):
+                # The new 5-tuple on the new path: the agent applied the port, and its
+                # answer is still on its way (under load it lagged the samples by 0.2 s).
+                move.flow.sport = move.sport
+                self._moved(move, now, config)
             elif move.state is MoveState.VERIFYING:
                 self._verify(move, now, config)
             elif move.state is MoveState.CLEARING:
@@ -184,40 +201,52 @@ class Mover:
         self.moves = [m for m in self.moves if m.state is not MoveState.DONE or now < m.deadline]
 
     def _answered(self, move: Move, now: float, config: GorConfig) -> None:
+        """The agent's answer to the command in force: ``commanded`` (verifying, unless
+        the data plane showed the move already) or ``command_failed``."""
         assert move.future is not None
+        move.answered = True
         error = move.future.exception()
         if error is not None:
             self._emit("command_failed", move, error=str(error))
-            self._next_or_rollback(move)
+            if move.state is MoveState.COMMANDING:
+                self._next_or_rollback(move)
             return
         reply = move.future.result()
         move.flow.sport = move.sport
         self._emit("commanded", move, waited_s=round(reply.waited_s, 4))
-        move.state, move.deadline = MoveState.VERIFYING, now + config.verify_s
+        if move.state is MoveState.COMMANDING:
+            move.state, move.deadline = MoveState.VERIFYING, now + config.verify_s
 
     def _verify(self, move: Move, now: float, config: GorConfig) -> None:
         if self._seen_on_path(move):
-            move.flow.moved_at = move.moved_t = now
-            self._emit("moved", move, path="-".join(move.path), sport=move.sport,
-                       latency_s=round(now - move.detect_t, 4))
-            if move.link is None:
-                self._finish(move, "moved")
-            else:
-                move.state, move.deadline = MoveState.CLEARING, now + config.clear_s
+            self._moved(move, now, config)
         elif now > move.deadline:
             self._emit("not_moved", move, path="-".join(move.path))
             self._next_or_rollback(move)
 
+    def _moved(self, move: Move, now: float, config: GorConfig) -> None:
+        """The data plane showed ``move``'s flow on its new path: ``moved``, then done
+        (a move by hand) or clearing its link."""
+        move.flow.moved_at = move.moved_t = now
+        self._emit("moved", move, path="-".join(move.path), sport=move.sport,
+                   latency_s=round(now - move.detect_t, 4))
+        if move.link is None:
+            self._finish(move, "moved")
+        else:
+            move.state, move.deadline = MoveState.CLEARING, now + config.clear_s
+
     def _seen_on_path(self, move: Move) -> bool:
-        """Whether the new 5-tuple was sampled, since the command, leaving a switch of
-        the new path by the port towards the path's next switch: the source leaf by the
-        planned uplink, or the planned spine towards the destination leaf. Either proves
-        the path (the spine a packet leaves is the one it went up to), and two sampling
-        points give the evidence twice as fast as one."""
+        """Whether the new 5-tuple (with the commanded port: until the agent's answer is
+        in, the flow has its old one) was sampled, since the command, leaving a switch
+        of the new path by the port towards the path's next switch: the source leaf by
+        the planned uplink, or the planned spine towards the destination leaf. Either
+        proves the path (the spine a packet leaves is the one it went up to), and two
+        sampling points give the evidence twice as fast as one."""
         hops = [(a, b) for a, b in zip(move.path[1:], move.path[2:-1])]
         for link in hops:
             switch, port = self.links.port_of(link)
-            if self.samples.seen(move.flow.five_tuple, switch, port, move.since):
+            if self.samples.seen(dataclasses.replace(move.flow.five_tuple, sport=move.sport), switch, port,
+                                 move.since):
                 return True
         return False
 

@@ -65,6 +65,8 @@ _SETTINGS: dict[str, tuple[str, Any, str]] = {
     "act": ("act_level", lambda v: LEVELS.index(v) if v in LEVELS else int(v),
             "alarm level GOR acts on: notice, warning, critical"),
     "act_util": ("act_util", _fraction, "min utilisation of an alarmed link for GOR to act (0.75 or 75%)"),
+    "act_switch": ("act_switch_level", lambda v: None if v == "off" else LEVELS.index(v) if v in LEVELS else int(v),
+                   "a switch's own alarm at this level is acted on without act_util: notice, warning, critical, off"),
     "top": ("top_n", int, "elephants considered per alarmed link"),
     "safety": ("safety", _fraction, "max projected utilisation of a new path (0.75 or 75%)"),
     "verify": ("verify_s", float, "seconds to see a moved flow on its new path"),

@@ -2,7 +2,7 @@
 
 A configuration's job is the demo's (`experiments.configs.build_job`: the same ranks,
 ring orders, QPs and port mode), its ports are the agents' own plan
-(`tccl.agent.port_function`: random, or hash-orthogonal through `tccl.ports`), and the
+(`tccl.agent.planned_ports`: random, or hash-orthogonal through `tccl.ports`), and the
 flows of a step are the pairs its groups' rings (or pipeline sends) connect
 (`tccl.trace`, `tccl.collectives`), one flow per QP, NVLink pairs left out.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tccl import trace as T
-from tccl.agent import port_function, step_flows as agent_step_flows
+from tccl.agent import planned_ports, step_flows as agent_step_flows
 from tccl.job import Job
 
 from scale.fabric import FabricIndex
@@ -106,11 +106,15 @@ def job_step_flows(index: FabricIndex, job: Job, trace: T.Trace,
     ``layout``: the job's `step_layout`, if the caller has it."""
     # A trace's flows come from its steps' groups (`tccl.agent.workload_flows`), not
     # from the job's one ring: none is needed.
-    port, _ = port_function(job, [], trace, plan=index.plan)
+    port, planned = planned_ports(job, [], trace, plan=index.plan)
     layout = layout or step_layout(index, job, trace)
     nic = layout.nic
     out = []
     for cols, unit in zip(layout.flows, layout.units):
-        sports = np.array([port(a, b, i) for a, b, i in cols.tolist()], dtype=np.int64)
+        # The plan's own port where it has the flow (one C-level map), else `port`'s.
+        src, dst, qp = (c.tolist() for c in cols.T)
+        found = list(map(planned.get, zip(src, dst) if job.transport.qps == 1 else zip(src, dst, qp)))
+        sports = np.array([p if p is not None else port(a, b, i) for p, a, b, i in zip(found, src, dst, qp)],
+                          dtype=np.int64)
         out.append(StepFlows(cols[:, 0], cols[:, 1], cols[:, 2], nic[cols[:, 0]], nic[cols[:, 1]], sports, unit))
     return out

@@ -116,7 +116,7 @@ def port_function(job: Job, ring: list[int], trace: Trace | None = None,
                   groups: P.Groups | None = None, plan: AddressPlan | None = None
                   ) -> tuple[Callable[..., int], dict[str, int]]:
     """Source port per QP -- ``port(local rank, peer rank[, QP index])`` -- as the job's
-    port mode plans it.
+    port mode plans it, and the plan by name (``"a->b#qp"``: what the agent reports).
 
     Every agent computes the same plan from the same job file (and the ECMP ``groups``
     GOR published, if any), so a flow's port is known everywhere without any exchange.
@@ -124,6 +124,17 @@ def port_function(job: Job, ring: list[int], trace: Trace | None = None,
     Orthogonal ports need the fabric's addressing ``plan``: by default the one of the
     job's ``fabric`` spec.
     """
+    port, planned = planned_ports(job, ring, trace, groups, plan)
+    return port, {"->".join(map(str, k[:2])) + (f"#{k[2]}" if len(k) > 2 else ""): p
+                  for k, p in planned.items()}
+
+
+def planned_ports(job: Job, ring: list[int], trace: Trace | None = None,
+                  groups: P.Groups | None = None, plan: AddressPlan | None = None
+                  ) -> tuple[Callable[..., int], dict[tuple[int, ...], int]]:
+    """`port_function`'s ``port`` and the plan by key (``(local, peer)``, or with the
+    QP index when the job has several): the flow-level model (`scale.flows`) looks up
+    a 100k-GPU job's 200 000 flows in it and needs no names."""
     t = job.transport
     ranks = {r.rank: r for r in job.ranks}
     pairs = [(a, b) for a, b in workload_flows(job, ring, trace)
@@ -149,8 +160,7 @@ def port_function(job: Job, ring: list[int], trace: Trace | None = None,
         seed = f"{t.seed}/{local}/{peer}" + (f"/{index}" if index else "")
         return P.random_ports([key], seed)[key]
 
-    return port, {"->".join(map(str, k[:2])) + (f"#{k[2]}" if len(k) > 2 else ""): p
-                  for k, p in planned.items()}
+    return port, planned
 
 
 def collective_timeout(job: Job, op: str, size: int) -> float:

@@ -28,6 +28,7 @@ from controller.config import GorConfig, default_config, default_switch_alarms, 
 from controller import gor as gor_module
 from controller.gor import Gor
 from controller.views import why_line
+from emulation.clock import EmulationClock
 from controller.elephants import Sample, SampleWindow, parse_sample
 from controller.moves import Move
 from controller.paths import candidate_paths, find_port, predict
@@ -760,7 +761,7 @@ def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(t
     assert not gor._wake.is_set()
     dead.clear()
     gor._on_push("sp1")                                         # back and re-pushed: a tick now
-    assert gor._wake.is_set() and gor._between_ticks(now[0] + 0.25) is True
+    assert gor._wake.is_set() and gor._between_ticks(now[0] + 0.25) == "tick"
     before = len(gor.events.snapshot())
     gor._check_cables()
     names = [(e["event"], e.get("switch") or e.get("link")) for e in gor.events.snapshot()[before:]]
@@ -771,7 +772,9 @@ def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(t
 
 def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
     """A PacketIn carrying an alarm of a fabric link that raises its level wakes GOR's
-    loop, which ticks at once (not at the next interval); one that raises nothing, or
+    loop, which ticks at once (not at the next interval: the tick polls the
+    utilisation the alarm needs; a reaction without it is the next test's); one that
+    raises nothing, or
     raises a NIC link (moving flows cannot relieve it), does not; a sample-only
     PacketIn waits for the tick. GOR programs its alarm levels into every switch."""
     plan = AddressPlan(SPEC)
@@ -790,17 +793,17 @@ def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
     assert not gor._wake.is_set() and gor._incoming.qsize() == 1
     gor._on_packet("b0l0", packet_in(up0, WARNING))
     assert gor._wake.is_set() and gor._incoming.qsize() == 1
-    assert gor._between_ticks(now[0] + 0.25) is True             # a tick now
+    assert gor._between_ticks(now[0] + 0.25) == "tick"           # a tick now
     (raised,) = [e for e in gor.events.snapshot() if e["event"] == "alarm_raised"]
     assert (raised["link"], raised["level"], raised["source"], raised["alarm_ms"]) == \
         ("b0l0->sp0", "warning", "switch", 10.0)
     gor._on_packet("b0l0", packet_in(up0, NOTICE))               # below the level in force
-    assert gor._take_switch_alarms() is False
+    assert gor._take_switch_alarms() == ""
     nic = plan.server_at(0, 0).nics[0]
     gor._on_packet("b0l0", packet_in(nic.leaf_port, CRITICAL))   # a NIC link: alarmed, not acted on
-    assert gor._take_switch_alarms() is False and gor.alarms.level(LinkMap(plan).tx[("b0l0", nic.leaf_port)]) == CRITICAL
+    assert gor._take_switch_alarms() == "" and gor.alarms.level(LinkMap(plan).tx[("b0l0", nic.leaf_port)]) == CRITICAL
     gor._on_packet("b0l0", packet_in(up0, CRITICAL))
-    assert gor._take_switch_alarms() is True and gor.alarms.level(("b0l0", "sp0")) == CRITICAL
+    assert gor._take_switch_alarms() == "tick" and gor.alarms.level(("b0l0", "sp0")) == CRITICAL
     gor.events.close()
 
 
@@ -817,10 +820,11 @@ class ListingAgents(FakeAgents):
 
 def gor_on_hot_uplink(plan: AddressPlan, spec: FabricSpec, run_dir, now: list[float], agents: FakeAgents,
                       tuples: list[FiveTuple], listed: bool = True, clock: StoppedClock | None = None,
-                      **settings) -> Gor:
+                      quiet: bool = False, **settings) -> Gor:
     """A GOR on a stopped clock whose agents list their flows (already, when
     ``listed``), whose telemetry shows b0l0's uplink to sp0 (`LINK`) at 95 % with ECN
-    marks and whose samples show ``tuples`` leaving by it; one tick run."""
+    marks (``quiet``: at 30 %, no mark) and whose samples show ``tuples`` leaving by
+    it; one tick run."""
     gor = Gor(plan, build_pipeline(spec), run_dir, clock=clock or StoppedClock(now), agents=agents)
     if listed:
         gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
@@ -829,7 +833,8 @@ def gor_on_hot_uplink(plan: AddressPlan, spec: FabricSpec, run_dir, now: list[fl
     if settings:
         gor.configure(**settings)
     links = LinkMap(plan)
-    hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0)
+    hot = LinkStats(LINK, links.capacity[LINK], 0.25, 0.95 * links.capacity[LINK], 1000, 250, 50, 60, 0) \
+        if not quiet else LinkStats(LINK, links.capacity[LINK], 0.25, 0.3 * links.capacity[LINK], 300, 75, 0, 2, 0)
     gor.telemetry = SimpleNamespace(links=links, latest={LINK: hot},  # type: ignore[assignment]
                                     poll=lambda clock, min_interval=0.0: {LINK: hot}, storms=[])
     for i in range(3):
@@ -957,6 +962,50 @@ def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate
     gor.events.close()
 
 
+def test_a_switchs_warning_is_acted_on_at_once_a_notice_waits_for_the_utilisation(tmp_path):
+    """Two flows collide on b0l0's uplink to sp0, but the telemetry rounds show it at
+    30 % (a step that started inside the round). A switch's notice (one mark) raises
+    the alarm and is not acted on: the poll must show the load. The switch's warning
+    (4 marks within 8 packet times: a queue that persists) wakes the loop and is acted
+    on in that tick without a round's utilisation (``act_switch_level`` warning: off
+    by default, `GorConfig` says why); a warning the poll alone raised is not (marks
+    of a busy link with room left), nor, with ``act_switch_level`` at critical, the
+    switch's warning."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=3)
+    plan = AddressPlan(spec)
+    listing, tuples = two_flows_up_sp0(plan)
+    port = plan.uplink_port(0)
+
+    def alarm(gor: Gor, level: int, t: float) -> str:
+        gor._switch_alarms.put(SwitchAlarm("b0l0", port, level, 4, t - 0.002, t))
+        return gor._take_switch_alarms()
+
+    for case in ("switch", "poll", "critical only"):
+        now = [100.0]
+        settings = {"act_switch_level": CRITICAL if case == "critical only" else WARNING}
+        gor = gor_on_hot_uplink(plan, spec, tmp_path / case.replace(" ", "-"), now, ListingAgents(listing),
+                                tuples, quiet=True, **settings)
+        assert alarm(gor, NOTICE, now[0]) == "tick"          # raised: a tick polls its utilisation
+        now[0] += 0.05
+        gor.tick()
+        assert not [e for e in gor.events.snapshot() if e["event"] == "detect"]
+        now[0] += 0.05
+        if case == "poll":
+            gor.alarms.update(now[0], {LINK: LinkSample(0.1, 45, 500)})
+            assert gor.alarms.level(LINK) == WARNING
+        else:
+            assert alarm(gor, WARNING, now[0]) == ("react" if case == "switch" else "tick")
+        gor.tick()
+        decided = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+        if case == "switch":
+            (d,) = decided
+            assert len(d["moves"]) == 1 and d["moves"][0]["current"].split("-")[2] == "sp0"
+        else:
+            assert decided == [], case
+        gor.mover._pool.shutdown(wait=True)
+        gor.events.close()
+
+
 class SteppingClock(StoppedClock):
     """A stopped clock that a wait with nothing to wake it moves on by its timeout."""
 
@@ -982,8 +1031,8 @@ class GatedAgents(ListingAgents):
 def test_an_alarmed_link_waiting_for_the_agents_listing_is_planned_when_it_arrives(tmp_path):
     """Two flows collide on b0l0's uplink before any agent listed them: the tick asks
     the agents (a listing on its thread) and finds nothing it may move. The listing
-    comes in between ticks: the loop runs a tick at once -- one `ALARM_TICK_GAP_S`
-    after the last, not a telemetry interval -- and that tick moves a flow."""
+    comes in between ticks: the loop reacts at once -- `REACT_GAP_S` after the last
+    tick, not a telemetry interval -- and that reaction moves a flow."""
     spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
     plan = AddressPlan(spec)
     now = [100.0]
@@ -995,11 +1044,138 @@ def test_an_alarmed_link_waiting_for_the_agents_listing_is_planned_when_it_arriv
     ticked = now[0]
     agents.gate.set()
     wait_for("the listing to wake the loop", gor._wake.is_set, 5)
-    assert gor._between_ticks(ticked + gor.config.interval_s) is True
-    assert now[0] - ticked == pytest.approx(gor_module.ALARM_TICK_GAP_S)
-    gor.tick()
+    assert gor._between_ticks(ticked + gor.config.interval_s) == "react"
+    assert now[0] - ticked == pytest.approx(gor_module.REACT_GAP_S)
+    gor.react()
     decide = [e for e in gor.events.snapshot() if e["event"] == "decide"]
     assert len(decide) == 2 and len(decide[1]["moves"]) == 1, decide
     assert [e["event"] for e in gor.events.snapshot()].count("command") == 1
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
+
+
+def test_a_move_is_taken_in_while_the_loop_is_in_a_ticks_poll(tmp_path):
+    """The moves in flight are watched on a thread of their own: the agent's answer and
+    the sample that shows the flow on its new path are taken in while the loop's tick
+    waits for the switches' counters (a poll took 0.1-0.2 s under load: acks were
+    taken in 0.13-0.3 s after the agents sent them, when the loop's thread watched)."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    clock = EmulationClock.start()
+    now = [clock.now()]
+    listing, tuples = two_flows_up_sp0(plan)
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, clock=clock)
+    (m,) = gor.mover.moves
+    polled, release = threading.Event(), threading.Event()
+    quiet = gor.telemetry.poll
+
+    def slow_poll(clock, min_interval=0.0):
+        polled.set()
+        assert release.wait(20)
+        return quiet(clock, min_interval)
+
+    gor.telemetry.poll = slow_poll
+    ticking = threading.Thread(target=gor.tick)
+    watcher = threading.Thread(target=gor._watch)
+    ticking.start()
+    watcher.start()
+    try:
+        assert polled.wait(5)
+        wait_for("the agent's answer taken in", lambda: any(e["event"] == "commanded" for e in gor.events.snapshot()), 5)
+        ft = FiveTuple(m.flow.src, m.flow.dst, sport=m.sport)
+        gor._incoming.put(Sample(clock.now(), "b0l0", 1, plan.uplink_port(int(m.path[2][2:])), 0, ft, 1000))
+        wait_for("the move seen on its new path", lambda: any(e["event"] == "moved" for e in gor.events.snapshot()), 5)
+        assert ticking.is_alive()                     # all of it while the tick still polls
+    finally:
+        release.set()
+        gor._stop.set()
+        gor._moves_changed.set()
+        ticking.join(10)
+        watcher.join(10)
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
+
+
+class SlowAnswerAgents(ListingAgents):
+    """Agents whose answer to a port change waits for ``gate`` (a reply that lags)."""
+
+    def __init__(self, listing: list[AgentFlow]) -> None:
+        super().__init__(listing)
+        self.gate = threading.Event()
+
+    def set_source_port(self, server: str, qpn: int, sport: int, timeout_s: float) -> object:
+        assert self.gate.wait(10)
+        return super().set_source_port(server, qpn, sport, timeout_s)
+
+
+def test_the_new_port_sampled_on_the_new_path_is_the_move_before_the_agents_answer(tmp_path):
+    """The data plane's evidence does not wait for the agent's answer (under load the
+    answers lagged the samples by 0.2 s): a sample of the flow with its commanded port
+    leaving by the new path's uplink is ``moved`` while the command is unanswered; the
+    answer, when it comes, is ``commanded`` and leaves the move clearing its link. A
+    sample of the flow's old port proves nothing, nor does an agents' listing asked for
+    before the command undo the port."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    now = [100.0]
+    listing, tuples = two_flows_up_sp0(plan)
+    agents = SlowAnswerAgents(listing)
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples)
+    (m,) = gor.mover.moves
+    up = plan.uplink_port(int(m.path[2][2:]))
+    old = m.flow.five_tuple
+    gor.samples.add([Sample(now[0] + 0.01, "b0l0", 1, up, 0, old, 1000)])
+    now[0] += 0.02
+    gor.mover.advance(now[0])
+    assert [e["event"] for e in gor.events.snapshot()].count("moved") == 0
+    gor.samples.add([Sample(now[0] + 0.01, "b0l0", 1, up, 0, dataclasses.replace(old, sport=m.sport), 1000)])
+    now[0] += 0.02
+    gor.mover.advance(now[0])
+    (moved,) = [e for e in gor.events.snapshot() if e["event"] == "moved"]
+    assert moved["sport"] == m.sport and m.flow.sport == m.sport and m.state.value == "clearing"
+    assert not any(e["event"] == "commanded" for e in gor.events.snapshot())
+    # A listing the agents were asked for before the command shows the old port: GOR
+    # keeps the one it gave, before the answer and after it.
+    before = [dataclasses.replace(f, sport=old.sport) if f.qpn == m.flow.qpn else f for f in listing]
+    gor._refresh_agent_flows(*agents.flows()[:1], before, now[0], asked=m.since - 0.01)
+    assert m.flow.sport == m.sport
+    agents.gate.set()
+    m.future.result(5)
+    events = advance_moves(gor, now, 0.02)
+    assert [e["event"] for e in events] == ["commanded"] and m.state.value == "clearing"
+    gor._refresh_agent_flows(*agents.flows()[:1], before, now[0], asked=m.since - 0.01)
+    assert m.flow.sport == m.sport
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
+
+
+def test_a_ports_samples_are_those_of_the_whole_window_at_that_port():
+    """The window's index by port (a port's elephants, a move's evidence) holds what
+    the whole window holds at that port, through adds and prunes: the same elephants
+    as a window of only that port's samples in the time kept, and `seen` true exactly
+    when a sample of that flow left by that port since the given time."""
+    import random
+    rng = random.Random(5)
+    ports = [("b0l0", 3), ("b0l0", 4), ("sp0", 1)]
+    flows = [FiveTuple("10.0.0.1", "10.0.1.1", sport=50000 + k) for k in range(4)]
+    window = SampleWindow(1.0, 16)
+    kept: list[Sample] = []
+    t = 0.0
+    for rnd in range(30):
+        batch = []
+        for _ in range(rng.randrange(0, 40)):
+            t += rng.random() * 0.01
+            switch, port = rng.choice(ports)
+            batch.append(Sample(t, switch, 1, port, 0, rng.choice(flows), rng.choice((100, 1086))))
+        window.add(batch)
+        kept += batch
+        window.prune(t)
+        kept = [s for s in kept if s.time >= t - 1.0]
+        for switch, port in ports:
+            alone = SampleWindow(1.0, 16)
+            alone.add([s for s in kept if (s.switch, s.egress_port) == (switch, port)])
+            assert window.flows(t, switch, port) == alone.flows(t)
+            since = t - rng.random() * 1.2
+            for f in flows:
+                assert window.seen(f, switch, port, since) == any(
+                    s.flow == f and (s.switch, s.egress_port) == (switch, port) and s.time >= since for s in kept)

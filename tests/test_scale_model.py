@@ -294,3 +294,26 @@ def test_cli_names_what_is_wrong(tmp_path: Path) -> None:
         and "blocks: 1250000 blocks take 21 address bits, leaving room for 0 rails" in run.stderr
     run = _cli(str(DEFAULT), str(TRACE), "--configs", "stock,fast")
     assert run.returncode == 2 and "unknown configuration(s) ['fast']" in run.stderr
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_max_min_rates_are_max_min_fair_through_many_bottleneck_levels(seed):
+    """Progressive filling shrinks what still grows as flows freeze (incidences, flows,
+    and the links, compacted as they empty): on random paths with many bottleneck
+    levels the rates stay max-min fair -- no link over its capacity, and every flow
+    has a full link on its path on which no flow gets more."""
+    rng = np.random.default_rng(seed)
+    n, links = 600, 120
+    paths = np.full((n, 4), NONE)
+    for f in range(n):
+        k = int(rng.integers(1, 5))
+        paths[f, :k] = rng.choice(links, k, replace=False)
+    cap = {i: float(rng.integers(1, 40)) * 1e6 for i in range(links)}
+    alloc = max_min_rates(paths, cap)
+    load = {int(l): float(b) for l, b in zip(alloc.links, alloc.load_bps)}
+    assert all(load[l] <= cap[l] * (1 + 1e-9) for l in load)
+    on = {l: [f for f in range(n) if l in paths[f]] for l in load}
+    for f in range(n):
+        assert any(load[l] >= cap[l] * (1 - 1e-9) and
+                   all(alloc.rates[g] <= alloc.rates[f] * (1 + 1e-9) for g in on[l])
+                   for l in paths[f] if l != NONE), f

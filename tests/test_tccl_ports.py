@@ -171,3 +171,58 @@ def test_a_nics_leaf_from_its_address_is_the_plans():
         for bad in ("10.1", "10.0.0.300", "x", "10.9.0.1"):
             with pytest.raises(KeyError, match="is not a NIC address"):
                 ports._leaf_of(plan, bad)
+
+
+SCALE_FABRICS = Path(__file__).resolve().parent.parent / "scale" / "fabrics"
+
+
+@pytest.mark.parametrize("spec", [FABRICS / "default.yaml", FABRICS / "three-tier.yaml",
+                                  SCALE_FABRICS / "cluster-100k.yaml"])
+def test_the_port_table_gives_every_flow_the_port_of_the_per_flow_search(spec):
+    """The orthogonal plan's ports from one table of the range (`_distinct_ports_onto`)
+    are those of `port_for_spine` run flow after flow, each avoiding the ports taken
+    before it -- also where flows share a target and a start, so that the later ones
+    must skip the earlier ones' ports (the search order: from the start, wrapping)."""
+    p = AddressPlan(load_spec(spec, emulated=False), emulated=False)
+    rng = random.Random(11)
+    k, supers = p.spec.spines, p.spec.super_spines
+    flows, spines, superspines, starts = [], [], [], []
+    sources = [p.servers[i].nics[0] for i in range(0, len(p.servers), max(1, len(p.servers) // 40))]
+    for n in range(400):
+        a, b = rng.sample(sources, 2) if n % 40 else (sources[0], sources[-1])
+        if a.leaf == b.leaf:
+            continue
+        flows.append((a.ip, b.ip, n))
+        spines.append(rng.randrange(k) if n % 40 else 0)
+        crosses = supers and p.pod_of(a.block) != p.pod_of(b.block)
+        superspines.append((rng.randrange(supers) if n % 40 else 0) if crosses else None)
+        # Every 40th flow: one pair, one target, one start -- each must skip the last's port.
+        starts.append(rng.randint(49152, 65535) if n % 40 else 60000)
+    used: set[int] = set()
+    expected = []
+    for (src, dst, _), spine, superspine, start in zip(flows, spines, superspines, starts):
+        expected.append(ports.port_for_spine(p, src, dst, spine, start, used, None, superspine))
+        used.add(expected[-1])
+    assert len(flows) > 200 and len(set(expected)) == len(expected)
+    assert ports._distinct_ports_onto(p, flows, spines, superspines, starts) == expected
+
+
+@pytest.mark.parametrize("seed, n", [(1, 0), (1, 1), ("x/3", 1000), (7, 50_000)])
+def test_ports_drawn_in_blocks_are_randints_of_the_same_generator(seed, n):
+    """`draw_ports` gives exactly what n calls of randint over the port range give
+    (the stock library's ports and the orthogonal plan's starts, as before)."""
+    rng = random.Random(seed)
+    expected = [rng.randint(49152, 65535) for _ in range(n)]
+    assert ports.draw_ports(random.Random(seed), n).tolist() == expected
+
+
+def test_many_nics_leaves_from_their_addresses_are_the_plans():
+    """`_leaves_of` (one array for a job's NICs) gives `_leaf_of`'s leaf per address,
+    and a non-NIC address among them is `_leaf_of`'s error."""
+    spec = FabricSpec(blocks=300, servers_per_block=2, rails=2, spines=2, pods=3, super_spines=1)
+    plan = AddressPlan(spec, emulated=False)
+    ips = [nic.ip for nic in plan.nics()]
+    assert ports._leaves_of(plan, ips) == {ip: ports._leaf_of(plan, ip) for ip in ips}
+    for bad in ("10.1", "10.0.0.300", "x", "10.9.0.1"):
+        with pytest.raises(KeyError, match="is not a NIC address"):
+            ports._leaves_of(plan, ips[:3] + [bad])

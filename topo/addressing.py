@@ -32,6 +32,7 @@ per NIC.
 from __future__ import annotations
 
 import ipaddress
+import socket
 import zlib
 from dataclasses import dataclass
 from functools import cached_property
@@ -74,13 +75,14 @@ def nic_location(spec: FabricSpec, address: Any) -> tuple[Any, Any, Any]:
 
 
 def ip_str(address: int) -> str:
-    """Integer -> dotted quad."""
-    return str(ipaddress.IPv4Address(address))
+    """Integer -> dotted quad (`ipaddress`'s text, a third of its time: a 100k-GPU
+    plan formats 200 000 of them)."""
+    return socket.inet_ntoa(address.to_bytes(4, "big"))
 
 
 def mac_str(value: int) -> str:
     """48-bit integer -> ``aa:bb:cc:dd:ee:ff``."""
-    return ":".join(f"{(value >> s) & 0xFF:02x}" for s in range(40, -8, -8))
+    return value.to_bytes(6, "big").hex(":")
 
 
 def salt_of(switch_id: int) -> int:
