@@ -48,9 +48,11 @@ UNPACED_RING_BLOCKS = 8 * RING_BLOCKS
 # Emulated seconds a PacketIn may wait in the C queue for the ones after it: the relay
 # thread wakes once per batch, not once per PacketIn. A wake-up of that Python thread
 # (cold, ~150 us) cost the fabric's switches more than their C loops' per-frame work
-# at astral.p4's 1-in-16 sampling; GOR reads samples per 0.25 s tick and holds alarm
-# ticks 50 ms apart (controller/gor.py), so 20 ms more is lost in its own rhythm.
-PACKET_IN_INTERVAL_S = 0.02
+# at astral.p4's 1-in-16 sampling. But astral.p4's ECN alarms are PacketIns too, and
+# GOR's first-mark -> alarm goal is 10 ms: at 20 ms (batches of samples) the alarm
+# waited a whole interval (`python -m bench gor`: p50 23.0 ms), at 4 ms 6.5, at 2 ms
+# 4.2 (p99 4.8-5.4) -- 2 ms keeps bursts together and the alarm well inside its goal.
+PACKET_IN_INTERVAL_S = 0.002
 
 
 class _LoopLock:
