@@ -61,7 +61,7 @@ SETTLE_S = 2.0           # after the cable is back, stalls still count this long
 STALL_FRACTION = 0.25    # an interval below this share of the baseline rate is a stall
 ITERATIONS = 8           # so that the job outlives the failure
 RESTART_TIMEOUT_S = 30.0  # a killed switch restarted -> programmed again (without GOR)
-RETRY_S = 0.2            # between tries to program a restarted switch not serving yet
+RETRY_S = 0.2            # between tries: to program a restarted switch, to find GOR's log entry
 SEEN_TIMEOUT_S = 5.0     # the fault undone -> GOR has logged it (its port/stream poll is 0.25 s)
 FAILURE_KINDS = ("cable", "switch", "super-cable")
 # The fabric each kind runs on (None: the settings' fabric).
@@ -163,15 +163,16 @@ class CableFailure:
         if gor_events is None or self.t_up is None:
             return
         end = clock.now() + SEEN_TIMEOUT_S
-        while not self._gor_saw_it_up(gor_events) and clock.now() < end:
+        while not self._gor_logged(gor_events, self.t_up) and clock.now() < end:
             clock.wait(threading.Event(), RETRY_S)
 
-    def _gor_saw_it_up(self, gor_events: Path) -> bool:
+    def _gor_logged(self, gor_events: Path, since: float) -> bool:
+        """Whether GOR's log has ``UP_EVENT`` at or after emulated time ``since``."""
         try:
             events = read_events(gor_events)
         except (OSError, ValueError):    # not written yet, or a line half written
             return False
-        return any(e.get("event") == self.UP_EVENT and e["t"] >= (self.t_up or 0) for e in events)
+        return any(e.get("event") == self.UP_EVENT and e["t"] >= since for e in events)
 
     def finish(self) -> None:
         """Undo the fault now if it is still on (the run failed) and wait for that."""
@@ -292,7 +293,7 @@ def run_failure(settings: Settings, fail_after_s: float = FAIL_AFTER_S, down_s: 
                                            on_end=lambda: failure.wait_over(gor_log))
                     finally:
                         failure.finish()
-                    events = read_events(run_dir / "gor-events.jsonl") if config.gor else []
+                    events = read_events(gor_log) if gor_log else []
                     extra = failure_numbers(numbers, failure, hosts, events)
                     numbers.update(extra)
                     exp.repeats.setdefault(config.name, []).append(numbers)

@@ -165,8 +165,8 @@ def run_once(exp: Experiment, fabric: Any, recorder: Recorder, config: Config, r
     ``series`` and ``intervals``, the recorded telemetry of the run). ``on_start(t)``
     is called as the agents are launched (emulated time ``t``) and ``on_end()`` once
     they have ended, GOR still running: the failure scenario starts its cable failure
-    at the one and waits at the other until the cable is back, so a job that outlives
-    its fault by little still shows GOR the whole fault. ``fidelity`` holds how
+    at the one and waits at the other until the cable is back and GOR has logged it, so
+    a job that outlives its fault by little still shows GOR the whole fault. ``fidelity`` holds how
     faithful the emulation was over the job (switches' departures against the ideal
     links, the agents' departures against their pacers and their handling of frames
     after arrival, kernel drops)."""
