@@ -4,9 +4,10 @@ differences: loop latencies are in emulated seconds, like every figure).
 
 Every step of a reroute loop is an event carrying the loop's number (``loop``):
 ``detect`` (an alarm reached the acting level) -> ``decide`` (flow, path, port chosen)
--> ``command`` (sent to the agent) -> ``commanded`` (agent acknowledged) -> ``moved``
-(the data plane shows the flow on its new path) -> ``cleared`` (the alarm is gone),
-or ``rolled_back`` / ``failed``. `loop_latencies` reads the loop times back from a log,
+-> ``command`` (sent to the agent) -> ``commanded`` and ``moved`` (the agent
+acknowledged: the flow sends on its new port) -> ``verified`` (the data plane shows
+the flow on its new path) -> ``cleared`` (the alarm is gone), or ``rolled_back`` /
+``failed``. `loop_latencies` reads the loop times back from a log,
 so loop latency is measured from the record, not guessed.
 
     {"ts": 1764500000.12, "t": 812.33, "event": "moved", "loop": 1, "flow": "10.0.0.1:50123->10.1.1.2"}
@@ -82,16 +83,17 @@ def loop_latencies(events: Iterable[dict[str, Any]], end: str = "moved") -> dict
     return out
 
 
-def move_latencies(events: Iterable[dict[str, Any]]) -> list[float]:
-    """Seconds from the alarm a move relieves to the data plane showing the flow on its
-    new path, for every ``moved`` event of an automatic loop (a loop may move several
-    flows: each is its own detect -> moved time)."""
-    return [float(e["latency_s"]) for e in events if e.get("event") == "moved" and "latency_s" in e]
+def move_latencies(events: Iterable[dict[str, Any]], end: str = "moved") -> list[float]:
+    """Seconds from the alarm a move relieves to its flow sending on the new port
+    (``moved``: the agent's answer) -- or, with ``end="verified"``, to the data plane
+    showing it on its new path -- for every such event of an automatic loop (a loop may
+    move several flows: each is its own detect -> moved time)."""
+    return [float(e["latency_s"]) for e in events if e.get("event") == end and "latency_s" in e]
 
 
 # A flow's own steps in a loop (events that name it by its ``flow_id``).
 FLOW_STEPS = frozenset({"detect", "skip", "command", "commanded", "command_failed", "command_timeout", "moved",
-                        "not_moved", "retry", "measured", "rolled_back"})
+                        "verified", "not_verified", "retry", "measured", "rolled_back"})
 # A loop's steps that concern all of its moves.
 LOOP_STEPS = frozenset({"detect", "cleared", "not_cleared"})
 

@@ -2,11 +2,12 @@
 that the flow went where it was sent.
 
 A move walks through `MoveState`: ``COMMANDING`` (the agent was told the port for the
-next candidate path; its answer comes on a worker thread) -> ``VERIFYING`` (the new
-5-tuple must be sampled on the new path -- leaving the source leaf by the planned
-uplink, or the planned spine towards the destination leaf -- within ``verify_s``:
-``moved``; otherwise the next candidate is commanded, and when none is left the old
-port is put back: ``rolled_back``) -> ``CLEARING`` (a move off an alarmed
+next candidate path; its answer comes on a worker thread, when the flow has drained
+its message and sends on the new port: ``moved``) -> ``VERIFYING`` (the new 5-tuple
+must be sampled on the new path -- leaving the source leaf by the planned uplink, or
+the planned spine towards the destination leaf -- within ``verify_s``: ``verified``;
+otherwise ``not_verified`` and the next candidate is commanded, and when none is left
+the old port is put back: ``rolled_back``) -> ``CLEARING`` (a move off an alarmed
 link waits up to ``clear_s`` for the alarm to drop below ``act_level``: ``cleared`` or
 ``not_cleared``; a move that did not relieve its link, or whose new path raised an
 alarm meanwhile (a second tenant joined it), tries its next candidate -- the
@@ -15,6 +16,13 @@ event, at most `MAX_RETRIES` times) -> ``DONE``. When the clearing ends, a ``mea
 event puts the flow's rate the model predicted beside the one its samples on the new
 path show. A finished move stays listed for two intervals, so that its links are not
 planned again before telemetry shows it. Every step is an event.
+
+Why ``moved`` is the agent's answer and not the first sample: the answer says the
+flow's packets leave with the new port from then on (the agent applies it at a message
+boundary, with nothing of the old port in flight); the sample that shows it on the new
+path comes 1-in-`sample_rate` packets later and measures the sampling, not the move.
+Both are logged, each with its latency from the alarm (``latency_s``); a sample that
+arrives before the answer is both ``moved`` and ``verified``.
 
 The agent calls run on a worker pool: `Mover` never waits for an agent, so GOR's lock
 (held while moves advance) is never held across agent I/O.
@@ -85,7 +93,8 @@ class Move:
     since: float = 0.0
     deadline: float = 0.0
     outcome: str = ""
-    moved_t: float = float("-inf")        # when the data plane showed it on its new path
+    moved_t: float = float("-inf")        # when the agent (or the data plane) said it sends on the new port
+    verified_t: float = float("-inf")     # when the data plane showed it on its new path
     answered: bool = False                # the agent's answer to the command in force is in
     retries: int = 0
     done: threading.Event = field(default_factory=threading.Event)
@@ -142,11 +151,11 @@ class Mover:
     def busy_links(self, now: float) -> set[LinkId]:
         """Links on the old path of a move whose flow telemetry does not show on its
         new path yet, and the links those moves relieve: being commanded or verified, or
-        moved less than two intervals ago (a move waiting for its alarm to clear has
+        verified less than two intervals ago (a move waiting for its alarm to clear has
         long been visible, and holding its links back would hold back the next loop)."""
         settle = 2 * self.settings().interval_s
         pending = [m for m in self.moves if m.state in (MoveState.COMMANDING, MoveState.VERIFYING)
-                   or now - m.moved_t < settle]
+                   or now - m.verified_t < settle]
         return {link for m in pending for link in links_of(list(m.old_path))} | \
             {m.link for m in pending if m.link is not None}
 
@@ -190,7 +199,8 @@ class Mover:
                 # The new 5-tuple on the new path: the agent applied the port, and its
                 # answer is still on its way (under load it lagged the samples by 0.2 s).
                 move.flow.sport = move.sport
-                self._moved(move, now, config)
+                self._moved(move, now, "data plane")
+                self._verified(move, now, config)
             elif move.state is MoveState.VERIFYING:
                 self._verify(move, now, config)
             elif move.state is MoveState.CLEARING:
@@ -215,20 +225,29 @@ class Mover:
         move.flow.sport = move.sport
         self._emit("commanded", move, waited_s=round(reply.waited_s, 4))
         if move.state is MoveState.COMMANDING:
+            self._moved(move, now, "agent")
             move.state, move.deadline = MoveState.VERIFYING, now + config.verify_s
 
     def _verify(self, move: Move, now: float, config: GorConfig) -> None:
         if self._seen_on_path(move):
-            self._moved(move, now, config)
+            self._verified(move, now, config)
         elif now > move.deadline:
-            self._emit("not_moved", move, path="-".join(move.path))
+            self._emit("not_verified", move, path="-".join(move.path))
             self._next_or_rollback(move)
 
-    def _moved(self, move: Move, now: float, config: GorConfig) -> None:
-        """The data plane showed ``move``'s flow on its new path: ``moved``, then done
-        (a move by hand) or clearing its link."""
+    def _moved(self, move: Move, now: float, by: str) -> None:
+        """``move``'s flow sends on its new port from now on, as its agent answered (or,
+        its answer still on the way, the data plane showed): ``moved``, and the flow's
+        cooldown starts."""
         move.flow.moved_at = move.moved_t = now
-        self._emit("moved", move, path="-".join(move.path), sport=move.sport,
+        self._emit("moved", move, path="-".join(move.path), sport=move.sport, by=by,
+                   latency_s=round(now - move.detect_t, 4))
+
+    def _verified(self, move: Move, now: float, config: GorConfig) -> None:
+        """The data plane showed ``move``'s flow on its new path: ``verified``, then
+        done (a move by hand) or clearing its link."""
+        move.verified_t = now
+        self._emit("verified", move, path="-".join(move.path), sport=move.sport,
                    latency_s=round(now - move.detect_t, 4))
         if move.link is None:
             self._finish(move, "moved")

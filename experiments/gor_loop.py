@@ -8,7 +8,9 @@ spine (a collision GOR must resolve) or different ones (a balanced run GOR must 
 alone). Senders run below the NIC rate so that the NIC links themselves never queue.
 
 `measure_loop` runs the collision ``repeats`` times on a fabric with a GOR attached and
-returns the detect -> moved loop latencies (``gor_loop_s_p50``, ``gor_loop_s_max``) and,
+returns the detect -> moved loop latencies (``gor_loop_s_p50``, ``gor_loop_s_max``: to the
+agent's answer that the flow sends on its new port), detect -> verified (the first
+sample of it on its new path: ``gor_verified_s_p50``, ``gor_verified_s_max``) and,
 over every alarm a switch raised meanwhile, first CE mark -> alarm at GOR in emulated
 ms (``gor_alarm_ms_p50``, ``gor_alarm_ms_p99``: the first of the marks that reached
 the level, by the switch's clock, to the PacketIn's arrival, by GOR's; one clock).
@@ -111,7 +113,7 @@ def measure_loop(gor: Gor, repeats: int = 5, iters: int = 40, sender_mbps: float
     detect -> moved seconds, median and max; the switches' alarm latencies."""
     if gor.jobs is None:
         raise ScenarioError("GOR was started without a fabric: it cannot start agents")
-    latencies = []
+    latencies, verified = [], []
     for i in range(repeats):
         known = {e["loop"] for e in gor.events.snapshot() if e["event"] == "cleared"}
         gor.jobs.start(two_flow_job(gor.plan, (0, 0), iters, sender_mbps, f"collision{i}")[0])
@@ -122,9 +124,11 @@ def measure_loop(gor: Gor, repeats: int = 5, iters: int = 40, sender_mbps: float
             gor.jobs.jobs.clear()
         steps = loop_steps(gor, cleared["loop"])
         latencies.append(steps["moved"]["t"] - steps["detect"]["t"])
+        verified.append(steps["verified"]["t"] - steps["detect"]["t"])
     alarms = switch_alarm_ms(gor.events.snapshot())
     if not alarms:
         raise ScenarioError("no switch raised an ECN alarm during the collisions")
     return {"gor_loop_s_p50": statistics.median(latencies), "gor_loop_s_max": max(latencies),
+            "gor_verified_s_p50": statistics.median(verified), "gor_verified_s_max": max(verified),
             "gor_alarm_ms_p50": statistics.median(alarms), "gor_alarm_ms_p99": percentile(alarms, 0.99)}
 

@@ -71,6 +71,7 @@ def repeat_numbers(results: Mapping[str, Mapping[str, Any]], ideal_comm_s: float
     flows = [f for r in results.values() for f in r.get("flows", [])]
     events = list(events)
     latencies = move_latencies(events)
+    verified = move_latencies(events, "verified")
     per_iteration = [busbw_frac(ideal_comm_s, it, compute_s) for it in iterations]
     return {
         "iteration_s": iteration_s,
@@ -92,6 +93,10 @@ def repeat_numbers(results: Mapping[str, Mapping[str, Any]], ideal_comm_s: float
         "gor_loop_s": statistics.median(latencies) if latencies else None,
         "gor_loop_s_p99": percentile(latencies, 0.99),
         "gor_move_latencies_s": latencies,
+        # Detect -> the data plane's first sample of the flow on its new path.
+        "gor_verified_s": statistics.median(verified) if verified else None,
+        "gor_verified_s_p99": percentile(verified, 0.99),
+        "gor_verify_latencies_s": verified,
         "links": links["links"],
         # Where the bytes went: per (op, group) and per channel, every agent's summed.
         "traffic": merged(r["traffic"] for r in results.values() if "traffic" in r),
@@ -118,9 +123,10 @@ def config_row(repeats: Sequence[Mapping[str, Any]], model: Mapping[str, Any] | 
     for key in (*REQUIRED, "retransmits", "gor_loops", "busbw_frac_rest"):
         row[key] = median_of([r.get(key) for r in repeats])
     # GOR's detect -> moved over every move of every repeat (a repeat has a handful).
-    pooled = sorted(x for r in repeats for x in r.get("gor_move_latencies_s", []))
-    row["gor_loop_s"] = statistics.median(pooled) if pooled else None
-    row["gor_loop_s_p99"] = percentile(pooled, 0.99)
+    for key, of in (("gor_loop_s", "gor_move_latencies_s"), ("gor_verified_s", "gor_verify_latencies_s")):
+        pooled = sorted(x for r in repeats for x in r.get(of, []))
+        row[key] = statistics.median(pooled) if pooled else None
+        row[f"{key}_p99"] = percentile(pooled, 0.99)
     row["iteration_s_spread"] = spread(r["iteration_s"] for r in repeats).as_dict()
     row["busbw_frac_spread"] = spread(r["busbw_frac"] for r in repeats).as_dict()
     middle = sorted(repeats, key=lambda r: r["iteration_s"])[(len(repeats) - 1) // 2]

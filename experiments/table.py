@@ -25,6 +25,7 @@ COLUMNS = (
     ("drops", "drops", "d"),
     ("GOR moves", "gor_moves", "d"),
     ("loop s p50/p99", "gor_loop_s", ""),
+    ("verified s p50/p99", "gor_verified_s", ""),
     ("fidelity (p99 late)", "fidelity", ""),
 )
 
@@ -43,8 +44,8 @@ def _cell(row: Mapping[str, Any], key: str, fmt: str) -> str:
         if f["faithful"]:
             return f"ok ({f['p99_lateness_pkt']:.2f} pkt)"
         return f"UNFAITHFUL {f['unfaithful_repeats']}/{f['repeats']} ({f['p99_lateness_pkt']:.2f} pkt)"
-    if key == "gor_loop_s":
-        p50, p99 = row.get("gor_loop_s"), row.get("gor_loop_s_p99")
+    if key in ("gor_loop_s", "gor_verified_s"):
+        p50, p99 = row.get(key), row.get(f"{key}_p99")
         return "-" if p50 is None else f"{p50:.2f}/{p99:.2f}" if p99 is not None else f"{p50:.2f}"
     if key == "collisions":
         c, e = row.get("collisions"), row.get("collisions_expected_random")

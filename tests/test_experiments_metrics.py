@@ -158,6 +158,7 @@ def test_repeat_and_config_rows() -> None:
                         "flows": [{"cnps": 1, "ce_marked_rx": 2}]}}
     links = {"max_link_util": 0.97, "mean_link_util": 0.4, "drops": 4, "links": {"b0l0->sp0": {}}}
     events = [{"event": "detect", "loop": 1, "t": 10.0}, {"event": "moved", "loop": 1, "t": 10.8, "latency_s": 0.8},
+              {"event": "verified", "loop": 1, "t": 11.1, "latency_s": 1.1},
               {"event": "detect", "loop": 2, "t": 20.0}, {"event": "failed", "loop": 2, "t": 20.1}]
     r = repeat_numbers(results, ideal_comm_s=0.35, compute_s=0.05, links=links, events=events)
     assert r["iterations_s"] == [0.55, 0.7, 0.9] and r["iteration_s"] == 0.7
@@ -165,6 +166,8 @@ def test_repeat_and_config_rows() -> None:
     assert (r["ecn_marks"], r["cnps"], r["drops"], r["retransmits"]) == (7, 4, 4, 1)
     assert (r["gor_moves"], r["gor_loops"]) == (1, 2) and r["gor_loop_s"] == pytest.approx(0.8)
     assert r["gor_loop_s_p99"] == pytest.approx(0.8)
+    # The agent's answer is the move; the first sample on the new path its own figure.
+    assert r["gor_verified_s"] == pytest.approx(1.1) and r["gor_verify_latencies_s"] == [1.1]
     assert r["busbw_per_iteration"] == [pytest.approx(0.35 / (t - 0.05), abs=1e-4) for t in (0.55, 0.7, 0.9)]
     assert r["busbw_frac_rest"] == pytest.approx(0.35 / (0.8 - 0.05))   # median of 0.7 and 0.9
     # Both agents' bytes, summed: a TP AllReduce that stayed on NVLink shows as such.
@@ -173,10 +176,12 @@ def test_repeat_and_config_rows() -> None:
     assert r["traffic"]["bytes_by_step_channel"]["alltoall/ep"] == {"leaf": 60, "spine": 20}
     assert traffic_line(r["traffic"]).startswith("bytes by channel: nvlink 200, leaf 60, spine 20, superspine 0;")
     other = dict(r, iteration_s=0.9, busbw_frac=0.4, gor_moves=3, gor_loop_s=None,
-                 gor_move_latencies_s=[0.3, 2.5, 0.4])
+                 gor_move_latencies_s=[0.3, 2.5, 0.4], gor_verify_latencies_s=[0.6, 2.9])
     row = config_row([r, other, dict(r, iteration_s=0.5)], {"collisions": 2})
     # Detect -> moved over every move of every repeat: 0.3 0.4 0.8 0.8 2.5.
     assert row["gor_loop_s"] == pytest.approx(0.8) and row["gor_loop_s_p99"] == pytest.approx(2.5)
+    # Detect -> verified likewise: 0.6 1.1 1.1 2.9.
+    assert row["gor_verified_s"] == pytest.approx(1.1) and row["gor_verified_s_p99"] == pytest.approx(2.9)
     assert set(REQUIRED) <= set(row)
     assert row["iteration_s"] == 0.7 and row["gor_moves"] == 1 and row["collisions"] == 2
     assert row["iteration_s_spread"] == {"median": 0.7, "min": 0.5, "max": 0.9, "n": 3}
@@ -240,12 +245,14 @@ def test_table_has_a_row_per_config_with_spread_and_model() -> None:
            "model_busbw_frac": 0.5, "collisions": 8, "collisions_expected_random": 12.25,
            "max_link_util": 0.99, "mean_link_util": 0.2, "ecn_marks": 10, "cnps": 4, "drops": 0,
            "gor_moves": 0, "gor_loop_s": None}
-    text = format_table({"stock": row, "gor": dict(row, gor_moves=2, gor_loop_s=0.75)})
+    text = format_table({"stock": row, "gor": dict(row, gor_moves=2, gor_loop_s=0.75, gor_loop_s_p99=0.9,
+                                                    gor_verified_s=1.0, gor_verified_s_p99=1.25)})
     lines = text.splitlines()
     assert len(lines) == 4 and lines[2].startswith("stock") and lines[3].startswith("gor")
     assert "0.900 (0.800-1.100)" in lines[2] and "8 (12.2)" in lines[2]
-    # GOR's moves and loop time, then the fidelity column ("-": no fidelity recorded).
-    assert lines[3].split()[-3:] == ["2", "0.75", "-"] and lines[2].split()[-2] == "-"
+    # GOR's moves, loop time and verified time, then the fidelity column ("-": no
+    # fidelity recorded).
+    assert lines[3].split()[-4:] == ["2", "0.75/0.90", "1.00/1.25", "-"] and lines[2].split()[-3:] == ["-"] * 3
 
 
 def test_a_configuration_with_an_unfaithful_repeat_is_marked_in_the_table() -> None:

@@ -185,11 +185,11 @@ def test_two_elephants_on_one_uplink_are_split_and_the_alarm_clears(fabric: Fabr
         # its end); a terminated agent run leaves nothing the next one trips over.
         gor.jobs.stop_all()
         gor.jobs.jobs.clear()
-        assert {"detect", "decide", "command", "commanded", "moved", "cleared"} <= set(steps), steps
+        assert {"detect", "decide", "command", "commanded", "moved", "verified", "cleared"} <= set(steps), steps
         # Both flows share sp0's uplink from b0l0 and its downlink to b1l0.
         assert steps["detect"]["link"] in (f"{l0}->{sp0}", f"{sp0}->{l1}")
         assert steps["moved"]["path"].split("-")[2] == plan.spines[1].name
-        times = [steps[k]["t"] for k in ("detect", "decide", "command", "commanded", "moved", "cleared")]
+        times = [steps[k]["t"] for k in ("detect", "decide", "command", "commanded", "moved", "verified", "cleared")]
         assert times == sorted(times)
         latencies.append(steps["moved"]["t"] - steps["detect"]["t"])
         # Each uplink now carries one flow at >= 90 % of its fair rate.

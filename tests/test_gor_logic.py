@@ -450,24 +450,28 @@ def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp
     def step(seconds: float) -> list[str]:
         return [e["event"] for e in advance_moves(gor, now, seconds)]
 
-    # By hand to sp2: the agent acks, a sample of the new 5-tuple leaving b0l0 towards
-    # sp2 is the proof.
+    # By hand to sp2: the agent's answer (the flow sends on the new port) is the move;
+    # a sample of the new 5-tuple leaving b0l0 towards sp2 verifies it.
     move = gor.reroute(flow, paths[2])
     assert gor.agents.calls[-1][:2] == ("b0h0", 7) and move.sport != old
-    assert step(0.1) == ["commanded"]
+    events = advance_moves(gor, now, 0.1)
+    assert [e["event"] for e in events] == ["commanded", "moved"] and not move.done.is_set()
+    assert events[1]["by"] == "agent" and flow.moved_at == now[0]
     new = FiveTuple(src.ip, dst.ip, sport=move.sport)
     gor.samples.add([Sample(now[0], "b0l0", 1, plan.uplink_port(2), 0, new, 1000)])
-    assert step(0.1) == ["moved"] and move.done.is_set() and move.outcome == "moved"
+    events = advance_moves(gor, now, 0.1)
+    assert [e["event"] for e in events] == ["verified"] and move.done.is_set() and move.outcome == "moved"
+    assert events[0]["latency_s"] == pytest.approx(0.2)
     assert flow.sport == move.sport and predict(plan, new)[2] == "sp2"
     # Automatically off an alarmed link, two accepted paths, the data plane never shows
     # the flow on either: the second path is tried, then the old port comes back.
     start = flow.sport
     auto = Move(99, flow, start, ("b0l0", "sp2"), tuple(paths[2]), 5e6, [tuple(paths[0]), tuple(paths[1])], now[0])
     gor.mover.command(auto)
-    assert step(0.1) == ["commanded"]
-    assert step(gor.config.verify_s + 0.1) == ["not_moved", "command"]
-    assert step(0.1) == ["commanded"]
-    assert step(gor.config.verify_s + 0.1) == ["not_moved", "rolled_back"]
+    assert step(0.1) == ["commanded", "moved"]
+    assert step(gor.config.verify_s + 0.1) == ["not_verified", "command"]
+    assert step(0.1) == ["commanded", "moved"]
+    assert step(gor.config.verify_s + 0.1) == ["not_verified", "rolled_back"]
     assert auto.outcome == "failed" and flow.sport == start
     gor.mover._pool.shutdown(wait=True)         # the rollback call runs in a worker too
     assert gor.agents.calls[-1] == ("b0h0", 7, start)
@@ -503,9 +507,9 @@ def test_a_move_that_does_not_clear_its_link_retries_the_next_simulated_path(tmp
     move = Move(1, flow, old, hot, paths[2], 10e6, [paths[0], paths[1]], now[0],
                 predicted={paths[0]: 6e6, paths[1]: 4e6})
     gor.mover.command(move)
-    assert [e["event"] for e in step(0.1)] == ["commanded"]
+    assert [e["event"] for e in step(0.1)] == ["commanded", "moved"]
     shown_on(paths[0])
-    assert [e["event"] for e in step(0.1)] == ["moved"]
+    assert [e["event"] for e in step(0.1)] == ["verified"]
     assert step(gor.config.clear_s - 0.5) == []
     shown_on(paths[0], 4)                      # the samples of the last window measure it
     events = step(0.6)
@@ -513,9 +517,9 @@ def test_a_move_that_does_not_clear_its_link_retries_the_next_simulated_path(tmp
     measured, retry = events[1], events[2]
     assert measured["predicted_mbps"] == 6.0 and measured["samples"] == 4 and measured["measured_mbps"] > 0
     assert (retry["round"], retry["path"]) == (1, "-".join(paths[1]))
-    assert [e["event"] for e in step(0.1)] == ["commanded"]
+    assert [e["event"] for e in step(0.1)] == ["commanded", "moved"]
     shown_on(paths[1])
-    assert [e["event"] for e in step(0.1)] == ["moved"]
+    assert [e["event"] for e in step(0.1)] == ["verified"]
     for t in range(gor.config.thresholds.clear_after):
         gor.alarms.update(now[0] + t, {hot: LinkSample(0.0, 0, 500)})
     events = step(0.1)
@@ -930,7 +934,7 @@ def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate
     assert {first.split("-")[2], second.split("-")[2]} == {"sp1", "sp2"}
     # Its natural demand is its NIC's line rate (Hedera), which each spine's path gives it.
     assert len(decide["simulated"]) == 3 and move["predicted_mbps"] == 10.0
-    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["commanded"]
+    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["commanded", "moved"]
     (m,) = gor.mover.moves
     src, dst = plan.nic(m.flow.src), plan.nic(m.flow.dst)
 
@@ -941,7 +945,7 @@ def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate
                          for i in range(n)])
 
     shown_on(first, 3)
-    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["moved"]
+    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["verified"]
     # Nothing new on the new path yet: the move waits for its link to clear.
     assert advance_moves(gor, now, 0.1) == []
     joined = ("b0l0", first.split("-")[2])
@@ -953,9 +957,9 @@ def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate
     assert measured["path"] == first and measured["predicted_mbps"] == 10.0 and measured["samples"] == 3
     assert (retry["round"], retry["path"]) == (1, second)
     assert retry["reason"] == f"{joined[0]}->{joined[1]} alarmed on the new path"
-    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["commanded"]
+    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["commanded", "moved"]
     shown_on(second)
-    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["moved"]
+    assert [e["event"] for e in advance_moves(gor, now, 0.1)] == ["verified"]
     assert predict(plan, m.flow.five_tuple)[2] == second.split("-")[2]
     gor.mover._pool.shutdown(wait=True)
     assert len(agents.calls) == 2 and agents.calls[-1][2] == m.flow.sport
@@ -1056,7 +1060,7 @@ def test_an_alarmed_link_waiting_for_the_agents_listing_is_planned_when_it_arriv
 
 def test_a_move_is_taken_in_while_the_loop_is_in_a_ticks_poll(tmp_path):
     """The moves in flight are watched on a thread of their own: the agent's answer and
-    the sample that shows the flow on its new path are taken in while the loop's tick
+    the sample that verifies the flow on its new path are taken in while the loop's tick
     waits for the switches' counters (a poll took 0.1-0.2 s under load: acks were
     taken in 0.13-0.3 s after the agents sent them, when the loop's thread watched)."""
     spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
@@ -1084,7 +1088,7 @@ def test_a_move_is_taken_in_while_the_loop_is_in_a_ticks_poll(tmp_path):
         wait_for("the agent's answer taken in", lambda: any(e["event"] == "commanded" for e in gor.events.snapshot()), 5)
         ft = FiveTuple(m.flow.src, m.flow.dst, sport=m.sport)
         gor._incoming.put(Sample(clock.now(), "b0l0", 1, plan.uplink_port(int(m.path[2][2:])), 0, ft, 1000))
-        wait_for("the move seen on its new path", lambda: any(e["event"] == "moved" for e in gor.events.snapshot()), 5)
+        wait_for("the move seen on its new path", lambda: any(e["event"] == "verified" for e in gor.events.snapshot()), 5)
         assert ticking.is_alive()                     # all of it while the tick still polls
     finally:
         release.set()
@@ -1133,6 +1137,8 @@ def test_the_new_port_sampled_on_the_new_path_is_the_move_before_the_agents_answ
     gor.mover.advance(now[0])
     (moved,) = [e for e in gor.events.snapshot() if e["event"] == "moved"]
     assert moved["sport"] == m.sport and m.flow.sport == m.sport and m.state.value == "clearing"
+    # Seen on the new path before the answer: moved and verified at once.
+    assert moved["by"] == "data plane" and [e["event"] for e in gor.events.snapshot()].count("verified") == 1
     assert not any(e["event"] == "commanded" for e in gor.events.snapshot())
     # A listing the agents were asked for before the command shows the old port: GOR
     # keeps the one it gave, before the answer and after it.
