@@ -18,6 +18,10 @@ What one poll reads from each switch (one ReadRequest, then one register reset):
 
 A link is directed: (from node, to node). Counters that go backwards (a switch that
 restarted) count from zero.
+
+`Telemetry.port_bytes` reads one port's transmit counter alone: what GOR's probe of an
+alarmed link needs (two such reads ~50 ms apart give its utilisation without a round of
+every switch).
 """
 
 from __future__ import annotations
@@ -284,6 +288,23 @@ class Telemetry:
         """Every switch's cumulative fidelity counters (QueueControl GetFidelity; a switch
         that does not answer is left out): what the prompt's `fidelity` shows."""
         return fidelity_of(self._queues)
+
+    def port_bytes(self, switch: str, port: int, clock: Callable[[], float]) -> tuple[float, int]:
+        """(time, cumulative bytes) of ``switch``'s transmit counter at ``port``: one
+        ReadRequest of one cell, dated midway between asking and the answer (as a poll
+        dates a switch's counters). Raises TimeoutError when the switch does not answer
+        within `READ_TIMEOUT_S`, LookupError when its answer lacks the cell."""
+        async def read() -> tuple[float, list]:
+            sent = clock()
+            reply = await asyncio.wait_for(
+                self.fleet.read_many({switch: [fy.P4CounterEntry("tx_port_counter", index=port)]}), READ_TIMEOUT_S)
+            return (sent + clock()) / 2, reply[switch]
+
+        when, reply = self.fleet.run(read(), timeout=READ_TIMEOUT_S + 1.0)
+        for e in reply:
+            if isinstance(e, fy.P4CounterEntry) and e.index == port and e.data is not None:
+                return when, int(e.data.byte_count)
+        raise LookupError(f"{switch}: no tx_port_counter[{port}] in its answer (switch down?)")
 
     def poll(self, clock: Callable[[], float], min_interval: float = 0.0) -> dict[LinkId, LinkStats]:
         """Read every switch now; returns per-link stats since the previous poll (empty

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import struct
 import threading
+from collections import deque
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Iterable
@@ -774,18 +775,19 @@ def test_a_switch_that_stops_answering_is_routed_around_within_a_tick_and_back(t
     gor.events.close()
 
 
-def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
+def test_a_switch_alarm_wakes_the_loop_at_once(tmp_path):
     """A PacketIn carrying an alarm of a fabric link that raises its level wakes GOR's
-    loop, which ticks at once (not at the next interval: the tick polls the
-    utilisation the alarm needs; a reaction without it is the next test's); one that
-    raises nothing, or
-    raises a NIC link (moving flows cannot relieve it), does not; a sample-only
-    PacketIn waits for the tick. GOR programs its alarm levels into every switch."""
+    loop, which probes the link at once (not at the next interval's poll: its
+    utilisation, `_probe`) and reacts when the probe shows the load; one that raises
+    nothing, or raises a NIC link (moving flows cannot relieve it), does not; a
+    sample-only PacketIn waits for the tick. GOR programs its alarm levels into every
+    switch."""
     plan = AddressPlan(SPEC)
     now = [100.0]
-    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=StoppedClock(now), agents=FakeAgents())
+    gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=SteppingClock(now), agents=FakeAgents())
     assert gor._program("b0l0").alarms == gor.config.switch_alarms == default_switch_alarms(plan, 0.25)
     gor.telemetry = SimpleNamespace(links=LinkMap(plan))  # type: ignore[assignment]
+    reads = probe_shows(gor, now, 0.95)
     up0 = plan.uplink_port(0)
 
     def packet_in(port: int, level: int, sampled: int = 0) -> SimpleNamespace:
@@ -797,7 +799,10 @@ def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
     assert not gor._wake.is_set() and gor._incoming.qsize() == 1
     gor._on_packet("b0l0", packet_in(up0, WARNING))
     assert gor._wake.is_set() and gor._incoming.qsize() == 1
-    assert gor._between_ticks(now[0] + 0.25) == "tick"           # a tick now
+    assert gor._take_switch_alarms() == "" and gor._probing == {("b0l0", "sp0")}
+    gor._prober.shutdown(wait=True)
+    assert reads == [("b0l0", up0)] * 2 and gor._probed.is_set()
+    assert gor._between_ticks(now[0] + 0.25) == "react"          # the probe showed the load: now
     (raised,) = [e for e in gor.events.snapshot() if e["event"] == "alarm_raised"]
     assert (raised["link"], raised["level"], raised["source"], raised["alarm_ms"]) == \
         ("b0l0->sp0", "warning", "switch", 10.0)
@@ -807,7 +812,9 @@ def test_a_switch_alarm_wakes_the_loop_for_a_tick_at_once(tmp_path):
     gor._on_packet("b0l0", packet_in(nic.leaf_port, CRITICAL))   # a NIC link: alarmed, not acted on
     assert gor._take_switch_alarms() == "" and gor.alarms.level(LinkMap(plan).tx[("b0l0", nic.leaf_port)]) == CRITICAL
     gor._on_packet("b0l0", packet_in(up0, CRITICAL))
-    assert gor._take_switch_alarms() == "tick" and gor.alarms.level(("b0l0", "sp0")) == CRITICAL
+    # Escalated, its load measured a moment ago: a reaction, no second probe.
+    assert gor._take_switch_alarms() == "react" and gor.alarms.level(("b0l0", "sp0")) == CRITICAL
+    assert len(reads) == 2
     gor.events.close()
 
 
@@ -966,6 +973,81 @@ def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate
     gor.events.close()
 
 
+def probe_shows(gor: Gor, now: list[float], util: float, gate: threading.Event | None = None) -> list:
+    """Give ``gor``'s stand-in telemetry one port counter that grows at ``util`` of
+    `LINK`'s capacity as the stopped clock ``now`` moves on (``gate``: each read waits
+    for it); returns the reads made, (switch, port)."""
+    reads: list[tuple[str, int]] = []
+    bps = util * gor.telemetry.links.capacity[LINK]
+
+    def port_bytes(switch: str, port: int, clock) -> tuple[float, int]:
+        if gate is not None:
+            assert gate.wait(10)
+        # A probe's second read of the port is PROBE_GAP_S after its first, whatever
+        # the stand-in clock did meanwhile.
+        t = now[0] + gor_module.PROBE_GAP_S * (reads.count((switch, port)) % 2)
+        reads.append((switch, port))
+        return t, int(t * bps / 8)
+
+    gor.telemetry.port_bytes = port_bytes
+    return reads
+
+
+def probes_done(gor: Gor) -> None:
+    """Wait for ``gor``'s probes to finish (their results taken in under its lock)."""
+    wait_for("the probes to finish", lambda: not gor._probing, 10)
+    with gor.lock:
+        pass
+
+
+def test_a_switchs_alarm_is_probed_at_once_and_acted_on_when_the_probe_shows_the_load(tmp_path):
+    """Two flows collide on b0l0's uplink to sp0; the telemetry rounds show it at 30 %
+    (the step started after the last round). A switch's notice raises the alarm: no
+    round shows the load, so the link's own counter is read twice `PROBE_GAP_S` apart
+    -- at once, on a probe thread, not at the next tick -- and the probe's 95 % wakes
+    the loop for a reaction, which moves one flow without a telemetry poll. A second
+    link's alarm arriving while that probe runs is probed at once too; an alarm on a
+    link a round already showed loaded is a reaction with no probe."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=3)
+    plan = AddressPlan(spec)
+    listing, tuples = two_flows_up_sp0(plan)
+    now = [100.0]
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, quiet=True,
+                            clock=SteppingClock(now))
+    gate = threading.Event()
+    reads = probe_shows(gor, now, 0.95, gate)
+    ticked = now[0]
+    gor._switch_alarms.put(SwitchAlarm("b0l0", plan.uplink_port(0), NOTICE, 1, now[0], now[0]))
+    assert gor._take_switch_alarms() == "" and gor._probing == {LINK}
+    # The spine's downlink alarms while b0l0's probe waits for its switch: probed too.
+    down = ("sp0", "b1l0")
+    down_port = gor.telemetry.links.port_of(down)[1]
+    gor._switch_alarms.put(SwitchAlarm("sp0", down_port, NOTICE, 1, now[0], now[0]))
+    assert gor._take_switch_alarms() == "" and gor._probing == {LINK, down}
+    assert gor.events.snapshot()[-1]["event"] == "alarm_raised"
+    gate.set()
+    gor._prober.shutdown(wait=True)
+    assert sorted(reads) == [("b0l0", plan.uplink_port(0))] * 2 + [("sp0", down_port)] * 2
+    probed = [e for e in gor.events.snapshot() if e["event"] == "probed"]
+    assert len(probed) == 2 and gor._probed.is_set() and gor._wake.is_set()
+    # The probes took 2 x PROBE_GAP_S of the clock, more than REACT_GAP_S: no wait.
+    probed_at = now[0]
+    assert probed_at - ticked == pytest.approx(2 * gor_module.PROBE_GAP_S)
+    assert gor._between_ticks(ticked + gor.config.interval_s) == "react" and now[0] == probed_at
+    polls = []
+    gor.telemetry.poll = lambda clock, min_interval=0.0: polls.append(1) or {}
+    gor.react()
+    (d,) = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+    assert len(d["moves"]) == 1 and d["moves"][0]["current"].split("-")[2] == "sp0" and polls == []
+    # A link a round of the window showed at act_util: its alarm is a reaction at once.
+    other = ("b0l0", "sp1")
+    gor._utils[other] = deque([(now[0], 0.9)])
+    gor._switch_alarms.put(SwitchAlarm("b0l0", plan.uplink_port(1), NOTICE, 1, now[0], now[0]))
+    assert gor._take_switch_alarms() == "react" and other not in gor._probing
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
+
+
 def test_a_switchs_warning_is_acted_on_at_once_a_notice_waits_for_the_utilisation(tmp_path):
     """Two flows collide on b0l0's uplink to sp0, but the telemetry rounds show it at
     30 % (a step that started inside the round). A switch's notice (one mark) raises
@@ -989,7 +1071,11 @@ def test_a_switchs_warning_is_acted_on_at_once_a_notice_waits_for_the_utilisatio
         settings = {"act_switch_level": CRITICAL if case == "critical only" else WARNING}
         gor = gor_on_hot_uplink(plan, spec, tmp_path / case.replace(" ", "-"), now, ListingAgents(listing),
                                 tuples, quiet=True, **settings)
-        assert alarm(gor, NOTICE, now[0]) == "tick"          # raised: a tick polls its utilisation
+        probe_shows(gor, now, 0.3)
+        assert alarm(gor, NOTICE, now[0]) == ""              # raised: a probe measures its utilisation
+        probes_done(gor)
+        (probed,) = [e for e in gor.events.snapshot() if e["event"] == "probed"]
+        assert probed["util"] == pytest.approx(0.3, abs=0.01) and not gor._probed.is_set()
         now[0] += 0.05
         gor.tick()
         assert not [e for e in gor.events.snapshot() if e["event"] == "detect"]
@@ -998,7 +1084,9 @@ def test_a_switchs_warning_is_acted_on_at_once_a_notice_waits_for_the_utilisatio
             gor.alarms.update(now[0], {LINK: LinkSample(0.1, 45, 500)})
             assert gor.alarms.level(LINK) == WARNING
         else:
-            assert alarm(gor, WARNING, now[0]) == ("react" if case == "switch" else "tick")
+            # Escalated, not confirmed by the switch: probed again (30 %: not loaded).
+            assert alarm(gor, WARNING, now[0]) == ("react" if case == "switch" else "")
+            probes_done(gor)
         gor.tick()
         decided = [e for e in gor.events.snapshot() if e["event"] == "decide"]
         if case == "switch":
