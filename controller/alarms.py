@@ -72,6 +72,13 @@ class AlarmThresholds:
         return level
 
 
+# A link's alarm with no evidence (a switch's alarm PacketIn, a poll's interval at a
+# level's threshold) for longer than this (emulated s) was quiet: the next evidence
+# starts a new episode (`Alarm.episode`), which dates the loop it causes. Two of GOR's
+# intervals: a switch sends at most one alarm per port and level per hold-off (one
+# interval) and a poll comes every interval, so a persisting queue is never this quiet.
+EPISODE_QUIET_S = 0.5
+
 # astral.p4's ALARM_RING: a switch remembers the times of a port's last 64 marks, so a
 # level's threshold is at most that many.
 ALARM_RING = 64
@@ -190,6 +197,19 @@ class Alarm:
     # alarm to, capped by the level in force: evidence of a persistent queue that no
     # counter round has to confirm (`controller.gor` acts on it at once).
     switch_level: int = OK
+    # When the congestion that keeps the alarm up now began: the raise, or the first
+    # evidence after `EPISODE_QUIET_S` without any. Why not ``since``: an alarm is
+    # lowered only after ``clear_after`` quiet intervals, so a link that marks again
+    # within them keeps the alarm of an earlier collision, and a loop dated from that
+    # measured the quiet time in between, not GOR.
+    episode: float = 0.0
+    evidence: float = float("-inf")     # the last evidence's time
+
+    def note(self, now: float) -> None:
+        """Evidence of congestion at ``now``: a new episode after a quiet spell."""
+        if now - self.evidence > EPISODE_QUIET_S:
+            self.episode = now
+        self.evidence = max(self.evidence, now)
 
 
 @dataclass
@@ -208,6 +228,8 @@ class AlarmBook:
             alarm.last = sample
             high = t.level(sample)
             low = t.level(sample, t.clear_ratio)
+            if high > OK:
+                alarm.note(now)
             new = alarm.level
             if high > alarm.level:
                 new, alarm.quiet = high, 0
@@ -233,6 +255,7 @@ class AlarmBook:
         then would never clear if each such mark restarted the quiet count. Either
         way the alarm remembers the switch's level (`Alarm.switch_level`)."""
         state = self.alarms.setdefault(link, Alarm())
+        state.note(alarm.received)
         if alarm.level <= state.level:
             state.switch_level = max(state.switch_level, alarm.level)
             return None

@@ -627,14 +627,18 @@ class Gor:
         if not actionable:
             return
         loop = next(self._loops)
-        self.events.emit("detect", loop=loop, t=min(a.since for _, a, _ in actionable), at=round(now, 6),
+        # The loop is dated from the alarms' current episodes (`Alarm.episode`), and
+        # ``from_alarm`` from their last level change, as before episodes.
+        self.events.emit("detect", loop=loop, t=min(a.episode for _, a, _ in actionable), at=round(now, 6),
+                         from_alarm=round(min(a.since for _, a, _ in actionable), 6),
                          link="->".join(actionable[0][0]), links=["->".join(l) for l, _, _ in actionable],
                          level=LEVELS[max(a.level for _, a, _ in actionable)], elephants=[
                              {"flow": f"{e.flow.src}:{e.flow.sport}->{e.flow.dst}",
                               "mbps": round(e.rate_bps / 1e6, 3), "samples": e.samples}
                              for _, _, elephants in actionable for e in elephants])
         alarmed = set(self.alarms.active(self.config.act_level))
-        since = {link: a.since for link, a, _ in actionable}
+        since = {link: a.episode for link, a, _ in actionable}
+        raised = {link: a.since for link, a, _ in actionable}
         # Simulate, then act. The alarmed links' top elephants are what moves first: a
         # placement of them alone, and one of every movable flow, each with its
         # candidates ranked by the model; the second is taken only when its best
@@ -657,9 +661,11 @@ class Gor:
             # The alarm the move relieves (when its old path crosses one) dates it.
             relieved = [l for l in links_of(list(old)) if l in since]
             detect_t = max(since[l] for l in relieved) if relieved else min(since.values())
+            alarm_t = max(raised[l] for l in relieved) if relieved else min(raised.values())
             ranked = ranked_paths(key, placed.current[key], candidates)
             moves.append(Move(loop, flow, flow.sport, relieved[0] if relieved else None, old,
-                              placed.demands[key], list(ranked)[:1 + MAX_RETRIES], detect_t, predicted=ranked))
+                              placed.demands[key], list(ranked)[:1 + MAX_RETRIES], detect_t, predicted=ranked,
+                              alarm_t=alarm_t))
         self.events.emit("decide", loop=loop, method=placed.method, scope=scope,
                          worst_before=round(placed.worst_before, 3), worst_after=round(placed.worst_after, 3),
                          flows=len(placed.paths), listed=placed.listed, movable=placed.movable,

@@ -86,6 +86,9 @@ class Move:
     detect_t: float
     # The flow's rate on each candidate path as simulated (`controller.simulate`).
     predicted: dict[tuple[str, ...], float] = field(default_factory=dict)
+    # The last level change of the alarm it relieves (``detect_t`` is the start of
+    # that alarm's current episode, `controller.alarms.Alarm.episode`); None: ``detect_t``.
+    alarm_t: float | None = None
     state: MoveState = MoveState.COMMANDING
     path: tuple[str, ...] = ()
     sport: int = 0
@@ -241,7 +244,8 @@ class Mover:
         cooldown starts."""
         move.flow.moved_at = move.moved_t = now
         self._emit("moved", move, path="-".join(move.path), sport=move.sport, by=by,
-                   latency_s=round(now - move.detect_t, 4))
+                   latency_s=round(now - move.detect_t, 4),
+                   from_alarm_s=round(now - (move.detect_t if move.alarm_t is None else move.alarm_t), 4))
 
     def _verified(self, move: Move, now: float, config: GorConfig) -> None:
         """The data plane showed ``move``'s flow on its new path: ``verified``, then

@@ -97,6 +97,9 @@ def repeat_numbers(results: Mapping[str, Mapping[str, Any]], ideal_comm_s: float
         "gor_verified_s": statistics.median(verified) if verified else None,
         "gor_verified_s_p99": percentile(verified, 0.99),
         "gor_verify_latencies_s": verified,
+        # Detect -> moved dated from the alarm's last level change, not its episode.
+        "gor_from_alarm_latencies_s": [float(e["from_alarm_s"]) for e in events
+                                       if e.get("event") == "moved" and "from_alarm_s" in e],
         "links": links["links"],
         # Where the bytes went: per (op, group) and per channel, every agent's summed.
         "traffic": merged(r["traffic"] for r in results.values() if "traffic" in r),
@@ -123,7 +126,8 @@ def config_row(repeats: Sequence[Mapping[str, Any]], model: Mapping[str, Any] | 
     for key in (*REQUIRED, "retransmits", "gor_loops", "busbw_frac_rest"):
         row[key] = median_of([r.get(key) for r in repeats])
     # GOR's detect -> moved over every move of every repeat (a repeat has a handful).
-    for key, of in (("gor_loop_s", "gor_move_latencies_s"), ("gor_verified_s", "gor_verify_latencies_s")):
+    for key, of in (("gor_loop_s", "gor_move_latencies_s"), ("gor_verified_s", "gor_verify_latencies_s"),
+                    ("gor_loop_from_alarm_s", "gor_from_alarm_latencies_s")):
         pooled = sorted(x for r in repeats for x in r.get(of, []))
         row[key] = statistics.median(pooled) if pooled else None
         row[f"{key}_p99"] = percentile(pooled, 0.99)

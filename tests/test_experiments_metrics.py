@@ -157,7 +157,8 @@ def test_repeat_and_config_rows() -> None:
                "b1h0": {"iteration_s": [0.55, 0.6, 0.9], "traffic": traffic,
                         "flows": [{"cnps": 1, "ce_marked_rx": 2}]}}
     links = {"max_link_util": 0.97, "mean_link_util": 0.4, "drops": 4, "links": {"b0l0->sp0": {}}}
-    events = [{"event": "detect", "loop": 1, "t": 10.0}, {"event": "moved", "loop": 1, "t": 10.8, "latency_s": 0.8},
+    events = [{"event": "detect", "loop": 1, "t": 10.0}, {"event": "moved", "loop": 1, "t": 10.8, "latency_s": 0.8,
+                                                          "from_alarm_s": 1.3},
               {"event": "verified", "loop": 1, "t": 11.1, "latency_s": 1.1},
               {"event": "detect", "loop": 2, "t": 20.0}, {"event": "failed", "loop": 2, "t": 20.1}]
     r = repeat_numbers(results, ideal_comm_s=0.35, compute_s=0.05, links=links, events=events)
@@ -168,6 +169,8 @@ def test_repeat_and_config_rows() -> None:
     assert r["gor_loop_s_p99"] == pytest.approx(0.8)
     # The agent's answer is the move; the first sample on the new path its own figure.
     assert r["gor_verified_s"] == pytest.approx(1.1) and r["gor_verify_latencies_s"] == [1.1]
+    # Dated from the alarm's last level change rather than its episode: beside it.
+    assert r["gor_from_alarm_latencies_s"] == [1.3]
     assert r["busbw_per_iteration"] == [pytest.approx(0.35 / (t - 0.05), abs=1e-4) for t in (0.55, 0.7, 0.9)]
     assert r["busbw_frac_rest"] == pytest.approx(0.35 / (0.8 - 0.05))   # median of 0.7 and 0.9
     # Both agents' bytes, summed: a TP AllReduce that stayed on NVLink shows as such.
@@ -182,6 +185,7 @@ def test_repeat_and_config_rows() -> None:
     assert row["gor_loop_s"] == pytest.approx(0.8) and row["gor_loop_s_p99"] == pytest.approx(2.5)
     # Detect -> verified likewise: 0.6 1.1 1.1 2.9.
     assert row["gor_verified_s"] == pytest.approx(1.1) and row["gor_verified_s_p99"] == pytest.approx(2.9)
+    assert row["gor_loop_from_alarm_s"] == pytest.approx(1.3) == row["gor_loop_from_alarm_s_p99"]
     assert set(REQUIRED) <= set(row)
     assert row["iteration_s"] == 0.7 and row["gor_moves"] == 1 and row["collisions"] == 2
     assert row["iteration_s_spread"] == {"median": 0.7, "min": 0.5, "max": 0.9, "n": 3}

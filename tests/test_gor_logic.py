@@ -1273,3 +1273,44 @@ def test_a_ports_samples_are_those_of_the_whole_window_at_that_port():
             for f in flows:
                 assert window.seen(f, switch, port, since) == any(
                     s.flow == f and (s.switch, s.egress_port) == (switch, port) and s.time >= since for s in kept)
+
+
+def test_an_alarm_episode_after_a_quiet_spell_dates_the_next_loop(tmp_path):
+    """A link's alarm stays up through its poll's clear_after intervals, so a link that
+    congests again within them keeps the old alarm: the evidence after a quiet spell
+    (`EPISODE_QUIET_S` without a switch's alarm or a poll at a threshold) starts a new
+    episode, which dates the loop (``detect``'s ``t``, each move's ``latency_s``); the
+    alarm's own time stays beside it (``from_alarm``, ``from_alarm_s``)."""
+    from controller.alarms import EPISODE_QUIET_S
+    book = AlarmBook(AlarmThresholds())
+    port = 3
+    book.raise_from_switch(LINK, SwitchAlarm("b0l0", port, NOTICE, 1, 10.0, 10.0))
+    book.update(10.2, {LINK: LinkSample(0.03, 5, 500)})           # still marking: the same episode
+    assert (book.alarms[LINK].since, book.alarms[LINK].episode) == (10.0, 10.0)
+    book.update(10.45, {LINK: LinkSample(0.0, 0, 500)})           # quiet (not yet cleared) ...
+    book.update(10.7, {LINK: LinkSample(0.0, 0, 500)})
+    assert book.level(LINK) == NOTICE
+    late = 10.2 + EPISODE_QUIET_S + 0.1                            # ... then marks again
+    assert book.raise_from_switch(LINK, SwitchAlarm("b0l0", port, NOTICE, 1, late, late)) is None
+    assert (book.alarms[LINK].since, book.alarms[LINK].episode) == (10.0, late)
+    # In the loop: two flows on b0l0's uplink, its alarm raised a second ago and quiet
+    # since; the switch's notice now, the round shows the load: the loop and its move
+    # are dated now, the alarm's raise beside it.
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=3)
+    plan = AddressPlan(spec)
+    listing, tuples = two_flows_up_sp0(plan)
+    now = [100.0]
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, quiet=True)
+    up0 = plan.uplink_port(0)
+    gor.alarms.raise_from_switch(LINK, SwitchAlarm("b0l0", up0, NOTICE, 1, now[0] - 1.0, now[0] - 1.0))
+    gor.alarms.raise_from_switch(LINK, SwitchAlarm("b0l0", up0, NOTICE, 1, now[0], now[0]))
+    gor._utils[LINK] = deque([(now[0], 0.95)])
+    now[0] += 0.05
+    gor.react()
+    (detect,) = [e for e in gor.events.snapshot() if e["event"] == "detect"]
+    assert (detect["t"], detect["from_alarm"]) == (100.0, 99.0)
+    events = advance_moves(gor, now, 0.1)
+    (moved,) = [e for e in events if e["event"] == "moved"]
+    assert moved["latency_s"] == pytest.approx(0.15) and moved["from_alarm_s"] == pytest.approx(1.15)
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
