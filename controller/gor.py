@@ -1,9 +1,11 @@
 """GOR, the global controller: the loop that watches the fabric and moves elephants.
 
-Every ``interval_s`` -- and at once when a switch's own ECN alarm (a PacketIn from
-astral.p4, `controller.alarms.parse_alarm`) raises a link's level -- the loop thread
+A switch's own ECN alarm (a PacketIn from astral.p4, `controller.alarms.parse_alarm`)
+is taken in at once by the reactions' thread (`AlarmBook.raise_from_switch`), which
+probes the link's load when no round showed it and runs one reroute loop (`react`,
+no counter round) the moment the link is known loaded. Every ``interval_s`` the
+loop thread (the ticks)
 
-0. takes in the switches' alarms that arrived (`AlarmBook.raise_from_switch`);
 1. reads every switch's counters (`controller.telemetry`) and the state of every
    switch-switch cable as the switches report their ports (`controller.cables`), repairing the routes when one goes down or
    comes back (`controller.repair`);
@@ -181,8 +183,11 @@ class Gor:
                            self.events, lambda: self.config, self.clock, on_change=self._moves_changed.set)
         self._loops = itertools.count(1)
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: threading.Thread | None = None      # the ticks (`_run`), with their poll
+        self._reactor: threading.Thread | None = None     # the reactions between ticks (`_react_loop`)
         self._watcher: threading.Thread | None = None     # the moves in flight (`_watch`)
+        # Set (the reactions' thread) when a tick is due before the next interval.
+        self._tick_now = threading.Event()
         self._agents_at = 0.0
         # The agents' flow listings run here, one at a time (`_list_agents`).
         self._lister = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gor-listing")
@@ -213,6 +218,8 @@ class Gor:
         self.events.emit("started", switches=len(self.plan.switches), interval_s=self.config.interval_s)
         self._thread = threading.Thread(target=self._run, name="gor-loop", daemon=True)
         self._thread.start()
+        self._reactor = threading.Thread(target=self._react_loop, name="gor-react", daemon=True)
+        self._reactor.start()
         self._watcher = threading.Thread(target=self._watch, name="gor-moves", daemon=True)
         self._watcher.start()
         return self
@@ -224,10 +231,11 @@ class Gor:
         if self.jobs is not None:
             self.jobs.stop_all()
         self._moves_changed.set()
-        for thread in (self._thread, self._watcher):
+        self._tick_now.set()
+        for thread in (self._thread, self._reactor, self._watcher):
             if thread is not None:
                 thread.join(10)
-        self._thread = self._watcher = None
+        self._thread = self._reactor = self._watcher = None
         self.mover.close()
         self._lister.shutdown(wait=True, cancel_futures=True)
         self._prober.shutdown(wait=True, cancel_futures=True)
@@ -272,16 +280,31 @@ class Gor:
     # --- the loop ------------------------------------------------------------------
 
     def _run(self) -> None:
+        """The ticks, every interval (sooner when `_react_loop` calls for one). A tick's
+        telemetry poll runs on this thread, so the reactions (`_react_loop`) never wait
+        for a round of reads: a poll of every switch, one after the other, took 0.1-0.4
+        s under load, and a switch's alarm arriving meanwhile was taken in after it
+        (measured on the demo's stock job: alarms of 0.20 s acted on at 0.41 s)."""
         next_tick = self.clock()
         while not self._stop.is_set():
             next_tick += self.config.interval_s
             self._safely(self.tick)
-            # A switch's alarm that raised a level: a reaction now (a switch back: a
-            # tick), the next tick as planned.
-            while (due := self._between_ticks(next_tick)) is not None:
-                self._safely(self.tick if due == "tick" else self.react)
             if self.clock() > next_tick + self.config.interval_s:
                 next_tick = self.clock()     # fell behind: do not try to catch up
+            if self.time.wait(self._tick_now, max(0.0, next_tick - self.clock())):
+                self._tick_now.clear()       # a switch back: tick now, the next an interval on
+                next_tick = self.clock()
+
+    def _react_loop(self) -> None:
+        """What a switch's alarm (or a probe, or the listing an alarmed link waits for)
+        calls for between ticks (`_between_ticks`): a reaction here, or a tick (a
+        switch back) on the ticks' thread."""
+        while not self._stop.is_set():
+            due = self._between_ticks(self.clock() + self.config.interval_s)
+            if due == "react":
+                self._safely(self.react)
+            elif due == "tick":
+                self._tick_now.set()
 
     def _safely(self, step: Callable[[], None]) -> None:
         try:
@@ -364,9 +387,9 @@ class Gor:
 
     def tick(self) -> None:
         """One round: telemetry, cables, alarms, samples, flows, moves (each step's I/O
-        outside the lock)."""
+        outside the lock). The switches' alarms are the reactions' thread's to take in
+        (`_between_ticks`): what they call for is decided there."""
         assert self.telemetry is not None
-        self._take_switch_alarms()
         stats = self.telemetry.poll(self.clock, self.config.interval_s / 2)
         now = self._ticked_at = self.clock()
         while self.telemetry.storms:
@@ -544,7 +567,12 @@ class Gor:
         self._wake.set()
 
     def _merge_listing(self) -> None:
-        """Merge a finished listing into the flow table (at a tick or between ticks)."""
+        """Merge a finished listing into the flow table (at a tick or between ticks:
+        the lock keeps the two threads from merging it twice)."""
+        with self.lock:
+            self._merge_listing_locked()
+
+    def _merge_listing_locked(self) -> None:
         listing = self._listing
         if listing is None or not listing.done():
             return

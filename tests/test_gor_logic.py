@@ -1314,3 +1314,49 @@ def test_an_alarm_episode_after_a_quiet_spell_dates_the_next_loop(tmp_path):
     assert moved["latency_s"] == pytest.approx(0.15) and moved["from_alarm_s"] == pytest.approx(1.15)
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
+
+
+def test_a_switchs_alarm_is_acted_on_while_a_tick_waits_for_its_poll(tmp_path):
+    """The reactions have a thread of their own (`Gor._react_loop`): with the ticks'
+    thread held in its telemetry poll (0.1-0.4 s under load), a switch's alarm on a
+    link a round showed loaded is taken in and acted on at once -- one loop, a move
+    commanded -- and the poll, when it ends, finds the move already made."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    clock = EmulationClock.start()
+    now = [clock.now()]
+    listing, tuples = two_flows_up_sp0(plan)
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, quiet=True, clock=clock)
+    assert not [e for e in gor.events.snapshot() if e["event"] == "detect"]
+    gor._utils[LINK] = deque([(clock.now(), 0.95)])          # loaded: the alarm alone is missing
+    polled, release = threading.Event(), threading.Event()
+    quiet = gor.telemetry.poll
+
+    def slow_poll(clock, min_interval=0.0):
+        polled.set()
+        assert release.wait(20)
+        return quiet(clock, min_interval)
+
+    gor.telemetry.poll = slow_poll
+    ticks = threading.Thread(target=gor._run)
+    reactions = threading.Thread(target=gor._react_loop)
+    ticks.start()
+    reactions.start()
+    try:
+        assert polled.wait(5)
+        gor._on_packet("b0l0", SimpleNamespace(
+            metadata={"egress_port": plan.uplink_port(0), "alarm_level": NOTICE, "alarm_marks": 1,
+                      "first_mark": int(clock.now() * 1e6), "sampled": 0, "ingress_port": 1}, payload=b""))
+        wait_for("the reaction's move", lambda: any(e["event"] == "command" for e in gor.events.snapshot()), 5)
+        assert ticks.is_alive() and not release.is_set()          # all of it while the tick still polls
+        (detect,) = [e for e in gor.events.snapshot() if e["event"] == "detect"]
+        assert detect["link"] == "b0l0->sp0"
+    finally:
+        release.set()
+        gor._stop.set()
+        gor._wake.set()
+        gor._tick_now.set()
+        ticks.join(10)
+        reactions.join(10)
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
