@@ -52,7 +52,7 @@ from controller.elephants import Elephant, Sample, SampleWindow, parse_sample
 from controller.events import EventLog
 from controller.flows import Flow, FlowTable
 from controller.moves import MAX_RETRIES, Move, Mover
-from controller.paths import LinkId, candidate_paths, links_of, predict
+from controller.paths import LinkId, PathCache, links_of
 from controller.demand import FlowEnds, estimate_demands
 from controller.placement import FlowToPlace, place
 from controller.repair import RouteRepair
@@ -179,6 +179,7 @@ class Gor:
         self.agents = agents if agents is not None else AgentDirectory(plan, self.agent_dir)
         self.jobs = JobRunner(fabric, self.agent_dir) if fabric is not None else None
         self.flows = FlowTable()
+        self.paths = PathCache(plan)
         self.mover = Mover(plan, self.agents, self.flows, self.samples, self.alarms, self.routes,
                            self.events, lambda: self.config, self.clock, on_change=self._moves_changed.set)
         self._loops = itertools.count(1)
@@ -606,7 +607,7 @@ class Gor:
             return self.flows.find(ref)
 
     def path_of(self, flow: Flow) -> list[str] | None:
-        return predict(self.plan, flow.five_tuple, self.routes.down)
+        return self.paths.predict(flow.five_tuple, self.routes.down)
 
     # --- deciding ------------------------------------------------------------------
 
@@ -746,7 +747,7 @@ class Gor:
             may_move = len(current) >= 5 and target is None and self._movable(flow, now, loop, report) \
                 and (only is None or flow.five_tuple in only)
             movable += may_move
-            candidates = tuple(tuple(p) for p in candidate_paths(self.plan, flow.five_tuple, self.routes.down)) \
+            candidates = tuple(tuple(p) for p in self.paths.candidates(flow.five_tuple, self.routes.down)) \
                 if may_move else ()
             to_place.append(FlowToPlace(flow.id, demands[flow.id], current, candidates, may_move))
         result = place(to_place, capacity, alarmed, self.config.safety)
@@ -799,7 +800,7 @@ class Gor:
         with self.lock:
             if flow.server is None:
                 raise ValueError(f"flow {flow.label} has no agent to tell (seen only in samples)")
-            paths = [tuple(p) for p in candidate_paths(self.plan, flow.five_tuple, self.routes.down)]
+            paths = [tuple(p) for p in self.paths.candidates(flow.five_tuple, self.routes.down)]
             if tuple(path) not in paths:
                 raise ValueError(f"{'-'.join(path)} is not an ECMP path of {flow.label}; "
                                  f"paths: {', '.join('-'.join(p) for p in paths)}")

@@ -83,6 +83,46 @@ def candidate_paths(plan: AddressPlan, flow: FiveTuple, down: Down = NO_FAILURES
     return [[src.server, *m, dst.server] for m in sorted(middles) if m[1] in usable]
 
 
+# A `PathCache` forgets everything past this many entries (a few per flow GOR has
+# seen: a job's QPs, re-asked every loop), so a long-lived GOR's cache stays small.
+PATH_CACHE_MAX = 1 << 16
+
+
+class PathCache:
+    """`predict` and `candidate_paths` of ``plan``, remembered per (flow, cables down):
+    a reroute loop asks both for every active flow twice (the elephants' placement and
+    everyone's), each time parsing both addresses and hashing every hop -- measured on
+    the demo's 32 QPs, 0.06 of its 0.085 s. Exact: the answers depend only on the plan,
+    the 5-tuple and the cables down, which are the key (the plan is the cache's own)."""
+
+    def __init__(self, plan: AddressPlan) -> None:
+        self.plan = plan
+        self._predicted: dict[tuple[FiveTuple, Down], list[str] | None] = {}
+        self._candidates: dict[tuple[FiveTuple, Down], list[list[str]]] = {}
+
+    def predict(self, flow: FiveTuple, down: Down = NO_FAILURES) -> list[str] | None:
+        """`predict` (a copy: callers may change the list)."""
+        key = (flow, down)
+        if key not in self._predicted:
+            self._trim(self._predicted)
+            self._predicted[key] = predict(self.plan, flow, down)
+        path = self._predicted[key]
+        return None if path is None else list(path)
+
+    def candidates(self, flow: FiveTuple, down: Down = NO_FAILURES) -> list[list[str]]:
+        """`candidate_paths` (copies)."""
+        key = (flow, down)
+        if key not in self._candidates:
+            self._trim(self._candidates)
+            self._candidates[key] = candidate_paths(self.plan, flow, down)
+        return [list(p) for p in self._candidates[key]]
+
+    @staticmethod
+    def _trim(cache: dict) -> None:
+        if len(cache) >= PATH_CACHE_MAX:
+            cache.clear()
+
+
 def search_start(flow: FiveTuple) -> int:
     """Where `find_port` starts its search for ``flow`` by default: a per-flow point of
     the range, so that flows between the same pair do not all get the same port."""

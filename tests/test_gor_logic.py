@@ -1360,3 +1360,27 @@ def test_a_switchs_alarm_is_acted_on_while_a_tick_waits_for_its_poll(tmp_path):
         reactions.join(10)
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
+
+
+def test_the_path_cache_answers_as_the_path_model_and_computes_each_flow_once(monkeypatch):
+    """`PathCache` gives what `predict` and `candidate_paths` give, for each set of
+    cables down (a failure changes the answer: part of the key), and asks the model
+    once per flow and failure set; its answers are copies a caller may change."""
+    from controller import paths as paths_module
+    plan = AddressPlan(SPEC)
+    cache = paths_module.PathCache(plan)
+    flows = [FiveTuple("10.0.0.1", "10.0.1.1", sport=49152 + 7 * k) for k in range(20)]
+    down = frozenset({cable("b0l0", "sp1")})
+    for ft in flows:
+        for d in (frozenset(), down):
+            assert cache.predict(ft, d) == predict(plan, ft, d)
+            assert cache.candidates(ft, d) == candidate_paths(plan, ft, d)
+    assert all("sp1" not in p for ft in flows for p in cache.candidates(ft, down))
+    calls = []
+    monkeypatch.setattr(paths_module, "predict", lambda *a: calls.append(a) or ["x"])
+    monkeypatch.setattr(paths_module, "candidate_paths", lambda *a: calls.append(a) or [["x"]])
+    for ft in flows:
+        cache.predict(ft, down).append("changed")
+        cache.candidates(ft)[0].append("changed")
+    assert calls == [] and cache.predict(flows[0], down) == predict(plan, flows[0], down)
+    assert cache.candidates(FiveTuple("10.0.0.1", "10.0.1.1", sport=1)) == [["x"]] and len(calls) == 1
