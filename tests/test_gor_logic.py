@@ -983,9 +983,9 @@ def probe_shows(gor: Gor, now: list[float], util: float, gate: threading.Event |
     def port_bytes(switch: str, port: int, clock) -> tuple[float, int]:
         if gate is not None:
             assert gate.wait(10)
-        # A probe's second read of the port is PROBE_GAP_S after its first, whatever
-        # the stand-in clock did meanwhile.
-        t = now[0] + gor_module.PROBE_GAP_S * (reads.count((switch, port)) % 2)
+        # Each read of the port is PROBE_GAP_S after the one before, whatever the
+        # stand-in clock did meanwhile.
+        t = now[0] + gor_module.PROBE_GAP_S * reads.count((switch, port))
         reads.append((switch, port))
         return t, int(t * bps / 8)
 
@@ -1384,3 +1384,41 @@ def test_the_path_cache_answers_as_the_path_model_and_computes_each_flow_once(mo
         cache.candidates(ft)[0].append("changed")
     assert calls == [] and cache.predict(flows[0], down) == predict(plan, flows[0], down)
     assert cache.candidates(FiveTuple("10.0.0.1", "10.0.1.1", sport=1)) == [["x"]] and len(calls) == 1
+
+
+def test_a_probe_reads_on_while_its_link_ramps_up(tmp_path):
+    """A collective step ramps up under DCQCN: a probe whose first gap shows the link
+    under ``act_util`` while its alarm stays up reads on, a gap at a time, and wakes
+    the loop at the first gap that shows the load (``rounds`` says how many); one whose
+    link never gets there stops after `PROBE_ROUNDS` gaps, waking nothing; one whose
+    alarm is gone stops after its first gap."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    listing, tuples = two_flows_up_sp0(plan)
+    now = [100.0]
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, quiet=True)
+    capacity = gor.telemetry.links.capacity[LINK]
+    gor.alarms.raise_from_switch(LINK, SwitchAlarm("b0l0", plan.uplink_port(0), NOTICE, 1, now[0], now[0]))
+    for ramp, woken, rounds in (([0.3, 0.6, 0.9], True, 3), ([0.5] * 9, False, gor_module.PROBE_ROUNDS)):
+        gor._probed.clear()
+        reads = []
+
+        def port_bytes(switch: str, port: int, clock, ramp=ramp, reads=reads) -> tuple[float, int]:
+            # Byte counts whose gap k (from read k to k + 1) runs at ramp[k].
+            k = len(reads)
+            reads.append(k)
+            sent = sum(ramp[:k]) * capacity * gor_module.PROBE_GAP_S / 8
+            return now[0] + k * gor_module.PROBE_GAP_S, int(sent)
+
+        gor.telemetry.port_bytes = port_bytes
+        gor._probe(LINK)
+        probes_done(gor)
+        probed = [e for e in gor.events.snapshot() if e["event"] == "probed"][-1]
+        assert (probed["rounds"], gor._probed.is_set()) == (rounds, woken)
+        assert probed["util"] == pytest.approx(ramp[rounds - 1], abs=0.01) and len(reads) == rounds + 1
+    gor.alarms.alarms.pop(LINK)
+    gor._probe(LINK)
+    probes_done(gor)
+    assert [e for e in gor.events.snapshot() if e["event"] == "probed"][-1]["rounds"] == 1
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
