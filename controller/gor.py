@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from controller.agents import AgentDirectory, AgentFlow, JobRunner
-from controller.alarms import LEVELS, Alarm, AlarmBook, AlarmEvent, LinkSample, SwitchAlarm, parse_alarm
+from controller.alarms import (EPISODE_QUIET_S, LEVELS, Alarm, AlarmBook, AlarmEvent, LinkSample, SwitchAlarm,
+                               parse_alarm)
 from controller.cables import CableWatch, PortReader, after
 from controller.config import GorConfig, default_config
 from controller.elephants import Elephant, Sample, SampleWindow, parse_sample
@@ -57,7 +58,7 @@ from controller.demand import FlowEnds, estimate_demands
 from controller.placement import FlowToPlace, place
 from controller.repair import RouteRepair
 from controller.routes import Down, SwitchProgram, cable
-from controller.simulate import Candidate, rank, ranked_paths
+from controller.simulate import Candidate, rank, ranked_paths, simulate
 from controller.switches import SwitchFleet
 from controller.telemetry import LinkStats, Telemetry
 from emulation.clock import EmulationClock
@@ -680,7 +681,7 @@ class Gor:
                              {"flow": f"{e.flow.src}:{e.flow.sport}->{e.flow.dst}",
                               "mbps": round(e.rate_bps / 1e6, 3), "samples": e.samples}
                              for _, _, elephants in actionable for e in elephants])
-        alarmed = set(self.alarms.active(self.config.act_level))
+        alarmed = self._barred(now)
         since = {link: a.episode for link, a, _ in actionable}
         raised = {link: a.since for link, a, _ in actionable}
         # Simulate, then act. The alarmed links' top elephants are what moves first: a
@@ -697,6 +698,15 @@ class Gor:
         if (wide_candidates and (not candidates or wide_candidates[0].score < candidates[0].score)) \
                 or not candidates:        # nothing to move either way: the whole picture's why
             placed, candidates, scope = wide, wide_candidates, "all movable flows"
+        # The flows cooling down after a move may move again, but only when that is
+        # strictly better: an early loop that moved some flows of a collision must not
+        # leave the rest of it where no flow still free to move can undo it.
+        if any(now - f.moved_at < self.config.cooldown_s for f in flows.values()):
+            again, _ = self._place(now, loop, alarmed, set(since), None, cooling=True)
+            again_candidates = self._simulate(again)
+            if again_candidates and again_candidates[0].score < (candidates[0].score if candidates else
+                                                                 self._score_in_force(again)):
+                placed, candidates, scope = again, again_candidates, "with flows cooling down"
         best = candidates[0] if candidates else None
         moves = []
         for key in sorted(best.moved if best else (), key=lambda k: flows[k].id):
@@ -738,12 +748,33 @@ class Gor:
         for move in moves:
             self.mover.command(move)
 
+    def _barred(self, now: float) -> set[LinkId]:
+        """The alarmed links no placement may newly put a flow on: at ``act_level``,
+        with evidence of congestion (a switch's alarm, a poll at a threshold) within
+        `EPISODE_QUIET_S` and none of it older than a move that took a flow off the link
+        since. An alarm is cleared only after ``clear_after`` quiet intervals: a link a
+        move relieved, or that went quiet, kept placements off a free link for that
+        long, and a later loop found "no placement better"."""
+        relieved: dict[LinkId, float] = {}
+        for m in self.mover.moves:
+            for link in links_of(list(m.old_path)):
+                relieved[link] = max(relieved.get(link, float("-inf")), m.moved_t)
+        return {link for link, a in self.alarms.active(self.config.act_level).items()
+                if now - a.evidence <= EPISODE_QUIET_S and a.evidence > relieved.get(link, float("-inf"))}
+
+    @staticmethod
+    def _score_in_force(placed: "LoopPlacement") -> tuple[int, int]:
+        """The model's score of the placement in force (what a loop that moves nothing
+        leaves)."""
+        return Candidate(placed.current, (), simulate(placed.current, placed.demands, placed.capacity)).score
+
     def _place(self, now: float, loop: int, alarmed: set[LinkId], acted_on: set[LinkId],
-               only: set[FiveTuple] | None) -> tuple["LoopPlacement", dict[int, Flow]]:
+               only: set[FiveTuple] | None, cooling: bool = False) -> tuple["LoopPlacement", dict[int, Flow]]:
         """The active flows' demands (`controller.demand`) and the placement of the
-        movable ones (`controller.placement`) -- of those in ``only``, if given -- by
-        flow id. Why a flow on a link acted on may not move is a ``skip`` event (for
-        the others it would be noise; once per loop)."""
+        movable ones (`controller.placement`) -- of those in ``only``, if given; with
+        ``cooling``, flows cooling down after a move count as movable -- by flow id.
+        Why a flow on a link acted on may not move is a ``skip`` event (for the others
+        it would be noise; once per loop)."""
         active = self._active_flows(now)
         demands = estimate_demands([FlowEnds(f.id, f.src, f.dst) for f in active], self._nic_bps)
         capacity = {link: cap for link, cap in self.telemetry.links.capacity.items()
@@ -758,8 +789,8 @@ class Gor:
             # a spine (a path of 5 nodes; 7 across pods), and First Fit moves only
             # those on links over their bar: a collision whose alarm is a tick away is
             # undone in the same loop.
-            report = only is None and any(link in acted_on for link in links_of(list(current)))
-            may_move = len(current) >= 5 and target is None and self._movable(flow, now, loop, report) \
+            report = only is None and not cooling and any(link in acted_on for link in links_of(list(current)))
+            may_move = len(current) >= 5 and target is None and self._movable(flow, now, loop, report, cooling) \
                 and (only is None or flow.five_tuple in only)
             movable += may_move
             candidates = tuple(tuple(p) for p in self.paths.candidates(flow.five_tuple, self.routes.down)) \
@@ -798,10 +829,11 @@ class Gor:
                 out.append(f)
         return out
 
-    def _movable(self, flow: Flow, now: float, loop: int, report: bool) -> bool:
-        """Whether GOR may move ``flow`` now; if not and ``report``, a ``skip`` event says why."""
+    def _movable(self, flow: Flow, now: float, loop: int, report: bool, cooling: bool = False) -> bool:
+        """Whether GOR may move ``flow`` now (``cooling``: also while it cools down
+        after a move); if not and ``report``, a ``skip`` event says why."""
         reason = ("pinned" if flow.pinned else "no agent" if flow.server is None else
-                  "cooling down" if now - flow.moved_at < self.config.cooldown_s else
+                  "cooling down" if not cooling and now - flow.moved_at < self.config.cooldown_s else
                   "already moving" if self.mover.moving(flow) else "")
         if reason and report:
             self.events.emit("skip", loop=loop, flow=flow.label, flow_id=flow.id, reason=reason)

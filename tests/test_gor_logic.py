@@ -1422,3 +1422,62 @@ def test_a_probe_reads_on_while_its_link_ramps_up(tmp_path):
     assert [e for e in gor.events.snapshot() if e["event"] == "probed"][-1]["rounds"] == 1
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
+
+
+def test_flows_cooling_down_move_again_only_when_the_model_predicts_strictly_better(tmp_path):
+    """An early loop moved flows of a collision; the collision that is left involves
+    only flows cooling down (`cooldown`). They may move again -- the decision's scope
+    says so -- when the model predicts a strictly better placement: two such flows on
+    b0l0's uplink to sp0 are split. Two that already share nothing stay where they
+    are."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    for case in ("collided", "apart"):
+        listing, tuples = two_flows_up_sp0(plan)
+        if case == "apart":
+            ft = tuples[1]
+            sport = find_port(plan, ft, candidate_paths(plan, ft)[1])
+            listing[1] = dataclasses.replace(listing[1], sport=sport)
+            tuples[1] = dataclasses.replace(ft, sport=sport)
+        now = [100.0]
+        gor = gor_on_hot_uplink(plan, spec, tmp_path / case, now, ListingAgents(listing), tuples, quiet=True)
+        for f in gor.flows:
+            f.moved_at = now[0] - 1.0                     # moved a second ago: cooling down
+        gor.alarms.raise_from_switch(LINK, SwitchAlarm("b0l0", plan.uplink_port(0), NOTICE, 1, now[0], now[0]))
+        gor._utils[LINK] = deque([(now[0], 0.95)])
+        now[0] += 0.02
+        gor.react()
+        (decide,) = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+        if case == "collided":
+            assert decide["scope"] == "with flows cooling down" and len(decide["moves"]) == 1, decide
+            assert decide["moves"][0]["path"].split("-")[2] == "sp1"
+        else:
+            assert decide["moves"] == [] and decide["scope"] != "with flows cooling down", decide
+        gor.mover._pool.shutdown(wait=True)
+        gor.events.close()
+
+
+def test_a_relieved_or_quiet_alarmed_link_is_not_barred_to_the_placement(tmp_path):
+    """A placement never newly puts a flow on an alarmed link -- unless that link's
+    alarm has had no evidence (a switch's alarm, a poll at a threshold) for
+    `EPISODE_QUIET_S`, or a move took a flow off it after its last evidence: its alarm
+    only waits out ``clear_after`` quiet intervals."""
+    from controller.alarms import EPISODE_QUIET_S
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    listing, tuples = two_flows_up_sp0(plan)
+    now = [100.0]
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, quiet=True)
+    other = ("b0l0", "sp1")
+    gor.alarms.raise_from_switch(other, SwitchAlarm("b0l0", plan.uplink_port(1), NOTICE, 1, now[0], now[0]))
+    assert gor._barred(now[0] + 0.1) == {other}
+    assert gor._barred(now[0] + EPISODE_QUIET_S + 0.01) == set()            # quiet since
+    (m,) = [Move(1, f, f.sport, other, tuple(candidate_paths(plan, f.five_tuple)[1]), 5e6,
+                 [tuple(candidate_paths(plan, f.five_tuple)[0])], now[0]) for f in list(gor.flows)[:1]]
+    m.moved_t = now[0] + 0.05                                                # moved off it after the alarm
+    gor.mover.moves.append(m)
+    assert gor._barred(now[0] + 0.1) == set()
+    gor.alarms.raise_from_switch(other, SwitchAlarm("b0l0", plan.uplink_port(1), NOTICE, 1, now[0] + 0.2,
+                                                    now[0] + 0.2))           # congested again since
+    assert gor._barred(now[0] + 0.3) == {other}
+    gor.events.close()
