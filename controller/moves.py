@@ -89,6 +89,10 @@ class Move:
     # The last level change of the alarm it relieves (``detect_t`` is the start of
     # that alarm's current episode, `controller.alarms.Alarm.episode`); None: ``detect_t``.
     alarm_t: float | None = None
+    # A move of a plan (`controller.gor.Gor._plan_listed`): ``detect_t`` is the listing
+    # that named the flow, no alarm's time, so its ``moved`` and ``verified`` carry
+    # ``planned_s`` instead of ``latency_s`` (which the detect -> moved figures read).
+    planned: bool = False
     state: MoveState = MoveState.COMMANDING
     path: tuple[str, ...] = ()
     sport: int = 0
@@ -243,20 +247,28 @@ class Mover:
         its answer still on the way, the data plane showed): ``moved``, and the flow's
         cooldown starts."""
         move.flow.moved_at = move.moved_t = now
-        self._emit("moved", move, path="-".join(move.path), sport=move.sport, by=by,
-                   latency_s=round(now - move.detect_t, 4),
-                   from_alarm_s=round(now - (move.detect_t if move.alarm_t is None else move.alarm_t), 4))
+        self._emit("moved", move, path="-".join(move.path), sport=move.sport, by=by, **self._latency(move, now))
 
     def _verified(self, move: Move, now: float, config: GorConfig) -> None:
         """The data plane showed ``move``'s flow on its new path: ``verified``, then
         done (a move by hand) or clearing its link."""
         move.verified_t = now
         self._emit("verified", move, path="-".join(move.path), sport=move.sport,
-                   latency_s=round(now - move.detect_t, 4))
+                   **{k: v for k, v in self._latency(move, now).items() if k != "from_alarm_s"})
         if move.link is None:
             self._finish(move, "moved")
         else:
             move.state, move.deadline = MoveState.CLEARING, now + config.clear_s
+
+    @staticmethod
+    def _latency(move: Move, now: float) -> dict[str, float]:
+        """How long ``move`` took to ``now``: from its alarm's episode (``latency_s``)
+        and the alarm's last level change (``from_alarm_s``), or, for a plan's move,
+        from the listing (``planned_s``)."""
+        if move.planned:
+            return {"planned_s": round(now - move.detect_t, 4)}
+        alarm_t = move.detect_t if move.alarm_t is None else move.alarm_t
+        return {"latency_s": round(now - move.detect_t, 4), "from_alarm_s": round(now - alarm_t, 4)}
 
     def _seen_on_path(self, move: Move) -> bool:
         """Whether the new 5-tuple (with the commanded port: until the agent's answer is

@@ -89,6 +89,9 @@ def repeat_numbers(results: Mapping[str, Mapping[str, Any]], ideal_comm_s: float
         "drops": int(links["drops"]),
         "retransmits": sum(int(f.get("retransmits", 0)) for f in flows),
         "gor_moves": sum(1 for e in events if e.get("event") == "moved"),
+        # Of those, the moves of plans made as the agents first listed the QPs (no
+        # alarm: not in the detect -> moved figures).
+        "gor_planned_moves": sum(1 for e in events if e.get("event") == "moved" and "planned_s" in e),
         "gor_loops": sum(1 for e in events if e.get("event") == "detect"),
         "gor_loop_s": statistics.median(latencies) if latencies else None,
         "gor_loop_s_p99": percentile(latencies, 0.99),
@@ -123,7 +126,7 @@ def config_row(repeats: Sequence[Mapping[str, Any]], model: Mapping[str, Any] | 
     if not repeats:
         raise MetricsError("a configuration needs at least one repeat")
     row: dict[str, Any] = {}
-    for key in (*REQUIRED, "retransmits", "gor_loops", "busbw_frac_rest"):
+    for key in (*REQUIRED, "retransmits", "gor_loops", "gor_planned_moves", "busbw_frac_rest"):
         row[key] = median_of([r.get(key) for r in repeats])
     # GOR's detect -> moved over every move of every repeat (a repeat has a handful).
     for key, of in (("gor_loop_s", "gor_move_latencies_s"), ("gor_verified_s", "gor_verify_latencies_s"),

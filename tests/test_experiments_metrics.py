@@ -160,12 +160,15 @@ def test_repeat_and_config_rows() -> None:
     events = [{"event": "detect", "loop": 1, "t": 10.0}, {"event": "moved", "loop": 1, "t": 10.8, "latency_s": 0.8,
                                                           "from_alarm_s": 1.3},
               {"event": "verified", "loop": 1, "t": 11.1, "latency_s": 1.1},
+              {"event": "moved", "loop": 3, "t": 12.0, "planned_s": 0.05},
               {"event": "detect", "loop": 2, "t": 20.0}, {"event": "failed", "loop": 2, "t": 20.1}]
     r = repeat_numbers(results, ideal_comm_s=0.35, compute_s=0.05, links=links, events=events)
     assert r["iterations_s"] == [0.55, 0.7, 0.9] and r["iteration_s"] == 0.7
     assert r["busbw_frac"] == pytest.approx(0.35 / 0.65)
     assert (r["ecn_marks"], r["cnps"], r["drops"], r["retransmits"]) == (7, 4, 4, 1)
-    assert (r["gor_moves"], r["gor_loops"]) == (1, 2) and r["gor_loop_s"] == pytest.approx(0.8)
+    # A plan's move (at the agents' first listing, no alarm) is a move, not a loop time.
+    assert (r["gor_moves"], r["gor_planned_moves"], r["gor_loops"]) == (2, 1, 2)
+    assert r["gor_loop_s"] == pytest.approx(0.8)
     assert r["gor_loop_s_p99"] == pytest.approx(0.8)
     # The agent's answer is the move; the first sample on the new path its own figure.
     assert r["gor_verified_s"] == pytest.approx(1.1) and r["gor_verify_latencies_s"] == [1.1]
@@ -187,7 +190,7 @@ def test_repeat_and_config_rows() -> None:
     assert row["gor_verified_s"] == pytest.approx(1.1) and row["gor_verified_s_p99"] == pytest.approx(2.9)
     assert row["gor_loop_from_alarm_s"] == pytest.approx(1.3) == row["gor_loop_from_alarm_s_p99"]
     assert set(REQUIRED) <= set(row)
-    assert row["iteration_s"] == 0.7 and row["gor_moves"] == 1 and row["collisions"] == 2
+    assert row["iteration_s"] == 0.7 and row["gor_moves"] == 2 and row["collisions"] == 2
     assert row["iteration_s_spread"] == {"median": 0.7, "min": 0.5, "max": 0.9, "n": 3}
     assert len(row["repeats"]) == 3 and "links" not in row["repeats"][0]
     assert row["traffic"] == r["traffic"]

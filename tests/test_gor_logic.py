@@ -833,12 +833,15 @@ def gor_on_hot_uplink(plan: AddressPlan, spec: FabricSpec, run_dir, now: list[fl
                       tuples: list[FiveTuple], listed: bool = True, clock: StoppedClock | None = None,
                       quiet: bool = False, **settings) -> Gor:
     """A GOR on a stopped clock whose agents list their flows (already, when
-    ``listed``), whose telemetry shows b0l0's uplink to sp0 (`LINK`) at 95 % with ECN
+    ``listed``: planned then, so the listings that follow plan nothing), whose telemetry shows b0l0's uplink to sp0 (`LINK`) at 95 % with ECN
     marks (``quiet``: at 30 %, no mark) and whose samples show ``tuples`` leaving by
     it; one tick run."""
     gor = Gor(plan, build_pipeline(spec), run_dir, clock=clock or StoppedClock(now), agents=agents)
     if listed:
         gor._refresh_agent_flows(*agents.flows(), now[0])     # what the listing thread brings in
+        # ... and planned when they were first listed (`Gor._plan_listed`, whose own
+        # test is its own): what is left is the alarms'.
+        gor._planned |= {f.id for f in gor.flows}
     gor.fleet.is_up = lambda name: True  # type: ignore[method-assign]
     gor.ports = ReportedPorts(plan)  # type: ignore[assignment]
     if settings:
@@ -1480,4 +1483,38 @@ def test_a_relieved_or_quiet_alarmed_link_is_not_barred_to_the_placement(tmp_pat
     gor.alarms.raise_from_switch(other, SwitchAlarm("b0l0", plan.uplink_port(1), NOTICE, 1, now[0] + 0.2,
                                                     now[0] + 0.2))           # congested again since
     assert gor._barred(now[0] + 0.3) == {other}
+    gor.events.close()
+
+
+def test_a_jobs_qps_are_planned_when_first_listed_before_any_alarm(tmp_path):
+    """Two QPs of two agents, both sending up b0l0's uplink to sp0 (a collision no
+    alarm has reported yet): the listing that names them first plans them -- a
+    ``plan`` and a ``decide`` with scope ``plan`` moving one to sp1 -- and the move's
+    ``moved`` carries ``planned_s`` (listing -> moved), not the ``latency_s`` the
+    detect -> moved figures read. A later listing of the same QPs plans nothing."""
+    from controller.events import move_latencies
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    listing, tuples = two_flows_up_sp0(plan)
+    now = [100.0]
+    agents = ListingAgents(listing)
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples, listed=False, quiet=True)
+    assert not [e for e in gor.events.snapshot() if e["event"] in ("plan", "decide")]
+    wait_for("the agents' listing", lambda: gor._listing is not None and gor._listing.done(), 5)
+    gor._merge_listing()
+    (planned,) = [e for e in gor.events.snapshot() if e["event"] == "plan"]
+    (decide,) = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+    assert (planned["new"], planned["movable"]) == (2, 2) and decide["scope"] == "plan"
+    (move,) = decide["moves"]
+    assert move["current"].split("-")[2] == "sp0" and move["path"].split("-")[2] == "sp1"
+    events = advance_moves(gor, now, 0.1)
+    (moved,) = [e for e in events if e["event"] == "moved"]
+    assert moved["planned_s"] == pytest.approx(0.1) and "latency_s" not in moved
+    assert move_latencies(gor.events.snapshot()) == []
+    gor._listing = None
+    gor._list_agents(now[0])
+    wait_for("the next listing", lambda: gor._listing.done(), 5)
+    gor._merge_listing()
+    assert len([e for e in gor.events.snapshot() if e["event"] == "plan"]) == 1
+    gor.mover._pool.shutdown(wait=True)
     gor.events.close()
