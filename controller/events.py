@@ -94,8 +94,8 @@ def move_latencies(events: Iterable[dict[str, Any]], end: str = "moved") -> list
 # A flow's own steps in a loop (events that name it by its ``flow_id``).
 FLOW_STEPS = frozenset({"detect", "skip", "command", "commanded", "command_failed", "command_timeout", "moved",
                         "verified", "not_verified", "retry", "measured", "rolled_back"})
-# A loop's steps that concern all of its moves.
-LOOP_STEPS = frozenset({"detect", "cleared", "not_cleared"})
+# A loop's steps that concern all of its moves (a plan's loop has ``plan`` for ``detect``).
+LOOP_STEPS = frozenset({"detect", "plan", "cleared", "not_cleared"})
 
 
 def flow_story(events: Iterable[dict[str, Any]], flow_id: int) -> dict[int, list[dict[str, Any]]]:

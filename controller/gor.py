@@ -766,21 +766,24 @@ class Gor:
         return moves
 
     def _plan_listed(self, now: float) -> None:
-        """(Under the lock, as a listing is merged) plan the QPs the agents list for
-        the first time, before any alarm: every active flow's demand, the new flows
-        placed among the others (which stay where they are), simulated and ranked as a
-        reroute loop does, and a move commanded for each new flow that changes path
-        (``plan``, then ``decide`` with scope ``plan``). Why: a job's QPs are known from
+        """(Under the lock, as a listing is merged) plan when the agents list QPs for
+        the first time, before any alarm: the demand of every active or listed flow (a
+        listed QP that has not sent yet will), every movable flow placed, simulated and
+        ranked as a reroute loop does, and a move commanded for each that changes path
+        (``plan``, then ``decide`` with scope ``plan``). Every movable flow, not the new
+        ones among the others fixed: a job's QPs come in over two or three listings,
+        and a plan of the later ones around the earlier ones found nothing better in
+        the demo where a loop over all of them, 14 ms later, moved five. Why plan: a job's QPs are known from
         the first listing after they start sending, while an alarm, its probe and the
         loop on it took 0.2-0.5 s of the demo's 0.53 s iteration; alarms then handle
         only what the plan could not foresee. A plan's moves relieve no alarm: their
         ``moved`` events carry ``planned_s`` (listing -> moved), not ``latency_s``."""
-        new = {f.five_tuple for f in self.flows if f.server is not None and f.id not in self._planned}
+        new = {f.id for f in self.flows if f.server is not None} - self._planned
         if not new or not self.config.auto:
             return
-        self._planned |= {f.id for f in self.flows if f.five_tuple in new}
+        self._planned |= new
         loop = next(self._loops)
-        placed, flows = self._place(now, loop, self._barred(now), set(), new)
+        placed, flows = self._place(now, loop, self._barred(now), set(), None, listed_too=True)
         candidates = self._simulate(placed)
         self.events.emit("plan", loop=loop, new=len(new), flows=len(placed.paths), movable=placed.movable)
         for move in self._decide(loop, placed, candidates, flows, "plan", {}, {}, planned_at=now):
@@ -807,13 +810,17 @@ class Gor:
         return Candidate(placed.current, (), simulate(placed.current, placed.demands, placed.capacity)).score
 
     def _place(self, now: float, loop: int, alarmed: set[LinkId], acted_on: set[LinkId],
-               only: set[FiveTuple] | None, cooling: bool = False) -> tuple["LoopPlacement", dict[int, Flow]]:
+               only: set[FiveTuple] | None, cooling: bool = False,
+               listed_too: bool = False) -> tuple["LoopPlacement", dict[int, Flow]]:
         """The active flows' demands (`controller.demand`) and the placement of the
         movable ones (`controller.placement`) -- of those in ``only``, if given; with
-        ``cooling``, flows cooling down after a move count as movable -- by flow id.
+        ``cooling``, flows cooling down after a move count as movable; with
+        ``listed_too``, every flow an agent lists is active -- by flow id.
         Why a flow on a link acted on may not move is a ``skip`` event (for the others
         it would be noise; once per loop)."""
         active = self._active_flows(now)
+        if listed_too:
+            active += [f for f in self.flows if f.server is not None and f not in active]
         demands = estimate_demands([FlowEnds(f.id, f.src, f.dst) for f in active], self._nic_bps)
         capacity = {link: cap for link, cap in self.telemetry.links.capacity.items()
                     if link in self.fabric_links and cable(*link) not in self.routes.down}

@@ -1496,21 +1496,30 @@ def test_a_jobs_qps_are_planned_when_first_listed_before_any_alarm(tmp_path):
     spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
     plan = AddressPlan(spec)
     listing, tuples = two_flows_up_sp0(plan)
+    # A second QP of b0h1 -> b1h1, listed before it sent a byte, on sp1: the plan counts
+    # it (half of b0h1's NIC each), so sp0's uplink is over its capacity.
+    src, dst = plan.server_at(0, 1).nics[0], plan.server_at(1, 1).nics[0]
+    ft = FiveTuple(src.ip, dst.ip, sport=50000)
+    idle = AgentFlow(src.server, 9, src.ip, dst.ip, find_port(plan, ft, candidate_paths(plan, ft)[1]), 4791,
+                     0, 0.0, "idle")
     now = [100.0]
-    agents = ListingAgents(listing)
+    agents = ListingAgents(listing + [idle])
     gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples, listed=False, quiet=True)
     assert not [e for e in gor.events.snapshot() if e["event"] in ("plan", "decide")]
     wait_for("the agents' listing", lambda: gor._listing is not None and gor._listing.done(), 5)
     gor._merge_listing()
     (planned,) = [e for e in gor.events.snapshot() if e["event"] == "plan"]
     (decide,) = [e for e in gor.events.snapshot() if e["event"] == "decide"]
-    assert (planned["new"], planned["movable"]) == (2, 2) and decide["scope"] == "plan"
+    assert (planned["new"], planned["flows"]) == (3, 3) and decide["scope"] == "plan"
     (move,) = decide["moves"]
     assert move["current"].split("-")[2] == "sp0" and move["path"].split("-")[2] == "sp1"
     events = advance_moves(gor, now, 0.1)
     (moved,) = [e for e in events if e["event"] == "moved"]
     assert moved["planned_s"] == pytest.approx(0.1) and "latency_s" not in moved
     assert move_latencies(gor.events.snapshot()) == []
+    # `why FLOW` tells the plan's loop: plan, decide, the flow's steps.
+    (story,) = flow_story(gor.events.snapshot(), move["flow_id"]).values()
+    assert [e["event"] for e in story][:4] == ["plan", "decide", "command", "commanded"]
     gor._listing = None
     gor._list_agents(now[0])
     wait_for("the next listing", lambda: gor._listing.done(), 5)
