@@ -767,10 +767,10 @@ class Gor:
 
     def _plan_listed(self, now: float) -> None:
         """(Under the lock, as a listing is merged) plan when the agents list QPs for
-        the first time, before any alarm: the demand of every active or listed flow (a
-        listed QP that has not sent yet will), every movable flow placed, simulated and
-        ranked as a reroute loop does, and a move commanded for each that changes path
-        (``plan``, then ``decide`` with scope ``plan``). Every movable flow, not the new
+        the first time, before any alarm: the demand of every active flow and of every
+        QP an agent lists as having sent (its step may be paused), every movable flow
+        placed, simulated and ranked as a reroute loop does, and a move commanded for
+        each that changes path (``plan``, then ``decide`` with scope ``plan``). Every movable flow, not the new
         ones among the others fixed: a job's QPs come in over two or three listings,
         and a plan of the later ones around the earlier ones found nothing better in
         the demo where a loop over all of them, 14 ms later, moved five. Why plan: a job's QPs are known from
@@ -815,12 +815,15 @@ class Gor:
         """The active flows' demands (`controller.demand`) and the placement of the
         movable ones (`controller.placement`) -- of those in ``only``, if given; with
         ``cooling``, flows cooling down after a move count as movable; with
-        ``listed_too``, every flow an agent lists is active -- by flow id.
+        ``listed_too``, every flow an agent lists as having sent is active (the QPs of
+        a step that pauses send again) -- by flow id.
         Why a flow on a link acted on may not move is a ``skip`` event (for the others
         it would be noise; once per loop)."""
         active = self._active_flows(now)
         if listed_too:
-            active += [f for f in self.flows if f.server is not None and f not in active]
+            # A QP that never sent a byte is the receiving end of a connection (the
+            # agents list both ends' QPs): no flow of its own.
+            active += [f for f in self.flows if f.server is not None and f.bytes > 0 and f not in active]
         demands = estimate_demands([FlowEnds(f.id, f.src, f.dst) for f in active], self._nic_bps)
         capacity = {link: cap for link, cap in self.telemetry.links.capacity.items()
                     if link in self.fabric_links and cable(*link) not in self.routes.down}
