@@ -1488,7 +1488,7 @@ def test_a_relieved_or_quiet_alarmed_link_is_not_barred_to_the_placement(tmp_pat
 
 def test_a_jobs_qps_are_planned_when_first_listed_before_any_alarm(tmp_path):
     """Two QPs of two agents, both sending up b0l0's uplink to sp0 (a collision no
-    alarm has reported yet): the listing that names them first plans them -- a
+    alarm of theirs has reported yet): the listing that names them first plans them -- a
     ``plan`` and a ``decide`` with scope ``plan`` moving one to sp1 -- and the move's
     ``moved`` carries ``planned_s`` (listing -> moved), not the ``latency_s`` the
     detect -> moved figures read. A later listing of the same QPs plans nothing."""
@@ -1506,6 +1506,9 @@ def test_a_jobs_qps_are_planned_when_first_listed_before_any_alarm(tmp_path):
     agents = ListingAgents(listing + [idle])
     gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples, listed=False, quiet=True)
     assert not [e for e in gor.events.snapshot() if e["event"] in ("plan", "decide")]
+    # sp1's uplink alarmed a moment ago (the job's own flows did it): no bar to a plan.
+    gor.alarms.raise_from_switch(("b0l0", "sp1"), SwitchAlarm("b0l0", plan.uplink_port(1), NOTICE, 1, now[0], now[0]))
+    assert gor._barred(now[0]) == {("b0l0", "sp1")}
     wait_for("the agents' listing", lambda: gor._listing is not None and gor._listing.done(), 5)
     gor._merge_listing()
     (planned,) = [e for e in gor.events.snapshot() if e["event"] == "plan"]
