@@ -50,6 +50,9 @@ class GorConfig:
     early, moves some, and the next loop, with those cooling down, can be left with a
     collision no movable flow undoes (iterations 2..4 at 0.62 against orthogonal's
     0.82 in one run) -- where waiting for the round's utilisation sees the whole job.
+    ``plan``: plan a job's QPs as the agents first list them, before any alarm
+    (`controller.gor.Gor._plan_listed`); off, only alarms move flows -- what the
+    alarm loop's own scenario (`experiments.gor_loop`) measures.
     ``switch_alarms``: the levels the switches raise by themselves, programmed into
     them when GOR connects (None: none, the counter poll alone raises alarms); GOR
     runs a tick as soon as one raises a link's level instead of waiting for the next.
@@ -66,6 +69,7 @@ class GorConfig:
     clear_s: float = 6.0
     cooldown_s: float = 10.0
     auto: bool = True
+    plan: bool = True
     thresholds: AlarmThresholds = field(default_factory=AlarmThresholds)
     switch_alarms: SwitchAlarms | None = None
 

@@ -779,7 +779,7 @@ class Gor:
         only what the plan could not foresee. A plan's moves relieve no alarm: their
         ``moved`` events carry ``planned_s`` (listing -> moved), not ``latency_s``."""
         new = {f.id for f in self.flows if f.server is not None} - self._planned
-        if not new or not self.config.auto:
+        if not new or not self.config.auto or not self.config.plan:
             return
         self._planned |= new
         loop = next(self._loops)

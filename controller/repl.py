@@ -73,6 +73,8 @@ _SETTINGS: dict[str, tuple[str, Any, str]] = {
     "clear": ("clear_s", float, "seconds for the alarm to clear after a move"),
     "cooldown": ("cooldown_s", float, "seconds a moved flow is left alone"),
     "auto": ("auto", lambda v: {"on": True, "off": False}[v], "act on alarms by itself: on, off"),
+    "plan": ("plan", lambda v: {"on": True, "off": False}[v],
+             "place a job's QPs as the agents first list them, before any alarm: on, off"),
 }
 _THRESHOLDS: dict[str, tuple[str, Any, str]] = {
     "ecn": ("ecn_fraction", lambda v: tuple(float(x) for x in v.split(",")),
@@ -418,7 +420,7 @@ class GorCLI(CLI):
 
     def do_set(self, line: str) -> None:
         """set [NAME VALUE]: show GOR's settings, or change one: interval, window, act,
-        top, safety, verify, clear, cooldown, auto; alarm thresholds ecn, qdepth,
+        top, safety, verify, clear, cooldown, auto, plan; alarm thresholds ecn, qdepth,
         clear_ratio, clear_after."""
         words = line.split()
         if not words:

@@ -17,6 +17,8 @@ torn down:
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import random
 import shutil
@@ -190,14 +192,16 @@ def test_orthogonal_ports_use_each_uplink_once(fabric, tmp_path, rail, seed) -> 
 def test_gor_moves_an_elephant_across_pods(fabric, tmp_path) -> None:
     """Two flows from pod 0's two rail-0 leaves to pod 1, both up spine 0 and on to
     super-spine 0: at 6 Mbit/s each they overload that 10 Mbit/s spine uplink. GOR
-    detects it, moves one flow onto another cross-pod path, and the alarm clears."""
+    detects it, moves one flow onto another cross-pod path, and the alarm clears (the
+    alarm loop: GOR's plans at the agents' first listing off)."""
     fab, _ = fabric
     plan = fab.plan
     assert fab.pipeline is not None
     ends = (plan.server_at(0, 0).nics[0], plan.server_at(1, 0).nics[0],
             plan.server_at(2, 0).nics[0], plan.server_at(3, 0).nics[0])
     job, ports = two_flow_job(plan, (0, 0), 60, SENDER_MBPS, "elephants-across-pods", ends, (0, 0))
-    gor = Gor(plan, fab.pipeline, tmp_path, default_config(plan), fabric=fab)
+    config = dataclasses.replace(default_config(plan), plan=False)
+    gor = Gor(plan, fab.pipeline, tmp_path, config, fabric=fab)
     try:
         gor.start()
         assert gor.jobs is not None
