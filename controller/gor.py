@@ -735,19 +735,20 @@ class Gor:
         """The moves of the best of the ranked ``candidates`` (each with its paths in
         the candidates' order) and the ``decide`` event. A move off a link acted on is
         dated from that link's alarm (``since``: its episode, ``raised``: its last level
-        change); a move of a plan (``planned_at``, `_plan_listed`) relieves no alarm."""
+        change), also in a plan (``planned_at``, `_plan_listed`); a plan's move that
+        relieves no alarmed link is dated from the plan and marked ``planned``."""
         best = candidates[0] if candidates else None
         moves = []
         for key in sorted(best.moved if best else (), key=lambda k: flows[k].id):
             flow = flows[key]
             old = tuple(self.path_of(flow) or ())
             ranked = ranked_paths(key, placed.current[key], candidates)
-            if planned_at is not None:
+            # The alarm the move relieves (when its old path crosses one) dates it.
+            relieved = [l for l in links_of(list(old)) if l in since]
+            if planned_at is not None and not relieved:
                 moves.append(Move(loop, flow, flow.sport, None, old, placed.demands[key],
                                   list(ranked)[:1 + MAX_RETRIES], planned_at, predicted=ranked, planned=True))
                 continue
-            # The alarm the move relieves (when its old path crosses one) dates it.
-            relieved = [l for l in links_of(list(old)) if l in since]
             detect_t = max(since[l] for l in relieved) if relieved else min(since.values())
             alarm_t = max(raised[l] for l in relieved) if relieved else min(raised.values())
             moves.append(Move(loop, flow, flow.sport, relieved[0] if relieved else None, old,
@@ -773,11 +774,13 @@ class Gor:
         each that changes path (``plan``, then ``decide`` with scope ``plan``). Every movable flow, not the new
         ones among the others fixed: a job's QPs come in over two or three listings,
         and a plan of the later ones around the earlier ones found nothing better in
-        the demo where a loop over all of them, 14 ms later, moved five. Why plan: a job's QPs are known from
-        the first listing after they start sending, while an alarm, its probe and the
-        loop on it took 0.2-0.5 s of the demo's 0.53 s iteration; alarms then handle
-        only what the plan could not foresee. A plan's moves relieve no alarm: their
-        ``moved`` events carry ``planned_s`` (listing -> moved), not ``latency_s``."""
+        the demo where a loop over all of them, 14 ms later, moved five. Why plan: a
+        job's QPs are known from the first listing after they start sending, while an
+        alarm, its probe and the loop on it took 0.2-0.5 s of the demo's 0.53 s
+        iteration; alarms then handle only what the plan could not foresee. A plan's
+        move off a link alarmed by then is dated from that alarm, as a reroute loop's
+        (its ``latency_s`` counts in the detect -> moved figures); the others relieve
+        no alarm: their ``moved`` events carry ``planned_s`` (listing -> moved)."""
         new = {f.id for f in self.flows if f.server is not None} - self._planned
         if not new or not self.config.auto or not self.config.plan:
             return
@@ -789,8 +792,14 @@ class Gor:
         # a loop 0.7 s later, the alarms gone quiet, fixed with six moves).
         placed, flows = self._place(now, loop, set(), set(), None, listed_too=True)
         candidates = self._simulate(placed)
-        self.events.emit("plan", loop=loop, new=len(new), flows=len(placed.paths), movable=placed.movable)
-        for move in self._decide(loop, placed, candidates, flows, "plan", {}, {}, planned_at=now):
+        # A move off a link alarmed now relieves that alarm: dated from it like a
+        # reroute loop's, and in the detect -> moved figures.
+        alarmed = self.alarms.active(self.config.act_level)
+        self.events.emit("plan", loop=loop, new=len(new), flows=len(placed.paths), movable=placed.movable,
+                         alarmed=["->".join(l) for l in sorted(alarmed)])
+        for move in self._decide(loop, placed, candidates, flows, "plan",
+                                 {l: a.episode for l, a in alarmed.items()},
+                                 {l: a.since for l, a in alarmed.items()}, planned_at=now):
             self.mover.command(move)
 
     def _barred(self, now: float) -> set[LinkId]:

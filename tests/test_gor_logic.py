@@ -1530,3 +1530,28 @@ def test_a_jobs_qps_are_planned_when_first_listed_before_any_alarm(tmp_path):
     assert len([e for e in gor.events.snapshot() if e["event"] == "plan"]) == 1
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
+
+
+def test_a_plans_move_off_an_alarmed_link_is_dated_from_its_alarm(tmp_path):
+    """The agents answered their first listing late: the collision on b0l0's uplink to
+    sp0 was alarmed 0.5 s before the plan. The plan's move off that link relieves the
+    alarm, so it is dated from it (``latency_s``, in the detect -> moved figures), not
+    from the listing."""
+    from controller.events import move_latencies
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    listing, tuples = two_flows_up_sp0(plan)
+    now = [100.0]
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, listed=False, quiet=True)
+    gor.alarms.raise_from_switch(LINK, SwitchAlarm("b0l0", plan.uplink_port(0), NOTICE, 1, now[0] - 0.5,
+                                                   now[0] - 0.5))
+    wait_for("the agents' listing", lambda: gor._listing is not None and gor._listing.done(), 5)
+    gor._merge_listing()
+    (planned,) = [e for e in gor.events.snapshot() if e["event"] == "plan"]
+    assert planned["alarmed"] == ["b0l0->sp0"]
+    events = advance_moves(gor, now, 0.1)
+    (moved,) = [e for e in events if e["event"] == "moved"]
+    assert moved["latency_s"] == pytest.approx(0.6) and "planned_s" not in moved
+    assert move_latencies(gor.events.snapshot()) == [pytest.approx(0.6)]
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
