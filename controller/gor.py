@@ -467,14 +467,22 @@ class Gor:
         on without a counter round) or raised or escalated to ``act_level`` a fabric
         link some round of the window showed at ``act_util``, else ``""`` -- such a
         link not shown loaded yet is probed (`_probe`), and its probe calls for the
-        reaction when it shows the load."""
+        reaction when it shows the load. A fabric link raised while a sender no listing
+        named yet is sampled: the agents are listed now, not at the next tick (a job's
+        first listing came 0.5 s after its first alarm in a demo run, and until it came
+        no loop had a flow it could move)."""
         assert self.telemetry is not None
-        due = ""
+        due, raised = "", False
         with self.lock:
             while True:
                 try:
                     alarm = self._switch_alarms.get_nowait()
                 except queue.Empty:
+                    if raised and self.config.auto:
+                        now = self.clock()
+                        self._take_samples(now)
+                        if self.flows.unlisted_since(self._agents_at):
+                            self._list_agents(now)
                     return due
                 link = self.telemetry.links.tx.get((alarm.switch, alarm.port))
                 if link is None or cable(*link) in self.routes.down:
@@ -485,6 +493,7 @@ class Gor:
                     self._alarm_event(event)
                 if link not in self.fabric_links:
                     continue
+                raised = raised or event is not None
                 if not confirmed and self.config.switch_confirms(self.alarms.switch_level(link)):
                     due = "react"
                 elif event is not None and event.level >= self.config.act_level:
@@ -574,11 +583,13 @@ class Gor:
         """Ask every agent for its flows on the listing thread, unless a listing is
         under way: agent I/O off the loop thread (a busy agent answers in up to
         `controller.agents.LIST_TIMEOUT_S`, which held whole ticks back -- and the moves
-        they verify). `_merge_listing` takes the answer in."""
-        if self._listing is None:
-            self._agents_at = now
-            self._listing = self._lister.submit(self.agents.flows)
-            self._listing.add_done_callback(self._listing_done)
+        they verify). `_merge_listing` takes the answer in. Under the lock: the ticks'
+        and the reactions' threads both ask."""
+        with self.lock:
+            if self._listing is None:
+                self._agents_at = now
+                self._listing = self._lister.submit(self.agents.flows)
+                self._listing.add_done_callback(self._listing_done)
 
     def _listing_done(self, _: Future) -> None:
         """A listing is in (the listing thread): wake the loop (`_between_ticks`)."""

@@ -1555,3 +1555,34 @@ def test_a_plans_move_off_an_alarmed_link_is_dated_from_its_alarm(tmp_path):
     assert move_latencies(gor.events.snapshot()) == [pytest.approx(0.6)]
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
+
+
+def test_an_alarm_with_an_unlisted_sender_sampled_lists_the_agents_at_once(tmp_path):
+    """A switch's alarm raises b0l0's uplink while a sender no listing named yet is in
+    the samples: the agents are listed at once, on the reactions' thread, not at the
+    next tick (until that listing no loop has a flow it may move). An alarm that raises
+    nothing asks nothing."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    listing, tuples = two_flows_up_sp0(plan)
+    now = [100.0]
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, quiet=True)
+    wait_for("the tick's listing", lambda: gor._listing is not None and gor._listing.done(), 5)
+    gor._merge_listing()
+    probe_shows(gor, now, 0.3)
+    now[0] += 0.1
+    new = FiveTuple(plan.server_at(0, 0).nics[0].ip, plan.server_at(1, 1).nics[0].ip, sport=50001)
+    gor._incoming.put(Sample(now[0], "b0l0", 1, plan.uplink_port(1), 0, new, 4000))
+    gor._switch_alarms.put(SwitchAlarm("b0l0", plan.uplink_port(0), NOTICE, 1, now[0], now[0]))
+    gor._take_switch_alarms()
+    assert gor._listing is not None and gor._agents_at == now[0]
+    wait_for("the listing", gor._listing.done, 5)
+    gor._merge_listing()
+    probes_done(gor)
+    now[0] += 0.1
+    gor._incoming.put(Sample(now[0], "b0l0", 1, plan.uplink_port(1), 0, dataclasses.replace(new, sport=50002), 4000))
+    gor._switch_alarms.put(SwitchAlarm("b0l0", plan.uplink_port(0), NOTICE, 1, now[0], now[0]))
+    gor._take_switch_alarms()                      # the level in force: raises nothing
+    assert gor._listing is None
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
