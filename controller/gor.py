@@ -423,6 +423,10 @@ class Gor:
         if now - self._agents_at >= AGENT_REFRESH_S:
             self._list_agents(now)
         with self.lock:
+            # Read again: the merge (a plan) and the wait for the lock take time, and an
+            # agent's answer taken in now is dated now (with the round's time, a plan's
+            # move once showed moved 10 ms before its plan).
+            now = self.clock()
             self.mover.advance(now)
             # A sender the last listing could not name (it started after it: a job
             # starting) is listed at once, before its alarm: the loop then finds the
@@ -782,8 +786,8 @@ class Gor:
         the first time, before any alarm: the demand of every active flow and of every
         QP an agent lists as having sent (its step may be paused), every movable flow
         placed, simulated and ranked as a reroute loop does, and a move commanded for
-        each that changes path (``plan``, then ``decide`` with scope ``plan``). Every movable flow, not the new
-        ones among the others fixed: a job's QPs come in over two or three listings,
+        each that changes path (``plan``, then ``decide`` with scope ``plan``). Every
+        movable flow, not the new ones among the others fixed: a job's QPs come in over two or three listings,
         and a plan of the later ones around the earlier ones found nothing better in
         the demo where a loop over all of them, 14 ms later, moved five. Why plan: a
         job's QPs are known from the first listing after they start sending, while an
