@@ -227,6 +227,36 @@ def test_native_loop_rides_out_a_stall_deeper_than_the_python_ring_on_unpaced_po
             assert dev.fidelity()["kernel_drops"] == 0
 
 
+def thread_named(name: str) -> int | None:
+    """The id of this process's thread called ``name`` (its /proc comm), or None."""
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            if (task / "comm").read_text().strip() == name:
+                return int(task.name)
+        except FileNotFoundError:
+            continue   # the thread ended meanwhile
+    return None
+
+
+@root
+@pytest.mark.parametrize("kind", [NativeDevice, Device])
+def test_loop_thread_runs_on_the_loop_cpu(kind):
+    """``loop_cpu`` (`p4sim switch --loop-cpu`): the thread that runs the packet loop --
+    the C loop's own thread, or the one calling the Python device's run -- may run on
+    that core alone, and the rest of the process keeps every core."""
+    everywhere = os.sched_getaffinity(0)
+    cpu = max(everywhere)
+    with Netns() as net:
+        net.add_switch_and_hosts()
+        running = Running(net, kind, "native" if kind is NativeDevice else "python", loop_cpu=cpu)
+        with running:
+            tid = (wait_for("the C loop's thread", lambda: thread_named("p4n-loop"), 5.0)
+                   if kind is NativeDevice else running.thread.native_id)
+            wait_for(f"thread {tid} pinned to core {cpu}", lambda: os.sched_getaffinity(tid) == {cpu}, 5.0,
+                     detail=lambda: f"allowed on {os.sched_getaffinity(tid)}")
+            assert os.sched_getaffinity(0) == everywhere
+
+
 def test_quantum_sleeps_end_on_the_clock_grid():
     """A loop's next wake-up is the first multiple of the quantum after it woke, so
     switches that woke at different times in one quantum wake together (one timer

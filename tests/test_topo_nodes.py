@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from emulation.realtime import agent_priority, realtime_prefix
-from topo.nodes import BMv2Switch, P4ProcessSwitch, P4SimSwitch, SwitchStartError
+from topo.nodes import LOOP_CPU, BMv2Switch, P4ProcessSwitch, P4SimSwitch, SwitchStartError
 from topo.spec import PfcSpec
 
 
@@ -19,7 +19,7 @@ def _node(cls: type[P4ProcessSwitch], **attrs) -> P4ProcessSwitch:
     node.__dict__.update({"name": "b0l2", "device_id": 3, "grpc_port": 50053, "port_rates": {1: 10.0, 2: 2.5},
                           "queue_depth": 64, "priority_queues": 8, "cpu_port": 255, "pcap_dir": None,
                           "clock": "123:2.0", "rt_priority": 10, "pfc": None, "engine": "auto",
-                          **attrs})
+                          "loop_cpu": LOOP_CPU, **attrs})
     node.data_ports = lambda: {1: "b0l2-eth1", 2: "b0l2-eth2"}
     return node
 
@@ -30,7 +30,7 @@ def test_switch_command_lines():
     joined = " ".join(p4sim)
     for part in ("-i 1@b0l2-eth1 -i 2@b0l2-eth2", "--device-id 3", "--grpc-server-addr 127.0.0.1:50053",
                  "--priority-queues 8", "--cpu-port 255", "--port-rate 1=10 --port-rate 2=2.5", "--no-p4",
-                 "--engine auto",
+                 "--engine auto", "--loop-cpu last",
                  "--clock 123:2.0"):
         assert part in joined
     assert "--engine python" in " ".join(_node(P4SimSwitch, engine="python").command())
@@ -41,7 +41,7 @@ def test_switch_command_lines():
     target = bmv2[bmv2.index("--") + 1:]   # simple_switch_grpc's target options follow "--"
     assert target == ["--grpc-server-addr", "127.0.0.1:50053", "--priority-queues", "8", "--cpu-port", "255"]
     assert "--pcap" in bmv2[:bmv2.index("--")]
-    assert "--engine" not in bmv2
+    assert "--engine" not in bmv2 and "--loop-cpu" not in bmv2
     assert "--pfc" not in joined
 
 

@@ -36,6 +36,10 @@ READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 5.0
 # A BMv2 switch's Thrift port is this far from its gRPC port (`thrift_port_of`).
 THRIFT_OFFSET = 10000
+# Where a p4sim switch runs its packet loop (`p4sim switch --loop-cpu`): every switch
+# of the fabric on the last core, where their wake-ups on the emulated clock's grid
+# share one timer interrupt and warm caches (measured in docs/fabric.md).
+LOOP_CPU = "last"
 # Bytes of an Ethernet header, which an interface's MTU does not count.
 ETHERNET_HEADER = 14
 
@@ -69,7 +73,7 @@ class P4ProcessSwitch(Switch):
                  priority_queues: int = 8, cpu_port: int | None = 255,
                  pcap_dir: str | None = None, run_dir: str | Path = RUN_DIR,
                  clock: str | None = None, rt_priority: int = 0, pfc: PfcSpec | None = None,
-                 engine: str = "auto", **params) -> None:
+                 engine: str = "auto", loop_cpu: str = LOOP_CPU, **params) -> None:
         super().__init__(name, **params)
         self.device_id = device_id
         self.grpc_port = grpc_port
@@ -83,6 +87,7 @@ class P4ProcessSwitch(Switch):
         self.rt_priority = rt_priority  # SCHED_RR priority, 0 = normal scheduling
         self.pfc = pfc                  # lossless priority (None: no PFC)
         self.engine = engine            # p4sim's --engine (BMv2 has one engine)
+        self.loop_cpu = loop_cpu        # p4sim's --loop-cpu
         self.process: subprocess.Popen | None = None
 
     @property
@@ -191,7 +196,7 @@ class P4SimSwitch(P4ProcessSwitch):
             cmd += ["-i", f"{port}@{iface}"]
         cmd += ["--device-id", str(self.device_id),
                 "--grpc-server-addr", f"{self.grpc_host}:{self.grpc_port}",
-                "--engine", self.engine,
+                "--engine", self.engine, "--loop-cpu", self.loop_cpu,
                 "--queue-depth", str(self.queue_depth),
                 "--priority-queues", str(self.priority_queues)]
         if self.cpu_port is not None:

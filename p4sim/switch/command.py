@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -92,6 +93,20 @@ def parse_pfc(args: argparse.Namespace) -> PfcConfig | None:
         raise UsageError(f"--pfc: {e}") from None
 
 
+def parse_loop_cpu(text: str) -> int | None:
+    """``--loop-cpu``: a core number this process may run on, ``last`` (the highest of
+    them), or ``none`` (no pinning) -> the core, or None."""
+    allowed = os.sched_getaffinity(0)
+    if text == "none":
+        return None
+    if text == "last":
+        return max(allowed)
+    if not text.isdigit() or int(text) not in allowed:
+        raise UsageError(f"--loop-cpu {text!r}: expected none, last or one of this process's "
+                         f"cores {sorted(allowed)}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="p4sim switch",
@@ -143,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "compiled; refuses a program with a construct it does not run, naming "
                         "it), python (the reference engine), auto (default: native when it runs "
                         "the program, else python, said once in the log)")
+    p.add_argument("--loop-cpu", default="none", metavar="CPU|last|none",
+                   help="run the packet loop's thread on this core (last: the highest core "
+                        "the process may use; default none: wherever the kernel puts it). "
+                        "A fabric's switches share one core this way (docs/fabric.md)")
     p.add_argument("--thrift-port", type=int,
                    help="accepted for simple_switch_grpc compatibility; p4sim has no Thrift server")
     return p
@@ -185,7 +204,8 @@ def load_json(path: str) -> dict[str, Any]:
 
 def open_device(args: argparse.Namespace, ports: dict[int, str], rates: dict[int, float],
                 pfc: PfcConfig | None, clock: EmulationClock,
-                pipeline: dict[str, Any] | None) -> tuple[Device, V1Switch | None]:
+                pipeline: dict[str, Any] | None,
+                loop_cpu: int | None = None) -> tuple[Device, V1Switch | None]:
     """The device ``--engine`` asks for and, given a JSON, its engine (not installed yet).
 
     The engine is decided before the device exists, because it decides the device: a
@@ -202,7 +222,7 @@ def open_device(args: argparse.Namespace, ports: dict[int, str], rates: dict[int
     kwargs: dict[str, Any] = dict(device_id=args.device_id, cpu_port=args.cpu_port,
                                   priority_queues=args.priority_queues, queue_depth=args.queue_depth,
                                   queue_rate_pps=args.queue_rate, port_rates=rates, pcap_dir=args.pcap,
-                                  clock=clock, pfc=pfc)
+                                  clock=clock, pfc=pfc, loop_cpu=loop_cpu)
     engine = None
     if pipeline is not None:
         engine = make_engine(pipeline, args.engine, cpu_port=args.cpu_port,
@@ -233,6 +253,7 @@ def main(argv: list[str]) -> int:
             raise UsageError("--no-p4 and a JSON file exclude each other")
         pipeline = load_json(args.json) if args.json else None
         pfc = parse_pfc(args)
+        loop_cpu = parse_loop_cpu(args.loop_cpu)
         clock = (EmulationClock.decode(args.clock, "--clock") if args.clock
                  else EmulationClock.from_env())
     except (UsageError, ClockError) as e:
@@ -243,7 +264,7 @@ def main(argv: list[str]) -> int:
     if args.thrift_port is not None:
         log.info("--thrift-port %d ignored: p4sim is programmed over P4Runtime only", args.thrift_port)
     try:
-        device, engine = open_device(args, ports, rates, pfc, clock, pipeline)
+        device, engine = open_device(args, ports, rates, pfc, clock, pipeline, loop_cpu)
     except ProgramError as e:
         log.error("cannot load pipeline %s: %s", args.json, e)
         return 1

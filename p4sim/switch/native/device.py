@@ -256,8 +256,11 @@ class NativeDevice(Device):
                  "" if self.engine is not None else ", no pipeline loaded")
         result: list[int] = []
         relay = threading.Thread(target=self._relay, name="native-device-relay", daemon=True)
-        loop = threading.Thread(target=lambda: result.append(self._lib.p4n_device_run(self._dev)),
-                                name="native-device-loop", daemon=True)
+        def loop_thread() -> None:
+            reference.pin_loop_thread(self.loop_cpu)
+            result.append(self._lib.p4n_device_run(self._dev))
+
+        loop = threading.Thread(target=loop_thread, name="native-device-loop", daemon=True)
         relay.start()
         loop.start()
         loop.join()
