@@ -13,6 +13,7 @@ PID is also written to ``<run_dir>/<name>.pid`` so that `make stop` can find lef
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import signal
 import socket
@@ -191,7 +192,11 @@ class P4SimSwitch(P4ProcessSwitch):
     queues: line rate per port, queue depth, strict-priority queues."""
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "p4sim.cli", "switch"]
+        return [sys.executable, "-m", "p4sim.cli", "switch", *self.switch_args()]
+
+    def switch_args(self) -> list[str]:
+        """``p4sim switch``'s arguments for this switch."""
+        cmd = []
         for port, iface in self.data_ports().items():
             cmd += ["-i", f"{port}@{iface}"]
         cmd += ["--device-id", str(self.device_id),
@@ -213,6 +218,47 @@ class P4SimSwitch(P4ProcessSwitch):
                     "--pfc-watchdog-ms", f"{self.pfc.watchdog_ms:g}"]
         cmd.append("--no-p4")  # the controller pushes the pipeline over P4Runtime
         return cmd
+
+
+class P4SimSharedSwitch(P4SimSwitch):
+    """A p4sim switch that shares one ``p4sim switches`` process -- and with it one
+    packet loop thread -- with the other switches started with it (the spec's
+    ``switch_process: shared``; p4sim/switch/shared.py). The switches started together
+    (`batchStartup`: Mininet's start of the fabric, or one restarted switch) are one
+    process; each node's ``process`` is that process, so stopping or killing one node
+    stops every switch started with it (docs/fabric.md says what that costs the
+    failure experiments)."""
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / "switches.log"
+
+    def launch(self) -> None:
+        """Nothing yet: `batchStartup` starts one process for the switches started together."""
+
+    @staticmethod
+    def shared_command(nodes: Sequence["P4SimSharedSwitch"]) -> list[str]:
+        """``p4sim switches`` with each node's ``p4sim switch`` arguments."""
+        cmd = [sys.executable, "-m", "p4sim.cli", "switches"]
+        for sw in nodes:
+            cmd += ["--switch", shlex.join(sw.switch_args())]
+        return cmd
+
+    @classmethod
+    def batchStartup(cls, switches: Sequence["P4ProcessSwitch"]) -> Sequence["P4ProcessSwitch"]:
+        """One ``p4sim switches`` process for ``switches``, then wait for every one's gRPC port."""
+        nodes = [sw for sw in switches if isinstance(sw, P4SimSharedSwitch)]
+        if nodes:
+            first = nodes[0]
+            first.run_dir.mkdir(parents=True, exist_ok=True)
+            with open(first.log_path, "ab") as log:
+                process = subprocess.Popen(realtime_prefix(first.rt_priority) + cls.shared_command(nodes),
+                                           stdin=subprocess.DEVNULL,
+                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            for sw in nodes:
+                sw.process = process
+                sw.pid_path.write_text(f"{process.pid}\n")
+        return super().batchStartup(switches)
 
 
 class BMv2Switch(P4ProcessSwitch):
