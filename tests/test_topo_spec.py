@@ -105,6 +105,7 @@ def test_defaults_fill_optional_keys():
     ({"switch_engine": "c"}, "switch_engine", "one of auto, native, python"),
     ({"switch_process": "one"}, "switch_process", "one of own, shared"),
     ({"switch_process": "shared", "switch_engine": "python"}, "switch_process", "native switches only"),
+    ({"switch_process": "shared", "cluster": {"servers": ["a", "b"]}}, "switch_process", "cluster mode needs"),
     ({"pfc": {"enabled": 1}}, "pfc.enabled", "expected bool"),
     ({"pfc": {"priority": 6}}, "pfc.priority", "below the CNPs' 6"),
     ({"pfc": {"xoff": 1000}}, "pfc.xoff", "at least one frame (4218 bytes"),

@@ -532,6 +532,9 @@ def validate(spec: FabricSpec, source: str = "fabric spec", emulated: bool = Tru
     if spec.switch_process == "shared" and spec.switch_engine == "python":
         fail("switch_process", "shared runs native switches only (one C loop for all): "
              "switch_engine python needs switch_process own")
+    if spec.switch_process == "shared" and spec.cluster is not None:
+        fail("switch_process", "shared runs the switches of one machine: cluster mode needs "
+             "switch_process own")
     if spec.cluster is not None:
         _validate_cluster(spec, fail)
     ecn = spec.ecn
