@@ -5,6 +5,7 @@ the engine then forwards."""
 from __future__ import annotations
 
 import ipaddress
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -441,8 +442,9 @@ def test_backup_cannot_write_and_is_told_when_the_primary_leaves(ready: Runtime)
 
 
 class WatchedLock:
-    """The dataplane's lock, telling ``waiting`` when a thread is blocked taking it
-    (so a test knows a Write is in flight inside the server)."""
+    """The dataplane's lock, telling ``waiting`` when a Write's update is blocked taking
+    it (so a test knows a Write is in flight inside the server, past its primary check;
+    other threads, e.g. the digest pump, take this lock too)."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -450,7 +452,11 @@ class WatchedLock:
 
     def __enter__(self) -> None:
         if not self._lock.acquire(blocking=False):
-            self.waiting.set()
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_name != "apply_updates":
+                frame = frame.f_back
+            if frame is not None:
+                self.waiting.set()
             self._lock.acquire()
 
     def __exit__(self, *exc: object) -> None:
