@@ -17,7 +17,8 @@ The groups are applied by a scheduler of our own, not by ``xdist_group`` marks: 
 
 p4runtime-shell's venv (`testbed.clients`, a minute of pip on a fresh clone) is made on
 a thread of the first worker from the session's start, so its test, late in the
-namespace group, finds it ready instead of holding that group -- the wall time -- up.
+namespace group (NETNS_GROUPS' order is the run order), finds it ready instead of holding
+that group -- the wall time -- up.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ NETNS_GROUPS: dict[str, tuple[str, ...]] = {
 }
 _GROUP_OF = {module: group for group, modules in NETNS_GROUPS.items() for module in modules}
 _RANK = {group: rank for rank, group in enumerate(NETNS_GROUPS)}
+# A namespace module's place in its group's run: the order listed above, not pytest's
+# alphabetical one (which put test_compat_p4runtime_shell first, waiting on its venv).
+_PLACE = {module: place for modules in NETNS_GROUPS.values() for place, module in enumerate(modules)}
 
 
 def group_of(nodeid: str) -> str:
@@ -89,10 +93,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On an xdist worker, the namespace groups' tests first, in NETNS_GROUPS' order (a
-    stable sort: the rest keep their order); a serial run keeps pytest's order."""
+    """On an xdist worker, the namespace groups' tests first, the groups and each
+    group's modules in NETNS_GROUPS' order (a stable sort: a module's tests, and the
+    rest, keep their order); a serial run keeps pytest's order."""
     if hasattr(config, "workerinput"):
-        items.sort(key=lambda item: _RANK.get(group_of(item.nodeid), len(_RANK)))
+        def key(item: pytest.Item) -> tuple[int, int]:
+            module = Path(item.nodeid.split("::", 1)[0]).stem
+            return _RANK.get(group_of(item.nodeid), len(_RANK)), _PLACE.get(module, 0)
+        items.sort(key=key)
 
 
 # The module that uses p4runtime-shell's venv (its fixture waits for the venv's lock).
