@@ -4,7 +4,9 @@ Service ``tccl.Agent`` (equivalent .proto in docs/tccl.md):
 
 * ``ListFlows``      -> every queue pair's flow: 5-tuple, QPN, bytes, rate, state;
 * ``SetSourcePort``  -> move a flow to another UDP source port at its next message
-  boundary; the reply comes once the flow uses the new port (the acknowledgement);
+  boundary; the reply comes once the flow uses the new port (the acknowledgement),
+  with when the agent got the request and when the boundary passed (the fabric's
+  emulated clock, so the caller can tell its own share from the agent's);
 * ``GetStats``       -> agent-wide counters.
 
 Unknown flows answer NOT_FOUND, invalid ports or timeouts and request bytes that do not
@@ -59,7 +61,8 @@ _MESSAGES: dict[str, list[tuple[str, str, bool]]] = {
     "SetSourcePortRequest": [("flow", "FlowRef", False), ("sport", "uint32", False),
                              ("timeout_s", "double", False)],
     "SetSourcePortReply": [("flow", "Flow", False), ("old_sport", "uint32", False),
-                           ("waited_s", "double", False)],
+                           ("waited_s", "double", False), ("received_s", "double", False),
+                           ("applied_s", "double", False)],
     "StatsRequest": [],
     "StatsReply": [("server", "string", False), ("rx_frames", "uint64", False),
                    ("rx_ignored", "uint64", False), ("tx_dropped", "uint64", False),
@@ -197,7 +200,8 @@ class ControlServer:
                           f"flow {qp.qpn:#x} did not reach a message boundary in {timeout:.1f}s; "
                           f"the change stays pending")
         return MESSAGES["SetSourcePortReply"](flow=answer["flow"], old_sport=change.old_port,
-                                              waited_s=answer["at"] - started)
+                                              waited_s=answer["at"] - started, received_s=started,
+                                              applied_s=answer["at"])
 
 
 class AgentClient:

@@ -87,3 +87,6 @@ def test_the_answer_leaves_at_the_boundary_without_another_turn_of_the_loop(agen
         answer = reply.result()
     assert (answer.old_sport, answer.flow.sport, answer.flow.state) == (50000, 54000, "idle")
     assert 0 <= answer.waited_s < 30
+    # When the request came in and when the boundary passed, on the engine's clock.
+    assert answer.received_s <= answer.applied_s <= engine.clock()
+    assert answer.waited_s == pytest.approx(answer.applied_s - answer.received_s)
