@@ -10,8 +10,8 @@ STAMP    := $(VENV)/.installed
 # gcc and libc6-dev to compile the native switch engine at start (loaded through cffi),
 # sudo and openssh-server for Mininet's cluster mode (its test runs an sshd per pretend server
 # in namespaces; on a systemd machine the package also enables Debian's ssh service); gcc and
-# libc6-dev also build the native NIC (tccl/nic).
-APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev openssh-server sudo gcc libc6-dev
+# libc6-dev also build the native NIC (tccl/nic); python3-pip is the pip that fills the venv.
+APT_PKGS := mininet iputils-ping iproute2 ethtool tcpdump tshark chromium cpp python3-venv python3-dev python3-pip openssh-server sudo gcc libc6-dev
 FABRIC   ?= topo/fabrics/default.yaml
 # RATE=<Mbit/s>: run and demo FABRIC with its NICs' links at that rate, the profile
 # restated (python -m topo.atrate writes the spec into build/fabrics; docs/fabric.md).
@@ -36,10 +36,11 @@ $(STAMP): pyproject.toml Makefile
 	  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
-	# The venv comes from Debian's python so that --system-site-packages sees Debian's mininet.
-	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	# The venv comes from Debian's python so that --system-site-packages sees Debian's mininet,
+	# and Debian's pip (python3-pip) fills it: a pip of its own (ensurepip, then an upgrade
+	# from PyPI) cost every fresh setup ~5 s and nothing else uses it.
+	test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages --without-pip $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
 # Two workers: the namespace tests one after another, the unit tests beside them

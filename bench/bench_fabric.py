@@ -11,8 +11,10 @@ ring AllReduce over every NIC (`bench.cpu.line_rate_job`, the native NIC's agent
 that they leave the switches the CPU), CPU seconds per second with every NIC at line
 rate as a fraction of the machine, the switches' share and the agents' share apart:
 ``fabric_cpu_frac_at_line_rate_<engine>_switches`` (their sum),
-``switches_cpu_frac_at_line_rate_<engine>``, ``agents_cpu_frac_at_line_rate_<engine>``.
-The goal is a switches' share <= 0.1 with native switches.
+``switches_cpu_frac_at_line_rate_<engine>``, ``agents_cpu_frac_at_line_rate_<engine>``,
+and the switches' p99 departure lateness; ``native_shared`` is native switches all in one
+process with one packet loop (``switch_process: shared``). The goal is a switches' share
+<= 0.1 with native switches.
 
 Runs the default spec with its own node prefix and gRPC ports, so that a `make run`
 on the same machine is left alone; needs root (Mininet).
@@ -37,8 +39,9 @@ from topo.processes import stop_process
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT / "topo" / "fabrics" / "default.yaml"
 READY_TIMEOUT_S = 120
-# The switches' engines compared (topo/spec.py SWITCH_ENGINES): auto is native for astral.p4.
-SWITCH_ENGINES = ("native", "python")
+# The switches compared (topo/spec.py SWITCH_ENGINES and SWITCH_PROCESSES): auto is native
+# for astral.p4; native switches a process each and all in one process (one packet loop).
+SWITCH_SETUPS = (("native", "own"), ("native", "shared"), ("python", "own"))
 
 
 def _startup_once(spec_path: Path) -> float:
@@ -67,26 +70,41 @@ def _startup_once(spec_path: Path) -> float:
     return ready
 
 
-def cpu_at_line_rate(engine: str) -> dict[str, float]:
-    """The default fabric at dilation 1 with ``engine`` switches, every NIC at line rate:
-    the fractions of the machine its switches and its agents use (module docstring)."""
+def cpu_at_line_rate(engine: str, process: str = "own") -> dict[str, float]:
+    """The default fabric at dilation 1 with ``engine`` switches run as ``process``
+    says (`topo.spec.SWITCH_PROCESSES`), every NIC at line rate: the fractions of the
+    machine its switches and its agents use (module docstring), and the switches' p99
+    departure lateness over the whole run (packet times, the fidelity monitor's)."""
+    import grpc
+
     from controller.routes import program_fabric
+    from emulation.fidelity import switches_window
+    from p4sim.runtime.queues import QueueControlClient, fidelity_of
     from topo.net import Fabric
     from topo.spec import load_spec
 
     cores = os.cpu_count() or 1
+    name = engine if process == "own" else f"{engine}_{process}"
     with tempfile.TemporaryDirectory(prefix="bench-fabric-cpu-") as tmp:
         spec_file = Path(tmp) / "fabric.yaml"
         text = "".join(ln + "\n" for ln in own_spec(DEFAULT).splitlines()
-                       if not ln.startswith(("dilation:", "switch_engine:")))
-        spec_file.write_text(text + f"dilation: 1\nswitch_engine: {engine}\n")
+                       if not ln.startswith(("dilation:", "switch_engine:", "switch_process:")))
+        spec_file.write_text(text + f"dilation: 1\nswitch_engine: {engine}\nswitch_process: {process}\n")
         with Fabric(load_spec(spec_file), run_dir=Path(tmp) / "run", program=program_fabric) as fabric:
             use = job_cpu(fabric, line_rate_job(spec_file), Path(tmp) / "job", nic="native")
-    return {f"fabric_cpu_frac_at_line_rate_{engine}_switches": use.fabric_frac_at_line_rate,
-            f"switches_cpu_frac_at_line_rate_{engine}": use.switches_at_line_rate / cores,
-            f"agents_cpu_frac_at_line_rate_{engine}": use.agents_at_line_rate / cores,
-            f"fabric_load_{engine}_switches": use.load,
-            f"switches_wakeups_per_s_at_line_rate_{engine}": use.switches_wakeups_at_line_rate}
+            channels = [grpc.insecure_channel(f"{sw.grpc_host}:{sw.grpc_port}") for sw in fabric.net.switches]
+            try:
+                fidelity = switches_window({}, fidelity_of({sw.name: QueueControlClient(ch) for sw, ch
+                                                            in zip(fabric.net.switches, channels)}))
+            finally:
+                for ch in channels:
+                    ch.close()
+    return {f"fabric_cpu_frac_at_line_rate_{name}_switches": use.fabric_frac_at_line_rate,
+            f"switches_cpu_frac_at_line_rate_{name}": use.switches_at_line_rate / cores,
+            f"agents_cpu_frac_at_line_rate_{name}": use.agents_at_line_rate / cores,
+            f"fabric_load_{name}_switches": use.load,
+            f"switches_wakeups_per_s_at_line_rate_{name}": use.switches_wakeups_at_line_rate,
+            f"switches_p99_lateness_pkt_at_line_rate_{name}": fidelity.p99}
 
 
 def run() -> dict[str, float]:
@@ -99,8 +117,8 @@ def run() -> dict[str, float]:
         path.write_text(yaml.safe_dump(spec))
         _startup_once(path)  # warm-up: compiles the pipeline once, fills caches
         figures = {"fabric_startup_s": _startup_once(path), "fabric_dilation_auto": dilation_auto()}
-    for engine in SWITCH_ENGINES:   # the same fabric, job and machine; only the switches differ
-        figures.update(cpu_at_line_rate(engine))
+    for engine, process in SWITCH_SETUPS:   # the same fabric, job and machine; only the switches differ
+        figures.update(cpu_at_line_rate(engine, process))
     figures["switches_cpu_native_over_python_ratio"] = (
         figures["switches_cpu_frac_at_line_rate_native"] / figures["switches_cpu_frac_at_line_rate_python"])
     return figures

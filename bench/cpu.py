@@ -88,8 +88,9 @@ def wakeups(pids: Iterable[int]) -> int:
 
 
 def switch_pids(fabric: Any) -> list[int]:
-    """PIDs of a running `topo.net.Fabric`'s switch processes."""
-    return [sw.process.pid for sw in fabric.net.switches if getattr(sw, "process", None) is not None]
+    """PIDs of a running `topo.net.Fabric`'s switch processes, each once (with
+    ``switch_process: shared`` every switch node has the one process)."""
+    return sorted({sw.process.pid for sw in fabric.net.switches if getattr(sw, "process", None) is not None})
 
 
 def host_link_bytes(fabric: Any) -> int:

@@ -61,6 +61,9 @@ class SwitchFleet:
         self.on_packet = on_packet
         self.on_push = on_push
         self.pushes: dict[str, int] = {sw.name: 0 for sw in plan.switches}
+        # time.monotonic() of each switch's last push: its session is at least that old
+        # (finsy waits 10 s to reconnect to a switch whose session failed within 2 s).
+        self.pushed_at: dict[str, float] = {}
         self._ready: dict[str, threading.Event] = {sw.name: threading.Event() for sw in plan.switches}
         self.election_id = election_id or fresh_election_id()
         self.switches: dict[str, fy.Switch] = {}
@@ -167,6 +170,7 @@ class SwitchFleet:
         await sw.delete_all()
         await program_switch(sw, self.desired(sw.name))
         self.pushes[sw.name] += 1
+        self.pushed_at[sw.name] = time.monotonic()
         if self.on_push is not None:
             self.on_push(sw.name)
         if self.on_packet is not None:

@@ -14,6 +14,7 @@ COMMANDS = {
     "compile": ("p4sim.compiler.command", "compile P4-16 (v1model) to BMv2 JSON + P4Info, like p4c"),
     "stf": ("p4sim.stf.command", "run an STF test against a P4 program"),
     "switch": ("p4sim.switch.command", "run a v1model switch with a P4Runtime server, like simple_switch_grpc"),
+    "switches": ("p4sim.switch.shared", "run several native switches in one process, one packet loop for all"),
 }
 
 

@@ -1,5 +1,6 @@
-"""Session-wide hooks: how `make test` lays the suite out over pytest-xdist workers, and
-the fuzz and fault tests' closing note (tests/fuzzkit.py).
+"""Session-wide hooks: how `make test` lays the suite out over pytest-xdist workers,
+p4runtime-shell's venv made in the background, and the fuzz and fault tests' closing
+note (tests/fuzzkit.py).
 
 The suite's wall time is the modules that bring up namespaces, Mininet or a fabric:
 they wait on dilated emulated time and leave the CPUs mostly idle, while the unit tests
@@ -13,16 +14,24 @@ test still checks that its run was faithful.
 
 The groups are applied by a scheduler of our own, not by ``xdist_group`` marks: xdist
 3.8 marks a test's group by rewriting ``item._nodeid``, which pytest 9 no longer reads.
+
+p4runtime-shell's venv (`testbed.clients`, a minute of pip on a fresh clone) is made on
+a thread of the first worker from the session's start, so its test, late in the
+namespace group (NETNS_GROUPS' order is the run order), finds it ready instead of holding
+that group -- the wall time -- up.
 """
 
 from __future__ import annotations
 
+import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from fuzzkit import closing_note
+from testbed.clients import p4runtime_shell
 
 # Modules that create network namespaces: one group, one fabric at a time. Two groups
 # side by side (3 workers) took the suite to 7 min but left fabric runs unfaithful on 2
@@ -44,6 +53,9 @@ NETNS_GROUPS: dict[str, tuple[str, ...]] = {
 }
 _GROUP_OF = {module: group for group, modules in NETNS_GROUPS.items() for module in modules}
 _RANK = {group: rank for rank, group in enumerate(NETNS_GROUPS)}
+# A namespace module's place in its group's run: the order listed above, not pytest's
+# alphabetical one (which put test_compat_p4runtime_shell first, waiting on its venv).
+_PLACE = {module: place for modules in NETNS_GROUPS.values() for place, module in enumerate(modules)}
 
 
 def group_of(nodeid: str) -> str:
@@ -81,10 +93,48 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On an xdist worker, the namespace groups' tests first, in NETNS_GROUPS' order (a
-    stable sort: the rest keep their order); a serial run keeps pytest's order."""
+    """On an xdist worker, the namespace groups' tests first, the groups and each
+    group's modules in NETNS_GROUPS' order (a stable sort: a module's tests, and the
+    rest, keep their order); a serial run keeps pytest's order."""
     if hasattr(config, "workerinput"):
-        items.sort(key=lambda item: _RANK.get(group_of(item.nodeid), len(_RANK)))
+        def key(item: pytest.Item) -> tuple[int, int]:
+            module = Path(item.nodeid.split("::", 1)[0]).stem
+            return _RANK.get(group_of(item.nodeid), len(_RANK)), _PLACE.get(module, 0)
+        items.sort(key=key)
+
+
+# The module that uses p4runtime-shell's venv (its fixture waits for the venv's lock).
+CLIENT_VENV_MODULE = "test_compat_p4runtime_shell"
+_client_venv: threading.Thread | None = None
+
+
+def _make_client_venv() -> None:
+    """p4runtime-shell's venv, made ahead of its test. A failure is left to the test's
+    fixture: its own `p4runtime_shell` call tries again and reports pip's output."""
+    try:
+        p4runtime_shell()
+    except (RuntimeError, subprocess.TimeoutExpired):
+        pass
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On the first worker (or a serial run), when the p4runtime-shell test is among the
+    tests, start making its venv on a thread (`testbed.clients` locks it, so the test's
+    fixture waits for this build rather than starting another)."""
+    global _client_venv
+    worker = getattr(session.config, "workerinput", None)
+    if worker is not None and worker["workerid"] != "gw0":
+        return
+    if any(Path(item.nodeid.split("::", 1)[0]).stem == CLIENT_VENV_MODULE for item in session.items):
+        _client_venv = threading.Thread(target=_make_client_venv, name="client-venv", daemon=True)
+        _client_venv.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Let a venv still being made finish (a pip killed halfway would leave it to be
+    made again from scratch next time)."""
+    if _client_venv is not None:
+        _client_venv.join()
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

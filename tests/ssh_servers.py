@@ -15,16 +15,18 @@ or changed. Keys are made with ``ssh-keygen`` in the temporary dir. A server can
 a time namespace whose CLOCK_MONOTONIC is ``monotonic_offsets_s[i]`` seconds ahead: two
 real machines' monotonic clocks differ (each counts from its own boot).
 
-Cleanup (also on failure): each server's ``unshare`` (started here, ended by PID) takes
-its sshd down with it (``--kill-child``), and the kernel ends every other process of a
-PID namespace when its PID 1 dies -- the sessions and everything they started, Mininet's
-hosts included. Then the namespaces go, taking their veths and tunnel interfaces along.
+Cleanup (also on failure): each server's ``unshare`` (started here, SIGKILLed by PID)
+takes its sshd down with it (``--kill-child``), and the kernel ends every other process
+of a PID namespace when its PID 1 dies -- the sessions and everything they started,
+Mininet's hosts included. Then the namespaces go, taking their veths and tunnel
+interfaces along. SIGKILL at once, not SIGTERM and a grace: ``unshare --fork`` blocks
+SIGTERM while it waits for its child, so a SIGTERM only ever used up the grace, and a
+pretend server has nothing to save.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -37,7 +39,6 @@ SSH_PORT = 22
 # Jumbo frames on the LAN, as on a fabric's servers: a tunnel carries the fabric's MTU.
 LAN_MTU = 9000
 READY_TIMEOUT_S = 20.0
-STOP_GRACE_S = 3.0
 
 SSHD_CONFIG = """\
 ListenAddress {ip}:{port}
@@ -209,13 +210,9 @@ class SshServers:
         namespaces this object created (their interfaces go with them)."""
         for proc in self.unshare:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.unshare:
-            try:
-                proc.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.wait()
+        for proc in self.unshare:
+            proc.wait()
         for name in reversed(self._created):
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
         self._created.clear()

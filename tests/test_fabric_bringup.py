@@ -48,8 +48,10 @@ ROOT = Path(__file__).resolve().parent.parent
 UPLINK_MBPS = 5.0
 
 
-@pytest.fixture(scope="module")
-def fabric(tmp_path_factory) -> Iterator[Fabric]:
+@pytest.fixture(scope="module", params=["own", "shared"])
+def fabric(request, tmp_path_factory) -> Iterator[Fabric]:
+    """The fabric, once with a process per switch and once with every switch in one
+    process on one packet loop (``switch_process: shared``, p4sim switches)."""
     spec = load_spec(ROOT / "topo" / "fabrics" / "default.yaml")
     # ECN thresholds well above what a scheduling hiccup of the switch process can queue.
     spec = replace(spec, node_prefix=f"t{os.getpid() % 1000}", grpc_port_base=free_port_base(spec.switches),
@@ -58,7 +60,7 @@ def fabric(tmp_path_factory) -> Iterator[Fabric]:
                    # It checks forwarding, not fidelity: the dilation its frame rate had
                    # before the calibration was measured (auto would give it twice the
                    # default fabric's, for twice the frames).
-                   dilation=2.0)
+                   dilation=2.0, switch_process=request.param)
     with Fabric(spec, run_dir=tmp_path_factory.mktemp("run"), program=program_fabric) as fab:
         yield fab
 
@@ -85,6 +87,18 @@ def captured(fab: Fabric, node: str, port: int, direction: str) -> list:
 
 def udp_flows(packets: list) -> dict[tuple, object]:
     return {(p[IP].src, p[IP].dst, p[UDP].sport, p[UDP].dport): p for p in packets if UDP in p}
+
+
+def test_switch_processes_follow_the_spec(fabric: Fabric) -> None:
+    """A process per switch with a packet loop thread each, or one process for all
+    with one packet loop thread."""
+    pids = {sw.process.pid for sw in fabric.net.switches}
+    loops = [sum(1 for t in Path(f"/proc/{pid}/task").iterdir() if (t / "comm").read_text().strip() == "p4n-loop")
+             for pid in pids]
+    if fabric.spec.switch_process == "own":
+        assert len(pids) == len(fabric.plan.switches) and loops == [1] * len(pids)
+    else:
+        assert len(pids) == 1 and loops == [1]
 
 
 def test_every_nic_pings_every_other_nic(fabric: Fabric) -> None:

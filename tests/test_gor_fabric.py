@@ -28,7 +28,7 @@ from controller.gor import Gor  # noqa: E402
 from controller.paths import predict  # noqa: E402
 from controller.publish import write_spec  # noqa: E402
 from experiments.gor_loop import SENDER_MBPS, endpoints, loop_steps, measure_loop, two_flow_job, wait_cleared  # noqa: E402
-from testkit import gor_on, small_fabric, tenant_jobs, wait_for  # noqa: E402
+from testkit import gor_on, small_fabric, tenant_jobs, wait_for, wait_session_settled  # noqa: E402
 from topo.hashmodel import FiveTuple  # noqa: E402
 from topo.net import Fabric  # noqa: E402
 
@@ -108,6 +108,7 @@ def test_sessions_telemetry_and_reconnect_after_a_switch_restart(fabric: Fabric,
     # The restarted switch comes back empty; the fleet re-pushes pipeline and entries.
     node = fabric.net.get(leaf)
     pushes = gor.fleet.pushes[leaf]
+    wait_session_settled(gor, leaf)
     node.stop(deleteIntfs=False)
     node.start([])
     type(node).batchStartup([node])
@@ -281,6 +282,7 @@ def test_a_dead_spine_is_routed_around_and_the_job_completes(fabric: Fabric, gor
     on_sp0 = flow_on_sp0(gor, "deadspine")
     node = fabric.net.get(spine0)
     pushes = gor.fleet.pushes[spine0]
+    wait_session_settled(gor, spine0)
     node.stop(deleteIntfs=False)
     try:
         wait_for("GOR's repair around the dead spine",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -148,3 +149,18 @@ def test_a_failing_assertion_raises_as_in_python(frame: bytes, words: str) -> No
         with pytest.raises(P4AssertionError, match=words):
             sw.run_ingress(0, frame)
         assert run_to_completion(sw, 0, b"\x07\x00\xff") == [(1, b"\x07\x01\x00")]
+
+
+def test_loop_cpu_flag_names_a_core_of_the_process(capsys) -> None:
+    """``--loop-cpu``: none leaves the loop free, last is the highest core this process
+    may use, a number must be one of them; anything else stops the switch at start,
+    naming the flag and the cores."""
+    allowed = os.sched_getaffinity(0)
+    assert command.parse_loop_cpu("none") is None
+    assert command.parse_loop_cpu("last") == max(allowed)
+    assert command.parse_loop_cpu(str(min(allowed))) == min(allowed)
+    for bad in (str(max(allowed) + 1), "first", "-1"):
+        with pytest.raises(command.UsageError, match=f"--loop-cpu '{bad}'"):
+            command.parse_loop_cpu(bad)
+    assert command.main(["--no-p4", "--loop-cpu", "4096", "--grpc-server-addr", "127.0.0.1:0"]) == 2
+    assert f"one of this process's cores {sorted(allowed)}" in capsys.readouterr().err

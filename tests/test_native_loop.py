@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -18,9 +20,10 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
+from emulation.clock import EmulationClock
 from netns import receive
 from p4sim.switch.device import Device
-from p4sim.switch.native.device import NativeDevice
+from p4sim.switch.native.device import NativeDevice, run_devices
 from p4sim.switch.native.libswitch import load
 from p4sim.switch.pause import MAX_QUANTA, PRIORITIES, parse_pause, pfc_frame
 from p4sim.switch.pfc import PfcConfig
@@ -131,35 +134,137 @@ class Running(DeviceLoop):
         return super().__enter__()
 
 
+# 40 ms a frame on port 2 with a queue of 8: `drive`'s burst (well under a millisecond)
+# is all queued or dropped before the second frame leaves, so what each frame meets is
+# the same in every run: enq_qdepth 0, 0, 1, ..., 7 written into the frames, then tail drops.
+SLOW_PORT_2 = {"port_rates": {2: 5_000.0}, "queue_depth": 8}
+
+
+def drive(net: Netns, dev) -> dict:
+    """Bursts both ways through the running device's slow port 2 (SLOW_PORT_2), a
+    PacketOut injected on port 1: the frames out and the queue stats."""
+    h1, h2 = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
+    burst, back = [udp(i) for i in range(24)], [udp(100 + i, 300) for i in range(5)]
+    for frame in burst:
+        h1.send(frame)
+    for frame in back:
+        h2.send(frame)
+    at_h2 = receive(h2, 9, 5.0, ours)
+    at_h1 = receive(h1, 5, 5.0, ours)
+    dev.inject(udp(200, 120), port=1)
+    at_h2 += receive(h2, 1, 5.0, ours)
+    time.sleep(0.2)                # nothing more arrives: a late extra frame would be a bug
+    at_h2 += receive(h2, 1, 0.1, ours)
+    with dev.lock:
+        stats = {p: {k: s[k] for k in ("enqueued", "drops", "sent_packets", "sent_bytes", "max_qdepth")}
+                 for p, s in dev.queue_stats().items()}
+    return {"h2": [d for _, d in at_h2], "h1": [d for _, d in at_h1], "stats": stats}
+
+
+def with_counters(driven: dict, counters: dict[str, int]) -> dict:
+    return {**driven, "counters": {k: v for k, v in counters.items() if k not in ("rx",)}, "rx": counters["rx"]}
+
+
 def exchange(kind: type, engine: str) -> dict:
-    """Bursts both ways through a slow port 2 with a short queue (tail drops, growing
-    enq_qdepth written into the frames), a PacketOut injected on port 1, then
-    everything the device did."""
+    """`drive` on a device of ``kind`` alone, then everything the device did."""
     with Netns() as net:
         net.add_switch_and_hosts()
-        h1, h2 = net.socket("h1", net.ifaces["h1"]), net.socket("h2", net.ifaces["h2"])
-        burst, back = [udp(i) for i in range(24)], [udp(100 + i, 300) for i in range(5)]
-        # 40 ms a frame on port 2: the burst (well under a millisecond) is all queued or
-        # dropped before the second frame leaves, so what each frame meets is the same
-        # in every run: enq_qdepth 0, 0, 1, ..., 7 written into the frames, then tail drops.
-        with Running(net, kind, engine, port_rates={2: 5_000.0}, queue_depth=8) as dev:
-            for frame in burst:
-                h1.send(frame)
-            for frame in back:
-                h2.send(frame)
-            at_h2 = receive(h2, 9, 5.0, ours)
-            at_h1 = receive(h1, 5, 5.0, ours)
-            dev.inject(udp(200, 120), port=1)
-            at_h2 += receive(h2, 1, 5.0, ours)
-            time.sleep(0.2)                # nothing more arrives: a late extra frame would be a bug
-            at_h2 += receive(h2, 1, 0.1, ours)
-            with dev.lock:
-                stats = {p: {k: s[k] for k in ("enqueued", "drops", "sent_packets", "sent_bytes", "max_qdepth")}
-                         for p, s in dev.queue_stats().items()}
-        counters = dict(dev.counters)
-    return {"h2": [d for _, d in at_h2], "h1": [d for _, d in at_h1], "stats": stats,
-            "counters": {k: v for k, v in counters.items() if k not in ("rx",)},
-            "rx": counters["rx"]}
+        with Running(net, kind, engine, **SLOW_PORT_2) as dev:
+            driven = drive(net, dev)
+    return with_counters(driven, dev.counters)
+
+
+class Together:
+    """Native devices with the fixture's pipeline on one loop thread (`run_devices`,
+    as `p4sim switches` runs them); always stopped and closed."""
+
+    def __init__(self, devices: list[NativeDevice]) -> None:
+        self.devices = devices
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            run_devices(self.devices)
+        except BaseException as e:  # reported by __exit__
+            self.error = e
+
+    def __enter__(self) -> list[NativeDevice]:
+        try:
+            for device in self.devices:
+                device.load_pipeline(json.loads(FIXTURE.read_text()))
+        except BaseException:
+            self._close()
+            raise
+        self.thread.start()
+        return self.devices
+
+    def _close(self) -> None:
+        for device in self.devices:
+            device.close()
+
+    def __exit__(self, *exc) -> None:
+        for device in self.devices:
+            device.stop()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "the shared loop did not stop"
+        self._close()
+        if self.error is not None:
+            raise AssertionError("the shared loop crashed") from self.error
+
+
+def native_on(net: Netns, device_id: int, clock: EmulationClock, **kwargs) -> NativeDevice:
+    with net.entered("sw"):
+        return NativeDevice({1: net.ifaces["s1"], 2: net.ifaces["s2"]}, engine="native",
+                            device_id=device_id, clock=clock, **kwargs)
+
+
+@root
+def test_one_loop_thread_forwards_for_two_devices_what_each_forwards_alone():
+    """`run_devices` (`p4sim switches`): two devices driven at once on one loop thread
+    each forward, queue, drop and count exactly what one device alone does."""
+    alone = exchange(NativeDevice, "native")
+    clock = EmulationClock.start()
+    with Netns() as a, Netns() as b:
+        a.add_switch_and_hosts()
+        b.add_switch_and_hosts()
+        with Together([native_on(a, 1, clock, **SLOW_PORT_2), native_on(b, 2, clock, **SLOW_PORT_2)]) as devices:
+            with ThreadPoolExecutor(2) as pool:
+                driven = list(pool.map(drive, (a, b), devices))
+            threads = len(threads_named("p4n-loop"))
+        together = [with_counters(d, dev.counters) for d, dev in zip(driven, devices)]
+    assert threads == 1
+    for got in together:
+        assert {k: v for k, v in got.items() if k != "rx"} == {k: v for k, v in alone.items() if k != "rx"}
+        assert got["rx"] >= 30
+
+
+@root
+def test_a_device_stopped_in_a_shared_loop_stops_alone():
+    """One of two devices on one loop thread stopped: its rings are no longer read (a
+    frame to it is not received), and the other forwards on."""
+    clock = EmulationClock.start()
+    with Netns() as a, Netns() as b:
+        a.add_switch_and_hosts()
+        b.add_switch_and_hosts()
+        with Together([native_on(a, 1, clock), native_on(b, 2, clock)]) as (dev_a, dev_b):
+            a1, a2 = a.socket("h1", a.ifaces["h1"]), a.socket("h2", a.ifaces["h2"])
+            b1, b2 = b.socket("h1", b.ifaces["h1"]), b.socket("h2", b.ifaces["h2"])
+            a1.send(udp(1))
+            assert len(receive(a2, 1, 5.0, ours)) == 1
+            dev_a.stop()
+
+            def through_b(seq: int) -> None:
+                b1.send(udp(seq))
+                assert len(receive(b2, 1, 5.0, ours)) == 1
+            # Each frame through b is one more wake-up of the loop; by the second, a is out.
+            through_b(2)
+            through_b(3)
+            rx = dev_a.counters["rx"]
+            a1.send(udp(4))
+            through_b(5)
+            assert dev_a.counters["rx"] == rx
+            assert receive(a2, 1, 0.2, ours) == []
 
 
 @root
@@ -225,6 +330,37 @@ def test_native_loop_rides_out_a_stall_deeper_than_the_python_ring_on_unpaced_po
             wait_for(f"{burst} frames received", lambda: dev.counters["rx"] >= burst, 10.0,
                      detail=lambda: f"rx={dev.counters['rx']} {dev.fidelity()['kernel_drops']} lost in the kernel")
             assert dev.fidelity()["kernel_drops"] == 0
+
+
+def threads_named(name: str) -> list[int]:
+    """The ids of this process's threads called ``name`` (their /proc comm)."""
+    out = []
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            if (task / "comm").read_text().strip() == name:
+                out.append(int(task.name))
+        except FileNotFoundError:
+            continue   # the thread ended meanwhile
+    return out
+
+
+@root
+@pytest.mark.parametrize("kind", [NativeDevice, Device])
+def test_loop_thread_runs_on_the_loop_cpu(kind):
+    """``loop_cpu`` (`p4sim switch --loop-cpu`): the thread that runs the packet loop --
+    the C loop's own thread, or the one calling the Python device's run -- may run on
+    that core alone, and the rest of the process keeps every core."""
+    everywhere = os.sched_getaffinity(0)
+    cpu = max(everywhere)
+    with Netns() as net:
+        net.add_switch_and_hosts()
+        running = Running(net, kind, "native" if kind is NativeDevice else "python", loop_cpu=cpu)
+        with running:
+            tid = (wait_for("the C loop's thread", lambda: threads_named("p4n-loop"), 5.0)[0]
+                   if kind is NativeDevice else running.thread.native_id)
+            wait_for(f"thread {tid} pinned to core {cpu}", lambda: os.sched_getaffinity(tid) == {cpu}, 5.0,
+                     detail=lambda: f"allowed on {os.sched_getaffinity(tid)}")
+            assert os.sched_getaffinity(0) == everywhere
 
 
 def test_quantum_sleeps_end_on_the_clock_grid():

@@ -5,6 +5,9 @@ the engine then forwards."""
 from __future__ import annotations
 
 import ipaddress
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -15,6 +18,8 @@ from p4sim.proto import p4r, rpc_code
 from p4sim.runtime.codec import int_to_bytes
 from p4sim.switch.device import Device
 from p4sim.switch.pfc import PfcConfig
+
+from testkit import wait_for
 
 from runtime_fixtures.harness import ARTEFACTS, CPU_PORT, DEVICE_ID, Runtime, batch_errors
 
@@ -434,6 +439,48 @@ def test_backup_cannot_write_and_is_told_when_the_primary_leaves(ready: Runtime)
     update = backup.recv().arbitration
     assert update.status.code == rpc_code.NOT_FOUND and update.election_id.low == 10
     assert backup.arbitrate(10).status.code == rpc_code.OK  # takes over with the highest id
+
+
+class WatchedLock:
+    """The dataplane's lock, telling ``waiting`` when a Write's update is blocked taking
+    it (so a test knows a Write is in flight inside the server, past its primary check;
+    other threads, e.g. the digest pump, take this lock too)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.waiting = threading.Event()
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_name != "apply_updates":
+                frame = frame.f_back
+            if frame is not None:
+                self.waiting.set()
+            self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_stop_ends_streams_at_once_and_lets_a_write_in_flight_finish(ready: Runtime) -> None:
+    """A stopping switch ends its controllers' streams at once, UNAVAILABLE (it used to
+    hold them for the whole grace, then cancel them: a second per switch stop with GOR
+    connected), while a Write already in flight still gets the grace to finish."""
+    rt = ready
+    grace = 60.0   # far beyond the waits below: only the old stop would use it up
+    lock = rt.dataplane.lock = WatchedLock()
+    with ThreadPoolExecutor(2) as pool:
+        with lock:   # the Write blocks inside the server, on the engine's lock
+            write = pool.submit(rt.write, upd(INSERT, table_entry=lpm_entry(rt, "10.0.1.0", 24, nhop(rt, 1, 2))))
+            assert lock.waiting.wait(10), "the Write never reached the engine"
+            stop = pool.submit(rt.server.stop, grace)
+            err = rt.primary.recv_error(timeout=10)
+            assert err.code() == grpc.StatusCode.UNAVAILABLE and err.details() == "the switch is stopping"
+            assert not write.done() and not stop.done()   # the Write has its grace
+        write.result(timeout=10)                             # ... and finishes OK in it
+        wait_for("the server stopped", stop.done, 10)
+        stop.result()
 
 
 def test_packet_out_is_injected_at_the_cpu_port(ready: Runtime) -> None:

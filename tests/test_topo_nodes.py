@@ -4,12 +4,15 @@ root needed)."""
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 import pytest
 
 from emulation.realtime import agent_priority, realtime_prefix
-from topo.nodes import BMv2Switch, P4ProcessSwitch, P4SimSwitch, SwitchStartError
+from p4sim.switch.command import UsageError
+from p4sim.switch.shared import parse_switches
+from topo.nodes import LOOP_CPU, BMv2Switch, P4ProcessSwitch, P4SimSharedSwitch, P4SimSwitch, SwitchStartError
 from topo.spec import PfcSpec
 
 
@@ -19,7 +22,7 @@ def _node(cls: type[P4ProcessSwitch], **attrs) -> P4ProcessSwitch:
     node.__dict__.update({"name": "b0l2", "device_id": 3, "grpc_port": 50053, "port_rates": {1: 10.0, 2: 2.5},
                           "queue_depth": 64, "priority_queues": 8, "cpu_port": 255, "pcap_dir": None,
                           "clock": "123:2.0", "rt_priority": 10, "pfc": None, "engine": "auto",
-                          **attrs})
+                          "loop_cpu": LOOP_CPU, **attrs})
     node.data_ports = lambda: {1: "b0l2-eth1", 2: "b0l2-eth2"}
     return node
 
@@ -30,7 +33,7 @@ def test_switch_command_lines():
     joined = " ".join(p4sim)
     for part in ("-i 1@b0l2-eth1 -i 2@b0l2-eth2", "--device-id 3", "--grpc-server-addr 127.0.0.1:50053",
                  "--priority-queues 8", "--cpu-port 255", "--port-rate 1=10 --port-rate 2=2.5", "--no-p4",
-                 "--engine auto",
+                 "--engine auto", "--loop-cpu last",
                  "--clock 123:2.0"):
         assert part in joined
     assert "--engine python" in " ".join(_node(P4SimSwitch, engine="python").command())
@@ -41,8 +44,29 @@ def test_switch_command_lines():
     target = bmv2[bmv2.index("--") + 1:]   # simple_switch_grpc's target options follow "--"
     assert target == ["--grpc-server-addr", "127.0.0.1:50053", "--priority-queues", "8", "--cpu-port", "255"]
     assert "--pcap" in bmv2[:bmv2.index("--")]
-    assert "--engine" not in bmv2
+    assert "--engine" not in bmv2 and "--loop-cpu" not in bmv2
     assert "--pfc" not in joined
+
+
+def test_shared_switches_are_one_p4sim_switches_command_with_each_switch_as_alone():
+    """switch_process: shared -- one `p4sim switches` whose every --switch parses back
+    into that node's own `p4sim switch` command line."""
+    nodes = [_node(P4SimSharedSwitch, name=f"b0l{k}", device_id=k, grpc_port=50050 + k) for k in (1, 2)]
+    cmd = P4SimSharedSwitch.shared_command(nodes)
+    assert cmd[1:4] == ["-m", "p4sim.cli", "switches"]
+    texts = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--switch"]
+    parsed = parse_switches(texts)
+    assert [p.args.device_id for p in parsed] == [1, 2]
+    assert [p.args.grpc_server_addr for p in parsed] == ["127.0.0.1:50051", "127.0.0.1:50052"]
+    assert all(p.ports == {1: "b0l2-eth1", 2: "b0l2-eth2"} and p.args.no_p4 for p in parsed)
+    assert [shlex.split(t) for t in texts] == [P4SimSwitch.command(n)[4:] for n in nodes]
+
+
+def test_p4sim_switches_refuses_a_switch_with_its_own_log_naming_it():
+    with pytest.raises(UsageError, match=r"--switch #2: --log-file is the process's flag"):
+        parse_switches(["--no-p4 --device-id 1", "--no-p4 --log-file x.log"])
+    with pytest.raises(UsageError, match=r"--switch #1: -i 'eth1': expected PORT@IFACE"):
+        parse_switches(["--no-p4 -i eth1"])
 
 
 def test_pfc_flags_follow_the_spec():

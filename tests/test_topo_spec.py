@@ -103,6 +103,9 @@ def test_defaults_fill_optional_keys():
     ({"rt_priority": 100}, "rt_priority", "1..99"),
     ({"nic": "rxe"}, "nic", "one of auto, python, native"),
     ({"switch_engine": "c"}, "switch_engine", "one of auto, native, python"),
+    ({"switch_process": "one"}, "switch_process", "one of own, shared"),
+    ({"switch_process": "shared", "switch_engine": "python"}, "switch_process", "native switches only"),
+    ({"switch_process": "shared", "cluster": {"servers": ["a", "b"]}}, "switch_process", "cluster mode needs"),
     ({"pfc": {"enabled": 1}}, "pfc.enabled", "expected bool"),
     ({"pfc": {"priority": 6}}, "pfc.priority", "below the CNPs' 6"),
     ({"pfc": {"xoff": 1000}}, "pfc.xoff", "at least one frame (4218 bytes"),
@@ -143,6 +146,8 @@ def test_emulation_keys_are_read():
     assert (spec.mtu, spec.iface_mtu, spec.dilation) == (4096, 4200, 2.0)
     assert parse_spec(MINIMAL).switch_engine == "auto"
     assert parse_spec({**MINIMAL, "switch_engine": "python"}).switch_engine == "python"
+    assert parse_spec(MINIMAL).switch_process == "own"
+    assert parse_spec({**MINIMAL, "switch_process": "shared"}).switch_process == "shared"
 
 
 def test_missing_required_key():

@@ -126,6 +126,20 @@ def gor_on(fabric: Fabric, run_dir: Path) -> Iterator[Gor]:
         g.stop()
 
 
+def wait_session_settled(gor: "Gor", name: str) -> None:
+    """Until switch ``name``'s P4Runtime session is past finsy's quick-failure window.
+
+    finsy reconnects to a switch whose session failed within ``_FAIL_MIN_TIME_SECS``
+    (2 s) of starting only after ``_FAIL_THROTTLE_SECS`` (10 s), its throttle of a switch
+    that keeps failing; so a test that stops a switch sooner after GOR connected waits
+    10 s for the re-push, and waiting out the window first costs at most 2 s."""
+    from finsy.switch import _FAIL_MIN_TIME_SECS as quick_failure_s
+
+    pushed_at = gor.fleet.pushed_at[name]
+    wait_for(f"{name}'s session older than finsy's {quick_failure_s:g} s quick-failure window",
+             lambda: time.monotonic() - pushed_at > quick_failure_s, quick_failure_s + 1)
+
+
 def tenant_jobs(plan: AddressPlan, spec_file: str | Path, iters: int, sender_mbps: float,
                 name: str) -> list[Job]:
     """Two tenants' jobs of one flow each (b0h0 -> b1h0 and b0h1 -> b1h1), each planned

@@ -33,7 +33,7 @@ from emulation.clock import EmulationClock
 from topo.addressing import AddressPlan, Server
 from topo.dilation import dilation_for
 from topo.mininet_topo import FabricTopo
-from topo.nodes import BACKENDS, RUN_DIR, BMv2Switch
+from topo.nodes import BACKENDS, RUN_DIR, BMv2Switch, P4ProcessSwitch, P4SimSharedSwitch
 from topo.pipeline import Pipeline, build_pipeline
 from topo.spec import FabricSpec
 
@@ -156,9 +156,15 @@ class Fabric:
     def _network(self, switch_options: dict[str, Any]) -> Mininet:
         """The fabric's Mininet network, not built yet; its switches get
         ``switch_options`` (cluster mode builds a MininetCluster instead: topo.cluster)."""
-        switch_cls = functools.partial(BACKENDS[self.backend], **switch_options)
+        switch_cls = functools.partial(self.switch_class(), **switch_options)
         return Mininet(topo=FabricTopo(plan=self.plan), switch=switch_cls, host=Host,
                        controller=None, build=False, autoSetMacs=False, autoStaticArp=False)
+
+    def switch_class(self) -> type[P4ProcessSwitch]:
+        """The backend's switch node class; p4sim's shared one for ``switch_process: shared``."""
+        if self.backend == "p4sim" and self.spec.switch_process == "shared":
+            return P4SimSharedSwitch
+        return BACKENDS[self.backend]
 
     def clock_on(self, node: str) -> EmulationClock:
         """The fabric's clock as the machine running ``node`` reads it (on one machine:

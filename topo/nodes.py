@@ -13,6 +13,7 @@ PID is also written to ``<run_dir>/<name>.pid`` so that `make stop` can find lef
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import signal
 import socket
@@ -36,6 +37,10 @@ READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 5.0
 # A BMv2 switch's Thrift port is this far from its gRPC port (`thrift_port_of`).
 THRIFT_OFFSET = 10000
+# Where a p4sim switch runs its packet loop (`p4sim switch --loop-cpu`): every switch
+# of the fabric on the last core, where their wake-ups on the emulated clock's grid
+# share one timer interrupt and warm caches (measured in docs/fabric.md).
+LOOP_CPU = "last"
 # Bytes of an Ethernet header, which an interface's MTU does not count.
 ETHERNET_HEADER = 14
 
@@ -69,7 +74,7 @@ class P4ProcessSwitch(Switch):
                  priority_queues: int = 8, cpu_port: int | None = 255,
                  pcap_dir: str | None = None, run_dir: str | Path = RUN_DIR,
                  clock: str | None = None, rt_priority: int = 0, pfc: PfcSpec | None = None,
-                 engine: str = "auto", **params) -> None:
+                 engine: str = "auto", loop_cpu: str = LOOP_CPU, **params) -> None:
         super().__init__(name, **params)
         self.device_id = device_id
         self.grpc_port = grpc_port
@@ -83,6 +88,7 @@ class P4ProcessSwitch(Switch):
         self.rt_priority = rt_priority  # SCHED_RR priority, 0 = normal scheduling
         self.pfc = pfc                  # lossless priority (None: no PFC)
         self.engine = engine            # p4sim's --engine (BMv2 has one engine)
+        self.loop_cpu = loop_cpu        # p4sim's --loop-cpu
         self.process: subprocess.Popen | None = None
 
     @property
@@ -186,12 +192,16 @@ class P4SimSwitch(P4ProcessSwitch):
     queues: line rate per port, queue depth, strict-priority queues."""
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "p4sim.cli", "switch"]
+        return [sys.executable, "-m", "p4sim.cli", "switch", *self.switch_args()]
+
+    def switch_args(self) -> list[str]:
+        """``p4sim switch``'s arguments for this switch."""
+        cmd = []
         for port, iface in self.data_ports().items():
             cmd += ["-i", f"{port}@{iface}"]
         cmd += ["--device-id", str(self.device_id),
                 "--grpc-server-addr", f"{self.grpc_host}:{self.grpc_port}",
-                "--engine", self.engine,
+                "--engine", self.engine, "--loop-cpu", self.loop_cpu,
                 "--queue-depth", str(self.queue_depth),
                 "--priority-queues", str(self.priority_queues)]
         if self.cpu_port is not None:
@@ -208,6 +218,47 @@ class P4SimSwitch(P4ProcessSwitch):
                     "--pfc-watchdog-ms", f"{self.pfc.watchdog_ms:g}"]
         cmd.append("--no-p4")  # the controller pushes the pipeline over P4Runtime
         return cmd
+
+
+class P4SimSharedSwitch(P4SimSwitch):
+    """A p4sim switch that shares one ``p4sim switches`` process -- and with it one
+    packet loop thread -- with the other switches started with it (the spec's
+    ``switch_process: shared``; p4sim/switch/shared.py). The switches started together
+    (`batchStartup`: Mininet's start of the fabric, or one restarted switch) are one
+    process; each node's ``process`` is that process, so stopping or killing one node
+    stops every switch started with it (docs/fabric.md says what that costs the
+    failure experiments)."""
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / "switches.log"
+
+    def launch(self) -> None:
+        """Nothing yet: `batchStartup` starts one process for the switches started together."""
+
+    @staticmethod
+    def shared_command(nodes: Sequence["P4SimSharedSwitch"]) -> list[str]:
+        """``p4sim switches`` with each node's ``p4sim switch`` arguments."""
+        cmd = [sys.executable, "-m", "p4sim.cli", "switches"]
+        for sw in nodes:
+            cmd += ["--switch", shlex.join(sw.switch_args())]
+        return cmd
+
+    @classmethod
+    def batchStartup(cls, switches: Sequence["P4ProcessSwitch"]) -> Sequence["P4ProcessSwitch"]:
+        """One ``p4sim switches`` process for ``switches``, then wait for every one's gRPC port."""
+        nodes = [sw for sw in switches if isinstance(sw, P4SimSharedSwitch)]
+        if nodes:
+            first = nodes[0]
+            first.run_dir.mkdir(parents=True, exist_ok=True)
+            with open(first.log_path, "ab") as log:
+                process = subprocess.Popen(realtime_prefix(first.rt_priority) + cls.shared_command(nodes),
+                                           stdin=subprocess.DEVNULL,
+                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            for sw in nodes:
+                sw.process = process
+                sw.pid_path.write_text(f"{process.pid}\n")
+        return super().batchStartup(switches)
 
 
 class BMv2Switch(P4ProcessSwitch):

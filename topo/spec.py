@@ -86,6 +86,10 @@ NIC_ENV = "ASTRAL_NIC"
 # The p4sim switches' engines (`switch_engine`, `p4sim switch --engine`): auto runs the
 # pipeline and the packet loop in C when the C engine runs the program, else Python.
 SWITCH_ENGINES = ("auto", "native", "python")
+# How the p4sim switches run (`switch_process`): a process each (`p4sim switch`), or all
+# of a fabric in one process with one packet loop thread (`p4sim switches`: fewer
+# wake-ups, but a switch killed takes the others with it; docs/fabric.md).
+SWITCH_PROCESSES = ("own", "shared")
 # Mininet cluster mode's links between servers (mininet.examples.cluster): RemoteGRELink,
 # RemoteSSHLink (topo/cluster.py; docs/fabric.md says when to use which).
 CLUSTER_LINKS = ("gre", "ssh")
@@ -203,6 +207,8 @@ class FabricSpec:
     nic: str = "auto"
     # The p4sim switches' engine (SWITCH_ENGINES): auto = native switches for astral.p4.
     switch_engine: str = "auto"
+    # One process per p4sim switch, or one for all (SWITCH_PROCESSES).
+    switch_process: str = "own"
     # The cluster tier: 1 pod and no super-spines is the two-tier fabric.
     pods: int = 1
     super_spines: int = 0
@@ -273,7 +279,7 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "ecmp_hash": str, "sample_rate": int, "grpc_port_base": int, "node_prefix": str,
     "pcap": bool, "nvlink": dict, "time_factor": (int, float), "mtu": int,
     "dilation": (int, float, str), "rt_priority": int, "nic": str,
-    "switch_engine": str, "pods": int, "super_spines": int,
+    "switch_engine": str, "switch_process": str, "pods": int, "super_spines": int,
     "oversubscription": dict, "cluster": (dict, type(None)), "pfc": dict, "dcqcn": (str, dict),
 }
 _REQUIRED = ("blocks", "servers_per_block", "rails", "spines")
@@ -520,6 +526,15 @@ def validate(spec: FabricSpec, source: str = "fabric spec", emulated: bool = Tru
     if spec.switch_engine not in SWITCH_ENGINES:
         fail("switch_engine", f"the p4sim switches' engine, one of {', '.join(SWITCH_ENGINES)}, "
              f"got {spec.switch_engine!r}")
+    if spec.switch_process not in SWITCH_PROCESSES:
+        fail("switch_process", f"how the p4sim switches run, one of {', '.join(SWITCH_PROCESSES)}, "
+             f"got {spec.switch_process!r}")
+    if spec.switch_process == "shared" and spec.switch_engine == "python":
+        fail("switch_process", "shared runs native switches only (one C loop for all): "
+             "switch_engine python needs switch_process own")
+    if spec.switch_process == "shared" and spec.cluster is not None:
+        fail("switch_process", "shared runs the switches of one machine: cluster mode needs "
+             "switch_process own")
     if spec.cluster is not None:
         _validate_cluster(spec, fail)
     ecn = spec.ecn

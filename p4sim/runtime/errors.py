@@ -72,6 +72,13 @@ class BatchRolledBack(P4RuntimeError):
     code = grpc.StatusCode.ABORTED
 
 
+class Unavailable(P4RuntimeError):
+    """The server cannot serve now and a client should try again (the switch is
+    stopping: a restarted switch answers the same address)."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
 class Unimplemented(P4RuntimeError):
     """A valid request for a feature p4sim does not provide."""
 

@@ -99,8 +99,12 @@ class RuntimeServer:
         self._server = server
 
     def stop(self, grace: float | None = 1.0) -> None:
-        """Stop serving (open streams are cancelled after ``grace`` seconds)."""
+        """Stop serving: new RPCs are refused at once, open StreamChannels end at once
+        with UNAVAILABLE (`P4RuntimeService.end_streams`), unary calls in flight get
+        ``grace`` seconds to finish before they are cancelled."""
         if self._server is not None:
-            self._server.stop(grace).wait()
+            stopped = self._server.stop(grace)   # refuses new RPCs from here on
+            self.service.end_streams()
+            stopped.wait()
             self._server = None
         self.service.stop()

@@ -43,6 +43,7 @@ from p4sim.runtime.errors import (
     P4RuntimeError,
     PermissionDenied,
     ResourceExhausted,
+    Unavailable,
     Unimplemented,
 )
 from p4sim.runtime.lenient import Undecodable, lenient
@@ -229,6 +230,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self.device_id = device_id
         self.max_streams = max_streams
         self._streams = 0  # open StreamChannels
+        self._outgoing: set[queue.SimpleQueue] = set()  # each open stream's outgoing queue
+        self._stopping = False  # end_streams was called: a stream opening now ends at once
         self._streams_lock = threading.Lock()
         self.arbitrator = Arbitrator(device_id)
         self.pipeline: Pipeline | None = None
@@ -245,6 +248,20 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
     def stop(self) -> None:
         self._pump.stop()
+
+    def end_streams(self) -> None:
+        """End every open StreamChannel now with UNAVAILABLE ("the switch is stopping").
+
+        A stream only ends when its client closes it, so a server stopping with a
+        controller connected would otherwise hold it for the whole grace of
+        ``grpc.Server.stop`` and then cancel it without a word; a controller told
+        UNAVAILABLE reconnects as it does to a restarted switch. Unary calls in flight
+        keep that grace (`RuntimeServer.stop`)."""
+        with self._streams_lock:
+            self._stopping = True
+            open_streams = list(self._outgoing)
+        for outgoing in open_streams:
+            outgoing.put(Unavailable("the switch is stopping"))
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -454,6 +471,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         outgoing: queue.SimpleQueue = queue.SimpleQueue()
         ctl = Controller(send=outgoing.put)
         context.add_callback(lambda: outgoing.put(_END))
+        with self._streams_lock:
+            self._outgoing.add(outgoing)
+            if self._stopping:   # accepted just before the server stopped taking RPCs
+                outgoing.put(Unavailable("the switch is stopping"))
 
         def read_requests() -> None:
             try:
@@ -483,6 +504,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     _abort(context, item)
                 yield item
         finally:
+            with self._streams_lock:
+                self._outgoing.discard(outgoing)
             self.arbitrator.remove(ctl)
             self._hear_packet_ins()
 

@@ -24,8 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from emulation.clock import ENV as CLOCK_ENV
@@ -92,6 +94,20 @@ def parse_pfc(args: argparse.Namespace) -> PfcConfig | None:
         raise UsageError(f"--pfc: {e}") from None
 
 
+def parse_loop_cpu(text: str) -> int | None:
+    """``--loop-cpu``: a core number this process may run on, ``last`` (the highest of
+    them), or ``none`` (no pinning) -> the core, or None."""
+    allowed = os.sched_getaffinity(0)
+    if text == "none":
+        return None
+    if text == "last":
+        return max(allowed)
+    if not text.isdigit() or int(text) not in allowed:
+        raise UsageError(f"--loop-cpu {text!r}: expected none, last or one of this process's "
+                         f"cores {sorted(allowed)}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="p4sim switch",
@@ -143,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "compiled; refuses a program with a construct it does not run, naming "
                         "it), python (the reference engine), auto (default: native when it runs "
                         "the program, else python, said once in the log)")
+    p.add_argument("--loop-cpu", default="none", metavar="CPU|last|none",
+                   help="run the packet loop's thread on this core (last: the highest core "
+                        "the process may use; default none: wherever the kernel puts it). "
+                        "A fabric's switches share one core this way (docs/fabric.md)")
     p.add_argument("--thrift-port", type=int,
                    help="accepted for simple_switch_grpc compatibility; p4sim has no Thrift server")
     return p
@@ -185,7 +205,8 @@ def load_json(path: str) -> dict[str, Any]:
 
 def open_device(args: argparse.Namespace, ports: dict[int, str], rates: dict[int, float],
                 pfc: PfcConfig | None, clock: EmulationClock,
-                pipeline: dict[str, Any] | None) -> tuple[Device, V1Switch | None]:
+                pipeline: dict[str, Any] | None,
+                loop_cpu: int | None = None) -> tuple[Device, V1Switch | None]:
     """The device ``--engine`` asks for and, given a JSON, its engine (not installed yet).
 
     The engine is decided before the device exists, because it decides the device: a
@@ -202,7 +223,7 @@ def open_device(args: argparse.Namespace, ports: dict[int, str], rates: dict[int
     kwargs: dict[str, Any] = dict(device_id=args.device_id, cpu_port=args.cpu_port,
                                   priority_queues=args.priority_queues, queue_depth=args.queue_depth,
                                   queue_rate_pps=args.queue_rate, port_rates=rates, pcap_dir=args.pcap,
-                                  clock=clock, pfc=pfc)
+                                  clock=clock, pfc=pfc, loop_cpu=loop_cpu)
     engine = None
     if pipeline is not None:
         engine = make_engine(pipeline, args.engine, cpu_port=args.cpu_port,
@@ -218,51 +239,91 @@ def open_device(args: argparse.Namespace, ports: dict[int, str], rates: dict[int
         return Device(ports, engine=args.engine, **kwargs), engine
 
 
-def main(argv: list[str]) -> int:
+@dataclass
+class SwitchArgs:
+    """One switch's command line, checked: what `start_switch` opens."""
+
+    args: argparse.Namespace
+    ports: dict[int, str]
+    rates: dict[int, float]
+    pipeline: dict[str, Any] | None
+    pfc: PfcConfig | None
+    loop_cpu: int | None
+    clock: EmulationClock
+
+
+class StartError(Exception):
+    """A switch that could not start; the message (already logged) says why."""
+
+
+def parse_switch(argv: list[str], prog: str = "p4sim switch") -> SwitchArgs:
+    """``p4sim switch``'s arguments, checked; `UsageError` or `ClockError` naming the
+    flag (argparse itself exits on an unknown flag)."""
     # simple_switch_grpc wants target options after "--"; here all options are one set.
     argv = [a for a in argv if a != "--"]
-    args = build_parser().parse_args(argv)
-    try:
-        ports = dict(parse_interface(t) for t in args.interface)
-        if len(ports) != len(args.interface):
-            raise UsageError("-i: the same port number is given twice")
-        rates = dict(parse_port_rate(t) for t in args.port_rate)
-        if args.json is None and not args.no_p4:
-            raise UsageError("give a BMv2 JSON file or --no-p4")
-        if args.json is not None and args.no_p4:
-            raise UsageError("--no-p4 and a JSON file exclude each other")
-        pipeline = load_json(args.json) if args.json else None
-        pfc = parse_pfc(args)
-        clock = (EmulationClock.decode(args.clock, "--clock") if args.clock
-                 else EmulationClock.from_env())
-    except (UsageError, ClockError) as e:
-        print(f"p4sim switch: {e}", file=sys.stderr)
-        return 2
-    setup_logging(args)
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    parser = build_parser()
+    parser.prog = prog
+    args = parser.parse_args(argv)
+    ports = dict(parse_interface(t) for t in args.interface)
+    if len(ports) != len(args.interface):
+        raise UsageError("-i: the same port number is given twice")
+    rates = dict(parse_port_rate(t) for t in args.port_rate)
+    if args.json is None and not args.no_p4:
+        raise UsageError("give a BMv2 JSON file or --no-p4")
+    if args.json is not None and args.no_p4:
+        raise UsageError("--no-p4 and a JSON file exclude each other")
+    pipeline = load_json(args.json) if args.json else None
+    clock = EmulationClock.decode(args.clock, "--clock") if args.clock else EmulationClock.from_env()
+    return SwitchArgs(args, ports, rates, pipeline, parse_pfc(args), parse_loop_cpu(args.loop_cpu), clock)
+
+
+def start_switch(sw: SwitchArgs) -> tuple[Device, RuntimeServer]:
+    """The switch's device with its pipeline installed and its P4Runtime server
+    listening; `StartError` (logged) when either cannot be, nothing left open."""
+    args = sw.args
     if args.thrift_port is not None:
         log.info("--thrift-port %d ignored: p4sim is programmed over P4Runtime only", args.thrift_port)
     try:
-        device, engine = open_device(args, ports, rates, pfc, clock, pipeline)
+        device, engine = open_device(args, sw.ports, sw.rates, sw.pfc, sw.clock, sw.pipeline, sw.loop_cpu)
     except ProgramError as e:
         log.error("cannot load pipeline %s: %s", args.json, e)
-        return 1
+        raise StartError(str(e)) from e
     except (PortError, ValueError, OSError) as e:
         log.error("%s", e)
-        return 1
-    server = RuntimeServer(device, args.grpc_server_addr, device_id=args.device_id,
-                           queue_control=device)
+        raise StartError(str(e)) from e
+    server = RuntimeServer(device, args.grpc_server_addr, device_id=args.device_id, queue_control=device)
     try:
         if engine is not None:
             device.install(engine)
             log.info("pipeline loaded from %s (%s engine)", args.json,
                      "native" if isinstance(engine, NativeSwitch) else "python")
-        try:
-            server.start()
-        except RuntimeError as e:
-            log.error("%s", e)
-            return 1
-        log.info("P4Runtime server listening on %s (port %d)", args.grpc_server_addr, server.port)
+        server.start()
+    except RuntimeError as e:
+        log.error("%s", e)
+        server.stop()
+        device.close()
+        raise StartError(str(e)) from e
+    except BaseException:
+        server.stop()
+        device.close()
+        raise
+    log.info("P4Runtime server listening on %s (port %d)", args.grpc_server_addr, server.port)
+    return device, server
+
+
+def main(argv: list[str]) -> int:
+    try:
+        sw = parse_switch(argv)
+    except (UsageError, ClockError) as e:
+        print(f"p4sim switch: {e}", file=sys.stderr)
+        return 2
+    setup_logging(sw.args)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    try:
+        device, server = start_switch(sw)
+    except StartError:
+        return 1
+    try:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: device.stop())
         device.run()

@@ -87,6 +87,17 @@ def in_arrival_order(batches: Iterable[list[Arrival]]) -> list[Arrival]:
     return list(heapq.merge(*batches, key=lambda a: a[0]))
 
 
+def pin_loop_thread(cpu: int | None) -> None:
+    """Keep the calling thread (a packet loop) on core ``cpu``; None leaves it free.
+
+    Why: a fabric's switch loops wake together on the emulated clock's grid
+    (WAKE_QUANTUM_PACKET_TIMES); on one core one timer interrupt wakes them all and
+    each runs on caches the previous one left warm, where spread over the cores they
+    migrate and wake each other's cores (docs/fabric.md, "Native switches")."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})   # pid 0: the calling thread alone (Linux)
+
+
 class Device:
     """A v1model switch on Linux interfaces (``ports``: port number -> interface name)."""
 
@@ -97,12 +108,14 @@ class Device:
                  priority_queues: int = 1, queue_depth: int = DEFAULT_QUEUE_DEPTH,
                  queue_rate_pps: float | None = None, port_rates: dict[int, float] | None = None,
                  pcap_dir: str | None = None, clock: EmulationClock | None = None,
-                 pfc: PfcConfig | None = None, engine: str = "python") -> None:
+                 pfc: PfcConfig | None = None, engine: str = "python",
+                 loop_cpu: int | None = None) -> None:
         if cpu_port is not None and cpu_port in ports:
             raise ValueError(f"CPU port {cpu_port} is also given an interface ({ports[cpu_port]})")
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.engine_kind = engine   # native, python or auto (native.engine.make_engine)
+        self.loop_cpu = loop_cpu    # the core the packet loop's thread runs on (None: any)
         self.emulation_clock = clock or EmulationClock.start()
         self.lock = threading.RLock()
         self.engine: V1Switch | None = None
@@ -263,6 +276,7 @@ class Device:
         wall = self.emulation_clock.wall_s
         log.info("switch running: %d ports%s", len(self._ports),
                  "" if self.engine is not None else ", no pipeline loaded")
+        pin_loop_thread(self.loop_cpu)
         woke = 0   # emulated us
         while not self._stopping:
             with self.lock:

@@ -21,7 +21,7 @@ import errno
 import logging
 import os
 import threading
-from typing import Any
+from typing import Any, Sequence
 
 from p4sim.switch import device as reference
 from p4sim.switch.device import Device
@@ -252,21 +252,7 @@ class NativeDevice(Device):
         """Forward packets in C until ``stop`` is called. The C loop runs on a thread of
         its own, so that this one (the main thread, in `p4sim switch`) still runs the
         signal handlers that call `stop`."""
-        log.info("switch running (native loop): %d ports%s", len(self._ports),
-                 "" if self.engine is not None else ", no pipeline loaded")
-        result: list[int] = []
-        relay = threading.Thread(target=self._relay, name="native-device-relay", daemon=True)
-        loop = threading.Thread(target=lambda: result.append(self._lib.p4n_device_run(self._dev)),
-                                name="native-device-loop", daemon=True)
-        relay.start()
-        loop.start()
-        loop.join()
-        self._stopping = True
-        relay.join()   # the loop's last notify woke it
-        self._relay_once()
-        if result != [0]:
-            raise OSError("native device loop: ppoll failed")
-        log.info("switch stopped: %s", self.summary())
+        run_devices([self])
 
     def stop(self) -> None:
         """Make ``run`` return; safe from any thread and from signal handlers."""
@@ -351,6 +337,52 @@ class NativeDevice(Device):
             self._dev = None
             self._engines = {}
         super().close()
+
+
+def run_devices(devices: Sequence[NativeDevice]) -> None:
+    """Forward the packets of ``devices`` (one emulation clock, one ``loop_cpu``) with
+    one C loop thread (`p4n_devices_run`) until every one of them is stopped; each
+    keeps its own relay thread for PacketIns and what to log. One device is
+    `NativeDevice.run`; several are `p4sim switches` (p4sim/switch/shared.py): one
+    wake-up on the clock's grid serves them all, where separate loops wake once each.
+    Returns on the calling thread, which meanwhile only waits, so the main thread
+    keeps running the signal handlers that call `stop`."""
+    if not devices:
+        return
+    clocks = {(d.emulation_clock.origin_ns, d.emulation_clock.dilation) for d in devices}
+    cpus = {d.loop_cpu for d in devices}
+    if len(clocks) > 1 or len(cpus) > 1:
+        raise ValueError(f"one loop runs devices of one emulation clock and one loop CPU, "
+                         f"got clocks {sorted(clocks)} and CPUs {sorted(cpus, key=str)}")
+    ffi, lib = devices[0]._ffi, devices[0]._lib
+    def which(d: NativeDevice) -> str:
+        return f", device {d.device_id} of {len(devices)} sharing it" if len(devices) > 1 else ""
+
+    for d in devices:
+        log.info("switch running (native loop%s): %d ports%s", which(d), len(d._ports),
+                 "" if d.engine is not None else ", no pipeline loaded")
+    array = ffi.new("p4n_device *[]", [d._dev for d in devices])
+    result: list[int] = []
+
+    def loop_thread() -> None:
+        reference.pin_loop_thread(devices[0].loop_cpu)
+        result.append(lib.p4n_devices_run(array, len(devices)))
+
+    relays = [threading.Thread(target=d._relay, name=f"native-device-relay-{d.device_id}", daemon=True)
+              for d in devices]
+    loop = threading.Thread(target=loop_thread, name="native-device-loop", daemon=True)
+    for relay in relays:
+        relay.start()
+    loop.start()
+    loop.join()
+    for d, relay in zip(devices, relays):
+        d._stopping = True
+        relay.join()   # the loop's last notify woke it
+        d._relay_once()
+    if result != [0]:
+        raise OSError("native device loop: ppoll failed")
+    for d in devices:
+        log.info("switch stopped%s: %s", which(d), d.summary())
 
 
 def _pointer(ffi: Any, cdata: Any) -> Any:

@@ -656,51 +656,186 @@ static int take_injected(p4n_device *d)
     return rc;
 }
 
+/* Before a sleep: when the device next has something due (the traffic manager's next
+ * departure or PFC timer, or PacketIns waiting for Python), and the packet time of its
+ * fastest paced port (0: none). Returns whether *deadline was set. */
+static int plan(p4n_device *d, int64_t *deadline, double *packet_time)
+{
+    pthread_mutex_lock(&d->lock);
+    int has_deadline = p4n_tm_next_deadline(d->tm, p4n_clock_now_us(&d->clock), deadline);
+    if (d->packet_in_due >= 0 && (!has_deadline || d->packet_in_due < *deadline)) {
+        *deadline = d->packet_in_due;
+        has_deadline = 1;
+    }
+    *packet_time = p4n_tm_packet_time_us(d->tm);
+    pthread_mutex_unlock(&d->lock);
+    return has_deadline;
+}
+
+/* The device's descriptors (fds[0] its wake eventfd, then its ports ascending) marked
+ * ready from the rings and the wake flag, without a system call; returns how many. */
+static int peek(p4n_device *d, struct pollfd *fds)
+{
+    int ready = 0;
+    fds[0].revents = __atomic_load_n(&d->woken, __ATOMIC_ACQUIRE) ? POLLIN : 0;
+    ready += fds[0].revents != 0;
+    for (uint32_t i = 0; i < d->n_ports; i++) {
+        fds[i + 1].revents = p4n_port_ready(d->ports[d->order[i]]) ? POLLIN : 0;
+        ready += fds[i + 1].revents != 0;
+    }
+    return ready;
+}
+
+/* One wake-up's work for the device: the injected frames and the ready ports' batches
+ * through the switch, then what is due now; captures flushed; Python told of events
+ * and of PacketIns that have waited long enough. */
+static void work(p4n_device *d, const struct pollfd *fds)
+{
+    pthread_mutex_lock(&d->lock);
+    d->batch.n = 0;
+    d->batch.used = 0;
+    span spans[P4N_TM_MAX_PORTS + 1];
+    int n_spans = 0, saturated = 0, any_port = 0;
+    if (fds[0].revents) {
+        spans[n_spans].first = d->batch.n;
+        if (take_injected(d) < 0)
+            d->counters.pipeline_errors++;   /* no memory: the PacketOuts are lost */
+        spans[n_spans++].end = d->batch.n;
+    }
+    for (uint32_t i = 0; i < d->n_ports; i++) {
+        if (!fds[i + 1].revents)
+            continue;
+        any_port = 1;
+        int more = 0;
+        spans[n_spans].first = d->batch.n;
+        p4n_port_recv(d->ports[d->order[i]], &d->batch, (int)d->model.rx_batch, &more,
+                      port_report, d);
+        spans[n_spans++].end = d->batch.n;
+        saturated |= more;
+    }
+    handle(d, spans, n_spans);
+    for (uint32_t i = 0; i < d->n_ports; i++) {
+        p4n_port *p = d->ports[d->order[i]];
+        p4n_pcap_flush(&p->cap_in);
+        p4n_pcap_flush(&p->cap_out);
+    }
+    p4n_pcap_flush(&d->cpu_in);
+    p4n_pcap_flush(&d->cpu_out);
+    if (any_port)
+        watch(d, saturated);
+    if (p4n_tm_pending_events(d->tm))
+        report(d, P4N_DEV_EV_TM, 0, 0);
+    pthread_mutex_unlock(&d->lock);
+    /* PacketIns go to Python together, a wake-up of its relay thread per
+     * packet_in_interval_s rather than per PacketIn (docs/native-engine.md);
+     * packet_in_due is the loop thread's alone. */
+    int64_t now = p4n_clock_now_us(&d->clock);
+    pthread_mutex_lock(&d->qlock);
+    int packet_ins = d->packet_ins.n &&
+        (now >= d->packet_in_due || d->packet_ins.n >= PACKET_IN_MAX / 2);
+    int tell = d->n_events || packet_ins;
+    pthread_mutex_unlock(&d->qlock);
+    if (packet_ins)
+        d->packet_in_due = -1;
+    if (tell)
+        notify(d);
+}
+
+/* A device that stopped: its kernel drops read a last time, Python told. */
+static void finish(p4n_device *d)
+{
+    pthread_mutex_lock(&d->lock);
+    for (uint32_t i = 0; i < d->n_ports; i++)
+        p4n_port_poll_kernel_drops(d->ports[d->order[i]]);
+    pthread_mutex_unlock(&d->lock);
+    notify(d);
+}
+
 int p4n_device_run(p4n_device *d)
+{
+    return p4n_devices_run(&d, 1);
+}
+
+int p4n_devices_run(p4n_device **devs, int n)
 {
     /* Named, so that top -H and a benchmark's per-thread counts tell it from Python's. */
     pthread_setname_np(pthread_self(), "p4n-loop");
-    struct pollfd fds[P4N_TM_MAX_PORTS + 1];
-    fds[0] = (struct pollfd){d->wake_fd, POLLIN, 0};
-    for (uint32_t i = 0; i < d->n_ports; i++)
-        fds[i + 1] = (struct pollfd){d->ports[d->order[i]]->fd, POLLIN, 0};
-    nfds_t nfds = d->n_ports + 1;
+    if (n <= 0)
+        return 0;
+    /* Each device's descriptors side by side: its wake eventfd, then its ports. A
+     * stopped device's are negative, which ppoll skips. */
+    int *first = malloc(sizeof(int) * (size_t)n);
+    uint8_t *done = calloc((size_t)n, 1);
+    nfds_t nfds = 0;
+    for (int k = 0; k < n; k++)
+        nfds += devs[k]->n_ports + 1;
+    struct pollfd *fds = malloc(sizeof(struct pollfd) * nfds);
+    if (!first || !done || !fds) {
+        free(first);
+        free(done);
+        free(fds);
+        errno = ENOMEM;
+        return -1;
+    }
+    nfds = 0;
+    for (int k = 0; k < n; k++) {
+        p4n_device *d = devs[k];
+        first[k] = (int)nfds;
+        fds[nfds++] = (struct pollfd){d->wake_fd, POLLIN, 0};
+        for (uint32_t i = 0; i < d->n_ports; i++)
+            fds[nfds++] = (struct pollfd){d->ports[d->order[i]]->fd, POLLIN, 0};
+    }
+    p4n_clock clock = devs[0]->clock;   /* a fabric's devices share the emulation clock */
     int64_t woke = 0;
-    int rc = 0;
-    while (!d->stopping) {
-        int64_t deadline;
-        pthread_mutex_lock(&d->lock);
-        int has_deadline = p4n_tm_next_deadline(d->tm, p4n_clock_now_us(&d->clock), &deadline);
-        if (d->packet_in_due >= 0 && (!has_deadline || d->packet_in_due < deadline)) {
-            deadline = d->packet_in_due;
-            has_deadline = 1;
+    int rc = 0, running = n;
+    while (running) {
+        int64_t deadline = 0;
+        int has_deadline = 0;
+        double quantum = 0.0;
+        for (int k = 0; k < n; k++) {
+            p4n_device *d = devs[k];
+            if (done[k])
+                continue;
+            if (d->stopping) {
+                done[k] = 1;
+                running--;
+                for (uint32_t i = 0; i <= d->n_ports; i++)
+                    fds[first[k] + (int)i].fd = -1;
+                finish(d);
+                continue;
+            }
+            int64_t due;
+            double packet_time;
+            if (plan(d, &due, &packet_time) && (!has_deadline || due < deadline)) {
+                deadline = due;
+                has_deadline = 1;
+            }
+            double q = d->model.wake_quantum_packet_times * packet_time;
+            if (q > 0 && (!(quantum > 0) || q < quantum))
+                quantum = q;
         }
-        double packet_time = p4n_tm_packet_time_us(d->tm);
-        pthread_mutex_unlock(&d->lock);
-        if (packet_time) {
+        if (!running)
+            break;
+        if (quantum > 0) {
             /* At most one wake-up per quantum (device.py's WAKE_QUANTUM_PACKET_TIMES), on
-             * the emulated clock's grid of quanta (p4n_next_wake_us). */
-            int64_t until = p4n_clock_monotonic_at_us(
-                &d->clock, p4n_next_wake_us(woke, d->model.wake_quantum_packet_times * packet_time));
+             * the emulated clock's grid of quanta (p4n_next_wake_us), for every device. */
+            int64_t until = p4n_clock_monotonic_at_us(&clock, p4n_next_wake_us(woke, quantum));
             struct timespec ts = {until / 1000000000, until % 1000000000};
             while (until > p4n_monotonic_ns() &&
                    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
             }
         }
-        /* The rings and the wake flag first: after the quantum a frame has mostly come,
+        /* The rings and the wake flags first: after the quantum a frame has mostly come,
          * and then the loop goes on without ppoll's system call. */
         int ready = 0;
-        fds[0].revents = __atomic_load_n(&d->woken, __ATOMIC_ACQUIRE) ? POLLIN : 0;
-        ready += fds[0].revents != 0;
-        for (uint32_t i = 0; i < d->n_ports; i++) {
-            fds[i + 1].revents = p4n_port_ready(d->ports[d->order[i]]) ? POLLIN : 0;
-            ready += fds[i + 1].revents != 0;
-        }
-        int64_t left = has_deadline ? deadline - p4n_clock_now_us(&d->clock) : 1;
+        for (int k = 0; k < n; k++)
+            if (!done[k])
+                ready += peek(devs[k], &fds[first[k]]);
+        int64_t left = has_deadline ? deadline - p4n_clock_now_us(&clock) : 1;
         if (!ready && left > 0) {
             struct timespec timeout, *tp = NULL;
             if (has_deadline) {
-                int64_t ns = (int64_t)((double)left * d->clock.dilation * 1e3);
+                int64_t ns = (int64_t)((double)left * clock.dilation * 1e3);
                 timeout = (struct timespec){ns / 1000000000, ns % 1000000000};
                 tp = &timeout;
             }
@@ -709,63 +844,20 @@ int p4n_device_run(p4n_device *d)
                 rc = -1;
                 break;
             }
+            if (ready <= 0)
+                for (nfds_t i = 0; i < nfds; i++)
+                    fds[i].revents = 0;
         }
-        woke = p4n_clock_now_us(&d->clock);
-        if (ready <= 0)
-            ready = 0;
-        pthread_mutex_lock(&d->lock);
-        d->batch.n = 0;
-        d->batch.used = 0;
-        span spans[P4N_TM_MAX_PORTS + 1];
-        int n_spans = 0, saturated = 0, any_port = 0;
-        if (ready && fds[0].revents) {
-            spans[n_spans].first = d->batch.n;
-            if (take_injected(d) < 0)
-                d->counters.pipeline_errors++;   /* no memory: the PacketOuts are lost */
-            spans[n_spans++].end = d->batch.n;
-        }
-        for (uint32_t i = 0; ready && i < d->n_ports; i++) {
-            if (!fds[i + 1].revents)
-                continue;
-            any_port = 1;
-            int more = 0;
-            spans[n_spans].first = d->batch.n;
-            p4n_port_recv(d->ports[d->order[i]], &d->batch, (int)d->model.rx_batch, &more,
-                          port_report, d);
-            spans[n_spans++].end = d->batch.n;
-            saturated |= more;
-        }
-        handle(d, spans, n_spans);
-        for (uint32_t i = 0; i < d->n_ports; i++) {
-            p4n_port *p = d->ports[d->order[i]];
-            p4n_pcap_flush(&p->cap_in);
-            p4n_pcap_flush(&p->cap_out);
-        }
-        p4n_pcap_flush(&d->cpu_in);
-        p4n_pcap_flush(&d->cpu_out);
-        if (any_port)
-            watch(d, saturated);
-        if (p4n_tm_pending_events(d->tm))
-            report(d, P4N_DEV_EV_TM, 0, 0);
-        pthread_mutex_unlock(&d->lock);
-        /* PacketIns go to Python together, a wake-up of its relay thread per
-         * packet_in_interval_s rather than per PacketIn (docs/native-engine.md);
-         * packet_in_due is this thread's alone. */
-        int64_t now = p4n_clock_now_us(&d->clock);
-        pthread_mutex_lock(&d->qlock);
-        int packet_ins = d->packet_ins.n &&
-            (now >= d->packet_in_due || d->packet_ins.n >= PACKET_IN_MAX / 2);
-        int tell = d->n_events || packet_ins;
-        pthread_mutex_unlock(&d->qlock);
-        if (packet_ins)
-            d->packet_in_due = -1;
-        if (tell)
-            notify(d);
+        woke = p4n_clock_now_us(&clock);
+        for (int k = 0; k < n; k++)
+            if (!done[k])
+                work(devs[k], &fds[first[k]]);
     }
-    pthread_mutex_lock(&d->lock);
-    for (uint32_t i = 0; i < d->n_ports; i++)
-        p4n_port_poll_kernel_drops(d->ports[d->order[i]]);
-    pthread_mutex_unlock(&d->lock);
-    notify(d);
+    for (int k = 0; k < n; k++)
+        if (!done[k])
+            finish(devs[k]);
+    free(first);
+    free(done);
+    free(fds);
     return rc;
 }

@@ -118,6 +118,13 @@ int p4n_device_events(p4n_device *d, p4n_device_event *out, int max);
 double p4n_next_wake_us(int64_t woke_us, double quantum_us);
 /* Runs until p4n_device_stop; returns 0, or -1 when ppoll failed (errno). */
 int p4n_device_run(p4n_device *d);
+/* One loop thread for n devices of one emulation clock (`p4sim switches`): one sleep
+ * to the grid of the smallest quantum, one ppoll over every device's descriptors, then
+ * each device's work under its own lock, in order. A device stopped by p4n_device_stop
+ * is left out from then on (its rings no longer read, Python told as by
+ * p4n_device_run's end); returns when every device has stopped: 0, or -1 when ppoll
+ * failed (errno). */
+int p4n_devices_run(p4n_device **devs, int n);
 void p4n_device_stop(p4n_device *d);
 void p4n_device_wake(p4n_device *d);
 
