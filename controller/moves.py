@@ -230,7 +230,10 @@ class Mover:
             return
         reply = move.future.result()
         move.flow.sport = move.sport
-        self._emit("commanded", move, waited_s=round(reply.waited_s, 4))
+        # Where the command's time went (one emulated clock): GOR -> the agent's handler,
+        # the flow's boundary, the answer back into this tick.
+        self._emit("commanded", move, waited_s=round(reply.waited_s, 4),
+                   to_agent_s=round(reply.received_s - move.since, 4), answer_s=round(now - reply.applied_s, 4))
         if move.state is MoveState.COMMANDING:
             self._moved(move, now, "agent")
             move.state, move.deadline = MoveState.VERIFYING, now + config.verify_s

@@ -4,7 +4,9 @@ Service ``tccl.Agent`` (equivalent .proto in docs/tccl.md):
 
 * ``ListFlows``      -> every queue pair's flow: 5-tuple, QPN, bytes, rate, state;
 * ``SetSourcePort``  -> move a flow to another UDP source port at its next message
-  boundary; the reply comes once the flow uses the new port (the acknowledgement);
+  boundary; the reply comes once the flow uses the new port (the acknowledgement),
+  with when the agent got the request and when the boundary passed (the fabric's
+  emulated clock, so the caller can tell its own share from the agent's);
 * ``GetStats``       -> agent-wide counters.
 
 Unknown flows answer NOT_FOUND, invalid ports or timeouts and request bytes that do not
@@ -30,6 +32,10 @@ from p4sim.runtime.lenient import unary_handler
 from tccl.engine import Engine, QueuePair
 
 SERVICE = "tccl.Agent"
+# Requests served at once: a SetSourcePort holds its worker until the flow's boundary,
+# and GOR may move every flow of an agent in one tick (with 4, the fifth move and any
+# listing queued behind the others' boundaries, unmeasured by their waited_s).
+WORKERS = 32
 APPLY_TIMEOUT = 10.0          # default wait for a port change to reach a message boundary (s)
 MAX_APPLY_TIMEOUT = 3600.0    # longest wait a request may ask for: a job's lifetime, not forever
 
@@ -55,7 +61,8 @@ _MESSAGES: dict[str, list[tuple[str, str, bool]]] = {
     "SetSourcePortRequest": [("flow", "FlowRef", False), ("sport", "uint32", False),
                              ("timeout_s", "double", False)],
     "SetSourcePortReply": [("flow", "Flow", False), ("old_sport", "uint32", False),
-                           ("waited_s", "double", False)],
+                           ("waited_s", "double", False), ("received_s", "double", False),
+                           ("applied_s", "double", False)],
     "StatsRequest": [],
     "StatsReply": [("server", "string", False), ("rx_frames", "uint64", False),
                    ("rx_ignored", "uint64", False), ("tx_dropped", "uint64", False),
@@ -109,7 +116,7 @@ class ControlServer:
 
     def start(self) -> "ControlServer":
         self.path.unlink(missing_ok=True)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS))
         handlers = {method: unary_handler(getattr(self, method), MESSAGES[req], MESSAGES[rep])
                     for method, (req, rep) in _METHODS.items()}
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
@@ -169,9 +176,16 @@ class ControlServer:
                           f"invalid timeout_s {request.timeout_s}: must be 0 (default {APPLY_TIMEOUT:g} s) "
                           f"to {MAX_APPLY_TIMEOUT:g}")
 
+        answer: dict[str, Any] = {}
+
         def request_change() -> Any:
             qp = self._find(request.flow)
-            return qp, qp.requester.request_port(port)
+
+            def at_boundary() -> None:
+                # On the engine thread as the flow passes its boundary: the answer is
+                # taken here, so sending it waits for no further turn of the loop.
+                answer.update(flow=_flow_msg(qp), at=self.engine.clock())
+            return qp, qp.requester.request_port(port, on_applied=at_boundary)
 
         started = self.engine.clock()
         try:
@@ -185,9 +199,9 @@ class ControlServer:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                           f"flow {qp.qpn:#x} did not reach a message boundary in {timeout:.1f}s; "
                           f"the change stays pending")
-        flow = self._on_engine(lambda: _flow_msg(qp), context)
-        return MESSAGES["SetSourcePortReply"](flow=flow, old_sport=change.old_port,
-                                              waited_s=self.engine.clock() - started)
+        return MESSAGES["SetSourcePortReply"](flow=answer["flow"], old_sport=change.old_port,
+                                              waited_s=answer["at"] - started, received_s=started,
+                                              applied_s=answer["at"])
 
 
 class AgentClient:

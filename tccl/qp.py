@@ -48,11 +48,20 @@ class _Segment:
 
 @dataclass
 class PortChange:
-    """A pending source-port change; ``done`` is set once the flow uses ``port``."""
+    """A pending source-port change; ``done`` is set once the flow uses ``port``, right
+    after ``on_applied`` ran on the engine thread at that boundary (the control channel
+    takes its answer there, so that answering needs no further turn of the loop)."""
 
     port: int
     done: threading.Event = field(default_factory=threading.Event)
     old_port: int = 0
+    on_applied: Callable[[], None] | None = None
+
+    def applied(self) -> None:
+        """The flow uses ``port`` now (called by its requester, on the engine thread)."""
+        if self.on_applied is not None:
+            self.on_applied()
+        self.done.set()
 
 
 @dataclass
@@ -121,13 +130,14 @@ class Requester:
     def sport(self) -> int:
         return self.template.sport
 
-    def request_port(self, port: int) -> PortChange:
-        """Switch to UDP source ``port`` at the next message boundary with nothing in flight."""
+    def request_port(self, port: int, on_applied: Callable[[], None] | None = None) -> PortChange:
+        """Switch to UDP source ``port`` at the next message boundary with nothing in
+        flight; ``on_applied`` runs then (`PortChange.applied`)."""
         if not 1024 <= port <= 65535:
             raise ValueError(f"UDP source port must be 1024..65535, got {port}")
         if self._make_template is None:
             raise ValueError(f"QP {self.qpn:#x} cannot change its source port (no template factory)")
-        change = PortChange(port, old_port=self.sport)
+        change = PortChange(port, old_port=self.sport, on_applied=on_applied)
         self.port_change = change
         self._apply_port_change_if_drained()
         return change
@@ -210,7 +220,7 @@ class Requester:
         assert change is not None and self._make_template is not None
         self.template = self._make_template(change.port)
         self.port_change = None
-        change.done.set()
+        change.applied()
 
     # --- feedback ---------------------------------------------------------------------
 

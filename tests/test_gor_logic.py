@@ -415,7 +415,7 @@ class FakeAgents:
 
     def set_source_port(self, server: str, qpn: int, sport: int, timeout_s: float) -> object:
         self.calls.append((server, qpn, sport))
-        return SimpleNamespace(waited_s=0.01)
+        return SimpleNamespace(waited_s=0.01, received_s=0.0, applied_s=0.01)
 
     def flows(self) -> tuple[set, list]:
         return set(), []

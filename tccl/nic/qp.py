@@ -185,13 +185,13 @@ class Requester:
     def sport(self) -> int:
         return lib.nic_requester_sport(self._c)
 
-    def request_port(self, port: int) -> PortChange:
+    def request_port(self, port: int, on_applied: Callable[[], None] | None = None) -> PortChange:
         if not 1024 <= port <= 65535:
             raise ValueError(f"UDP source port must be 1024..65535, got {port}")
         if self._make_template is None:
             raise ValueError(f"QP {self.qpn:#x} cannot change its source port (no template factory)")
         template = self._make_template(port)
-        change = PortChange(port, old_port=self.sport)
+        change = PortChange(port, old_port=self.sport, on_applied=on_applied)
         self.port_change = change
         self._pending = template
         lib.nic_requester_request_port(self._c, header(template), roce.HDR_LEN)
@@ -203,7 +203,7 @@ class Requester:
         change, self.port_change = self.port_change, None
         self.template = self._pending
         if change is not None:
-            change.done.set()
+            change.applied()
 
     def ready_at(self) -> float | None:
         at = ffi.new("double *")
