@@ -925,6 +925,21 @@ def two_flows_up_sp0(plan: AddressPlan) -> tuple[list[AgentFlow], list[FiveTuple
     return listing, tuples
 
 
+def held_poll(gor: Gor) -> tuple[threading.Event, threading.Event]:
+    """Make GOR's counter poll hang until released, to show what GOR does while a poll
+    round is slow: the event set when a poll starts, and the one that lets it finish."""
+    polled, release = threading.Event(), threading.Event()
+    quiet = gor.telemetry.poll
+
+    def slow_poll(clock, min_interval=0.0):
+        polled.set()
+        assert release.wait(20)
+        return quiet(clock, min_interval)
+
+    gor.telemetry.poll = slow_poll
+    return polled, release
+
+
 def test_a_second_tenant_on_the_chosen_path_sends_the_move_to_the_next_candidate(tmp_path):
     """The product's own loop, not a hand-built move: two flows collide on b0l0's uplink
     to sp0 (3 spines); the tick simulates its candidates and moves one flow with two
@@ -1161,15 +1176,7 @@ def test_a_move_is_taken_in_while_the_loop_is_in_a_ticks_poll(tmp_path):
     listing, tuples = two_flows_up_sp0(plan)
     gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, clock=clock)
     (m,) = gor.mover.moves
-    polled, release = threading.Event(), threading.Event()
-    quiet = gor.telemetry.poll
-
-    def slow_poll(clock, min_interval=0.0):
-        polled.set()
-        assert release.wait(20)
-        return quiet(clock, min_interval)
-
-    gor.telemetry.poll = slow_poll
+    polled, release = held_poll(gor)
     ticking = threading.Thread(target=gor.tick)
     watcher = threading.Thread(target=gor._watch)
     ticking.start()
@@ -1332,15 +1339,7 @@ def test_a_switchs_alarm_is_acted_on_while_a_tick_waits_for_its_poll(tmp_path):
     gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, quiet=True, clock=clock)
     assert not [e for e in gor.events.snapshot() if e["event"] == "detect"]
     gor._utils[LINK] = deque([(clock.now(), 0.95)])          # loaded: the alarm alone is missing
-    polled, release = threading.Event(), threading.Event()
-    quiet = gor.telemetry.poll
-
-    def slow_poll(clock, min_interval=0.0):
-        polled.set()
-        assert release.wait(20)
-        return quiet(clock, min_interval)
-
-    gor.telemetry.poll = slow_poll
+    polled, release = held_poll(gor)
     ticks = threading.Thread(target=gor._run)
     reactions = threading.Thread(target=gor._react_loop)
     ticks.start()
