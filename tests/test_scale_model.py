@@ -187,17 +187,22 @@ def test_excess_counts_flows_beyond_the_least_a_leaf_needs() -> None:
     assert count({("b0l0", "sp0"): 4}, qps=2) == 2
 
 
-def test_a_perfect_step_pays_headers_a_slice_and_a_frame_per_hop() -> None:
+def test_a_perfect_step_pays_headers_a_frame_per_hop_and_a_slice_where_a_rank_waits() -> None:
     # 1 MiB AllReduce over 4 ranks at 10 Mbit/s: 1.5 MiB on the wire per rank, 384
     # frames of 4096 payload bytes; each frame is 4154 bytes on the wire (Ethernet 14,
     # IPv4 20, UDP 8, BTH 12, ICRC 4) and takes 4154 * 8 / 10e6 s.
     cost = StepCost("allreduce", "dp", 1 << 20, 4, 10e6, 1.5 * (1 << 20) * 8 / 10e6)
     frame_s = 4154 * 8 / 10e6
-    # The data's 384 frames, a 16 KiB slice's 4 frames before the first one leaves, one
-    # frame per switch hop; at half the line rate the data's frames take twice as long.
-    assert step_seconds(cost, 1.0, 3, 4096) == pytest.approx((384 + 4 + 3) * frame_s)
-    assert step_seconds(cost, 2.0, 3, 4096) == pytest.approx((2 * 384 + 4 + 3) * frame_s)
-    assert step_seconds(cost, 1.0, 1, 4096) == pytest.approx((384 + 4 + 1) * frame_s)
+    # The data's 384 frames and one frame per switch hop: a rank sends its own part's
+    # slices while the first one it forwards comes in; at half the line rate the data's
+    # frames take twice as long.
+    assert step_seconds(cost, 1.0, 3, 4096) == pytest.approx((384 + 3) * frame_s)
+    assert step_seconds(cost, 2.0, 3, 4096) == pytest.approx((2 * 384 + 3) * frame_s)
+    assert step_seconds(cost, 1.0, 1, 4096) == pytest.approx((384 + 1) * frame_s)
+    # A chain forwards what it receives: its ranks wait for a slice, 1 MiB cut in 8
+    # (`tccl.collectives.MAX_SLICES`): 128 KiB, 32 frames.
+    chain = dataclasses.replace(cost, op="broadcast", ideal_s=(1 << 20) * 8 / 10e6)
+    assert step_seconds(chain, 1.0, 3, 4096) == pytest.approx((256 + 32 + 3) * frame_s)
 
 
 # --- configurations and GOR ---------------------------------------------------------------
@@ -205,18 +210,38 @@ def test_a_perfect_step_pays_headers_a_slice_and_a_frame_per_hop() -> None:
 def test_configurations_on_the_default_fabric() -> None:
     got = evaluate(DEFAULT, TRACE)
     assert list(got) == list(CONFIGS)
-    assert got["stock"].collisions > got["rail"].collisions > got["orthogonal"].collisions == 0
-    assert got["stock"].busbw_frac < got["rail"].busbw_frac < got["orthogonal"].busbw_frac
-    # GOR moves stock's colliding flows and reaches orthogonal's pace; nothing to move
-    # in a balanced job.
+    assert all(e.iterations == QPS for e in got.values())
+    assert got["stock"].collisions > got["orthogonal"].collisions > 0
+    assert got["stock"].busbw_frac < got["orthogonal"].busbw_frac < got["gor"].busbw_frac
+    # GOR moves what collides and reaches the same pace from stock's ports and from
+    # orthogonal's.
     assert got["stock-gor"].moves > 0 and got["stock-gor"].collisions == 0
-    assert got["stock-gor"].busbw_frac == pytest.approx(got["orthogonal"].busbw_frac)
-    assert got["gor"].moves == 0 and got["gor"].busbw_frac == got["orthogonal"].busbw_frac
+    assert got["gor"].moves > 0 and got["gor"].collisions == 0
+    assert got["stock-gor"].busbw_frac == pytest.approx(got["gor"].busbw_frac)
     # A step paced by 4 QP flows on a link (2 per connection) takes about twice as long.
     stock_dp, ortho_dp = got["stock"].steps[-1], got["orthogonal"].steps[-1]
     rate = load_spec(DEFAULT).links.uplink_mbps * 1e6
     assert stock_dp.max_flows_per_link == 4 and stock_dp.min_rate_bps == pytest.approx(rate / 4)
-    assert ortho_dp.min_rate_bps == pytest.approx(rate / 2)
+    assert ortho_dp.min_rate_bps == pytest.approx(rate / 2) and ortho_dp.collisions == 0
+
+
+def test_a_pipeline_send_moves_on_one_qp_which_orthogonal_ports_stack() -> None:
+    """A pipeline send is one message: it goes whole on one QP of its connection, the
+    same index for every pair in an iteration (QP k mod 2 in iteration k). Orthogonal
+    ports spread each connection's two QPs over the two spines -- QP 0 on one, QP 1 on
+    the other for every pair -- so a leaf's two sends share one uplink and take twice
+    the line-rate time; GOR, planning the QPs that send, puts them apart."""
+    got = evaluate(DEFAULT, TRACE, [CONFIGS["orthogonal"], CONFIGS["gor"]])
+    rate = load_spec(DEFAULT).links.uplink_mbps * 1e6
+    for name, pace in (("orthogonal", rate / 2), ("gor", rate)):
+        pp = [s for s in got[name].steps if s.group == "pp"]
+        assert [s.iteration for s in pp] == list(range(QPS))
+        # 8 pairs, one QP each (not 16 QPs at half a NIC).
+        assert all(s.flows == 8 and s.min_rate_bps == pytest.approx(pace) for s in pp)
+    ortho = [s for s in got["orthogonal"].steps if s.group == "pp"]
+    assert all(s.collisions == 8 and s.max_flows_per_link == 2 for s in ortho)     # 4 leaves up, 4 down
+    assert all(s.seconds > 1.9 * s.ideal_s for s in ortho)
+    assert got["gor"].moves == 8
 
 
 def test_gor_ports_land_on_its_placement() -> None:
