@@ -2,11 +2,12 @@
 the `model` and `collisions` columns of the table.
 
 For every collective step of the trace, the flows that cross the network (NVLink pairs
-excluded; one flow per QP when connections run several) get the source ports the
-agents will use and the path `topo.hashmodel` predicts for them (bit-exact with the
-switches); `scale.model` gives their max-min fair rates, the step's time on a perfect
-emulation of the links (frame headers, pipeline fill) and the collisions: flows on a
-leaf-spine link beyond what it carries at full pace. With GOR on, the model's busbw is
+excluded; one flow per QP that carries a message of the step, as the agents' round
+robin puts them: `scale.messages`) get the source ports the agents will use and the
+path `topo.hashmodel` predicts for them (bit-exact with the switches); `scale.model`
+gives their max-min fair rates, the step's time on a perfect emulation of the links
+(frame headers, pipeline fill) and the collisions: flows on a leaf-spine link beyond
+what it carries at full pace, in the iteration with the most. With GOR on, the model's busbw is
 GOR's steady state (`scale.gor`: its placement run on the step's flows), while
 ``collisions`` stay the library's own -- what GOR finds when the job starts.
 
@@ -40,8 +41,9 @@ def link_loads(plan: AddressPlan, job: Job, flows: list[tuple[int, int, int]], p
 
 
 def analyse(plan: AddressPlan, job: Job, trace: Trace, gor: bool = False) -> dict[str, Any]:
-    """``collisions`` (summed over steps) and the most QP flows on one leaf-spine link
-    for the job's own ports, and the model's busbw fraction (under GOR when ``gor``)."""
+    """``collisions`` (summed over the steps of the iteration with the most) and the
+    most QP flows on one leaf-spine link for the job's own ports, and the model's busbw
+    fraction (under GOR when ``gor``)."""
     index = FabricIndex(plan)
     own = evaluate_job(index, job, trace)
     paced = evaluate_job(index, job, trace, gor=True) if gor else own
