@@ -9,13 +9,12 @@ connection carries ``bus_factor x size`` bytes (``size / n`` to each peer for
 all-to-all), in messages that fall whole on its QPs, round robin (`scale.messages`):
 a step of one message per connection moves on one QP at the NIC's rate, and which
 one changes from iteration to iteration, so the model runs as many iterations as a
-connection has QPs.
-On top of the bytes, what a perfect emulation of these links still costs
-(`step_seconds`): the frame headers (a link carries mtu + 58 bytes per mtu of
-payload), and the step's pipeline fill -- every frame is stored and forwarded by each switch on its
-path, and a rank forwards a slice (`tccl.collectives.SLICE_BYTES`) only once it has
-all of it, which delays the step where nothing else keeps its NIC busy meanwhile
-(`scale.messages.waiting_slice`). So the model's busbw fraction is
+connection has QPs. On top of the bytes, what a perfect emulation of these links
+still costs (`step_seconds`): the frame headers (a link carries mtu + 58 bytes per
+mtu of payload), and the step's pipeline fill -- every frame is stored and forwarded
+by each switch on its path, and a rank forwards a slice
+(`tccl.collectives.SLICE_BYTES`) only once it has all of it, which delays the step
+where nothing else keeps its NIC busy meanwhile (`scale.messages.waiting_slice`). So the model's busbw fraction is
 sum(ideal) / sum(ideal x share / header efficiency + fill), ``share`` being the line
 rate over what the slowest flow's rate moves of the step's bytes: the busbw a perfect
 emulation of the fabric gives, which the demo sets its measurement against.
