@@ -9,7 +9,7 @@ connection carries ``bus_factor x size`` bytes (``size / n`` to each peer for
 all-to-all), in messages that fall whole on its QPs, round robin (`scale.messages`):
 a step of one message per connection moves on one QP at the NIC's rate, and which
 one changes from iteration to iteration, so the model runs as many iterations as a
-connection has QPs. On top of the bytes, what a perfect emulation of these links
+connection has QPs (or the trace has, if fewer). On top of the bytes, what a perfect emulation of these links
 still costs (`step_seconds`): the frame headers (a link carries mtu + 58 bytes per
 mtu of payload), and the step's pipeline fill -- every frame is stored and forwarded
 by each switch on its path, and a rank forwards a slice
@@ -148,7 +148,8 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
                  flows: list[StepFlows] | None = None) -> Evaluation:
     """The model of ``job`` running ``trace``: per step and per iteration (module doc),
     over the iterations in which the connections' messages fall on their QPs
-    differently (`scale.messages`: as many as a connection has QPs); with ``gor``,
+    differently (`scale.messages`: as many as a connection has QPs, or as the trace
+    has if fewer); with ``gor``,
     GOR's steady state -- those iterations once more after GOR has planned them.
     ``flows``: the job's `job_step_flows`, if the caller has them (configurations
     that differ only in GOR share them)."""
@@ -162,7 +163,7 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
     before, per_iteration = _messages_before(steps_flows, costs, ranks)
     state = _GorState() if gor else None
     cache: dict[bytes, tuple[StepResult, np.ndarray]] = {}
-    period = max(1, t.qps)
+    period = max(1, min(t.qps, trace.iterations))
     steps = []
     ideal = paced = iteration = 0.0
     for k in range(2 * period if gor else period):
