@@ -224,7 +224,7 @@ def _messages_before(steps_flows: list[StepFlows], costs: list[StepCost], ranks:
     before = []
     for where, cost in zip(at, costs):
         before.append(sent[where])
-        sent[np.unique(where)] += step_messages(cost.op, cost.ranks, cost.size) if len(where) else 0
+        sent[np.unique(where)] += step_messages(cost.op, cost.ranks, cost.size)
     return before, [sent[where] for where in at]
 
 
