@@ -149,8 +149,8 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
     """The model of ``job`` running ``trace``: per step and per iteration (module doc),
     over the iterations in which the connections' messages fall on their QPs
     differently (`scale.messages`: as many as a connection has QPs, or as the trace
-    has if fewer); with ``gor``,
-    GOR's steady state -- those iterations once more after GOR has planned them.
+    has if fewer); with ``gor``, GOR's steady state -- each step timed after GOR has
+    planned it, and with several such iterations all of them once more.
     ``flows``: the job's `job_step_flows`, if the caller has them (configurations
     that differ only in GOR share them)."""
     spec = index.plan.spec
@@ -164,22 +164,25 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
     state = _GorState() if gor else None
     cache: dict[bytes, tuple[StepResult, np.ndarray]] = {}
     period = max(1, min(t.qps, trace.iterations))
+    # GOR plans each step's flows before the model times them; with several patterns of
+    # QPs, a later one's moves may disturb an earlier one's: those are timed again.
+    warmup = period if gor and period > 1 else 0
     steps = []
     ideal = paced = iteration = 0.0
-    for k in range(2 * period if gor else period):
-        counted = k >= (period if gor else 0)
+    for k in range(warmup + period):
+        counted = k >= warmup
         iteration += compute_seconds(trace) if counted else 0.0
         for s, (fl, cost, channel) in enumerate(zip(steps_flows, costs, nvlink_costs)):
             if not len(fl):
                 if counted:
                     iteration += channel.ideal_s
-                    steps.append(_idle_step(cost, len(index.fabric_links), k - period * gor))
+                    steps.append(_idle_step(cost, len(index.fabric_links), k - warmup))
                 continue
             carried = qp_messages(step_messages(cost.op, cost.ranks, cost.size),
                                   before[s] + k * per_iteration[s], fl.qp, t.qps)
             result = _network_step(index, fl, cost, carried, t, ranks, s, state, gor_config, cache)
             if counted:
-                result = replace(result, iteration=k - period * gor)
+                result = replace(result, iteration=k - warmup)
                 steps.append(result)
                 ideal += cost.ideal_s
                 paced += result.seconds
