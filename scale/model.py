@@ -160,7 +160,7 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
     nvlink_costs = step_costs(trace, job.ranks, bottleneck, t.nvlink_gbps * 1e9)
     ranks = len(job.ranks)
     steps_flows = flows or job_step_flows(index, job, trace)
-    before, per_iteration = _messages_before(steps_flows, costs, ranks)
+    before, per_iteration = _messages_before(steps_flows, costs, ranks, t.qps)
     state = _GorState() if gor else None
     cache: dict[bytes, tuple[StepResult, np.ndarray]] = {}
     period = max(1, min(t.qps, trace.iterations))
@@ -215,11 +215,15 @@ class _GorState:
         self.ports = np.concatenate([ports, self.ports])[first]
 
 
-def _messages_before(steps_flows: list[StepFlows], costs: list[StepCost], ranks: int
+def _messages_before(steps_flows: list[StepFlows], costs: list[StepCost], ranks: int, qps: int
                      ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per step, for each of its flows: the messages its connection carried in the
     iteration's earlier steps, and in a whole iteration (a connection may serve several
     steps: a pipeline pair that is also a ring hop)."""
+    if all(step_messages(c.op, c.ranks, c.size) % qps == 0 for c in costs):
+        # Every step starts each connection at QP 0 (at 100k GPUs: no sort of 200k pairs).
+        zeros = [np.zeros(len(fl), dtype=np.int64) for fl in steps_flows]
+        return zeros, zeros
     pairs = [fl.src_rank * ranks + fl.dst_rank for fl in steps_flows]
     every = np.unique(np.concatenate(pairs)) if pairs else np.zeros(0, dtype=np.int64)
     sent = np.zeros(len(every), dtype=np.int64)
@@ -237,6 +241,7 @@ def _network_step(index: FabricIndex, flows: StepFlows, cost: StepCost, carried:
     """One network step whose flows carry ``carried`` messages each (idle QPs none):
     GOR's moves of the flows that send (with ``gor``), max-min fair rates, the time of
     the flow that finishes last."""
+    messages = step_messages(cost.op, cost.ranks, cost.size)     # a connection's: min(qps, them) QPs send
     active = np.flatnonzero(carried > 0)
     keys = _flow_keys(flows, ranks, t.qps)[active]
     sports = flows.sport[active] if gor is None else gor.ports_of(keys, flows.sport[active])
@@ -252,26 +257,20 @@ def _network_step(index: FabricIndex, flows: StepFlows, cost: StepCost, carried:
             moves, planned = plan.moves, plan.sports
         paths = index.paths(src, dst, planned)
         alloc = max_min_rates(paths.links, index.capacity_bps, unit)
-        bits = connection_bytes(cost) * 8 * carried[active] / step_messages(cost.op, cost.ranks, cost.size)
+        bits = connection_bytes(cost) * 8 * carried[active] / messages
         share = float((bits / alloc.rates).max()) / cost.ideal_s
         seconds = step_seconds(cost, share, int(paths.switch_hops.max()), t.mtu)
         fabric = index.fabric_links
         link_flows, link_util = _on_fabric(index, fabric, alloc)
         result = StepResult(cost.op, cost.group, cost.size, len(active),
                             int((paths.switch_hops > 1).sum()), cost.ideal_s, seconds, float(alloc.rates.min()),
-                            excess(index, fabric, link_flows, _qps_per_connection(flows, active, ranks)),
+                            excess(index, fabric, link_flows, min(t.qps, messages)),
                             int(link_flows.max(initial=0)), moves, link_flows, link_util)
         cache[key] = (result, planned)
     if gor is not None:
         changed = planned != sports
         gor.moved(keys[changed], planned[changed])
     return result
-
-
-def _qps_per_connection(flows: StepFlows, active: np.ndarray, ranks: int) -> int:
-    """The most QPs of one connection that send in the step."""
-    pairs = flows.src_rank[active] * ranks + flows.dst_rank[active]
-    return int(np.unique(pairs, return_counts=True)[1].max(initial=1))
 
 
 def _flow_keys(flows: StepFlows, ranks: int, qps: int) -> np.ndarray:
