@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from experiments.metrics import StepCost
+from scale.flows import StepFlows
 from tccl import collectives as C
 
 # Collectives whose ranks pass their data round a ring (`tccl.collectives._ring`):
@@ -70,3 +72,25 @@ def waiting_slice(op: str, ranks: int, size: int) -> float:
     part = size if op in ("broadcast", "reduce") else -(-size // ranks)
     count = slice_count(part)
     return part / count if op in ("broadcast", "reduce") or count == 1 else 0.0
+
+
+def messages_before(steps_flows: list[StepFlows], costs: list[StepCost], ranks: int, qps: int
+                    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per step of a job (its flows, ``ranks`` ranks, ``qps`` QPs per connection), for
+    each of its flows: the messages its connection carried in the iteration's earlier
+    steps, and in a whole iteration (a connection may serve several steps: a pipeline
+    pair that is also a ring hop). In iteration k a flow's connection has sent
+    ``before + k x per iteration`` before the step."""
+    if all(step_messages(c.op, c.ranks, c.size) % qps == 0 for c in costs):
+        # Every step starts each connection at QP 0 (at 100k GPUs: no sort of 200k pairs).
+        zeros = [np.zeros(len(fl), dtype=np.int64) for fl in steps_flows]
+        return zeros, zeros
+    pairs = [fl.src_rank * ranks + fl.dst_rank for fl in steps_flows]
+    every = np.unique(np.concatenate(pairs)) if pairs else np.zeros(0, dtype=np.int64)
+    sent = np.zeros(len(every), dtype=np.int64)
+    at = [np.searchsorted(every, p) for p in pairs]
+    before = []
+    for where, cost in zip(at, costs):
+        before.append(sent[where])
+        sent[np.unique(where)] += step_messages(cost.op, cost.ranks, cost.size)
+    return before, [sent[where] for where in at]

@@ -47,7 +47,7 @@ from scale.fabric import FabricIndex
 from controller.fairness import Allocation, max_min_rates
 from scale.flows import StepFlows, StepLayout, job_step_flows, step_layout
 from scale.gor import replan
-from scale.messages import qp_messages, step_messages, waiting_slice
+from scale.messages import messages_before, qp_messages, step_messages, waiting_slice
 
 
 def step_seconds(cost: StepCost, share: float, hops: int, mtu: int) -> float:
@@ -160,7 +160,7 @@ def evaluate_job(index: FabricIndex, job: Job, trace: Trace, gor: bool = False,
     nvlink_costs = step_costs(trace, job.ranks, bottleneck, t.nvlink_gbps * 1e9)
     ranks = len(job.ranks)
     steps_flows = flows or job_step_flows(index, job, trace)
-    before, per_iteration = _messages_before(steps_flows, costs, ranks, t.qps)
+    before, per_iteration = messages_before(steps_flows, costs, ranks, t.qps)
     state = _GorState() if gor else None
     cache: dict[bytes, tuple[StepResult, np.ndarray]] = {}
     period = max(1, min(t.qps, trace.iterations))
@@ -213,26 +213,6 @@ class _GorState:
         self.moves += len(keys)
         self.keys, first = np.unique(np.concatenate([keys, self.keys]), return_index=True)
         self.ports = np.concatenate([ports, self.ports])[first]
-
-
-def _messages_before(steps_flows: list[StepFlows], costs: list[StepCost], ranks: int, qps: int
-                     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per step, for each of its flows: the messages its connection carried in the
-    iteration's earlier steps, and in a whole iteration (a connection may serve several
-    steps: a pipeline pair that is also a ring hop)."""
-    if all(step_messages(c.op, c.ranks, c.size) % qps == 0 for c in costs):
-        # Every step starts each connection at QP 0 (at 100k GPUs: no sort of 200k pairs).
-        zeros = [np.zeros(len(fl), dtype=np.int64) for fl in steps_flows]
-        return zeros, zeros
-    pairs = [fl.src_rank * ranks + fl.dst_rank for fl in steps_flows]
-    every = np.unique(np.concatenate(pairs)) if pairs else np.zeros(0, dtype=np.int64)
-    sent = np.zeros(len(every), dtype=np.int64)
-    at = [np.searchsorted(every, p) for p in pairs]
-    before = []
-    for where, cost in zip(at, costs):
-        before.append(sent[where])
-        sent[np.unique(where)] += step_messages(cost.op, cost.ranks, cost.size)
-    return before, [sent[where] for where in at]
 
 
 def _network_step(index: FabricIndex, flows: StepFlows, cost: StepCost, carried: np.ndarray, t: Transport,

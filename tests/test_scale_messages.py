@@ -4,14 +4,25 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
+from experiments.configs import CONFIGS, QPS, build_job
+from experiments.metrics import step_costs
 from mail_engine import MailEngine
+from scale.fabric import FabricIndex
+from scale.flows import job_step_flows
+from scale.messages import messages_before, qp_messages, slice_count, step_messages, waiting_slice
 from tccl import collectives as C
 from tccl.job import Job, RankInfo, Transport, Workload
-from scale.messages import qp_messages, slice_count, step_messages, waiting_slice
+from tccl.trace import load_trace
+from topo.addressing import AddressPlan
+from topo.spec import load_spec
+
+DEFAULT = Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "default.yaml"
 
 OPS = ["allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv"]
 
@@ -79,3 +90,24 @@ def test_a_rank_waits_for_a_slice_only_with_nothing_of_its_own_to_send() -> None
     # A chain forwards what it receives: its first slice.
     assert waiting_slice("broadcast", 4, 65536) == 16384
     assert waiting_slice("allreduce", 1, 65536) == 0
+
+
+def test_a_connections_messages_count_on_from_step_to_step(tmp_path: Path) -> None:
+    """Two pipeline sends per iteration: the first always on QP 0, the second on QP 1
+    (the counter runs on over the job's life); the ring's 24 slices leave it even."""
+    trace_file = tmp_path / "two-sends.yaml"
+    trace_file.write_text(yaml.safe_dump({"name": "two-sends", "iterations": 2, "steps": [
+        {"compute_ms": 10}, {"op": "sendrecv", "group": "pp", "size": 65536},
+        {"op": "sendrecv", "group": "pp", "size": 65536}, {"op": "allreduce", "group": "dp", "size": 262144}]}))
+    job = build_job(DEFAULT, trace_file, CONFIGS["orthogonal"], seed=1)
+    index = FabricIndex(AddressPlan(load_spec(DEFAULT)))
+    trace = load_trace(trace_file)
+    flows = job_step_flows(index, job, trace)
+    costs = step_costs(trace, job.ranks, 10e6)
+    before, per_iteration = messages_before(flows, costs, len(job.ranks), QPS)
+    assert [set(b.tolist()) for b in before] == [{0}, {1}, {0}]
+    assert [set(p.tolist()) for p in per_iteration] == [{2}, {2}, {24}]
+    for k in range(2):
+        for step, qp in ((0, 0), (1, 1)):
+            carried = qp_messages(1, before[step] + k * per_iteration[step], flows[step].qp, QPS)
+            assert set(flows[step].qp[carried > 0].tolist()) == {qp} and carried.sum() == len(flows[step]) // QPS
