@@ -419,10 +419,12 @@ class LoopGroup:
             raise OSError("native device loop: ppoll failed")
 
     def _regroup_locked(self) -> None:
-        """Make the C call return (if one runs) and the thread pick the set again."""
-        if self._running:
+        """Make the C call return (if one runs) and the thread pick the set again. The
+        wake goes to a device still running: a stopped one's eventfd is no longer polled."""
+        awake = [d for d in self._running if not d._stopping]
+        if awake:
             self._regroup[0] = 1
-            self._lib.p4n_device_wake(self._running[0]._dev)
+            self._lib.p4n_device_wake(awake[0]._dev)
         self._cond.notify_all()
 
     def _which(self, d: NativeDevice) -> str:
