@@ -77,7 +77,8 @@ def cpu_at_line_rate(engine: str, process: str = "auto") -> dict[str, float]:
     """The default fabric at dilation 1 with ``engine`` switches run as ``process``
     says (`topo.spec.SWITCH_PROCESSES`), every NIC at line rate: the fractions of the
     machine its switches and its agents use (module docstring), and the switches' p99
-    departure lateness over the whole run (packet times, the fidelity monitor's)."""
+    departure lateness and kernel drops over the whole run (the fidelity monitor's;
+    lateness in packet times)."""
     import grpc
 
     from controller.routes import program_fabric
@@ -107,7 +108,8 @@ def cpu_at_line_rate(engine: str, process: str = "auto") -> dict[str, float]:
             f"agents_cpu_frac_at_line_rate_{name}": use.agents_at_line_rate / cores,
             f"fabric_load_{name}_switches": use.load,
             f"switches_wakeups_per_s_at_line_rate_{name}": use.switches_wakeups_at_line_rate,
-            f"switches_p99_lateness_pkt_at_line_rate_{name}": fidelity.p99}
+            f"switches_p99_lateness_pkt_at_line_rate_{name}": fidelity.p99,
+            f"switches_kernel_drops_at_line_rate_{name}": fidelity.kernel_drops}
 
 
 def run() -> dict[str, float]:
