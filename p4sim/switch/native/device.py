@@ -401,7 +401,8 @@ class LoopGroup:
         with self._cond:
             device.stop()
             self._regroup_locked()
-            self._cond.wait_for(lambda: device not in self._devices)
+            # (A loop ended by a ppoll failure retires nothing more: do not wait for it.)
+            self._cond.wait_for(lambda: device not in self._devices or not self._thread.is_alive())
 
     def close(self) -> None:
         """Stop every device and end the loop thread."""
