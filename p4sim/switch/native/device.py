@@ -402,7 +402,7 @@ class LoopGroup:
             device.stop()
             self._regroup_locked()
             # (A loop ended by a ppoll failure retires nothing more: do not wait for it.)
-            self._cond.wait_for(lambda: device not in self._devices or not self._thread.is_alive())
+            self._cond.wait_for(lambda: device not in self._devices or self._failed)
 
     def close(self) -> None:
         """Stop every device and end the loop thread."""
