@@ -89,8 +89,8 @@ def wakeups(pids: Iterable[int]) -> int:
 
 def switch_pids(fabric: Any) -> list[int]:
     """PIDs of a running `topo.net.Fabric`'s switch processes, each once (with
-    ``switch_process: shared`` every switch node has the one process)."""
-    return sorted({sw.process.pid for sw in fabric.net.switches if getattr(sw, "process", None) is not None})
+    ``switch_process: shared`` every switch node's member and the one shared process)."""
+    return sorted({pid for sw in fabric.net.switches for pid in sw.pids()})
 
 
 def host_link_bytes(fabric: Any) -> int:

@@ -15,12 +15,13 @@ COMMANDS = {
     "stf": ("p4sim.stf.command", "run an STF test against a P4 program"),
     "switch": ("p4sim.switch.command", "run a v1model switch with a P4Runtime server, like simple_switch_grpc"),
     "switches": ("p4sim.switch.shared", "run several native switches in one process, one packet loop for all"),
+    "switch-member": ("p4sim.switch.member", "run one switch of a `p4sim switches --members` process while it lives"),
 }
 
 
 def usage() -> str:
     lines = ["usage: p4sim COMMAND [ARGS...]", "", "commands:"]
-    lines += [f"  {name:<9} {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += [f"  {name:<13} {help_}" for name, (_, help_) in COMMANDS.items()]
     return "\n".join(lines)
 
 

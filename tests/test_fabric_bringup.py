@@ -51,7 +51,8 @@ UPLINK_MBPS = 5.0
 @pytest.fixture(scope="module", params=["own", "shared"])
 def fabric(request, tmp_path_factory) -> Iterator[Fabric]:
     """The fabric, once with a process per switch and once with every switch in one
-    process on one packet loop (``switch_process: shared``, p4sim switches)."""
+    process on one packet loop (``switch_process: shared``, p4sim switches, the
+    default), each switch with a member process of its own."""
     spec = load_spec(ROOT / "topo" / "fabrics" / "default.yaml")
     # ECN thresholds well above what a scheduling hiccup of the switch process can queue.
     spec = replace(spec, node_prefix=f"t{os.getpid() % 1000}", grpc_port_base=free_port_base(spec.switches),
@@ -90,15 +91,20 @@ def udp_flows(packets: list) -> dict[tuple, object]:
 
 
 def test_switch_processes_follow_the_spec(fabric: Fabric) -> None:
-    """A process per switch with a packet loop thread each, or one process for all
-    with one packet loop thread."""
-    pids = {sw.process.pid for sw in fabric.net.switches}
-    loops = [sum(1 for t in Path(f"/proc/{pid}/task").iterdir() if (t / "comm").read_text().strip() == "p4n-loop")
-             for pid in pids]
+    """A process per switch with a packet loop thread each, or a member process per
+    switch (no loop of its own) and one shared process for all with one packet loop
+    thread."""
+    def loops(pid: int) -> int:
+        return sum(1 for t in Path(f"/proc/{pid}/task").iterdir() if (t / "comm").read_text().strip() == "p4n-loop")
+
+    own = {sw.process.pid for sw in fabric.net.switches}
+    shared = {pid for sw in fabric.net.switches for pid in sw.pids()} - own
+    assert len(own) == len(fabric.plan.switches)
     if fabric.spec.switch_process == "own":
-        assert len(pids) == len(fabric.plan.switches) and loops == [1] * len(pids)
+        assert not shared and [loops(pid) for pid in own] == [1] * len(own)
     else:
-        assert len(pids) == 1 and loops == [1]
+        assert len(shared) == 1 and [loops(pid) for pid in shared] == [1]
+        assert [loops(pid) for pid in own] == [0] * len(own)
 
 
 def test_every_nic_pings_every_other_nic(fabric: Fabric) -> None:

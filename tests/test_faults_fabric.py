@@ -155,7 +155,7 @@ def test_listening_sockets_are_on_loopback_or_in_the_fabric_and_agents_take_garb
     own = os.readlink("/proc/self/ns/net")
     hosts = {os.readlink(f"/proc/{fabric.host(s.name).pid}/ns/net") for s in fabric.plan.servers}
     assert fabric.net is not None
-    pids = {f"switch {sw.name}": sw.process.pid for sw in fabric.net.switches}
+    pids = {f"switch {sw.name} ({pid})": pid for sw in fabric.net.switches for pid in sw.pids()}
     pids.update({f"agent {server}": pid for server, pid in running.pids.items()})
     pids["GOR (this process)"] = os.getpid()
     seen = {}
@@ -262,7 +262,7 @@ def test_nothing_is_left_running(fabric: Fabric, gor: Gor) -> None:
     """GOR and the fabric stopped (their fixtures stop them again, harmlessly): no switch
     or host process, no interface of the fabric, no agent socket."""
     assert fabric.net is not None
-    pids = [sw.process.pid for sw in fabric.net.switches] + [fabric.host(s.name).pid for s in fabric.plan.servers]
+    pids = [pid for sw in fabric.net.switches for pid in sw.pids()] + [fabric.host(s.name).pid for s in fabric.plan.servers]
     prefix = fabric.spec.node_prefix
     gor.stop()
     fabric.stop()

@@ -4,13 +4,12 @@ root needed)."""
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
 import pytest
 
 from emulation.realtime import agent_priority, realtime_prefix
-from p4sim.switch.command import UsageError
+from p4sim.switch.command import UsageError, parse_switch
 from p4sim.switch.shared import parse_switches
 from topo.nodes import LOOP_CPU, BMv2Switch, P4ProcessSwitch, P4SimSharedSwitch, P4SimSwitch, SwitchStartError
 from topo.spec import PfcSpec
@@ -48,18 +47,19 @@ def test_switch_command_lines():
     assert "--pfc" not in joined
 
 
-def test_shared_switches_are_one_p4sim_switches_command_with_each_switch_as_alone():
-    """switch_process: shared -- one `p4sim switches` whose every --switch parses back
-    into that node's own `p4sim switch` command line."""
-    nodes = [_node(P4SimSharedSwitch, name=f"b0l{k}", device_id=k, grpc_port=50050 + k) for k in (1, 2)]
-    cmd = P4SimSharedSwitch.shared_command(nodes)
-    assert cmd[1:4] == ["-m", "p4sim.cli", "switches"]
-    texts = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--switch"]
-    parsed = parse_switches(texts)
+def test_shared_switches_are_member_processes_bringing_each_switch_as_alone():
+    """switch_process: shared -- each node runs a `p4sim switch-member` of the run
+    directory's shared process, whose switch arguments parse back into that node's own
+    `p4sim switch` command line."""
+    nodes = [_node(P4SimSharedSwitch, name=f"b0l{k}", device_id=k, grpc_port=50050 + k, run_dir=Path("/r"))
+             for k in (1, 2)]
+    cmds = [n.command() for n in nodes]
+    assert all(c[1:6] == ["-m", "p4sim.cli", "switch-member", "--shared", "/r/switches.sock"] for c in cmds)
+    parsed = [parse_switch(c[c.index("--") + 1:]) for c in cmds]
     assert [p.args.device_id for p in parsed] == [1, 2]
     assert [p.args.grpc_server_addr for p in parsed] == ["127.0.0.1:50051", "127.0.0.1:50052"]
     assert all(p.ports == {1: "b0l2-eth1", 2: "b0l2-eth2"} and p.args.no_p4 for p in parsed)
-    assert [shlex.split(t) for t in texts] == [P4SimSwitch.command(n)[4:] for n in nodes]
+    assert [c[c.index("--") + 1:] for c in cmds] == [P4SimSwitch.command(n)[4:] for n in nodes]
 
 
 def test_p4sim_switches_refuses_a_switch_with_its_own_log_naming_it():

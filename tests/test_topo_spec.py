@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from topo.spec import FabricSpec, PfcSpec, SpecError, at_link_rate, load_spec, min_headroom, parse_spec, replace
+from topo.spec import (FabricSpec, PfcSpec, SpecError, at_link_rate, load_spec, min_headroom, parse_spec, replace,
+                       switch_process_of)
 
 FABRICS = Path(__file__).resolve().parent.parent / "topo" / "fabrics"
 MINIMAL = {"blocks": 2, "servers_per_block": 2, "rails": 4, "spines": 2}
@@ -103,7 +104,7 @@ def test_defaults_fill_optional_keys():
     ({"rt_priority": 100}, "rt_priority", "1..99"),
     ({"nic": "rxe"}, "nic", "one of auto, python, native"),
     ({"switch_engine": "c"}, "switch_engine", "one of auto, native, python"),
-    ({"switch_process": "one"}, "switch_process", "one of own, shared"),
+    ({"switch_process": "one"}, "switch_process", "one of auto, own, shared"),
     ({"switch_process": "shared", "switch_engine": "python"}, "switch_process", "native switches only"),
     ({"switch_process": "shared", "cluster": {"servers": ["a", "b"]}}, "switch_process", "cluster mode needs"),
     ({"pfc": {"enabled": 1}}, "pfc.enabled", "expected bool"),
@@ -146,8 +147,13 @@ def test_emulation_keys_are_read():
     assert (spec.mtu, spec.iface_mtu, spec.dilation) == (4096, 4200, 2.0)
     assert parse_spec(MINIMAL).switch_engine == "auto"
     assert parse_spec({**MINIMAL, "switch_engine": "python"}).switch_engine == "python"
-    assert parse_spec(MINIMAL).switch_process == "own"
+    assert parse_spec(MINIMAL).switch_process == "auto"
     assert parse_spec({**MINIMAL, "switch_process": "shared"}).switch_process == "shared"
+    # auto: one shared loop for native-capable switches on one machine, else a process each.
+    assert switch_process_of(parse_spec(MINIMAL)) == "shared"
+    assert switch_process_of(parse_spec({**MINIMAL, "switch_engine": "python"})) == "own"
+    assert switch_process_of(parse_spec({**MINIMAL, "cluster": {"servers": ["a", "b"]}})) == "own"
+    assert switch_process_of(parse_spec({**MINIMAL, "switch_process": "own"})) == "own"
 
 
 def test_missing_required_key():

@@ -35,7 +35,7 @@ from topo.dilation import dilation_for
 from topo.mininet_topo import FabricTopo
 from topo.nodes import BACKENDS, RUN_DIR, BMv2Switch, P4ProcessSwitch, P4SimSharedSwitch
 from topo.pipeline import Pipeline, build_pipeline
-from topo.spec import FabricSpec
+from topo.spec import FabricSpec, switch_process_of
 
 # Policy-routing tables of the rails: table RAIL_TABLE_BASE + rail.
 RAIL_TABLE_BASE = 100
@@ -161,8 +161,9 @@ class Fabric:
                        controller=None, build=False, autoSetMacs=False, autoStaticArp=False)
 
     def switch_class(self) -> type[P4ProcessSwitch]:
-        """The backend's switch node class; p4sim's shared one for ``switch_process: shared``."""
-        if self.backend == "p4sim" and self.spec.switch_process == "shared":
+        """The backend's switch node class; p4sim's shared one when ``switch_process``
+        is shared (auto: for native switches on one machine, `switch_process_of`)."""
+        if self.backend == "p4sim" and switch_process_of(self.spec) == "shared":
             return P4SimSharedSwitch
         return BACKENDS[self.backend]
 

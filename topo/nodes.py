@@ -13,7 +13,6 @@ PID is also written to ``<run_dir>/<name>.pid`` so that `make stop` can find lef
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import signal
 import socket
@@ -26,7 +25,9 @@ from typing import Sequence
 from mininet.node import Switch
 
 from emulation.realtime import realtime_prefix
+from p4sim.switch.member import READY
 from topo.placement import LOOPBACK
+from topo.processes import stop_process
 from topo.spec import PfcSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,10 +131,18 @@ class P4ProcessSwitch(Switch):
         assert self.process is not None, f"{self.name} was not started"
         return self.process.poll()
 
+    def pids(self) -> list[int]:
+        """The processes that run this switch (what its CPU is, what to kill)."""
+        return [self.process.pid] if self.process is not None else []
+
+    def ready(self) -> bool:
+        """The switch serves: its gRPC port answers."""
+        return port_answers(self.grpc_port, self.grpc_host)
+
     def wait_ready(self, deadline: float) -> None:
-        """Block until the gRPC port answers; `SwitchStartError` if the process dies
-        or ``deadline`` (time.monotonic()) passes."""
-        while not port_answers(self.grpc_port, self.grpc_host):
+        """Block until `ready`; `SwitchStartError` if the process dies or ``deadline``
+        (time.monotonic()) passes."""
+        while not self.ready():
             status = self.exit_status()
             if status is not None:
                 raise SwitchStartError(f"{self.name} exited with status {status} "
@@ -221,44 +230,81 @@ class P4SimSwitch(P4ProcessSwitch):
 
 
 class P4SimSharedSwitch(P4SimSwitch):
-    """A p4sim switch that shares one ``p4sim switches`` process -- and with it one
-    packet loop thread -- with the other switches started with it (the spec's
-    ``switch_process: shared``; p4sim/switch/shared.py). The switches started together
-    (`batchStartup`: Mininet's start of the fabric, or one restarted switch) are one
-    process; each node's ``process`` is that process, so stopping or killing one node
-    stops every switch started with it (docs/fabric.md says what that costs the
-    failure experiments)."""
+    """A p4sim switch that runs inside one ``p4sim switches`` process -- with one packet
+    loop thread -- shared by the fabric's switches (the spec's ``switch_process:
+    shared``; p4sim/switch/shared.py), yet with a process of its own: a ``p4sim
+    switch-member`` (p4sim/switch/member.py) that brings the switch's arguments over
+    the shared process's members socket. The switch runs while its member lives, so
+    killing this node's ``process`` kills this switch alone, and `launch` brings it back
+    with empty tables, as with a process per switch. The shared process starts with the
+    first member of its run directory and ends with the last one stopped."""
+
+    # Run directory -> its shared process and the nodes whose members it runs.
+    _shared: dict[Path, tuple[subprocess.Popen, set[str]]] = {}
 
     @property
-    def log_path(self) -> Path:
-        return self.run_dir / "switches.log"
+    def members_socket(self) -> Path:
+        return self.run_dir / "switches.sock"
+
+    @property
+    def shared_pid_path(self) -> Path:
+        return self.run_dir / "switches.pid"
+
+    def shared_process(self) -> subprocess.Popen | None:
+        """The ``p4sim switches`` process this node's switch runs in (None: none runs)."""
+        entry = self._shared.get(self.run_dir)
+        return entry[0] if entry is not None and entry[0].poll() is None else None
+
+    def pids(self) -> list[int]:
+        """The member's PID and the shared process's, which does the switch's work."""
+        shared = self.shared_process()
+        return super().pids() + ([shared.pid] if shared is not None else [])
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "p4sim.cli", "switch-member", "--shared", str(self.members_socket),
+                "--", *self.switch_args()]
 
     def launch(self) -> None:
-        """Nothing yet: `batchStartup` starts one process for the switches started together."""
+        """The shared process if none runs yet, then this switch's member (the member
+        waits for the shared process's socket)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        shared = self.shared_process()
+        if shared is None:
+            with open(self.run_dir / "switches.log", "ab") as log:
+                shared = subprocess.Popen(realtime_prefix(self.rt_priority) +
+                                          [sys.executable, "-m", "p4sim.cli", "switches",
+                                           "--members", str(self.members_socket)],
+                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True)
+            self.shared_pid_path.write_text(f"{shared.pid}\n")
+            self._shared[self.run_dir] = (shared, set())
+        self._shared[self.run_dir][1].add(self.name)
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid_path.write_text(f"{self.process.pid}\n")
 
-    @staticmethod
-    def shared_command(nodes: Sequence["P4SimSharedSwitch"]) -> list[str]:
-        """``p4sim switches`` with each node's ``p4sim switch`` arguments."""
-        cmd = [sys.executable, "-m", "p4sim.cli", "switches"]
-        for sw in nodes:
-            cmd += ["--switch", shlex.join(sw.switch_args())]
-        return cmd
+    def ready(self) -> bool:
+        """The member says its switch runs, and its gRPC port answers."""
+        try:
+            said = READY in self.log_path.read_text(errors="replace")
+        except OSError:
+            said = False
+        return said and super().ready()
 
-    @classmethod
-    def batchStartup(cls, switches: Sequence["P4ProcessSwitch"]) -> Sequence["P4ProcessSwitch"]:
-        """One ``p4sim switches`` process for ``switches``, then wait for every one's gRPC port."""
-        nodes = [sw for sw in switches if isinstance(sw, P4SimSharedSwitch)]
-        if nodes:
-            first = nodes[0]
-            first.run_dir.mkdir(parents=True, exist_ok=True)
-            with open(first.log_path, "ab") as log:
-                process = subprocess.Popen(realtime_prefix(first.rt_priority) + cls.shared_command(nodes),
-                                           stdin=subprocess.DEVNULL,
-                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            for sw in nodes:
-                sw.process = process
-                sw.pid_path.write_text(f"{process.pid}\n")
-        return super().batchStartup(switches)
+    def stop(self, deleteIntfs: bool = True) -> None:
+        """Stop the member (its switch stops before it exits); the last member stopped
+        stops the shared process."""
+        super().stop(deleteIntfs)
+        entry = self._shared.get(self.run_dir)
+        if entry is None:
+            return
+        shared, members = entry
+        members.discard(self.name)
+        if not members:
+            del self._shared[self.run_dir]
+            stop_process(shared, STOP_TIMEOUT_S)
+            self.shared_pid_path.unlink(missing_ok=True)
 
 
 class BMv2Switch(P4ProcessSwitch):

@@ -87,9 +87,10 @@ NIC_ENV = "ASTRAL_NIC"
 # pipeline and the packet loop in C when the C engine runs the program, else Python.
 SWITCH_ENGINES = ("auto", "native", "python")
 # How the p4sim switches run (`switch_process`): a process each (`p4sim switch`), or all
-# of a fabric in one process with one packet loop thread (`p4sim switches`: fewer
-# wake-ups, but a switch killed takes the others with it; docs/fabric.md).
-SWITCH_PROCESSES = ("own", "shared")
+# of a fabric in one process with one packet loop thread (`p4sim switches`, a member
+# process per switch to kill: a tenth of the wake-ups; docs/fabric.md); auto: shared
+# where it can run (native switches on one machine), else own (`switch_process_of`).
+SWITCH_PROCESSES = ("auto", "own", "shared")
 # Mininet cluster mode's links between servers (mininet.examples.cluster): RemoteGRELink,
 # RemoteSSHLink (topo/cluster.py; docs/fabric.md says when to use which).
 CLUSTER_LINKS = ("gre", "ssh")
@@ -208,7 +209,7 @@ class FabricSpec:
     # The p4sim switches' engine (SWITCH_ENGINES): auto = native switches for astral.p4.
     switch_engine: str = "auto"
     # One process per p4sim switch, or one for all (SWITCH_PROCESSES).
-    switch_process: str = "own"
+    switch_process: str = "auto"
     # The cluster tier: 1 pod and no super-spines is the two-tier fabric.
     pods: int = 1
     super_spines: int = 0
@@ -332,6 +333,15 @@ def nic_choice(spec: FabricSpec) -> str:
     if choice not in NIC_CHOICES:
         raise SpecError(f"{NIC_ENV} (make NIC=): one of {', '.join(NIC_CHOICES)}, got {choice!r}")
     return choice
+
+
+def switch_process_of(spec: FabricSpec) -> str:
+    """``own`` or ``shared``: the spec's ``switch_process``, ``auto`` decided -- shared
+    (one packet loop, a member process per switch to kill) for native-capable switches
+    on one machine; own for Python switches and cluster mode, which shared cannot run."""
+    if spec.switch_process != "auto":
+        return spec.switch_process
+    return "own" if spec.switch_engine == "python" or spec.cluster is not None else "shared"
 
 
 def parse_spec(data: Any, source: str = "fabric.yaml", emulated: bool = True) -> FabricSpec:

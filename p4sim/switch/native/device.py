@@ -341,48 +341,150 @@ class NativeDevice(Device):
 
 def run_devices(devices: Sequence[NativeDevice]) -> None:
     """Forward the packets of ``devices`` (one emulation clock, one ``loop_cpu``) with
-    one C loop thread (`p4n_devices_run`) until every one of them is stopped; each
-    keeps its own relay thread for PacketIns and what to log. One device is
+    one C loop thread (`LoopGroup`) until every one of them is stopped. One device is
     `NativeDevice.run`; several are `p4sim switches` (p4sim/switch/shared.py): one
     wake-up on the clock's grid serves them all, where separate loops wake once each.
     Returns on the calling thread, which meanwhile only waits, so the main thread
     keeps running the signal handlers that call `stop`."""
-    if not devices:
-        return
-    clocks = {(d.emulation_clock.origin_ns, d.emulation_clock.dilation) for d in devices}
-    cpus = {d.loop_cpu for d in devices}
+    if devices:
+        LoopGroup(devices, stay=False).join()
+
+
+class LoopGroup:
+    """One C loop thread (`p4n_devices_run`) for a set of devices that may change while
+    it runs: `add` a device, `remove` one (stopped, its rings no longer read, then
+    closed by the caller) and the others go on. Each device keeps its own relay thread
+    for PacketIns and what to log. A change ends the C call (its ``regroup`` flag) and
+    the thread calls it again with the new set: a few microseconds once per change,
+    against one set fixed at start (`p4sim switches`' members come and go,
+    p4sim/switch/shared.py). ``stay``: keep the thread while no device runs (until
+    `close`); otherwise it ends with the last device stopped."""
+
+    def __init__(self, devices: Sequence[NativeDevice] = (), stay: bool = True) -> None:
+        self._ffi, self._lib = load()
+        self._stay = stay
+        self._cond = threading.Condition()
+        self._devices: list[NativeDevice] = []      # added and not yet retired
+        self._running: list[NativeDevice] = []      # in the C call now
+        self._relays: dict[int, threading.Thread] = {}
+        self._regroup = self._ffi.new("int *")
+        self._closed = False
+        self._failed = False
+        self._loop_cpu: int | None | str = "unset"  # the first device's: pinned once
+        for d in devices[1:]:
+            _check_shareable(devices[0], d)
+        with self._cond:
+            for d in devices:
+                self._admit_locked(d)
+        self._thread = threading.Thread(target=self._loop, name="native-device-loop", daemon=True)
+        self._thread.start()
+
+    def add(self, device: NativeDevice) -> None:
+        """Run ``device`` in this loop from its next wake-up; `ValueError` when its clock
+        or loop CPU is not the group's."""
+        with self._cond:
+            self._admit_locked(device)
+            self._regroup_locked()
+
+    def _admit_locked(self, device: NativeDevice) -> None:
+        if self._devices or self._running:
+            _check_shareable((self._devices or self._running)[0], device)
+        relay = threading.Thread(target=device._relay, name=f"native-device-relay-{device.device_id}",
+                                 daemon=True)
+        self._relays[id(device)] = relay
+        relay.start()
+        self._devices.append(device)
+
+    def remove(self, device: NativeDevice) -> None:
+        """Stop ``device`` and return once the loop has let it go (its PacketIns and
+        reports relayed, its summary logged): the caller may close it then."""
+        with self._cond:
+            device.stop()
+            self._regroup_locked()
+            # (A loop ended by a ppoll failure retires nothing more: do not wait for it.)
+            self._cond.wait_for(lambda: device not in self._devices or self._failed)
+
+    def close(self) -> None:
+        """Stop every device and end the loop thread."""
+        with self._cond:
+            self._closed = True
+            for d in self._devices:
+                d.stop()
+            self._regroup_locked()
+        self.join()
+
+    def join(self) -> None:
+        """Wait for the loop thread to end; `OSError` when ppoll failed."""
+        self._thread.join()
+        if self._failed:
+            raise OSError("native device loop: ppoll failed")
+
+    def _regroup_locked(self) -> None:
+        """Make the C call return (if one runs) and the thread pick the set again. The
+        wake goes to a device still running: a stopped one's eventfd is no longer polled."""
+        awake = [d for d in self._running if not d._stopping]
+        if awake:
+            self._regroup[0] = 1
+            self._lib.p4n_device_wake(awake[0]._dev)
+        self._cond.notify_all()
+
+    def _which(self, d: NativeDevice) -> str:
+        n = len(self._devices)
+        return f", device {d.device_id} of {n} sharing it" if n > 1 or self._stay else ""
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    self._retire_locked()
+                    live = [d for d in self._devices if not d._stopping]
+                    if live or self._closed or not self._stay:
+                        break
+                    self._cond.wait()
+                if not live:
+                    return
+                for d in live:
+                    if d not in self._running:
+                        log.info("switch running (native loop%s): %d ports%s", self._which(d), len(d._ports),
+                                 "" if d.engine is not None else ", no pipeline loaded")
+                self._running = live
+                self._regroup[0] = 0
+            if self._loop_cpu == "unset":
+                self._loop_cpu = live[0].loop_cpu
+                reference.pin_loop_thread(self._loop_cpu)
+            array = self._ffi.new("p4n_device *[]", [d._dev for d in live])
+            rc = self._lib.p4n_devices_run(array, len(live), self._regroup)
+            with self._cond:
+                if rc != 0:
+                    self._failed = True
+                    for d in self._devices:
+                        d.stop()
+                self._retire_locked()
+                self._running = [d for d in live if d in self._devices]
+                if self._failed:
+                    self._running = []
+                    return
+
+    def _retire_locked(self) -> None:
+        """Let go of the stopped devices the C loop no longer runs: their relay threads
+        end (the loop's last notify woke them), what is left relayed, summary logged."""
+        for d in [d for d in self._devices if d._stopping]:
+            relay = self._relays.pop(id(d))
+            os.eventfd_write(self._lib.p4n_device_notify_fd(d._dev), 1)   # stopped before the loop told it
+            relay.join()
+            d._relay_once()
+            log.info("switch stopped%s: %s", self._which(d), d.summary())
+            self._devices.remove(d)
+        self._cond.notify_all()
+
+
+def _check_shareable(first: NativeDevice, device: NativeDevice) -> None:
+    """`ValueError` unless ``device`` may share ``first``'s loop: one clock, one loop CPU."""
+    clocks = {(d.emulation_clock.origin_ns, d.emulation_clock.dilation) for d in (first, device)}
+    cpus = {first.loop_cpu, device.loop_cpu}
     if len(clocks) > 1 or len(cpus) > 1:
         raise ValueError(f"one loop runs devices of one emulation clock and one loop CPU, "
                          f"got clocks {sorted(clocks)} and CPUs {sorted(cpus, key=str)}")
-    ffi, lib = devices[0]._ffi, devices[0]._lib
-    def which(d: NativeDevice) -> str:
-        return f", device {d.device_id} of {len(devices)} sharing it" if len(devices) > 1 else ""
-
-    for d in devices:
-        log.info("switch running (native loop%s): %d ports%s", which(d), len(d._ports),
-                 "" if d.engine is not None else ", no pipeline loaded")
-    array = ffi.new("p4n_device *[]", [d._dev for d in devices])
-    result: list[int] = []
-
-    def loop_thread() -> None:
-        reference.pin_loop_thread(devices[0].loop_cpu)
-        result.append(lib.p4n_devices_run(array, len(devices)))
-
-    relays = [threading.Thread(target=d._relay, name=f"native-device-relay-{d.device_id}", daemon=True)
-              for d in devices]
-    loop = threading.Thread(target=loop_thread, name="native-device-loop", daemon=True)
-    for relay in relays:
-        relay.start()
-    loop.start()
-    loop.join()
-    for d, relay in zip(devices, relays):
-        d._stopping = True
-        relay.join()   # the loop's last notify woke it
-        d._relay_once()
-    if result != [0]:
-        raise OSError("native device loop: ppoll failed")
-    for d in devices:
-        log.info("switch stopped%s: %s", which(d), d.summary())
 
 
 def _pointer(ffi: Any, cdata: Any) -> Any:

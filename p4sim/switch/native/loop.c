@@ -753,10 +753,10 @@ static void finish(p4n_device *d)
 
 int p4n_device_run(p4n_device *d)
 {
-    return p4n_devices_run(&d, 1);
+    return p4n_devices_run(&d, 1, NULL);
 }
 
-int p4n_devices_run(p4n_device **devs, int n)
+int p4n_devices_run(p4n_device **devs, int n, const int *regroup)
 {
     /* Named, so that top -H and a benchmark's per-thread counts tell it from Python's. */
     pthread_setname_np(pthread_self(), "p4n-loop");
@@ -814,7 +814,7 @@ int p4n_devices_run(p4n_device **devs, int n)
             if (q > 0 && (!(quantum > 0) || q < quantum))
                 quantum = q;
         }
-        if (!running)
+        if (!running || (regroup && __atomic_load_n(regroup, __ATOMIC_ACQUIRE)))
             break;
         if (quantum > 0) {
             /* At most one wake-up per quantum (device.py's WAKE_QUANTUM_PACKET_TIMES), on
@@ -853,7 +853,7 @@ int p4n_devices_run(p4n_device **devs, int n)
             if (!done[k])
                 work(devs[k], &fds[first[k]]);
     }
-    for (int k = 0; k < n; k++)
+    for (int k = 0; k < n && rc < 0; k++)
         if (!done[k])
             finish(devs[k]);
     free(first);

@@ -122,9 +122,11 @@ int p4n_device_run(p4n_device *d);
  * to the grid of the smallest quantum, one ppoll over every device's descriptors, then
  * each device's work under its own lock, in order. A device stopped by p4n_device_stop
  * is left out from then on (its rings no longer read, Python told as by
- * p4n_device_run's end); returns when every device has stopped: 0, or -1 when ppoll
+ * p4n_device_run's end); returns when every device has stopped, or -- regroup not NULL
+ * -- once *regroup is set (after a p4n_device_wake: the devices stopped by then are
+ * told, the others keep running when called again, in a new set): 0, or -1 when ppoll
  * failed (errno). */
-int p4n_devices_run(p4n_device **devs, int n);
+int p4n_devices_run(p4n_device **devs, int n, const int *regroup);
 void p4n_device_stop(p4n_device *d);
 void p4n_device_wake(p4n_device *d);
 
