@@ -7,6 +7,7 @@ other threads (the control channel), then sleeps in ``select`` until the next th
 due -- a departure, an NVLink delivery, a retransmission timeout, a timeline sample,
 the caller's deadline -- or a frame or a command arrives; never on a polling period,
 and never sooner than half a frame time after the last wake-up (`WAKE_QUANTUM_FRAMES`).
+With the native NIC the NICs' part of this loop runs in C on a thread of its own.
 
 A NIC is the switch's `InterfacePort` bound to IPv4: frames are read from a
 PACKET_RX_RING shared with the kernel (a memory copy per frame, no system call) and
@@ -25,8 +26,9 @@ wall time by the clock's dilation, so the agent runs at the fabric's pace.
 The transport runs in one of two engines (``nic``): ``python``, the reference --
 `NicPort` below and the queue pairs of `tccl.qp` -- or ``native``, the NIC in C
 (`tccl.nic`): the same semantics (the tests run both and compare their frames), with
-every frame read, handled, paced and sent in C; the loop then only posts messages and
-reaps completions.
+every frame read, handled, paced and sent in C, on the device's own thread; the loop
+then only posts messages and reaps completions, and its Python work no longer holds
+the NICs' frames.
 
 Messages between ranks: `send(src, dst, data, on_done, via)` and a per-(dst, src,
 channel) mailbox of received messages, in order. Ranks of the same server exchange
@@ -331,6 +333,8 @@ class Engine:
                 nic = NicPort(info, t.line_rate_bps, self._frame_time, t.priority)
             self.nics[rank] = nic
             self._fds += [nic.port.fileno(), nic.mac_control.fileno()]
+        if self.device is not None:
+            self.device.start(self._quantum)
         # The kernel would answer every RoCE frame with ICMP port unreachable; a bound UDP
         # socket that is never read swallows them (its buffer fills, the rest are dropped).
         self._sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -514,13 +518,18 @@ class Engine:
         self._due = min(wake + self._library_due(now), default=None)
 
     def _native_turn(self, until: float | None) -> None:
-        """`turn` with the native NIC: its loop in C sleeps, receives, sends and times
-        out until there are completions, a command, or the library's next due time
-        (``until``, an NVLink delivery, a timeline sample) -- then the library's part."""
+        """`turn` with the native NIC, whose thread receives, sends and times out
+        meanwhile: sleep until it has completions, a command comes, or the library's
+        next due time (``until``, an NVLink delivery, a timeline sample) -- not at all
+        if a message was posted since the last turn -- then the library's part."""
         assert self.device is not None
         limits = self._library_due(self.clock()) + ([until] if until is not None else [])
-        sleep, self._posted = not self._posted, False
-        if self.device.run(min(limits, default=math.inf), sleep, self._wake_r, self._quantum):
+        timeout: float | None = 0.0
+        if not self._posted:
+            due = min(limits, default=math.inf)
+            timeout = None if math.isinf(due) else max(0.0, self.emulation_clock.wall_s(due - self.clock()))
+        self._posted = False
+        if self.device.wait(timeout, self._wake_r):
             try:
                 os.read(self._wake_r, 4096)
             except BlockingIOError:

@@ -85,6 +85,33 @@ def hostile_calls(rng: random.Random) -> None:
                                      ffi.NULL, 0) == ffi.NULL
 
 
+def threaded(rng: random.Random, dev: Device, frames: int) -> None:
+    """The same frames and requests with the device's thread running: the library's
+    calls (posts, port changes, reaps, snapshots, skips) race its loop."""
+    assert lib.nic_device_start(dev.c, 1e-4) == 0
+    port = ffi.new("uint32_t *")
+    pushed = 0
+    while pushed < frames:
+        action = rng.random()
+        if action < 0.6:
+            if dev.data.push(mutate(rng, some_frame(rng, dev))):
+                pushed += 1
+        elif action < 0.7:
+            dev.req.post(bytes(rng.randrange(1, 20000)), None, dev.now())
+        elif action < 0.75:
+            dev.req.request_port(rng.randrange(1024, 65536))
+        elif action < 0.85:
+            dev.completions.reap()
+            dev.req.stats, dev.resp.stats, dev.req.idle, dev.req.sport
+            dev.req.rate.advance(dev.now())
+        else:
+            if lib.nic_device_need(dev.c, port) != lib.NIC_NO_QPN:
+                lib.nic_device_skip(dev.c)
+            dev.sent()
+    lib.nic_device_stop(dev.c)
+    dev.completions.reap()
+
+
 def main(frames: int, seed: int) -> None:
     rng = random.Random(seed)
     dev = Device(native, native.Completions, native.Requester, native.Responder)
@@ -130,6 +157,7 @@ def main(frames: int, seed: int) -> None:
             else:
                 hostile_calls(rng)
         dev.receive()
+        threaded(rng, dev, frames // 10)
     finally:
         dev.close()
     print(f"nic fuzz: {pushed} frames, {posted} posts, rx {dev.c.rx_frames} ignored {dev.c.rx_ignored}, "

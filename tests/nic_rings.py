@@ -129,6 +129,7 @@ class Device:
                 return out
 
     def close(self) -> None:
+        self.nic.lib.nic_device_stop(self.c)          # its thread, if a test started it
         self.data.release()
         self.pause.release()
         self.wire.close()

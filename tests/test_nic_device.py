@@ -3,11 +3,13 @@ arrival times, PFC, unknown QPs and frames that are not for it. No root needed."
 
 from __future__ import annotations
 
+import os
+import select
 import time
 
 import pytest
 
-from nic_rings import LINE_RATE, PARAMS, SLOTS, Device
+from nic_rings import FRAME_TIME, LINE_RATE, PARAMS, SLOTS, Device
 from p4sim.switch.pause import pfc_frame, quanta_seconds
 from tccl import roce
 from tccl.nic import qp as native
@@ -131,3 +133,53 @@ def test_a_frame_for_an_unknown_qp_waits_for_the_library(dev):
     dev.receive()
     assert dev.delivered == [b"after"] and dev.c.rx_ignored == 1
     assert lib.nic_device_skip(dev.c) == -1               # nothing to skip now
+
+
+def wait_for(dev, done, timeout: float = 5.0) -> bool:
+    """Wait for ``done()`` as the library does with the thread running: on the notify
+    eventfd, reaping each time."""
+    fd, deadline = lib.nic_device_notify_fd(dev.c), time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.1)[0]:
+            os.read(fd, 8)
+        dev.completions.reap()
+    return done()
+
+
+def test_the_thread_answers_and_sends_while_the_library_runs_python(dev):
+    """With its thread started, the device handles a frame and sends a posted message
+    while the library's thread is busy in Python (holding the GIL) for 0.5 s: the
+    frame's handling is not late by that time, the ACK and the data are on the wire
+    before the library looks, and the data's RTO (0.05 s, no ACK comes) fired meanwhile."""
+    assert lib.nic_device_start(dev.c, 0.0) == 0
+    dev.data.push(dev.peer.frame(roce.SEND_ONLY, 0, b"ping", ackreq=True))
+    done: list[int] = []
+    dev.req.post(b"pong", lambda: done.append(1), dev.now())    # wakes the thread (fake rings never do)
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
+        pass
+    sent = [roce.parse(f) for f in dev.sent()]
+    assert [p.opcode for p in sent].count(roce.ACKNOWLEDGE) == 1
+    assert {(p.opcode, p.psn) for p in sent if p.opcode != roce.ACKNOWLEDGE} == {(roce.SEND_ONLY, 0)}
+    assert dev.req.stats.retransmits >= 3
+    port = dev.completions.read("nic_port", native.ffi.addressof(dev.c.ports, 0))
+    assert port.rx_lateness.max * FRAME_TIME < 0.25
+    assert select.select([lib.nic_device_notify_fd(dev.c)], [], [], 0)[0]      # the library is told
+    assert wait_for(dev, lambda: dev.delivered == [b"ping"])
+    dev.data.push(dev.peer.ack(0, 0))
+    assert wait_for(dev, lambda: done == [1]) and dev.req.una == 1
+
+
+def test_the_thread_leaves_an_unknown_qp_to_the_library(dev):
+    stranger = roce.FrameTemplate(dev.peer.src, dev.peer.dst, 50001, dev.qpn + 7)
+    dev.data.push(stranger.frame(roce.SEND_ONLY, 0, b"?"))
+    dev.data.push(dev.peer.frame(roce.SEND_ONLY, 0, b"after"))
+    assert lib.nic_device_start(dev.c, 0.0) == 0
+    dev.req.post(b"x", None, dev.now())                 # a kick: the thread reads the rings
+    port = native.ffi.new("uint32_t *")
+    assert select.select([lib.nic_device_notify_fd(dev.c)], [], [], 5.0)[0]
+    assert lib.nic_device_need(dev.c, port) == dev.qpn + 7 and port[0] == 0
+    time.sleep(0.05)                                    # the thread meanwhile: receives nothing
+    assert dev.c.rx_frames == 0
+    assert lib.nic_device_skip(dev.c) == 0
+    assert wait_for(dev, lambda: dev.delivered == [b"after"]) and dev.c.rx_ignored == 1

@@ -31,6 +31,7 @@ from topo import headers
 SRC = Path(__file__).resolve().parent
 ROOT = SRC.parent.parent
 BUILD = ROOT / "build" / "nic"
+HEADERS = ("nic.h", "sync.h")
 SOURCES = ("frames.c", "cq.c", "dcqcn.c", "requester.c", "responder.c", "histogram.c", "device.c")
 CFLAGS = ("-O2", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter")
 # What the sanitizer build adds (tests/test_nic_sanitize.py): every out-of-bounds
@@ -116,7 +117,7 @@ def load(sanitize: bool | None = None) -> ModuleType:
     flags = CFLAGS + (SANITIZE if sanitize else ())
     layout = layout_h()
     h = hashlib.sha256(layout.encode())
-    for name in ("nic.h", *SOURCES):
+    for name in HEADERS + SOURCES:
         h.update((SRC / name).read_bytes())
     h.update(repr((flags, sys.version_info[:2])).encode())
     key = h.hexdigest()[:16]
@@ -161,7 +162,7 @@ def _build(out: Path, name: str, layout: str, flags: tuple[str, ...]) -> Path:
         ffi.cdef(_cdef(out))
         ffi.set_source(name, '#include "nic.h"', sources=[str(SRC / s) for s in SOURCES],
                        include_dirs=[str(out), str(SRC)], extra_compile_args=list(flags),
-                       extra_link_args=[f for f in flags if f.startswith("-fsanitize")], libraries=["m"])
+                       extra_link_args=[f for f in flags if f.startswith("-fsanitize")], libraries=["m", "pthread"])
         tmp = out / f"tmp-{os.getpid()}"
         built = Path(ffi.compile(tmpdir=str(tmp)))
         final = out / built.name

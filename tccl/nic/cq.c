@@ -1,8 +1,10 @@
 /* Completions: what the NIC tells the library, polled (verbs' completion queue). A
  * received message's bytes belong to the queue until it is cleared. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "nic.h"
+#include "sync.h"
 
 void nic_cq_push(nic_cq *cq, int kind, uint64_t user, uint64_t wr_id, uint8_t *data, size_t len)
 {
@@ -33,4 +35,30 @@ void nic_cq_free(nic_cq *cq)
     free(cq->e);
     cq->e = NULL;
     cq->cap = 0;
+}
+
+void nic_cq_drain(nic_cq *cq, nic_cq *into)
+{
+    nic_cq_clear(into);
+    nic_sync_lock(cq->sync);
+    nic_completion *e = into->e;
+    size_t cap = into->cap;
+    into->e = cq->e;
+    into->cap = cq->cap;
+    into->n = cq->n;
+    into->oom = cq->oom;
+    cq->e = e;              /* the library's emptied array, reused */
+    cq->cap = cap;
+    cq->n = 0;
+    cq->oom = 0;
+    if (cq->sync != NULL)
+        cq->sync->notified = 0;
+    nic_sync_unlock(cq->sync);
+}
+
+void nic_cq_read(nic_cq *cq, void *dst, const void *src, size_t len)
+{
+    nic_sync_lock(cq->sync);
+    memcpy(dst, src, len);
+    nic_sync_unlock(cq->sync);
 }

@@ -11,15 +11,27 @@
  * nic_device_service sends what the line-rate pacer and the QPs' DCQCN pacers allow,
  * round robin over a port's QPs, none of the QPs' priority while it is paused;
  * answers (ACK/NAK/CNP) of a paused priority wait in a held queue; then the RTOs run.
- * It returns when the next thing is due, so the loop sleeps until then. */
+ * It returns when the next thing is due, so the loop sleeps until then.
+ *
+ * Both run on the device's own thread (nic_device_start), under the device's lock
+ * (sync.h), so frames leave and are handled on time while the library's thread runs
+ * Python; the library posts, adds QPs and drains completions through calls that take
+ * the lock, and sleeps on the notify eventfd. */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include "nic.h"
+#include "sync.h"
+
+/* The sockets one thread polls: a kick eventfd and two per port. */
+#define MAX_PORTS 64
 
 /* struct tpacket2_hdr and what follows it (linux/if_packet.h): read by offset, every
  * offset checked against the slot. */
@@ -63,8 +75,25 @@ nic_device *nic_device_new(int64_t origin_ns, double dilation, double frame_time
     if (!(dilation >= 1.0) || !(frame_time > 0) || max_rx_batch < 1 || max_tx_batch < 1)
         return NULL;
     nic_device *d = calloc(1, sizeof *d);
-    if (d == NULL)
+    nic_sync *sync = calloc(1, sizeof *sync);
+    if (d == NULL || sync == NULL) {
+        free(d);
+        free(sync);
         return NULL;
+    }
+    sync->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    sync->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (sync->kick_fd < 0 || sync->notify_fd < 0 || pthread_mutex_init(&sync->lock, NULL) != 0) {
+        if (sync->kick_fd >= 0)
+            close(sync->kick_fd);
+        if (sync->notify_fd >= 0)
+            close(sync->notify_fd);
+        free(d);
+        free(sync);
+        return NULL;
+    }
+    d->sync = d->cq.sync = sync;
+    d->need_qpn = NIC_NO_QPN;
     d->origin_ns = origin_ns;
     d->dilation = dilation;
     d->frame_time = frame_time;
@@ -79,6 +108,11 @@ void nic_device_free(nic_device *d)
 {
     if (d == NULL)
         return;
+    nic_device_stop(d);
+    close(d->sync->kick_fd);
+    close(d->sync->notify_fd);
+    pthread_mutex_destroy(&d->sync->lock);
+    free(d->sync);
     for (size_t i = 0; i < d->n_ports; i++) {
         free(d->ports[i].reqs);
         free(d->ports[i].held);
@@ -99,7 +133,8 @@ static int ring_ok(const nic_ring *r)
 int nic_device_add_port(nic_device *d, int fd, int pause_fd, nic_ring data, nic_ring pause,
                         const uint8_t *ip, double line_rate, int priority)
 {
-    if (!ring_ok(&data) || !ring_ok(&pause) || !(line_rate > 0) || priority < 0 || priority >= NIC_PRIORITIES)
+    if (!ring_ok(&data) || !ring_ok(&pause) || !(line_rate > 0) || priority < 0 || priority >= NIC_PRIORITIES ||
+        d->n_ports >= MAX_PORTS || d->sync->running)
         return -1;
     nic_port *ports = realloc(d->ports, (d->n_ports + 1) * sizeof *ports);
     if (ports == NULL)
@@ -165,7 +200,7 @@ static int qp_insert(nic_device *d, nic_qp q)
     }
 }
 
-int nic_device_add_qp(nic_device *d, uint32_t port, uint32_t qpn, nic_requester *req, nic_responder *resp)
+static int add_qp(nic_device *d, uint32_t port, uint32_t qpn, nic_requester *req, nic_responder *resp)
 {
     if (port >= d->n_ports || req == NULL || resp == NULL || qp_find(d, port, qpn) != NULL)
         return -1;
@@ -190,6 +225,18 @@ int nic_device_add_qp(nic_device *d, uint32_t port, uint32_t qpn, nic_requester 
         d->txcap = cap;
     }
     return 0;
+}
+
+int nic_device_add_qp(nic_device *d, uint32_t port, uint32_t qpn, nic_requester *req, nic_responder *resp)
+{
+    /* A QP of another device's queue would take another lock than this device's. */
+    if (req == NULL || resp == NULL || req->cq != &d->cq || resp->cq != &d->cq)
+        return -1;
+    nic_sync_lock(d->sync);
+    int rc = add_qp(d, port, qpn, req, resp);
+    nic_sync_unlock(d->sync);
+    nic_sync_kick(d->sync);
+    return rc;
 }
 
 /* ---- transmit ---------------------------------------------------------------------- */
@@ -496,8 +543,11 @@ int nic_device_receive(nic_device *d, double now)
 int nic_device_skip(nic_device *d)
 {
     /* The frame a receive stopped at, for a QP the library will not have: ignored. */
-    if (d->need_qpn == NIC_NO_QPN)
+    nic_sync_lock(d->sync);
+    if (d->need_qpn == NIC_NO_QPN) {
+        nic_sync_unlock(d->sync);
         return -1;
+    }
     nic_port *p = &d->ports[d->need_port];
     d->rx_frames += 1;
     d->rx_ignored += 1;
@@ -506,8 +556,29 @@ int nic_device_skip(nic_device *d)
     nic_lateness_add(&p->rx_lateness, d->rx_now - at);
     slot_release(&p->data);
     d->need_qpn = NIC_NO_QPN;
+    nic_sync_unlock(d->sync);
+    nic_sync_kick(d->sync);
     return 0;
 }
+
+uint32_t nic_device_need(nic_device *d, uint32_t *port)
+{
+    nic_sync_lock(d->sync);
+    uint32_t qpn = d->need_qpn;
+    *port = d->need_port;
+    nic_sync_unlock(d->sync);
+    return qpn;
+}
+
+int nic_device_error(nic_device *d)
+{
+    nic_sync_lock(d->sync);
+    int err = d->sync->error;
+    nic_sync_unlock(d->sync);
+    return err;
+}
+
+int nic_device_notify_fd(const nic_device *d) { return d->sync->notify_fd; }
 
 /* ---- the loop ---------------------------------------------------------------------- */
 
@@ -525,38 +596,47 @@ static void clear_error(int fd)
     (void)getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
 }
 
-int nic_device_run(nic_device *d, double until, int sleep, int wake_fd, double quantum)
+/* The library has something to do: wake it, once until it drains the queue. */
+static void notify(nic_device *d)
 {
+    nic_sync *s = d->sync;
+    if ((d->cq.n || d->cq.oom || d->need_qpn != NIC_NO_QPN || s->error) && !s->notified) {
+        s->notified = 1;
+        nic_sync_signal(s->notify_fd);
+    }
+}
+
+static void *loop(void *arg)
+{
+    nic_device *d = arg;
+    nic_sync *s = d->sync;
+    struct pollfd fds[1 + 2 * MAX_PORTS];
+    nic_sync_lock(s);
     size_t nfds = 1 + 2 * d->n_ports;
-    struct pollfd fds[1 + 2 * 64];
-    if (d->n_ports > 64)
-        return -1;
-    fds[0] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
+    fds[0] = (struct pollfd){.fd = s->kick_fd, .events = POLLIN};
     for (size_t i = 0; i < d->n_ports; i++) {
         fds[1 + 2 * i] = (struct pollfd){.fd = d->ports[i].fd, .events = POLLIN};
         fds[2 + 2 * i] = (struct pollfd){.fd = d->ports[i].pause_fd, .events = POLLIN};
     }
-    for (;;) {
+    while (!s->stop) {
         double now = device_now(d), due;
         d->woke = now;
         d->wakeups++;
-        nic_device_receive(d, now);
-        if (d->need_qpn != NIC_NO_QPN)
-            return NIC_RUN_WORK;
+        if (d->need_qpn != NIC_NO_QPN && qp_find(d, d->need_port, d->need_qpn) != NULL)
+            d->need_qpn = NIC_NO_QPN;       /* the library made that QP: receive it */
+        if (d->need_qpn == NIC_NO_QPN)
+            nic_device_receive(d, now);
         int has = nic_device_service(d, device_now(d), &due);
-        if (d->cq.n || d->cq.oom)
-            return NIC_RUN_WORK;
-        if (!sleep)
-            return 0;
+        notify(d);
         now = device_now(d);
-        if (now >= until)
-            return NIC_RUN_DUE;
-        double t = has && due < until ? due : until;
+        double t = has ? due : INFINITY;
         size_t n = nfds;
-        if (t <= d->woke + quantum) {
-            /* due within the quantum: wait for its end, and meanwhile only a command
-             * wakes the loop (frames wait in the rings, with their arrival times) */
-            t = d->woke + quantum;
+        if (t <= d->woke + s->quantum || d->need_qpn != NIC_NO_QPN) {
+            /* due within the quantum: wait for its end, and meanwhile only a kick wakes
+             * the loop (frames wait in the rings, with their arrival times); waiting
+             * for the library's QP, the rings are not read at all */
+            if (t <= d->woke + s->quantum)
+                t = d->woke + s->quantum;
             n = 1;
         }
         struct timespec ts, *timeout = NULL;
@@ -568,13 +648,65 @@ int nic_device_run(nic_device *d, double until, int sleep, int wake_fd, double q
             ts.tv_nsec = (long)((wall - (double)ts.tv_sec) * 1e9);
             timeout = &ts;
         }
+        nic_sync_unlock(s);
         int ready = ppoll(fds, n, timeout, NULL);
-        if (ready < 0)
-            return errno == EINTR ? NIC_RUN_SIGNAL : -1;
-        if (ready > 0 && fds[0].revents)
-            return NIC_RUN_COMMAND;
+        int err = errno;
+        nic_sync_lock(s);
+        if (ready < 0 && err != EINTR) {
+            s->error = err;
+            notify(d);
+            break;
+        }
+        if (ready > 0 && fds[0].revents) {
+            uint64_t count;
+            (void)!read(s->kick_fd, &count, sizeof count);
+        }
         for (size_t i = 1; ready > 0 && i < n; i++)
             if (fds[i].revents & POLLERR)
                 clear_error(fds[i].fd);
     }
+    nic_sync_unlock(s);
+    return NULL;
+}
+
+int nic_device_start(nic_device *d, double quantum)
+{
+    nic_sync *s = d->sync;
+    if (s->running || !(quantum >= 0))
+        return -1;
+    s->quantum = quantum;
+    s->stop = 0;
+    s->error = 0;
+    /* Signals stay with the library's thread (Python's handlers run there). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&s->thread, NULL, loop, d);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return -1;
+    s->running = 1;
+    /* The thread inherited the caller's real-time priority; the caller, whose work
+     * can wait, goes one below it, so the NICs run first on a core they share. */
+    int policy;
+    struct sched_param param;
+    if (pthread_getschedparam(pthread_self(), &policy, &param) == 0 && (policy == SCHED_RR || policy == SCHED_FIFO) &&
+        param.sched_priority > sched_get_priority_min(policy)) {
+        param.sched_priority -= 1;
+        pthread_setschedparam(pthread_self(), policy, &param);
+    }
+    return 0;
+}
+
+void nic_device_stop(nic_device *d)
+{
+    nic_sync *s = d->sync;
+    if (!s->running)
+        return;
+    nic_sync_lock(s);
+    s->stop = 1;
+    nic_sync_unlock(s);
+    nic_sync_kick(s);
+    pthread_join(s->thread, NULL);
+    s->running = 0;
 }

@@ -10,15 +10,16 @@ to Python only when the library has something to do. `NativeNicPort` is a
 rank's NIC as the engine, the control channel and the fidelity report see it -- the
 same attributes as `NicPort`, read from the C state.
 
-A frame for a QP the device does not know yet stops the C receive: the engine creates
-that QP (the peer's first message) or the frame is ignored (not a QP of this job), as
-the Python engine decides, then the receive goes on.
+A frame for a QP the device does not know yet stops the C receive (the NICs keep
+sending): the engine creates that QP (the peer's first message) or the frame is ignored
+(not a QP of this job), as the Python engine decides, then the receive goes on.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import select
 from typing import Any, Protocol
 
 from emulation.clock import EmulationClock
@@ -68,35 +69,37 @@ class NativeNicPort:
         self.device, self.index, self.info = device, index, info
         self.port, self.mac_control = port, mac_control
 
-    @property
-    def _c(self) -> Any:
-        # Looked up each time: adding a port may move the device's array of them.
-        return self.device.c.ports[self.index]
-
     def add_qp(self, qp: "QueuePair") -> None:
         """Serve ``qp`` on this NIC (its requester joins the round robin)."""
-        if lib.nic_device_add_qp(self.device.c, self.index, qp.qpn, qp.requester._c, qp.responder._c) != 0:
+        req, resp = qp.requester._c, qp.responder._c
+        if lib.nic_device_add_qp(self.device.c, self.index, qp.qpn, req, resp) != 0:
             raise MemoryError(f"rank {self.info.rank}: the native NIC could not add QP {qp.qpn:#x}")
+        self.device.qps += [req, resp]
+
+    def _read(self) -> Any:
+        """A snapshot of the port's C state (the NIC's thread updates it)."""
+        return self.device.completions.read("nic_port", ffi.addressof(self.device.c.ports, self.index))
 
     @property
     def tx_lateness(self) -> Lateness:
-        return _lateness(self._c.tx_lateness, self.device.frame_time)
+        return _lateness(self._read().tx_lateness, self.device.frame_time)
 
     @property
     def rx_lateness(self) -> Lateness:
-        return _lateness(self._c.rx_lateness, self.device.frame_time)
+        return _lateness(self._read().rx_lateness, self.device.frame_time)
 
     @property
     def pause_rx(self) -> int:
-        return self._c.pause_rx
+        return self._read().pause_rx
 
     def paused_seconds(self, now: float) -> float:
         """Time the QPs' priority has been paused, up to ``now``."""
-        return self._c.paused_s - max(0.0, self._c.paused_until[self._c.priority] - now)
+        c = self._read()
+        return c.paused_s - max(0.0, c.paused_until[c.priority] - now)
 
     @property
     def tx_dropped(self) -> int:
-        return self._c.tx_errors
+        return self._read().tx_errors
 
     def close(self) -> None:
         self.port.close()
@@ -121,6 +124,9 @@ class NativeDevice:
         self.Responder = functools.partial(native.Responder, completions=self.completions)
         self.nics: list[NativeNicPort] = []
         self._buffers: list[Any] = []       # the rings as C sees them, released at close
+        self._notify = lib.nic_device_notify_fd(self.c)
+        # The QPs' C state, freed only after the device (whose thread uses it) is.
+        self.qps: list[Any] = []
 
     def _ring(self, port: InterfacePort) -> Any:
         mapping, block, frame, frames, nxt = port.nic_ring()
@@ -146,37 +152,49 @@ class NativeDevice:
         self.nics.append(nic)
         return nic
 
-    def run(self, until: float, sleep: bool, wake_fd: int, quantum: float) -> bool:
-        """Let the NICs run (`nic_device_run`: receive, send, time out, sleep) until
-        the library has completions to reap -- reaped here --, emulated time ``until``
-        comes, or a command arrives on ``wake_fd`` (then True); without ``sleep``, one
-        round. A frame for a QP not yet created creates it (the peer's first message)
-        or is ignored (not a QP of this job), as the Python engine decides."""
-        c, engine = self.c, self.engine
-        while True:
-            why = lib.nic_device_run(c, until, sleep, wake_fd, quantum)
-            if why < 0:
-                raise OSError(ffi.errno, f"native NIC: cannot wait on its sockets ({os.strerror(ffi.errno)})")
-            self.completions.reap()
-            if c.need_qpn == lib.NIC_NO_QPN:
-                break
-            nic = self.nics[c.need_port]
-            ranks, index = qpn_ranks(c.need_qpn), qpn_index(c.need_qpn)
+    def start(self, quantum: float) -> None:
+        """Start the NICs' thread (after every port is open): it receives, sends and
+        times out from now on, its wake-ups ``quantum`` (emulated s) apart at least."""
+        if lib.nic_device_start(self.c, quantum) != 0:
+            raise OSError(f"native NIC: cannot start its thread (quantum {quantum})")
+
+    def wait(self, timeout: float | None, wake_fd: int) -> bool:
+        """Sleep until the NICs have something for the library -- reaped here -- or
+        ``wake_fd`` is readable (a command: then True), for at most ``timeout`` wall
+        seconds (None: no limit; 0: only look). A frame for a QP not yet created
+        creates it (the peer's first message) or is ignored (not a QP of this job), as
+        the Python engine decides."""
+        ready = select.select([self._notify, wake_fd], [], [], timeout)[0]
+        if self._notify in ready:
+            try:
+                os.read(self._notify, 8)
+            except BlockingIOError:
+                pass
+        self.completions.reap()
+        port = ffi.new("uint32_t *")
+        qpn = lib.nic_device_need(self.c, port)
+        if qpn != lib.NIC_NO_QPN:
+            engine, nic = self.engine, self.nics[port[0]]
+            ranks, index = qpn_ranks(qpn), qpn_index(qpn)
             if ranks is None or ranks[0] != nic.info.rank or ranks[1] not in engine.ranks \
                     or index >= engine.job.transport.qps:
-                lib.nic_device_skip(c)
+                lib.nic_device_skip(self.c)
             else:
                 engine.qp(*ranks, index)
-            sleep = False                   # the rest of the rings, then back to the library
-        engine.rx_frames, engine.rx_ignored = c.rx_frames, c.rx_ignored
-        return bool(why & lib.NIC_RUN_COMMAND)
+        err = lib.nic_device_error(self.c)
+        if err:
+            raise OSError(err, f"native NIC: cannot wait on its sockets ({os.strerror(err)})")
+        self.engine.rx_frames, self.engine.rx_ignored = self.c.rx_frames, self.c.rx_ignored
+        return wake_fd in ready
 
     @property
     def wakeups(self) -> int:
         return self.c.wakeups
 
     def close(self) -> None:
-        """Let go of the rings (before their ports close) and the C device."""
+        """Stop the NICs' thread, let go of the rings (before their ports close) and
+        the C device."""
+        lib.nic_device_stop(self.c)
         for buf in self._buffers:
             ffi.release(buf)
         self._buffers.clear()

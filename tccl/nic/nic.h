@@ -63,15 +63,26 @@ typedef struct {
     size_t len;
 } nic_completion;
 
+/* What the library's thread and a device's NIC thread share (device.c): the lock over
+ * the device's state, the eventfds that wake either side. Opaque to the library. */
+typedef struct nic_sync nic_sync;
+
 typedef struct {
     nic_completion *e;
     size_t n, cap;
     int oom;            /* a completion could not be stored: the caller raises */
+    nic_sync *sync;     /* a device's queue: its lock guards every QP posting here */
 } nic_cq;
 
 void nic_cq_push(nic_cq *cq, int kind, uint64_t user, uint64_t wr_id, uint8_t *data, size_t len);
 void nic_cq_clear(nic_cq *cq);
 void nic_cq_free(nic_cq *cq);
+/* Moves every completion (and the oom flag) of cq into `into`, a queue of the
+ * library's own, which it then reads and clears without the device's lock. */
+void nic_cq_drain(nic_cq *cq, nic_cq *into);
+/* Copies len bytes of state of cq's device (statistics, histograms) under its lock:
+ * a consistent snapshot while the NIC thread runs. */
+void nic_cq_read(nic_cq *cq, void *dst, const void *src, size_t len);
 
 /* ---- DCQCN reaction point (dcqcn.c) -------------------------------------------- */
 
@@ -136,6 +147,8 @@ nic_requester *nic_requester_new(uint32_t qpn, const uint8_t *hdr, size_t hdr_le
                                  const nic_dcqcn_params *p, double now, uint32_t mtu,
                                  uint32_t window, double rto, nic_cq *cq, uint64_t user);
 void nic_requester_free(nic_requester *r);
+/* The library's calls (post, idle, sport, request_port, advance_rate) take the
+ * device's lock when the QP's queue has one; the NIC thread's do not (it holds it). */
 /* 0, or -1: empty or too long a message, or no memory. */
 int nic_requester_post(nic_requester *r, const uint8_t *data, size_t len, uint64_t wr_id,
                        int has_now, double now);
@@ -145,6 +158,8 @@ uint16_t nic_requester_sport(const nic_requester *r);
 /* Schedules a change of the headers (a new source port) for the next message boundary
  * with nothing in flight; 0, or -1 for a bad header length. */
 int nic_requester_request_port(nic_requester *r, const uint8_t *hdr, size_t hdr_len);
+/* nic_dcqcn_advance on the requester's rate (the timeline's sample). */
+void nic_requester_advance_rate(nic_requester *r, double now);
 /* The next frame if the pacer allows it at now: its length (0: none), into out. */
 size_t nic_requester_next_frame(nic_requester *r, double now, uint8_t *out, size_t cap);
 void nic_requester_on_ack(nic_requester *r, uint32_t psn, int nak, double now);
@@ -267,30 +282,42 @@ typedef struct {
     int64_t wakeups;
     uint8_t *txbuf;
     size_t txcap;
+    nic_sync *sync;
 } nic_device;
 
 nic_device *nic_device_new(int64_t origin_ns, double dilation, double frame_time, int max_rx_batch,
                            int max_tx_batch, double catchup_frames);
 void nic_device_free(nic_device *d);
-/* The port's index, or -1 (a ring that does not add up, no memory). */
+/* The port's index, or -1 (a ring that does not add up, no memory, the thread runs). */
 int nic_device_add_port(nic_device *d, int fd, int pause_fd, nic_ring data, nic_ring pause,
                         const uint8_t *ip, double line_rate, int priority);
+/* The library's: under the device's lock, and kick the thread. */
 int nic_device_add_qp(nic_device *d, uint32_t port, uint32_t qpn, nic_requester *req, nic_responder *resp);
-/* Handles waiting frames in arrival order; returns how many. need_qpn != NIC_NO_QPN:
+int nic_device_skip(nic_device *d);
+/* The NIC thread's steps (without a thread: a test's, on one thread), lock not taken.
+ * Handles waiting frames in arrival order; returns how many. need_qpn != NIC_NO_QPN:
  * it stopped at a frame for that QP of port need_port, which add_qp or skip settles. */
 int nic_device_receive(nic_device *d, double now);
-int nic_device_skip(nic_device *d);
 /* Sends what the pacers allow at now, runs the RTOs; 1 and *due: when next. */
 int nic_device_service(nic_device *d, double now, double *due);
 
-/* Why nic_device_run returned (besides a QP it does not know: need_qpn). */
-enum { NIC_RUN_WORK = 1, NIC_RUN_COMMAND = 2, NIC_RUN_DUE = 4, NIC_RUN_SIGNAL = 8 };
-/* The NICs' own loop, as an RNIC runs beside its driver: receive, send, run the RTOs,
- * then sleep until the next departure, timeout or frame -- until there are completions
- * for the library (NIC_RUN_WORK), wake_fd is readable (a command), emulated time
- * `until` has come, or a signal arrived. Without `sleep` it returns after one round.
- * A wake-up comes at least `quantum` (emulated s) after the one before, except for a
- * command (engine.py's WAKE_QUANTUM_FRAMES). */
-int nic_device_run(nic_device *d, double until, int sleep, int wake_fd, double quantum);
+/* The NICs' own loop on a thread of its own, as an RNIC runs beside its driver:
+ * receive, send, run the RTOs, then sleep until the next departure, timeout, frame or
+ * kick (a post, a new QP, a skip) -- whatever the library's thread is doing. A wake-up
+ * comes at least `quantum` (emulated s) after the one before, except for a kick
+ * (engine.py's WAKE_QUANTUM_FRAMES). The thread holds the device's lock except while it
+ * sleeps; it keeps the caller's real-time priority, and the caller's thread goes one
+ * below it. 0, or -1 (already running, too many ports, no thread). */
+int nic_device_start(nic_device *d, double quantum);
+/* Stops and joins the thread (nothing if none runs); nic_device_free does it too. */
+void nic_device_stop(nic_device *d);
+/* The eventfd that becomes readable when the library has something to do:
+ * completions, a frame for a QP it does not know (nic_device_need), or a failure
+ * (nic_device_error). Reading it and draining the queue re-arms it. */
+int nic_device_notify_fd(const nic_device *d);
+/* The QPN a receive stopped at (its port in *port), or NIC_NO_QPN. */
+uint32_t nic_device_need(nic_device *d, uint32_t *port);
+/* The errno that stopped the thread (its wait on the sockets failed), or 0. */
+int nic_device_error(nic_device *d);
 
 #endif

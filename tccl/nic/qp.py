@@ -45,17 +45,21 @@ def header(template: roce.FrameTemplate) -> bytes:
 
 class Completions:
     """A completion queue and where its entries go: the QP objects by tag, the posted
-    messages' ``on_done`` by work-request id."""
+    messages' ``on_done`` by work-request id. A device's queue is filled by the NIC's
+    thread: `reap` moves its entries, under the device's lock, into a queue of the
+    library's own and dispatches them from there."""
 
     def __init__(self, cq: Any = None) -> None:
         self._own = ffi.new("nic_cq *") if cq is None else None
         self.cq = cq if cq is not None else self._own
+        self._reaped = ffi.new("nic_cq *")
         self.owners: dict[int, Any] = {}
         self.on_done: dict[int, Callable[[], None]] = {}
         self._tags = itertools.count(1)
         self._wr_ids = itertools.count(1)
 
     def __del__(self) -> None:
+        lib.nic_cq_free(self._reaped)
         if self._own is not None:
             lib.nic_cq_free(self._own)
 
@@ -70,22 +74,30 @@ class Completions:
             self.on_done[w] = on_done
         return w
 
+    def read(self, ctype: str, src: Any) -> Any:
+        """A copy of the C state ``src`` (a ``ctype``), taken under the device's lock
+        (a consistent snapshot while the NIC's thread runs)."""
+        out = ffi.new(ctype + " *")
+        lib.nic_cq_read(self.cq, out, src, ffi.sizeof(ctype))
+        return out
+
     def reap(self) -> None:
         """Dispatch every completion waiting (the queue is emptied first: a callback
         may post, and a post may complete at once)."""
-        cq = self.cq
-        if cq.oom:
-            cq.oom = 0
+        got = self._reaped
+        lib.nic_cq_drain(self.cq, got)
+        if got.oom:
+            lib.nic_cq_clear(got)
             raise MemoryError("native NIC: out of memory for a completion")
-        n = cq.n
+        n = got.n
         if not n:
             return
         entries = []
         for i in range(n):
-            e = cq.e[i]
+            e = got.e[i]
             data = ffi.unpack(ffi.cast("char *", e.data), e.len) if e.kind == lib.NIC_CQ_RECV else None
             entries.append((e.kind, e.user, e.wr_id, data))
-        lib.nic_cq_clear(cq)
+        lib.nic_cq_clear(got)
         for kind, user, wr_id, data in entries:
             if kind == lib.NIC_CQ_SEND:
                 done = self.on_done.pop(wr_id, None)
@@ -98,15 +110,18 @@ class Completions:
 
 
 class DcqcnRate:
-    """`tccl.dcqcn.DcqcnRate` on the C state: its own, or a requester's (``c``)."""
+    """`tccl.dcqcn.DcqcnRate` on the C state: its own, or a requester's (``requester``:
+    its C state, kept alive with this view; `advance` then takes the device's lock)."""
 
-    def __init__(self, params: DcqcnParams, now: float, c: Any = None, keep: Any = None) -> None:
+    def __init__(self, params: DcqcnParams, now: float, requester: Any = None) -> None:
         self.p = params
-        if c is None:
+        if requester is None:
             c = ffi.new("nic_dcqcn *")
             lib.nic_dcqcn_init(c, c_params(params), now)
+        else:
+            c = ffi.addressof(requester, "rate")
         self._c = c
-        self._keep = keep           # what owns the C state, kept alive with this view
+        self._requester = requester
 
     rc = property(lambda self: self._c.rc)
     rt = property(lambda self: self._c.rt)
@@ -122,7 +137,10 @@ class DcqcnRate:
         lib.nic_dcqcn_on_sent(self._c, nbytes, now)
 
     def advance(self, now: float) -> None:
-        lib.nic_dcqcn_advance(self._c, now)
+        if self._requester is not None:
+            lib.nic_requester_advance_rate(self._requester, now)
+        else:
+            lib.nic_dcqcn_advance(self._c, now)
 
     @property
     def stage(self) -> str:
@@ -150,13 +168,13 @@ class Requester:
             raise ValueError(f"QP {qpn:#x}: the native NIC takes an MTU of 1..{MAX_MTU} "
                              f"and a window of 1..{MAX_WINDOW}, got {mtu} and {window}")
         self._c = ffi.gc(c, lib.nic_requester_free)
-        self.rate = DcqcnRate(params, now, ffi.addressof(self._c, "rate"), self._c)
+        self.rate = DcqcnRate(params, now, self._c)
         self._buf = ffi.new("uint8_t[]", lib.nic_requester_frame_cap(self._c))
         self.port_change: PortChange | None = None
 
     @property
     def stats(self) -> RequesterStats:
-        s = self._c.stats
+        s = self.completions.read("nic_req_stats", ffi.addressof(self._c, "stats"))
         return RequesterStats(**{f: getattr(s, f) for f in _REQ_STATS})
 
     @property
@@ -251,7 +269,7 @@ class Responder:
 
     @property
     def stats(self) -> ResponderStats:
-        s = self._c.stats
+        s = self.completions.read("nic_resp_stats", ffi.addressof(self._c, "stats"))
         return ResponderStats(**{f: getattr(s, f) for f in _RESP_STATS})
 
     @property

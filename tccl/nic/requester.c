@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nic.h"
+#include "sync.h"
 
 static int is_last(uint8_t op)
 {
@@ -20,7 +21,7 @@ nic_requester *nic_requester_new(uint32_t qpn, const uint8_t *hdr, size_t hdr_le
                                  uint32_t window, double rto, nic_cq *cq, uint64_t user)
 {
     if (hdr_len != NIC_HDR_LEN || mtu < 1 || mtu > NIC_MAX_MTU || window < 1 || window > NIC_MAX_WINDOW ||
-        !(rto > 0))
+        !(rto > 0) || cq == NULL)
         return NULL;
     nic_requester *r = calloc(1, sizeof *r);
     if (r == NULL)
@@ -81,13 +82,19 @@ int nic_requester_has_work(const nic_requester *r)
 
 int nic_requester_idle(const nic_requester *r)
 {
-    return r->q_head == NULL && r->if_len == 0;
+    nic_sync_lock(r->cq->sync);
+    int idle = r->q_head == NULL && r->if_len == 0;
+    nic_sync_unlock(r->cq->sync);
+    return idle;
 }
 
 uint16_t nic_requester_sport(const nic_requester *r)
 {
+    nic_sync_lock(r->cq->sync);
     const uint8_t *p = r->tmpl.hdr + NIC_UDP_OFF + NIC_SPORT_AT;
-    return (uint16_t)(p[0] << 8 | p[1]);
+    uint16_t sport = (uint16_t)(p[0] << 8 | p[1]);
+    nic_sync_unlock(r->cq->sync);
+    return sport;
 }
 
 static void unblocked(nic_requester *r, int had_work, double at)
@@ -108,9 +115,10 @@ int nic_requester_post(nic_requester *r, const uint8_t *data, size_t len, uint64
         free(copy);
         return -1;
     }
-    int had_work = nic_requester_has_work(r);
     memcpy(copy, data, len);
     *m = (nic_msg){NULL, copy, (uint32_t)len, 0, wr_id};
+    nic_sync_lock(r->cq->sync);
+    int had_work = nic_requester_has_work(r);
     if (r->q_tail)
         r->q_tail->next = m;
     else
@@ -118,6 +126,8 @@ int nic_requester_post(nic_requester *r, const uint8_t *data, size_t len, uint64
     r->q_tail = m;
     if (has_now)
         unblocked(r, had_work, now);
+    nic_sync_unlock(r->cq->sync);
+    nic_sync_kick(r->cq->sync);
     return 0;
 }
 
@@ -138,10 +148,19 @@ int nic_requester_request_port(nic_requester *r, const uint8_t *hdr, size_t hdr_
 {
     if (hdr_len != NIC_HDR_LEN)
         return -1;
+    nic_sync_lock(r->cq->sync);
     memcpy(r->pending.hdr, hdr, NIC_HDR_LEN);
     r->port_change = 1;
     apply_port_change_if_drained(r);
+    nic_sync_unlock(r->cq->sync);
     return 0;
+}
+
+void nic_requester_advance_rate(nic_requester *r, double now)
+{
+    nic_sync_lock(r->cq->sync);
+    nic_dcqcn_advance(&r->rate, now);
+    nic_sync_unlock(r->cq->sync);
 }
 
 int nic_requester_ready_at(const nic_requester *r, double *at)

@@ -13,7 +13,7 @@ nic_responder *nic_responder_new(uint32_t qpn, const uint8_t *hdr, size_t hdr_le
                                  const uint8_t *cnp_hdr, size_t cnp_hdr_len, double cnp_interval,
                                  nic_cq *cq, uint64_t user)
 {
-    if (hdr_len != NIC_HDR_LEN || cnp_hdr_len != NIC_HDR_LEN)
+    if (hdr_len != NIC_HDR_LEN || cnp_hdr_len != NIC_HDR_LEN || cq == NULL)
         return NULL;
     nic_responder *r = calloc(1, sizeof *r);
     if (r == NULL)
