@@ -389,12 +389,11 @@ class Gor:
 
     def react(self) -> None:
         """What a switch's alarm (or the listing an alarmed link waited for) calls for
-        between ticks: the alarms, samples and listing that arrived, the moves, one
+        between ticks: the alarms and samples that arrived, the moves, one
         reroute loop -- without a tick's switch I/O. A link a switch's own alarm raised
         to ``act_switch_level`` needs no counter round (`_actionable`), and the poll
         under load took 0.1-0.2 s of a loop that has 0.27 s."""
         self._take_switch_alarms()
-        self._merge_listing()
         with self.lock:
             now = self._ticked_at = self.clock()
             self._take_samples(now)
@@ -426,13 +425,11 @@ class Gor:
                 while history[0][0] < now - self.config.window_s:
                     history.popleft()
             self._take_samples(now)
-        self._merge_listing()
         if now - self._agents_at >= AGENT_REFRESH_S:
             self._list_agents(now)
         with self.lock:
-            # Read again: the merge (a plan) and the wait for the lock take time, and an
-            # agent's answer taken in now is dated now (with the round's time, a plan's
-            # move once showed moved 10 ms before its plan).
+            # Read again: the wait for the lock takes time (with the round's time, a
+            # plan's move once showed moved 10 ms before its plan).
             now = self.clock()
             self.mover.advance(now)
             # A sender the last listing could not name (it started after it: a job
@@ -610,7 +607,7 @@ class Gor:
         """Ask every agent for its flows on the listing thread, unless a listing is
         under way: agent I/O off the loop thread (a busy agent answers in up to
         `controller.agents.LIST_TIMEOUT_S`, which held whole ticks back -- and the moves
-        they verify). `_merge_listing` takes the answer in. Under the lock: the ticks'
+        they verify). `_listing_done` takes the answer in. Under the lock: the ticks'
         and the reactions' threads both ask."""
         with self.lock:
             if self._listing is None:
@@ -624,18 +621,14 @@ class Gor:
         alarmed links that waited for it react (`_between_ticks`)."""
         with self.lock:
             waited = bool(self._await_listing)
-            self._merge_listing_locked()
+            self._merge_listing()
         if waited:
             self._listed.set()
             self._wake.set()
 
     def _merge_listing(self) -> None:
-        """Merge a finished listing into the flow table (at a tick or between ticks:
-        the lock keeps the two threads from merging it twice)."""
-        with self.lock:
-            self._merge_listing_locked()
-
-    def _merge_listing_locked(self) -> None:
+        """(Under the lock) merge the finished listing into the flow table and plan the
+        QPs it names first (`_plan_listed`)."""
         listing = self._listing
         if listing is None or not listing.done():
             return
