@@ -227,7 +227,7 @@ class Mover:
 
     def _answered(self, move: Move, now: float, config: GorConfig) -> None:
         """The agent's answer to the command in force, dated when it arrived
-        (`_arrived`): ``commanded`` (verifying, unless the data plane showed the move
+        (`_set_port`): ``commanded`` (verifying, unless the data plane showed the move
         already) or ``command_failed``."""
         assert move.future is not None
         move.answered = True
@@ -237,11 +237,10 @@ class Mover:
             if move.state is MoveState.COMMANDING:
                 self._next_or_rollback(move)
             return
-        reply, arrived = move.future.result()
-        now = min(now, arrived)
+        reply, now = move.future.result()
         move.flow.sport = move.sport
         # Where the command's time went (one emulated clock): GOR -> the agent's handler,
-        # the flow's boundary, the answer back into this tick.
+        # the flow's boundary, the answer back at GOR's worker.
         self._emit("commanded", move, t=now, waited_s=round(reply.waited_s, 4),
                    to_agent_s=round(reply.received_s - move.since, 4), answer_s=round(now - reply.applied_s, 4))
         if move.state is MoveState.COMMANDING:
