@@ -170,10 +170,17 @@ class Gor:
         # Set when a move was commanded (the loop) or an agent answered one (a mover's
         # worker): the moves' watcher looks at once.
         self._moves_changed = threading.Event()
-        # Set (the listing thread) when the agents' flow listing is in; the alarmed links
-        # whose plan found nothing to move while it was under way wait for it.
+        # Set (the listing thread) when a listing that alarmed links waited for is in
+        # (their plan found nothing to move while it was under way): they react now.
         self._listed = threading.Event()
         self._await_listing: set[LinkId] = set()
+        # The (src, dst, sport) of every flow an agent listed, as of the last listing
+        # merged, and those sampled in data frames since that it did not name: read and
+        # written on finsy's thread without the lock (`_on_packet`), replaced whole.
+        self._listed_tuples: frozenset[tuple[str, str, int]] = frozenset()
+        self._unnamed: set[tuple[str, str, int]] = set()
+        # Set (finsy's thread) when a data frame of a flow no listing named was sampled.
+        self._new_sender = threading.Event()
         # The probes of alarmed links (`_probe`): the links being probed, and set (a
         # probe's thread) when one showed its link at ``act_util``.
         self._prober = ThreadPoolExecutor(max_workers=PROBE_WORKERS, thread_name_prefix="gor-probe")
@@ -351,7 +358,7 @@ class Gor:
                     # The agents named the flows an alarmed link waits for: plan it now,
                     # not a telemetry interval later.
                     self._listed.clear()
-                    wanted = wanted or ("react" if self._await_listing else "")
+                    wanted = wanted or "react"
                 if wanted == "tick" or (wanted and not due):
                     due = wanted
                     gap = ALARM_TICK_GAP_S if due == "tick" else REACT_GAP_S
@@ -382,12 +389,11 @@ class Gor:
 
     def react(self) -> None:
         """What a switch's alarm (or the listing an alarmed link waited for) calls for
-        between ticks: the alarms, samples and listing that arrived, the moves, one
+        between ticks: the alarms and samples that arrived, the moves, one
         reroute loop -- without a tick's switch I/O. A link a switch's own alarm raised
         to ``act_switch_level`` needs no counter round (`_actionable`), and the poll
         under load took 0.1-0.2 s of a loop that has 0.27 s."""
         self._take_switch_alarms()
-        self._merge_listing()
         with self.lock:
             now = self._ticked_at = self.clock()
             self._take_samples(now)
@@ -419,13 +425,11 @@ class Gor:
                 while history[0][0] < now - self.config.window_s:
                     history.popleft()
             self._take_samples(now)
-        self._merge_listing()
         if now - self._agents_at >= AGENT_REFRESH_S:
             self._list_agents(now)
         with self.lock:
-            # Read again: the merge (a plan) and the wait for the lock take time, and an
-            # agent's answer taken in now is dated now (with the round's time, a plan's
-            # move once showed moved 10 ms before its plan).
+            # Read again: the wait for the lock takes time (with the round's time, a
+            # plan's move once showed moved 10 ms before its plan).
             now = self.clock()
             self.mover.advance(now)
             # A sender the last listing could not name (it started after it: a job
@@ -464,6 +468,20 @@ class Gor:
             sample = parse_sample(now, switch, packet.metadata, packet.payload)
             if sample is not None:
                 self._incoming.put(sample)
+                self._note_sender(sample)
+
+    def _note_sender(self, sample: Sample) -> None:
+        """(finsy's thread, no lock) A data frame of a flow the last listing did not
+        name wakes the reactions' thread once, which lists the agents
+        (`_take_switch_alarms`): a job's QPs exist from their first message on, and
+        waiting for the next tick (or an alarm) to ask held a job's plan back 0.1-0.3 s
+        after its first collision's alarm (the demo's stock job)."""
+        f = sample.flow
+        key = (f.src, f.dst, f.sport)
+        if sample.length > CONTROL_FRAME_MAX and key not in self._listed_tuples and key not in self._unnamed:
+            self._unnamed.add(key)
+            self._new_sender.set()
+            self._wake.set()
 
     def _take_switch_alarms(self) -> str:
         """The switches' alarms that arrived, into the alarm book; what they call for
@@ -471,18 +489,20 @@ class Gor:
         on without a counter round) or raised or escalated to ``act_level`` a fabric
         link some round of the window showed at ``act_util``, else ``""`` -- such a
         link not shown loaded yet is probed (`_probe`), and its probe calls for the
-        reaction when it shows the load. A fabric link raised while a sender no listing
-        named yet is sampled: the agents are listed now, not at the next tick (a job's
-        first listing came 0.5 s after its first alarm in a demo run, and until it came
-        no loop had a flow it could move)."""
+        reaction when it shows the load. A fabric link raised, or a data frame sampled
+        of a flow the last listing did not name (`_note_sender`), while a sender no
+        listing named yet is sampled: the agents are listed now, not at the next tick (a
+        job's first listing came 0.5 s after its first alarm in a demo run, and until it
+        came no loop had a flow it could move)."""
         assert self.telemetry is not None
-        due, raised = "", False
+        due, ask = "", self._new_sender.is_set()
+        self._new_sender.clear()
         with self.lock:
             while True:
                 try:
                     alarm = self._switch_alarms.get_nowait()
                 except queue.Empty:
-                    if raised and self.config.auto:
+                    if ask and self.config.auto:
                         now = self.clock()
                         self._take_samples(now)
                         if self.flows.unlisted_since(self._agents_at):
@@ -497,7 +517,7 @@ class Gor:
                     self._alarm_event(event)
                 if link not in self.fabric_links:
                     continue
-                raised = raised or event is not None
+                ask = ask or event is not None
                 if not confirmed and self.config.switch_confirms(self.alarms.switch_level(link)):
                     due = "react"
                 elif event is not None and event.level >= self.config.act_level:
@@ -587,7 +607,7 @@ class Gor:
         """Ask every agent for its flows on the listing thread, unless a listing is
         under way: agent I/O off the loop thread (a busy agent answers in up to
         `controller.agents.LIST_TIMEOUT_S`, which held whole ticks back -- and the moves
-        they verify). `_merge_listing` takes the answer in. Under the lock: the ticks'
+        they verify). `_listing_done` takes the answer in. Under the lock: the ticks'
         and the reactions' threads both ask."""
         with self.lock:
             if self._listing is None:
@@ -596,17 +616,19 @@ class Gor:
                 self._listing.add_done_callback(self._listing_done)
 
     def _listing_done(self, _: Future) -> None:
-        """A listing is in (the listing thread): wake the loop (`_between_ticks`)."""
-        self._listed.set()
-        self._wake.set()
+        """A listing is in (the listing thread): merged and planned here, at once --
+        not at the next tick or reaction, which came 0.05-0.2 s later under load; the
+        alarmed links that waited for it react (`_between_ticks`)."""
+        with self.lock:
+            waited = bool(self._await_listing)
+            self._merge_listing()
+        if waited:
+            self._listed.set()
+            self._wake.set()
 
     def _merge_listing(self) -> None:
-        """Merge a finished listing into the flow table (at a tick or between ticks:
-        the lock keeps the two threads from merging it twice)."""
-        with self.lock:
-            self._merge_listing_locked()
-
-    def _merge_listing_locked(self) -> None:
+        """(Under the lock) merge the finished listing into the flow table and plan the
+        QPs it names first (`_plan_listed`)."""
         listing = self._listing
         if listing is None or not listing.done():
             return
@@ -617,6 +639,8 @@ class Gor:
             LOG.exception("listing the agents' flows failed")
             return
         self._refresh_agent_flows(answered, listed, self.clock(), self._agents_at)
+        self._listed_tuples = frozenset((f.src, f.dst, f.sport) for f in self.flows if f.server is not None)
+        self._unnamed = set()
         self._plan_listed(self.clock())
         for link in self._await_listing:
             self._no_plan_until.pop(link, None)

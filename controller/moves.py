@@ -189,12 +189,20 @@ class Mover:
         if move not in self.moves:
             self.moves.append(move)
         assert move.flow.server is not None
-        move.future = self._pool.submit(self.agents.set_source_port, move.flow.server, move.flow.qpn,
-                                        move.sport, config.verify_s + AGENT_WAIT_S)
+        move.future = self._pool.submit(self._set_port, move.flow.server, move.flow.qpn, move.sport,
+                                        config.verify_s + AGENT_WAIT_S)
         if self.on_change is not None:
             on_change = self.on_change
             move.future.add_done_callback(lambda _: on_change())
             on_change()
+
+    def _set_port(self, server: str, qpn: int, sport: int, timeout_s: float) -> tuple[Any, float]:
+        """(A worker) the agent's answer and when it arrived, dated on this thread:
+        `advance` takes it in under GOR's lock with that date -- a tick commanding a
+        plan's moves held the lock while answers waited (up to 0.12 s, the demo's stock
+        job), and ``moved`` then measured GOR's lock, not the move."""
+        reply = self.agents.set_source_port(server, qpn, sport, timeout_s)
+        return reply, self.clock()
 
     def advance(self, now: float) -> None:
         """Move every move on as far as what happened since the last tick allows."""
@@ -218,8 +226,9 @@ class Mover:
         self.moves = [m for m in self.moves if m.state is not MoveState.DONE or now < m.deadline]
 
     def _answered(self, move: Move, now: float, config: GorConfig) -> None:
-        """The agent's answer to the command in force: ``commanded`` (verifying, unless
-        the data plane showed the move already) or ``command_failed``."""
+        """The agent's answer to the command in force, dated when it arrived
+        (`_set_port`): ``commanded`` (verifying, unless the data plane showed the move
+        already) or ``command_failed``."""
         assert move.future is not None
         move.answered = True
         error = move.future.exception()
@@ -228,11 +237,11 @@ class Mover:
             if move.state is MoveState.COMMANDING:
                 self._next_or_rollback(move)
             return
-        reply = move.future.result()
+        reply, now = move.future.result()
         move.flow.sport = move.sport
         # Where the command's time went (one emulated clock): GOR -> the agent's handler,
-        # the flow's boundary, the answer back into this tick.
-        self._emit("commanded", move, waited_s=round(reply.waited_s, 4),
+        # the flow's boundary, the answer back at GOR's worker.
+        self._emit("commanded", move, t=now, waited_s=round(reply.waited_s, 4),
                    to_agent_s=round(reply.received_s - move.since, 4), answer_s=round(now - reply.applied_s, 4))
         if move.state is MoveState.COMMANDING:
             self._moved(move, now, "agent")
@@ -250,7 +259,8 @@ class Mover:
         its answer still on the way, the data plane showed): ``moved``, and the flow's
         cooldown starts."""
         move.flow.moved_at = move.moved_t = now
-        self._emit("moved", move, path="-".join(move.path), sport=move.sport, by=by, **self._latency(move, now))
+        self._emit("moved", move, t=now, path="-".join(move.path), sport=move.sport, by=by,
+                   **self._latency(move, now))
 
     def _verified(self, move: Move, now: float, config: GorConfig) -> None:
         """The data plane showed ``move``'s flow on its new path: ``verified``, then

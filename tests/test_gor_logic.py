@@ -453,11 +453,13 @@ def test_a_move_is_verified_from_samples_else_the_next_path_else_rolled_back(tmp
 
     # By hand to sp2: the agent's answer (the flow sends on the new port) is the move;
     # a sample of the new 5-tuple leaving b0l0 towards sp2 verifies it.
+    # The move is dated when the answer arrived, not when the moves were next advanced.
     move = gor.reroute(flow, paths[2])
+    answered_at = now[0]
     assert gor.agents.calls[-1][:2] == ("b0h0", 7) and move.sport != old
     events = advance_moves(gor, now, 0.1)
     assert [e["event"] for e in events] == ["commanded", "moved"] and not move.done.is_set()
-    assert events[1]["by"] == "agent" and flow.moved_at == now[0]
+    assert events[1]["by"] == "agent" and flow.moved_at == events[1]["t"] == answered_at
     new = FiveTuple(src.ip, dst.ip, sport=move.sport)
     gor.samples.add([Sample(now[0], "b0l0", 1, plan.uplink_port(2), 0, new, 1000)])
     events = advance_moves(gor, now, 0.1)
@@ -780,8 +782,8 @@ def test_a_switch_alarm_wakes_the_loop_at_once(tmp_path):
     loop, which probes the link at once (not at the next interval's poll: its
     utilisation, `_probe`) and reacts when the probe shows the load; one that raises
     nothing, or raises a NIC link (moving flows cannot relieve it), does not; a
-    sample-only PacketIn waits for the tick. GOR programs its alarm levels into every
-    switch."""
+    sample-only PacketIn of a listed flow waits for the tick. GOR programs its alarm
+    levels into every switch."""
     plan = AddressPlan(SPEC)
     now = [100.0]
     gor = Gor(plan, build_pipeline(SPEC), tmp_path, clock=SteppingClock(now), agents=FakeAgents())
@@ -795,6 +797,7 @@ def test_a_switch_alarm_wakes_the_loop_at_once(tmp_path):
                                          "first_mark": 99_990_000, "sampled": sampled, "ingress_port": 1},
                                payload=roce_packet("10.0.0.1", "10.0.1.1", 50000, 1086))
 
+    gor._listed_tuples = frozenset({("10.0.0.1", "10.0.1.1", 50000)})
     gor._on_packet("b0l0", packet_in(up0, 0, sampled=1))
     assert not gor._wake.is_set() and gor._incoming.qsize() == 1
     gor._on_packet("b0l0", packet_in(up0, WARNING))
@@ -1138,6 +1141,19 @@ class GatedAgents(ListingAgents):
         return super().flows()
 
 
+class LateAgents(GatedAgents):
+    """Agents whose listing waits for ``gate`` and whose answer to a port change waits
+    for ``answer``."""
+
+    def __init__(self, listing: list[AgentFlow]) -> None:
+        super().__init__(listing)
+        self.answer = threading.Event()
+
+    def set_source_port(self, server: str, qpn: int, sport: int, timeout_s: float) -> object:
+        assert self.answer.wait(10)
+        return super().set_source_port(server, qpn, sport, timeout_s)
+
+
 def test_an_alarmed_link_waiting_for_the_agents_listing_is_planned_when_it_arrives(tmp_path):
     """Two flows collide on b0l0's uplink before any agent listed them: the tick asks
     the agents (a listing on its thread) and finds nothing it may move. The listing
@@ -1319,9 +1335,9 @@ def test_an_alarm_episode_after_a_quiet_spell_dates_the_next_loop(tmp_path):
     gor.react()
     (detect,) = [e for e in gor.events.snapshot() if e["event"] == "detect"]
     assert (detect["t"], detect["from_alarm"]) == (100.0, 99.0)
-    events = advance_moves(gor, now, 0.1)
+    events = advance_moves(gor, now, 0.1)           # the agent answered at 100.05
     (moved,) = [e for e in events if e["event"] == "moved"]
-    assert moved["latency_s"] == pytest.approx(0.15) and moved["from_alarm_s"] == pytest.approx(1.15)
+    assert moved["latency_s"] == pytest.approx(0.05) and moved["from_alarm_s"] == pytest.approx(1.05)
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
 
@@ -1502,20 +1518,21 @@ def test_a_jobs_qps_are_planned_when_first_listed_before_any_alarm(tmp_path):
     idle = AgentFlow(src.server, 9, src.ip, dst.ip, find_port(plan, ft, candidate_paths(plan, ft)[1]), 4791,
                      0, 0.0, "idle")
     now = [100.0]
-    agents = ListingAgents(listing + [idle])
+    agents = LateAgents(listing + [idle])
     gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples, listed=False, quiet=True)
     assert not [e for e in gor.events.snapshot() if e["event"] in ("plan", "decide")]
     # sp1's uplink alarmed a moment ago (the job's own flows did it): no bar to a plan.
     gor.alarms.raise_from_switch(("b0l0", "sp1"), SwitchAlarm("b0l0", plan.uplink_port(1), NOTICE, 1, now[0], now[0]))
     assert gor._barred(now[0]) == {("b0l0", "sp1")}
-    wait_for("the agents' listing", lambda: gor._listing is not None and gor._listing.done(), 5)
-    gor._merge_listing()
-    (planned,) = [e for e in gor.events.snapshot() if e["event"] == "plan"]
+    agents.gate.set()               # the listing arrives: merged and planned on its thread
+    (planned,) = wait_for("the plan", lambda: [e for e in gor.events.snapshot() if e["event"] == "plan"], 5)
     (decide,) = [e for e in gor.events.snapshot() if e["event"] == "decide"]
     assert (planned["new"], planned["flows"]) == (3, 2) and decide["scope"] == "plan"
     (move,) = decide["moves"]
     assert move["current"].split("-")[2] == "sp0" and move["path"].split("-")[2] == "sp1"
-    events = advance_moves(gor, now, 0.1)
+    now[0] += 0.1
+    agents.answer.set()
+    events = advance_moves(gor, now, 0.1)           # the agent answered 0.1 s after the plan
     (moved,) = [e for e in events if e["event"] == "moved"]
     assert moved["planned_s"] == pytest.approx(0.1) and "latency_s" not in moved
     assert move_latencies(gor.events.snapshot()) == []
@@ -1524,8 +1541,7 @@ def test_a_jobs_qps_are_planned_when_first_listed_before_any_alarm(tmp_path):
     assert [e["event"] for e in story][:4] == ["plan", "decide", "command", "commanded"]
     gor._listing = None
     gor._list_agents(now[0])
-    wait_for("the next listing", lambda: gor._listing.done(), 5)
-    gor._merge_listing()
+    wait_for("the next listing merged", lambda: gor._listing is None, 5)
     assert len([e for e in gor.events.snapshot() if e["event"] == "plan"]) == 1
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
@@ -1541,14 +1557,16 @@ def test_a_plans_move_off_an_alarmed_link_is_dated_from_its_alarm(tmp_path):
     plan = AddressPlan(spec)
     listing, tuples = two_flows_up_sp0(plan)
     now = [100.0]
-    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, listed=False, quiet=True)
+    agents = LateAgents(listing)
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples, listed=False, quiet=True)
     gor.alarms.raise_from_switch(LINK, SwitchAlarm("b0l0", plan.uplink_port(0), NOTICE, 1, now[0] - 0.5,
                                                    now[0] - 0.5))
-    wait_for("the agents' listing", lambda: gor._listing is not None and gor._listing.done(), 5)
-    gor._merge_listing()
-    (planned,) = [e for e in gor.events.snapshot() if e["event"] == "plan"]
+    agents.gate.set()
+    (planned,) = wait_for("the plan", lambda: [e for e in gor.events.snapshot() if e["event"] == "plan"], 5)
     assert planned["alarmed"] == ["b0l0->sp0"]
-    events = advance_moves(gor, now, 0.1)
+    now[0] += 0.1
+    agents.answer.set()
+    events = advance_moves(gor, now, 0.1)           # the agent answered 0.1 s after the plan
     (moved,) = [e for e in events if e["event"] == "moved"]
     assert moved["latency_s"] == pytest.approx(0.6) and "planned_s" not in moved
     assert move_latencies(gor.events.snapshot()) == [pytest.approx(0.6)]
@@ -1566,22 +1584,101 @@ def test_an_alarm_with_an_unlisted_sender_sampled_lists_the_agents_at_once(tmp_p
     listing, tuples = two_flows_up_sp0(plan)
     now = [100.0]
     gor = gor_on_hot_uplink(plan, spec, tmp_path, now, ListingAgents(listing), tuples, quiet=True)
-    wait_for("the tick's listing", lambda: gor._listing is not None and gor._listing.done(), 5)
-    gor._merge_listing()
+    wait_for("the tick's listing merged", lambda: gor._listing is None, 5)
     probe_shows(gor, now, 0.3)
     now[0] += 0.1
     new = FiveTuple(plan.server_at(0, 0).nics[0].ip, plan.server_at(1, 1).nics[0].ip, sport=50001)
     gor._incoming.put(Sample(now[0], "b0l0", 1, plan.uplink_port(1), 0, new, 4000))
     gor._switch_alarms.put(SwitchAlarm("b0l0", plan.uplink_port(0), NOTICE, 1, now[0], now[0]))
     gor._take_switch_alarms()
-    assert gor._listing is not None and gor._agents_at == now[0]
-    wait_for("the listing", gor._listing.done, 5)
-    gor._merge_listing()
+    assert gor._agents_at == now[0]
+    wait_for("the listing merged", lambda: gor._listing is None, 5)
     probes_done(gor)
     now[0] += 0.1
     gor._incoming.put(Sample(now[0], "b0l0", 1, plan.uplink_port(1), 0, dataclasses.replace(new, sport=50002), 4000))
     gor._switch_alarms.put(SwitchAlarm("b0l0", plan.uplink_port(0), NOTICE, 1, now[0], now[0]))
+    asked = gor._agents_at
     gor._take_switch_alarms()                      # the level in force: raises nothing
-    assert gor._listing is None
+    assert gor._agents_at == asked
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
+
+
+def test_an_agents_answer_is_dated_when_it_arrives_not_when_the_lock_is_free(tmp_path):
+    """The agent answers while GOR's lock is held (a tick commanding a plan's moves held
+    it up to 0.12 s in the demo): the answer is dated on the thread it arrives on, so
+    ``commanded`` and ``moved`` carry its arrival time, not the time the moves were next
+    taken in under the lock."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    now = [100.0]
+    listing, tuples = two_flows_up_sp0(plan)
+    agents = SlowAnswerAgents(listing)
+    gor = gor_on_hot_uplink(plan, spec, tmp_path, now, agents, tuples)
+    (m,) = gor.mover.moves
+    held, release = threading.Event(), threading.Event()
+
+    def busy_tick() -> None:
+        with gor.lock:
+            held.set()
+            assert release.wait(10)
+
+    ticking = threading.Thread(target=busy_tick)
+    ticking.start()
+    try:
+        assert held.wait(5)
+        now[0] = 100.05
+        agents.gate.set()                              # the answer arrives at 100.05 ...
+        m.future.result(5)
+        now[0] = 100.25                                # ... and the lock is free at 100.25
+    finally:
+        release.set()
+        ticking.join(10)
+    gor._watch_once()
+    (commanded,) = [e for e in gor.events.snapshot() if e["event"] == "commanded"]
+    (moved,) = [e for e in gor.events.snapshot() if e["event"] == "moved"]
+    assert commanded["t"] == moved["t"] == m.moved_t == m.flow.moved_at == 100.05
+    assert moved["latency_s"] == pytest.approx(100.05 - m.detect_t)
+    gor.mover._pool.shutdown(wait=True)
+    gor.events.close()
+
+
+def test_a_new_senders_first_sampled_frame_lists_the_agents_and_the_listing_plans_on_arrival(tmp_path):
+    """A job starting: the first sampled data frame of a flow no listing named wakes the
+    reactions' thread (once per flow; an ACK-sized frame does not), which lists the
+    agents then -- no tick, no alarm -- and the listing is merged and planned on the
+    thread it arrives on, the moment it arrives: the plan moves one of the two QPs that
+    share b0l0's uplink to sp0."""
+    spec = FabricSpec(blocks=2, servers_per_block=2, rails=1, spines=2)
+    plan = AddressPlan(spec)
+    now = [100.0]
+    listing, tuples = two_flows_up_sp0(plan)
+    agents = GatedAgents(listing)
+    gor = Gor(plan, build_pipeline(spec), tmp_path, clock=SteppingClock(now), agents=agents)
+    gor.telemetry = SimpleNamespace(links=LinkMap(plan))  # type: ignore[assignment]
+    gor._agents_at = now[0] - 1.0                     # the last listing, before the job
+    up0 = plan.uplink_port(0)
+
+    def sampled(ft: FiveTuple, length: int) -> SimpleNamespace:
+        return SimpleNamespace(metadata={"egress_port": up0, "alarm_level": 0, "alarm_marks": 0, "first_mark": 0,
+                                         "sampled": 1, "ingress_port": 1},
+                               payload=roce_packet(ft.src, ft.dst, ft.sport, length))
+
+    gor._on_packet("b0l0", sampled(tuples[0], 62))          # an ACK: no sender
+    assert not gor._wake.is_set()
+    gor._on_packet("b0l0", sampled(tuples[0], 4154))
+    assert gor._wake.is_set()
+    gor._wake.clear()
+    gor._on_packet("b0l0", sampled(tuples[0], 4154))        # the same flow again: asked already
+    assert not gor._wake.is_set()
+    gor._wake.set()
+    assert gor._between_ticks(now[0] + 0.01) is None
+    assert gor._listing is not None and gor._agents_at == 100.0
+    now[0] = 100.1
+    agents.gate.set()                                        # the listing arrives at 100.1
+    (planned,) = wait_for("the plan", lambda: [e for e in gor.events.snapshot() if e["event"] == "plan"], 5)
+    (decide,) = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+    assert planned["t"] == 100.1 and decide["scope"] == "plan" and len(decide["moves"]) == 1
+    assert gor._listing is None and len(agents.calls) == 1
     gor.mover._pool.shutdown(wait=True)
     gor.events.close()
