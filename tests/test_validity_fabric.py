@@ -22,12 +22,19 @@ measured runs in docs/validation.md; each fabric is always torn down.
   and HPCC's production DCQCN set, each with its scaled marking: every one marks and
   cuts without a drop, and the published sets, marking earlier, leave PFC a fraction
   of the testbed set's PAUSE frames.
+
+The PFC and victim checks run on one fabric of PFC_FABRIC's shape (`pfc_fabric`, module
+scope): each run counts drops and PAUSE frames as its own deltas and ends with its job,
+so the four runs on it are the same as two per fabric, less a bring-up and teardown.
+They come last, so that no other check's fabric runs beside it while it is up.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -39,6 +46,15 @@ from experiments.validity.runs import (ONE_CNP_FABRIC, PFC_FABRIC, PROFILES_FABR
                                        TWO_FLOWS_FABRIC, check_spec, one_cnp, pfc_ingress, profiles,
                                        two_flows, victim)
 from topo.net import Fabric  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def pfc_fabric(tmp_path_factory) -> Iterator[tuple[Fabric, Path]]:
+    """The PFC and victim checks' fabric and its spec file (the module docstring says why one)."""
+    tmp = tmp_path_factory.mktemp("pfc-fabric")
+    spec, spec_file = check_spec(PFC_FABRIC, f"v{os.getpid() % 1000}", tmp)
+    with Fabric(spec, run_dir=tmp / "run", program=program_fabric) as fab:
+        yield fab, spec_file
 
 
 def test_one_cnp_cuts_by_alpha_and_recovers_by_halving_the_gap(tmp_path):
@@ -55,42 +71,6 @@ def test_one_cnp_cuts_by_alpha_and_recovers_by_halving_the_gap(tmp_path):
         # within 1e-4 of the model (docs/validation.md), stated 0.005.
         assert cut["recovery"] == pytest.approx(cut["recovery_ref"], abs=0.005), cut
         assert cut["recovery"][5] > 0.98 and cut["recovery"][0] < 0.55
-
-
-def test_pfc_shares_per_ingress_port_and_dcqcn_per_flow(tmp_path):
-    spec, spec_file = check_spec(PFC_FABRIC, f"u{os.getpid() % 1000}", tmp_path)
-    with Fabric(spec, run_dir=tmp_path / "run", program=program_fabric) as fab:
-        alone = pfc_ingress(fab, spec_file, tmp_path / "pfc", dcqcn=False)
-        both = pfc_ingress(fab, spec_file, tmp_path / "dcqcn", dcqcn=True)
-    assert alone["drops"] == 0 and alone["retransmits"] == 0 and alone["pauses"] > 0, alone
-    assert alone["cnps"] == 0, alone
-    # Measured 0.50-0.51 and 0.16-0.18 (docs/validation.md); PFC off gives 0.25 each.
-    assert alone["shares"] == pytest.approx(alone["shares_ref"], abs=0.05), alone
-    assert both["drops"] == 0 and both["cnps"] > 0, both
-    # Measured 0.23-0.27 each (1.5 MB flows; 1 MB ones, converged for less of the
-    # window, reached 0.30), with a tenth of the PAUSE frames.
-    assert both["shares"] == pytest.approx(both["shares_ref"], abs=0.06), both
-    assert both["pauses"] < alone["pauses"] / 3, (both["pauses"], alone["pauses"])
-
-
-def test_victim_flow_paused_under_pfc_alone_not_with_dcqcn(tmp_path):
-    spec, spec_file = check_spec(PFC_FABRIC, f"u{os.getpid() % 1000}", tmp_path)
-    with Fabric(spec, run_dir=tmp_path / "run", program=program_fabric) as fab:
-        alone = victim(fab, spec_file, tmp_path / "pfc", dcqcn=False)
-        both = victim(fab, spec_file, tmp_path / "dcqcn", dcqcn=True)
-    assert alone["drops"] == 0 and alone["pauses"] > 0 and alone["cnps"] == 0, alone
-    assert both["drops"] == 0 and both["cnps"] > 0, both
-    # Measured (docs/validation.md): the victim at 0.20 of the line under PFC alone, 0.46
-    # with PFC off (its max-min share is 1/3): stated below 0.28.
-    assert alone["victim"] < 0.28, alone
-    # With DCQCN, measured 0.36-0.45 in faithful runs (0.26 in a loaded, unfaithful one):
-    # at least its max-min share of 1/3 less 0.1, and clear of PFC alone's. Not bounded
-    # above by 1/3: the two incast flows crossing leaf 0's uplink are marked at two
-    # queues and keep 0.20-0.23 each, and the victim takes what they leave of the link.
-    assert both["victim"] >= both["victim_ref"] - 0.1, both
-    assert both["victim"] > alone["victim"] + 0.05, (both["victim"], alone["victim"])
-    # The incast keeps its NIC's link busy (measured 0.70 of payload goodput).
-    assert both["receiver_link_use"] > 0.6, both
 
 
 def test_two_flows_share_one_bottleneck_as_the_fluid_model(tmp_path):
@@ -132,3 +112,37 @@ def test_each_profile_marks_and_cuts_the_published_ones_before_pfc(tmp_path):
     # Measured PAUSE frames: testbed 98-132, paper 0-2, production 6-10.
     for name in ("paper", "production"):
         assert table[name]["pauses"] < table["testbed"]["pauses"] / 4, table
+
+
+def test_pfc_shares_per_ingress_port_and_dcqcn_per_flow(pfc_fabric, tmp_path):
+    fab, spec_file = pfc_fabric
+    alone = pfc_ingress(fab, spec_file, tmp_path / "pfc", dcqcn=False)
+    both = pfc_ingress(fab, spec_file, tmp_path / "dcqcn", dcqcn=True)
+    assert alone["drops"] == 0 and alone["retransmits"] == 0 and alone["pauses"] > 0, alone
+    assert alone["cnps"] == 0, alone
+    # Measured 0.50-0.51 and 0.16-0.18 (docs/validation.md); PFC off gives 0.25 each.
+    assert alone["shares"] == pytest.approx(alone["shares_ref"], abs=0.05), alone
+    assert both["drops"] == 0 and both["cnps"] > 0, both
+    # Measured 0.23-0.27 each (1.5 MB flows; 1 MB ones, converged for less of the
+    # window, reached 0.30), with a tenth of the PAUSE frames.
+    assert both["shares"] == pytest.approx(both["shares_ref"], abs=0.06), both
+    assert both["pauses"] < alone["pauses"] / 3, (both["pauses"], alone["pauses"])
+
+
+def test_victim_flow_paused_under_pfc_alone_not_with_dcqcn(pfc_fabric, tmp_path):
+    fab, spec_file = pfc_fabric
+    alone = victim(fab, spec_file, tmp_path / "pfc", dcqcn=False)
+    both = victim(fab, spec_file, tmp_path / "dcqcn", dcqcn=True)
+    assert alone["drops"] == 0 and alone["pauses"] > 0 and alone["cnps"] == 0, alone
+    assert both["drops"] == 0 and both["cnps"] > 0, both
+    # Measured (docs/validation.md): the victim at 0.20 of the line under PFC alone, 0.46
+    # with PFC off (its max-min share is 1/3): stated below 0.28.
+    assert alone["victim"] < 0.28, alone
+    # With DCQCN, measured 0.36-0.45 in faithful runs (0.26 in a loaded, unfaithful one):
+    # at least its max-min share of 1/3 less 0.1, and clear of PFC alone's. Not bounded
+    # above by 1/3: the two incast flows crossing leaf 0's uplink are marked at two
+    # queues and keep 0.20-0.23 each, and the victim takes what they leave of the link.
+    assert both["victim"] >= both["victim_ref"] - 0.1, both
+    assert both["victim"] > alone["victim"] + 0.05, (both["victim"], alone["victim"])
+    # The incast keeps its NIC's link busy (measured 0.70 of payload goodput).
+    assert both["receiver_link_use"] > 0.6, both

@@ -21,6 +21,12 @@ What Mininet's cluster mode needs from each server, and what this module adds:
   measured over ssh at start (`emulation.clocksync`), and every switch and agent gets
   the fabric's clock shifted by its machine's offset, with the same dilation.
 
+Every ssh Mininet runs for a node (its shell, its root-namespace commands, the outer
+ssh of an SSH link) goes over one connection per server: OpenSSH multiplexing
+(Mininet's ``controlPath``), its sockets in a directory of the fabric's own that `stop`
+closes (``ssh -O exit``) and removes; a fresh ssh per node cost each a handshake (about
+0.3 s here, sixteen of them per fabric in the cluster test).
+
 Before building, every server is probed over ssh (reachable, ``sudo``, the repo's
 python there) and, for GRE links, asked to create a gretap device in a throwaway
 namespace, so a missing piece is a `FabricError` naming the spec key and server
@@ -31,8 +37,11 @@ from __future__ import annotations
 
 import functools
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -56,6 +65,10 @@ PROBE_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 10
 # How often (s) a stopping switch is checked for having exited.
 STOP_POLL_S = 0.05
+# The ssh connection of each server for every node there (ssh expands %C: a hash of the
+# user, server and port). The directory is made under /tmp: a Unix socket's path has at
+# most 107 characters, which a run directory under a test's tmp_path may not leave.
+CONTROL_SOCKET = "%C"
 
 
 def ssh_options(cluster: ClusterSpec) -> list[str]:
@@ -73,6 +86,22 @@ def ssh_command(server: str, options: Sequence[str], *remote: str) -> list[str]:
     (words quoted for the server's shell)."""
     return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}", *options,
             f"root@{server}", *map(shlex.quote, remote)]
+
+
+def close_connection(server: str, options: Sequence[str], control_path: str) -> None:
+    """End the multiplexing connection to ``server`` (``ssh -O exit``) if one is open,
+    and wait for its master process to exit, so nothing of it is left on the server."""
+    base = ["ssh", *options, "-o", f"ControlPath={control_path}", f"root@{server}"]
+    check = [*base[:-1], "-O", "check", base[-1]]
+    if subprocess.run(check, capture_output=True, timeout=PROBE_TIMEOUT_S).returncode != 0:
+        return          # no master (never opened, or already gone)
+    subprocess.run([*base[:-1], "-O", "exit", base[-1]], capture_output=True, timeout=PROBE_TIMEOUT_S)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while subprocess.run(check, capture_output=True, timeout=PROBE_TIMEOUT_S).returncode == 0:
+        if time.monotonic() > deadline:
+            raise FabricError(f"cluster.servers: {server}: the ssh connection did not close "
+                              f"within {STOP_TIMEOUT_S:.0f} s of ssh -O exit")
+        time.sleep(STOP_POLL_S)
 
 
 def measure_offset(server: str, options: Sequence[str]) -> clocksync.Offset:
@@ -251,6 +280,8 @@ class ClusterFabric(Fabric):
         self.placement = self.plan.node_servers()
         # Each server's CLOCK_MONOTONIC minus this machine's, measured at start.
         self.offsets: dict[str, clocksync.Offset] = {}
+        # The directory of the servers' ssh control sockets, while the network exists.
+        self.control_dir: Path | None = None
 
     def _network(self, switch_options: dict[str, Any]) -> Mininet:
         cluster = self.spec.cluster
@@ -261,17 +292,36 @@ class ClusterFabric(Fabric):
         if cluster.link == "gre":
             for server in servers:
                 check_gre(server, options)
-        switch = functools.partial(ClusterP4SimSwitch, ssh_options=options,
+        self.control_dir = Path(tempfile.mkdtemp(prefix="astral-ssh-"))
+        control = str(self.control_dir / CONTROL_SOCKET)
+        switch = functools.partial(ClusterP4SimSwitch, ssh_options=options, controlPath=control,
                                    clock_offsets={s: o.ns for s, o in self.offsets.items()}, **switch_options)
+        host = functools.partial(ClusterHost, ssh_options=options, controlPath=control)
         return ClusterNet(topo=FabricTopo(plan=self.plan), servers=list(servers),
                           placement=functools.partial(BlockPlacer, assignment=self.placement),
-                          link=LINKS[cluster.link], host=functools.partial(ClusterHost, ssh_options=options),
+                          link=LINKS[cluster.link], host=host,
                           switch=switch, ssh_options=options, controller=None, build=False,
                           autoSetMacs=False, autoStaticArp=False)
 
     def clock_on(self, node: str) -> EmulationClock:
         clock = super().clock_on(node)
         return clock.shifted(self.offsets[self.placement[node]].ns)
+
+    def stop(self) -> None:
+        """The one-machine stop, then each server's ssh connection closed (safe to call twice)."""
+        try:
+            super().stop()
+        finally:
+            control_dir, self.control_dir = self.control_dir, None
+            if control_dir is not None:
+                assert self.spec.cluster is not None
+                options = ssh_options(self.spec.cluster)
+                try:
+                    for server in servers_of(self.spec):
+                        if server != LOCALHOST:
+                            close_connection(server, options, str(control_dir / CONTROL_SOCKET))
+                finally:
+                    shutil.rmtree(control_dir, ignore_errors=True)
 
 
 def fabric_for(spec: FabricSpec, **kwargs: Any) -> Fabric:
