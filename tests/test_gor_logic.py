@@ -1141,9 +1141,8 @@ class GatedAgents(ListingAgents):
         return super().flows()
 
 
-class LateAgents(GatedAgents):
-    """Agents whose listing waits for ``gate`` and whose answer to a port change waits
-    for ``answer``."""
+class SlowAnswerAgents(ListingAgents):
+    """Agents whose answer to a port change waits for ``answer`` (a reply that lags)."""
 
     def __init__(self, listing: list[AgentFlow]) -> None:
         super().__init__(listing)
@@ -1152,6 +1151,11 @@ class LateAgents(GatedAgents):
     def set_source_port(self, server: str, qpn: int, sport: int, timeout_s: float) -> object:
         assert self.answer.wait(10)
         return super().set_source_port(server, qpn, sport, timeout_s)
+
+
+class LateAgents(GatedAgents, SlowAnswerAgents):
+    """Agents whose listing waits for ``gate`` and whose answer to a port change waits
+    for ``answer``."""
 
 
 def test_an_alarmed_link_waiting_for_the_agents_listing_is_planned_when_it_arrives(tmp_path):
@@ -1214,18 +1218,6 @@ def test_a_move_is_taken_in_while_the_loop_is_in_a_ticks_poll(tmp_path):
     gor.events.close()
 
 
-class SlowAnswerAgents(ListingAgents):
-    """Agents whose answer to a port change waits for ``gate`` (a reply that lags)."""
-
-    def __init__(self, listing: list[AgentFlow]) -> None:
-        super().__init__(listing)
-        self.gate = threading.Event()
-
-    def set_source_port(self, server: str, qpn: int, sport: int, timeout_s: float) -> object:
-        assert self.gate.wait(10)
-        return super().set_source_port(server, qpn, sport, timeout_s)
-
-
 def test_the_new_port_sampled_on_the_new_path_is_the_move_before_the_agents_answer(tmp_path):
     """The data plane's evidence does not wait for the agent's answer (under load the
     answers lagged the samples by 0.2 s): a sample of the flow with its commanded port
@@ -1259,7 +1251,7 @@ def test_the_new_port_sampled_on_the_new_path_is_the_move_before_the_agents_answ
     before = [dataclasses.replace(f, sport=old.sport) if f.qpn == m.flow.qpn else f for f in listing]
     gor._refresh_agent_flows(*agents.flows()[:1], before, now[0], asked=m.since - 0.01)
     assert m.flow.sport == m.sport
-    agents.gate.set()
+    agents.answer.set()
     m.future.result(5)
     events = advance_moves(gor, now, 0.02)
     assert [e["event"] for e in events] == ["commanded"] and m.state.value == "clearing"
@@ -1628,7 +1620,7 @@ def test_an_agents_answer_is_dated_when_it_arrives_not_when_the_lock_is_free(tmp
     try:
         assert held.wait(5)
         now[0] = 100.05
-        agents.gate.set()                              # the answer arrives at 100.05 ...
+        agents.answer.set()                            # the answer arrives at 100.05 ...
         m.future.result(5)
         now[0] = 100.25                                # ... and the lock is free at 100.25
     finally:
