@@ -45,7 +45,14 @@ from topo.spec import ClusterSpec, FabricSpec, SpecError, load_spec, replace
 DEFAULT_FABRIC = "topo/fabrics/default.yaml"
 
 
+# Set once the main thread has run `_exit_on_signal` (the wake-up thread's stop condition).
+_SIGNAL_HANDLED = threading.Event()
+# How long the wake-up thread keeps interrupting the main thread, and how often.
+_WAKE_FOR_S, _WAKE_EVERY_S = 5.0, 0.05
+
+
 def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:
+    _SIGNAL_HANDLED.set()
     raise SystemExit(128 + signum)
 
 
@@ -58,6 +65,10 @@ def _wake_main_thread_on_signals() -> None:
     closed terminal) tore nothing down -- until SIGKILL left the fabric behind. The
     handler's wakeup byte (`signal.set_wakeup_fd`) goes to a thread that interrupts
     the main thread's wait with SIGUSR1 (no-op handler), which then runs the handler.
+    It interrupts again every _WAKE_EVERY_S until the handler has run: readline checks
+    for signals only when its select() fails with EINTR, so a SIGUSR1 that lands just
+    before the select() starts is lost (seen once in ~20 suite runs: the prompt slept
+    on until the test's second SIGTERM, 20 s later).
     """
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
@@ -69,7 +80,10 @@ def _wake_main_thread_on_signals() -> None:
     def forward() -> None:
         while True:
             if any(b != signal.SIGUSR1 for b in os.read(read_end, 64)):
+                until = time.monotonic() + _WAKE_FOR_S
                 signal.pthread_kill(main_thread, signal.SIGUSR1)
+                while not _SIGNAL_HANDLED.wait(_WAKE_EVERY_S) and time.monotonic() < until:
+                    signal.pthread_kill(main_thread, signal.SIGUSR1)
 
     threading.Thread(target=forward, name="signal-wake", daemon=True).start()
 

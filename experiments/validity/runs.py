@@ -226,7 +226,9 @@ def one_cnp(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
             "cut_ratio": after / before, "cut_ratio_ref": ref.cut(before, predicted_alpha) / before,
             "alpha": measured_alpha, "alpha_ref": predicted_alpha,
             # alpha timers since the flow's start or the last cut, as alpha's decay says
-            "alpha_periods": math.log(measured_alpha / alpha) / math.log(1 - params.g), "alpha_periods_ref": periods,
+            # (a whole count read back through a log: rounded, or 1 + 1.4e-14 fails "<= 1")
+            "alpha_periods": round(math.log(measured_alpha / alpha) / math.log(1 - params.g), 6),
+            "alpha_periods_ref": periods,
             "recovery": [r / before for r in samples], "recovery_ref": [r / before for r in recovered]})
         # From here alpha is the measured one, updated by the cut (eq. 1), decaying anew.
         alpha, since = ref.alpha_after_cnp(measured_alpha, params.g), t

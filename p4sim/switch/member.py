@@ -111,7 +111,11 @@ def main(argv: list[str]) -> int:
             return 1
         except _Stopped:
             pass
-        # Stopped: say so by closing our half, and wait until the switch has stopped.
+        # Stopped: say so by closing our half, and wait until the switch has stopped. A
+        # second SIGTERM (Mininet's stop signals again after its batch shutdown did) must
+        # not cut that wait short: the caller deletes the interfaces once we end.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         sock.shutdown(socket.SHUT_WR)
         sock.settimeout(STOP_TIMEOUT_S)
         try:
