@@ -35,6 +35,7 @@ from tccl import roce
 from tccl.control import AgentClient, socket_path
 from tccl.engine import Engine
 from tccl.job import Job, RankInfo, Transport, Workload, qpn
+from testkit import wait_for
 from topo.namespaces import Netns
 from topo.spec import NICS
 from topo.processes import stop_process
@@ -252,7 +253,8 @@ def test_go_back_n_recovers_tail_drops(tmp_path, nic):
 def test_frames_are_handled_at_their_arrival_time(nic):
     """Two CE-marked packets arrive three CNP intervals apart and the agent reads
     them in one batch, later: it answers both with a CNP, because by their arrival
-    times they were that far apart (by the time it got to them, they were not)."""
+    times they were that far apart (by the time it got to them, they were not). The
+    native NIC reads them on its own thread, so the stats are waited for, not read once."""
     with Netns() as net:
         ia, ib = two_hosts(net)
         job = make_job(ia, ib, 1000)
@@ -268,8 +270,11 @@ def test_frames_are_handled_at_their_arrival_time(nic):
             time.sleep(3 * interval)        # the gap between the arrivals
             tx.send(marked.frame(roce.SEND_LAST, 1, bytes(100)))
             assert len(receive(sniff, 2, 5, lambda f: roce.parse(f) is not None)) == 2
-            engine.turn(until=engine.clock())
-            stats = engine.qps[qpn(1, 0)].responder.stats
+            def both_handled():
+                engine.turn(until=engine.clock())
+                snapshot = engine.qps[qpn(1, 0)].responder.stats
+                return snapshot if snapshot.ce_marked == 2 else None
+            stats = wait_for("both CE-marked frames handled", both_handled, 5)
         finally:
             engine.close()
             tx.close()

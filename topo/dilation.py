@@ -44,16 +44,17 @@ CPU_BUDGET = 0.5
 # Python processes about twice the CPU after three times the idle time (cold caches on a
 # shared host), so the budget is reached only above 4. The demo's runs are faithful from
 # about 3 (at 2 and 1.5 the agents' handling of received frames was not: p99 1.3 and 4.0
-# packet times). Native both (the C switches in one shared loop, the C NICs on their own
-# threads), the default shape at 10 Mbit/s, every NIC at line rate, dilation 1
-# (`python -m bench fabric`, 2026-12-06, idle machine): 0.335 of the machine, with
-# `_packet_work` reading 2.6x REFERENCE_WORK_S in the same run -- so the budget holds at
-# 0.335 / CPU_BUDGET / 2.6 = 0.26 of the 10 Mbit/s frame rate on the reference machine
-# (a number below 1: it scales up with the rate and the slowdown). (It was 0.74 with a
-# process and a loop per switch and the NIC's loop waiting for the library, measured on
-# a fast day: `auto` then gave today's machine 1.9 where 0.335 of it was needed at 1.)
+# packet times). Native both (the C switch loop and the C NIC), the default shape at line
+# rate: 0.38 of the machine at 10 Mbit/s and dilation 1 (load 4-5 from other work
+# beside it), 0.55 at 15 Mbit/s and dilation 1, 0.495 at 20 Mbit/s and 1.5 (idle machine),
+# so about 0.37 per 10 Mbit/s of wall-time rate: the budget holds at 0.74 of the 10
+# Mbit/s frame rate (a number below 1: it scales up with the rate).
+# Not lowered although the C engines need less now (2026-12-06, `python -m bench fabric`,
+# idle slow host: 0.335 of the machine at dilation 1 while `auto` gave 1.94): the dilation
+# also paces what stays Python -- GOR, the library -- and at 1 GOR's loop took twice the
+# emulated time it takes at 1.8 (docs/fabric.md), so the Python speed test stays its scale.
 # A mix was not measured: it takes the Python figure (it dilates more, never less).
-REFERENCE_DILATION = {("python", "python"): 4.0, ("native", "native"): 0.26}
+REFERENCE_DILATION = {("python", "python"): 4.0, ("native", "native"): 0.74}
 REFERENCE_CORES = 2
 # CPU seconds `_packet_work` takes there, idle: 15 runs fell in two groups, 0.037 and
 # 0.052-0.061 s (the host shares its cores with other machines); the fast group is the
