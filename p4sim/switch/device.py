@@ -41,6 +41,7 @@ import os
 import select
 import threading
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -444,9 +445,18 @@ class Device:
         return ", ".join(parts)
 
     def close(self) -> None:
-        """Release sockets, captures and the wakeup fd."""
-        for port in self._ports.values():
-            port.close()
+        """Release sockets, captures and the wakeup fd. The ports are closed side by side:
+        the kernel waits for an RCU grace period in every close of a packet socket
+        (synchronize_net, ~25 ms on this VM), so one after another a leaf's 4 ports took
+        0.1 s and a spine's 8 0.2 s of every switch stop, serial in a shared process."""
+        ports = list(self._ports.values())
+        if len(ports) > 1:
+            with ThreadPoolExecutor(len(ports), thread_name_prefix="close-port") as pool:
+                for done in [pool.submit(port.close) for port in ports]:
+                    done.result()
+        else:
+            for port in ports:
+                port.close()
         self._ports.clear()
         self._by_fd.clear()
         if self.captures is not None:
