@@ -28,6 +28,7 @@ priority, so other work on the machine does not slow them; only a slower CPU doe
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import time
@@ -93,8 +94,11 @@ def _packet_work(rounds: int = 80000) -> float:
     return time.process_time() - start
 
 
+@functools.cache
 def machine_slowdown() -> float:
-    """How much slower than the reference machine this one runs packet work (>= 0)."""
+    """How much slower than the reference machine this one runs packet work (>= 0).
+    Measured once per process: it is CPU time, which other work does not change, and
+    each measurement costs 0.5 s of a fabric's start (a test worker starts dozens)."""
     runs = sorted(_packet_work() for _ in range(5))
     return runs[2] / REFERENCE_WORK_S
 
