@@ -81,8 +81,18 @@ class _Stopped(Exception):
     """SIGTERM or SIGINT: raised from the handler, as a blocked recv resumes otherwise."""
 
 
+# Whether a signal has asked us to stop: only the first raises. A second SIGTERM
+# (Mininet's stop signals again after its batch shutdown did) must not cut short the
+# wait for the switch to stop -- the caller deletes the interfaces once we end -- and
+# it can land anywhere, even in the line that would have set SIG_IGN (seen in a suite).
+_asked_to_stop = False
+
+
 def _stop(*_: object) -> None:
-    raise _Stopped
+    global _asked_to_stop
+    if not _asked_to_stop:
+        _asked_to_stop = True
+        raise _Stopped
 
 
 def main(argv: list[str]) -> int:
@@ -111,11 +121,7 @@ def main(argv: list[str]) -> int:
             return 1
         except _Stopped:
             pass
-        # Stopped: say so by closing our half, and wait until the switch has stopped. A
-        # second SIGTERM (Mininet's stop signals again after its batch shutdown did) must
-        # not cut that wait short: the caller deletes the interfaces once we end.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # Stopped: say so by closing our half, and wait until the switch has stopped.
         sock.shutdown(socket.SHUT_WR)
         sock.settimeout(STOP_TIMEOUT_S)
         try:
