@@ -16,9 +16,9 @@ The groups are applied by a scheduler of our own, not by ``xdist_group`` marks: 
 3.8 marks a test's group by rewriting ``item._nodeid``, which pytest 9 no longer reads.
 
 p4runtime-shell's venv (`testbed.clients`, a minute of pip on a fresh clone) is made on
-a thread of the first worker from the session's start, so its test, late in the
+a thread of the first worker from the session's start, so its test, late in its
 namespace group (NETNS_GROUPS' order is the run order), finds it ready instead of holding
-that group -- the wall time -- up.
+that group up.
 """
 
 from __future__ import annotations
@@ -33,11 +33,12 @@ from xdist.scheduler import LoadScopeScheduling
 from fuzzkit import closing_note
 from testbed.clients import p4runtime_shell
 
-# Modules that create network namespaces: one group, one fabric at a time. Two groups
-# side by side (3 workers) took the suite to 7 min but left fabric runs unfaithful on 2
-# cores (a switch's p99 lateness 16 packet times, GOR's gain lost under the load); with
-# the native switches and NICs again (2026-12-06, -n 2, load ~3-5 from other work): 7:00
-# instead of 8:56, but 8 failures (p99 lateness 3-20 packet times, stock+GOR 0.33).
+# Modules that create network namespaces: each group one fabric at a time. Two groups of
+# timed runs side by side (3 workers) took the suite to 7 min but left fabric runs
+# unfaithful on 2 cores (a switch's p99 lateness 16 packet times, GOR's gain lost under
+# the load); with the native switches and NICs again (2026-12-06, -n 2, load ~3-5 from
+# other work): 7:00 instead of 8:56, but 8 failures (p99 lateness 3-20 packet times,
+# stock+GOR 0.33).
 # The second group is the fabrics that carry little or no traffic and measure no timing
 # (pings, P4Runtime, the prompt's short jobs, a capture): they run beside the first as
 # the unit tests do, on the other worker, which had the time (the first group was the

@@ -117,11 +117,15 @@ class P4ProcessSwitch(Switch):
     def launch(self) -> None:
         """Start `command()` as a child of this process (a switch on another machine
         starts it there instead: `topo.cluster`)."""
+        self._spawn(realtime_prefix(self.rt_priority) + self.command())
+
+    def _spawn(self, argv: list[str]) -> None:
+        """Run ``argv`` as this node's process, its output in `log_path`, its PID in
+        `pid_path`."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             # A session of its own: Ctrl-C at the CLI must not reach the switches.
-            self.process = subprocess.Popen(realtime_prefix(self.rt_priority) + self.command(),
-                                            stdin=subprocess.DEVNULL,
+            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                             stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)
         self.pid_path.write_text(f"{self.process.pid}\n")
@@ -279,10 +283,7 @@ class P4SimSharedSwitch(P4SimSwitch):
             self.shared_pid_path.write_text(f"{shared.pid}\n")
             self._shared[self.run_dir] = (shared, set())
         self._shared[self.run_dir][1].add(self.name)
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
-        self.pid_path.write_text(f"{self.process.pid}\n")
+        self._spawn(self.command())   # the member only waits: normal scheduling
 
     def ready(self) -> bool:
         """The member says its switch runs, and its gRPC port answers."""

@@ -450,13 +450,8 @@ class Device:
         (synchronize_net, ~25 ms on this VM), so one after another a leaf's 4 ports took
         0.1 s and a spine's 8 0.2 s of every switch stop, serial in a shared process."""
         ports = list(self._ports.values())
-        if len(ports) > 1:
-            with ThreadPoolExecutor(len(ports), thread_name_prefix="close-port") as pool:
-                for done in [pool.submit(port.close) for port in ports]:
-                    done.result()
-        else:
-            for port in ports:
-                port.close()
+        with ThreadPoolExecutor(max(1, len(ports)), thread_name_prefix="close-port") as pool:
+            list(pool.map(lambda port: port.close(), ports))   # (re-raises a port's error)
         self._ports.clear()
         self._by_fd.clear()
         if self.captures is not None:
