@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,13 +20,15 @@ from typing import Any
 import grpc
 
 from tccl.control import AgentClient, socket_path
-from tccl.rundir import clear_markers
+from tccl.rundir import clear_markers, ready_path
 from tccl.job import Job
 from tccl.launch import agent_command
 from topo.addressing import AddressPlan
 
 ROOT = Path(__file__).resolve().parent.parent
 # An agent that does not answer a flow listing in this time is skipped this round.
+# How often `JobRunner.wait_started` looks for the agents' ready markers (wall s).
+START_POLL_S = 0.05
 LIST_TIMEOUT_S = 1.0
 
 
@@ -143,6 +146,20 @@ class JobRunner:
             log.close()
         self.jobs.append(run)
         return run
+
+    def wait_started(self, run: JobRun, timeout_s: float) -> dict[str, str]:
+        """Wait until every agent of ``run`` is set up (its ready marker: NICs open, at
+        the job's start barrier) or has exited, or ``timeout_s`` (wall) passed; the
+        servers whose agents are not up, with why (``exit N``, ``starting``). An agent's
+        set-up (imports, its job, its NICs) takes a second and, on a busy machine,
+        several: a prompt that returned at once showed a job not sending yet."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            late = {s: "starting" if p.poll() is None else f"exit {p.returncode}"
+                    for s, p in run.procs.items() if not ready_path(self.run_dir, s).exists()}
+            if "starting" not in late.values() or time.monotonic() > deadline:
+                return late
+            time.sleep(START_POLL_S)
 
     def stop_all(self) -> None:
         for run in self.jobs:

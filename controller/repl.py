@@ -91,6 +91,8 @@ REPAIR_WAIT_S = 5.0
 FIRST_RATES_WAIT_S = 5.0
 # How often finished jobs are looked for (wall s): their results print within this.
 JOB_POLL_S = 0.5
+# `job` returns the prompt once the job's agents are set up, or after this long (wall s).
+JOB_START_WAIT_S = 60.0
 
 # `help`: the testbed's commands by group, one line each (a command's docstring is its
 # whole help: `help links`). A testbed command missing here is listed under "more".
@@ -475,8 +477,9 @@ class GorCLI(CLI):
         [--nvlink GBPS] | job trace FILE [orthogonal|random] | job FILE: start a
         collective sweep over every NIC (OP: allreduce, allgather, reducescatter,
         alltoall, sendrecv; SIZES like 64K,1M), a training trace (traces/*.yaml), or a
-        job file, on the agents; `jobs` shows them, `flows` their flows. With --wait
-        the prompt returns when the job is done, after its results table."""
+        job file, on the agents; `jobs` shows them, `flows` their flows. The prompt
+        returns once every agent is set up (or has failed: `not up`); with --wait when
+        the job is done, after its results table."""
         words = line.split()
         wait = "--wait" in words
         words = [w for w in words if w != "--wait"]
@@ -503,6 +506,13 @@ class GorCLI(CLI):
         self._collect_finished(announce=True)
         run = self.gor.jobs.start(job)
         self.out(f"job {run.name}: agents on {', '.join(run.procs)} (logs: {self.gor.agent_dir}/agent-*.log)")
+        try:
+            late = self.gor.jobs.wait_started(run, JOB_START_WAIT_S)
+        except KeyboardInterrupt:
+            self.out("stopped waiting for the agents to start; the job starts on (`jobs`)")
+            return
+        if late:
+            self.out(f"job {run.name}: not up: " + ", ".join(f"{s} {why}" for s, why in sorted(late.items())))
         if wait:
             self._wait_for([run])
 

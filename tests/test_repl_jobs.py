@@ -55,3 +55,26 @@ def test_trace_job_and_an_agent_without_results(tmp_path: Path) -> None:
     assert f"# no results from b2h0: see {tmp_path}/agent-<server>.log" in table
     assert "# trace dp-tp-pp, 4 ranks: iteration s (slowest server) 0.700 0.660" in table
     assert "#wrong" not in table
+
+
+def test_wait_started_returns_once_every_agent_is_up_or_gone(tmp_path: Path) -> None:
+    """`job` at the prompt returns when the agents are set up: an agent is up once its
+    ready marker is written, and one that exited before is named with its status."""
+    from controller.agents import JobRunner
+    from tccl.rundir import ready_path
+
+    runner = JobRunner(fabric=None, run_dir=tmp_path)
+    run = JobRun("sendrecv", tmp_path / "job.yaml")
+    # b0h0 writes its marker after 0.3 s and keeps running; b1h0 fails before its marker.
+    run.procs["b0h0"] = subprocess.Popen(["sh", "-c", f"sleep 0.3; touch {ready_path(tmp_path, 'b0h0')}; sleep 30"])
+    run.procs["b1h0"] = subprocess.Popen(["sh", "-c", "exit 3"])
+    try:
+        assert runner.wait_started(run, 20) == {"b1h0": "exit 3"}
+        assert ready_path(tmp_path, "b0h0").exists()
+        # Still starting when the wait is over: named as such.
+        run.procs["b1h1"] = subprocess.Popen(["sleep", "30"])
+        assert runner.wait_started(run, 0.2) == {"b1h0": "exit 3", "b1h1": "starting"}
+    finally:
+        for proc in run.procs.values():
+            proc.kill()
+            proc.wait()
