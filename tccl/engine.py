@@ -505,6 +505,10 @@ class Engine:
         self._deliver_local(now)
         self._run_commands()
         now = self.clock()
+        # Timeouts first, as the native NIC's service: a go-back leaves in this turn's
+        # pump (fired after it, its frames waited for the next wake-up).
+        for qp in self.qps.values():
+            qp.requester.check_timeout(now)
         wake = []
         for nic in self.nics.values():
             nic.pump(now)

@@ -70,6 +70,19 @@ def test_acks_and_cnps_reach_the_requester_at_arrival(dev):
     assert dev.req.una == 1
 
 
+def test_a_timeout_resends_in_the_service_that_fires_it(dev):
+    """Nothing acknowledged for an RTO and nothing else arriving: the go-back's frame
+    leaves in the very service call that fires the timeout, not at the next wake-up."""
+    t0 = dev.now()
+    dev.req.post(bytes(500), None, t0)
+    dev.service(t0)
+    assert [roce.parse(f).psn for f in dev.sent()] == [0]
+    due = dev.service(t0 + 1.5 * dev.req.rto)
+    assert dev.req.stats.timeouts == 1
+    assert [roce.parse(f).psn for f in dev.sent()] == [0]
+    assert due == pytest.approx(t0 + 2.5 * dev.req.rto)     # the next timeout, an RTO on
+
+
 def test_pfc_pause_holds_data_and_acks_not_cnps(dev):
     """A PAUSE of the RoCE priority holds the QP's data and the ACKs (same priority)
     until it runs out; a CNP (priority 6) still goes; a resume (0 quanta) ends it."""

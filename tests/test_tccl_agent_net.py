@@ -250,6 +250,35 @@ def test_go_back_n_recovers_tail_drops(tmp_path, nic):
 
 
 @pytest.mark.parametrize("nic", NICS)
+def test_a_timeout_resends_at_once_with_nothing_else_arriving(nic):
+    """A one-frame message to a host with no agent: never acknowledged, and nothing else
+    reaches the sender. Its retransmissions leave an RTO apart, the first one RTO after
+    the frame. The native NIC's thread fired a timeout after its send and slept on: the
+    go-back left at the next timeout, two RTOs on (a failure scenario's flow whose frames
+    in flight were all lost stalled for the whole 2 s outage); the Python loop's next
+    timeline sample covered it."""
+    with Netns() as net:
+        ia, ib = two_hosts(net)
+        job = make_job(ia, ib, 1000)
+        rto = job.transport.rto
+        engine = Engine(job, "a", nic=nic)
+        with net.entered("a"):
+            engine.open()
+        sniff = net.socket("b", ib)
+        try:
+            engine.send(0, 1, bytes(500))
+            engine.run_until(lambda: False, 2.6 * rto)
+            frames = receive(sniff, 3, 2 * rto, lambda f: (p := roce.parse(f)) is not None and p.psn == 0)
+        finally:
+            engine.close()
+            sniff.close()
+    times = [t for t, _ in frames]
+    assert len(times) == 3, times
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert all(0.9 * rto <= g <= 1.5 * rto for g in gaps), (gaps, rto)
+
+
+@pytest.mark.parametrize("nic", NICS)
 def test_frames_are_handled_at_their_arrival_time(nic):
     """Two CE-marked packets arrive three CNP intervals apart and the agent reads
     them in one batch, later: it answers both with a CNP, because by their arrival

@@ -360,6 +360,12 @@ int nic_device_service(nic_device *d, double now, double *due)
 {
     int has = 0;
     double first = 0, t;
+    /* Timeouts first: a go-back leaves in this call's pump. Fired after it, its frames
+     * waited for the next wake-up -- a whole RTO later when nothing else arrived (a
+     * flow whose every frame in flight was lost, with its peers waiting on it). */
+    for (size_t i = 0; i < d->n_ports; i++)
+        for (size_t k = 0; k < d->ports[i].n_reqs; k++)
+            nic_requester_check_timeout(d->ports[i].reqs[k], now, &t);
     for (size_t i = 0; i < d->n_ports; i++) {
         d->tx_frames += pump(d, &d->ports[i], now);
         if (port_ready_at(&d->ports[i], &t) && (!has || t < first)) {
