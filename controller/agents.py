@@ -26,9 +26,9 @@ from tccl.launch import agent_command
 from topo.addressing import AddressPlan
 
 ROOT = Path(__file__).resolve().parent.parent
-# An agent that does not answer a flow listing in this time is skipped this round.
 # How often `JobRunner.wait_started` looks for the agents' ready markers (wall s).
 START_POLL_S = 0.05
+# An agent that does not answer a flow listing in this time is skipped this round.
 LIST_TIMEOUT_S = 1.0
 
 
