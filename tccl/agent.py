@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from emulation.clock import ENV as CLOCK_ENV
 from emulation.clock import ClockError, EmulationClock
-from emulation.realtime import settle_heap
+from emulation.realtime import enter_realtime, settle_heap
 from p4sim.switch.ports import PortError
 from tccl import collectives as C
 from tccl import ports as P
@@ -171,10 +171,11 @@ def collective_timeout(job: Job, op: str, size: int) -> float:
 
 
 def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
-        clock: EmulationClock | None = None, nic: str = "python") -> dict[str, Any]:
+        clock: EmulationClock | None = None, nic: str = "python", rt_priority: int = 0) -> dict[str, Any]:
     """Run the job's workload for ``server``'s ranks on the fabric's ``clock`` (default:
-    `EmulationClock.from_env`) over transport ``nic`` (`tccl.engine.NICS`); returns what
-    it saves as JSON."""
+    `EmulationClock.from_env`) over transport ``nic`` (`tccl.engine.NICS`), under
+    SCHED_RR at ``rt_priority`` once set up (0: normal scheduling; emulation/realtime.py);
+    returns what it saves as JSON."""
     w = job.workload
     trace = T.load_trace(w.trace) if w.trace else None
     ring = C.ring_order(job.ranks, w.order)
@@ -189,6 +190,9 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
     rows: list[Row] = []
     extra: dict[str, Any] = {}
     clear_markers(run_dir, server)
+    # Set up at normal priority; the NIC threads the engine starts inherit the real-time
+    # one (and the library goes one below them: tccl/nic/device.c).
+    enter_realtime(rt_priority)
     with engine:
         control = ControlServer(engine, socket_path(run_dir, server)).start()
         settle_heap()
@@ -379,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
                                     f"(default: ${CLOCK_ENV}, else a fresh undilated clock)")
     ap.add_argument("--nic", choices=NICS, default="python",
                     help="the RoCE transport: the Python reference or the native NIC in C (tccl/nic)")
+    ap.add_argument("--rt-priority", type=int, default=0, metavar="N",
+                    help="SCHED_RR priority to run at once set up, before any traffic (default 0: normal)")
     args = ap.parse_args(argv)
     run_dir = Path(args.run_dir)
     try:
@@ -386,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
         job = load_job(args.job)
         job.server_ranks(args.server)
-        run(job, args.server, run_dir, clock=clock, nic=args.nic)
+        run(job, args.server, run_dir, clock=clock, nic=args.nic, rt_priority=args.rt_priority)
     except (ClockError, JobError, OSError, PortError) as e:
         print(f"tccl agent: {e}", file=sys.stderr)
         return 2

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
 from emulation.clock import EmulationClock
-from emulation.realtime import agent_priority, realtime_prefix
+from emulation.realtime import agent_priority
 from tccl.control import socket_path
 from tccl.rundir import clear_markers, results_path
 from tccl.job import Job
@@ -87,13 +87,14 @@ def resolve_nic(spec: Any) -> str:
 
 def agent_command(fabric: HostsProvider, job_path: Path, server: str, run_dir: Path,
                   clock: EmulationClock | None = None, nic: str | None = None) -> list[str]:
-    """The command line of ``server``'s agent: at the agents' real-time priority beside
-    the fabric's switches, on the fabric's clock as ``server``'s machine reads it (or
-    ``clock``), over transport ``nic`` (default: the fabric spec's, `resolve_nic`)."""
+    """The command line of ``server``'s agent: on the fabric's clock as ``server``'s
+    machine reads it (or ``clock``), over transport ``nic`` (default: the fabric spec's,
+    `resolve_nic`), entering the agents' real-time priority beside the fabric's switches
+    once set up (emulation/realtime.py)."""
     clock = clock or (fabric.clock_on(server) if fabric.clock else EmulationClock.from_env())
-    return realtime_prefix(agent_priority(fabric.spec.rt_priority)) + [
-        sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
-        "--run-dir", str(run_dir), "--clock", clock.encode(), "--nic", nic or resolve_nic(fabric.spec)]
+    return [sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
+            "--run-dir", str(run_dir), "--clock", clock.encode(), "--nic", nic or resolve_nic(fabric.spec),
+            "--rt-priority", str(agent_priority(fabric.spec.rt_priority))]
 
 
 def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = None,

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
                                 reason="needs root and Mininet")
 
 from controller.gor import Gor  # noqa: E402
+from emulation.realtime import agent_priority  # noqa: E402
 from experiments.gor_loop import SENDER_MBPS, endpoints, two_flow_job  # noqa: E402
 from fuzzkit import count  # noqa: E402
 from tccl.rundir import ready_path  # noqa: E402
@@ -144,14 +145,33 @@ def listening(pid: int) -> list[tuple[str, str, int, str]]:
     return out
 
 
+def scheduling(pid: int) -> dict[int, tuple[int, int]]:
+    """Every thread of process ``pid``: its scheduling policy and priority."""
+    out = {}
+    for tid in map(int, os.listdir(f"/proc/{pid}/task")):
+        try:
+            out[tid] = (os.sched_getscheduler(tid), os.sched_getparam(tid).sched_priority)
+        except ProcessLookupError:
+            continue        # ended meanwhile
+    return out
+
+
 @pytest.mark.parametrize("nic", NICS)
 def test_listening_sockets_are_on_loopback_or_in_the_fabric_and_agents_take_garbage(fabric: Fabric, gor: Gor,
                                                                                     nic: str) -> None:
     """All listening sockets of the switches, GOR (this process) and a running job's
     agents (on each transport); meanwhile each agent's control socket gets garbage, and
-    the job completes."""
+    the job completes. The sending agents run real-time (set up at normal priority,
+    emulation/realtime.py): every thread SCHED_RR, a native NIC's threads above the
+    library's."""
     running = RunningJob(fabric, gor, job(fabric, "sockets"), nic)
     running.sending()
+    top = agent_priority(fabric.spec.rt_priority)
+    for server, pid in running.pids.items():
+        threads = scheduling(pid)
+        assert {policy for policy, _ in threads.values()} == {os.SCHED_RR}, (server, threads)
+        library = top - 1 if nic == "native" else top
+        assert threads[pid][1] == library and max(p for _, p in threads.values()) == top, (server, threads)
     own = os.readlink("/proc/self/ns/net")
     hosts = {os.readlink(f"/proc/{fabric.host(s.name).pid}/ns/net") for s in fabric.plan.servers}
     assert fabric.net is not None

@@ -89,7 +89,7 @@ class RecordingHost:
 class FakeFabric:
     """What the launcher needs of a fabric, with hosts made by ``host``."""
 
-    spec = SimpleNamespace(rt_priority=0, nic="python")   # normal scheduling: no chrt before python
+    spec = SimpleNamespace(rt_priority=0, nic="python")   # normal scheduling: --rt-priority 0
     clock = None
 
     def __init__(self, run_dir: Path, host) -> None:
