@@ -150,9 +150,9 @@ class JobRunner:
     def wait_started(self, run: JobRun, timeout_s: float) -> dict[str, str]:
         """Wait until every agent of ``run`` is set up (its ready marker: NICs open, at
         the job's start barrier) or has exited, or ``timeout_s`` (wall) passed; the
-        servers whose agents are not up, with why (``exit N``, ``starting``). An agent's
-        set-up (imports, its job, its NICs) takes a second and, on a busy machine,
-        several: a prompt that returned at once showed a job not sending yet."""
+        servers whose agents are not up, with why (``exit N``, ``starting``). An agent
+        sets up before it is real-time (emulation/realtime.py), which on a busy machine
+        takes seconds: a prompt that returned at once showed a job not sending yet."""
         deadline = time.monotonic() + timeout_s
         while True:
             late = {s: "starting" if p.poll() is None else f"exit {p.returncode}"

@@ -190,8 +190,8 @@ def run(job: Job, server: str, run_dir: Path, out: Any = sys.stdout,
     rows: list[Row] = []
     extra: dict[str, Any] = {}
     clear_markers(run_dir, server)
-    # Set up at normal priority; the NIC threads the engine starts inherit the real-time
-    # one (and the library goes one below them: tccl/nic/device.c).
+    # Set up before real-time (niced: emulation/realtime.py); the NIC threads the engine
+    # starts inherit the real-time priority (the library goes one below: tccl/nic/device.c).
     enter_realtime(rt_priority)
     with engine:
         control = ControlServer(engine, socket_path(run_dir, server)).start()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
 from emulation.clock import EmulationClock
-from emulation.realtime import agent_priority
+from emulation.realtime import agent_priority, setup_prefix
 from tccl.control import socket_path
 from tccl.rundir import clear_markers, results_path
 from tccl.job import Job
@@ -89,12 +89,14 @@ def agent_command(fabric: HostsProvider, job_path: Path, server: str, run_dir: P
                   clock: EmulationClock | None = None, nic: str | None = None) -> list[str]:
     """The command line of ``server``'s agent: on the fabric's clock as ``server``'s
     machine reads it (or ``clock``), over transport ``nic`` (default: the fabric spec's,
-    `resolve_nic`), entering the agents' real-time priority beside the fabric's switches
-    once set up (emulation/realtime.py)."""
+    `resolve_nic`), set up at niceness -10 and entering the agents' real-time priority
+    beside the fabric's switches once set up (emulation/realtime.py)."""
     clock = clock or (fabric.clock_on(server) if fabric.clock else EmulationClock.from_env())
-    return [sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
-            "--run-dir", str(run_dir), "--clock", clock.encode(), "--nic", nic or resolve_nic(fabric.spec),
-            "--rt-priority", str(agent_priority(fabric.spec.rt_priority))]
+    priority = agent_priority(fabric.spec.rt_priority)
+    return setup_prefix(priority) + [
+        sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
+        "--run-dir", str(run_dir), "--clock", clock.encode(), "--nic", nic or resolve_nic(fabric.spec),
+        "--rt-priority", str(priority)]
 
 
 def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = None,

@@ -65,10 +65,14 @@ def test_a_refused_priority_names_it_and_what_to_do():
     assert "SCHED_RR priority 7 refused" in out.stderr and "rt_priority: 0" in out.stderr
 
 
-def test_an_agent_starts_at_normal_priority_and_is_told_its_real_time_one():
+def test_an_agent_sets_up_niced_and_is_told_its_real_time_priority():
     """Not under chrt (its imports and job set-up would take the CPU from running agents
-    at their own priority): the agent gets the priority one below the switches'."""
+    at their own priority) but at niceness -10 (ahead of normal work); the agent gets the
+    priority one below the switches'. Without real-time scheduling, neither."""
     fabric = SimpleNamespace(spec=SimpleNamespace(rt_priority=10, nic="native"), clock=None)
     cmd = agent_command(fabric, Path("job.yaml"), "b0h0", Path("run"), EmulationClock.start(2.0))
-    assert cmd[0] == sys.executable and "chrt" not in cmd
+    assert cmd[:4] == ["nice", "-n", "-10", sys.executable] and "chrt" not in cmd
     assert cmd[cmd.index("--rt-priority") + 1] == "9"
+    fabric.spec.rt_priority = 0
+    cmd = agent_command(fabric, Path("job.yaml"), "b0h0", Path("run"), EmulationClock.start(2.0))
+    assert cmd[0] == sys.executable and cmd[cmd.index("--rt-priority") + 1] == "0"

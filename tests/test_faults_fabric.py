@@ -161,7 +161,7 @@ def test_listening_sockets_are_on_loopback_or_in_the_fabric_and_agents_take_garb
                                                                                     nic: str) -> None:
     """All listening sockets of the switches, GOR (this process) and a running job's
     agents (on each transport); meanwhile each agent's control socket gets garbage, and
-    the job completes. The sending agents run real-time (set up at normal priority,
+    the job completes. The sending agents run real-time (set up before that,
     emulation/realtime.py): every thread SCHED_RR, a native NIC's threads above the
     library's."""
     running = RunningJob(fabric, gor, job(fabric, "sockets"), nic)

@@ -87,7 +87,7 @@ PFC_SIZE = 1_500_000           # bytes per flow, of the victim check's flows too
 
 # Two senders on leaf 0, two receivers on leaf 1, one spine: both flows share leaf 0's
 # uplink. The second joins once the first has this many bytes acknowledged (~0.6 s).
-# Its agents start mid-run: they set up at normal priority (emulation/realtime.py), so
+# Its agents start mid-run: they set up before they are real-time (emulation/realtime.py), so
 # the first job's keep the CPU -- under chrt that burst made them late (p99 8-25 packet
 # times at dilation 1.1, 4-8 at 2) and this fabric ran at a fixed dilation 3.
 # Flows of ~8 emulated seconds shared: at this scale a
