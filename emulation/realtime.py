@@ -15,10 +15,7 @@ traffic: started under ``chrt`` its second or so of imports ran at the running a
 own priority, and a job starting beside another (a second tenant, the fluid-model
 check's second flow) held both cores from the first job's NICs (their handling p99 4-8
 packet times at dilation 2). Niceness -10 still puts the set-up ahead of normal work on
-the machine (a test run beside it) and behind every real-time thread. The switches'
-shared process does the same, and only its packet loop's thread enters SCHED_RR
-(`thread_realtime`): each switch it takes on while it runs (program, tables, P4Runtime
-server) and those servers' threads then stay behind every running fabric's packets.
+the machine (a test run beside it) and behind every real-time thread.
 """
 
 from __future__ import annotations
@@ -44,9 +41,8 @@ SETUP_NICE = -10
 
 
 def setup_prefix(priority: int) -> list[str]:
-    """``nice -n -10`` to put before the command of a process (an agent, the shared
-    switches) that enters SCHED_RR at ``priority`` once set up; empty for priority 0
-    (normal scheduling throughout)."""
+    """``nice -n -10`` to put before the command of an agent that enters SCHED_RR at
+    ``priority`` once set up; empty for priority 0 (normal scheduling throughout)."""
     return ["nice", "-n", str(SETUP_NICE)] if priority else []
 
 
@@ -56,23 +52,15 @@ def enter_realtime(priority: int) -> None:
     PermissionError, naming the priority, where the process may not (not root)."""
     if not priority:
         return
+    param = os.sched_param(priority)
     for tid in os.listdir("/proc/self/task"):
         try:
-            thread_realtime(int(tid), priority)
+            os.sched_setscheduler(int(tid), os.SCHED_RR, param)
         except ProcessLookupError:   # a thread that ended meanwhile
             continue
-
-
-def thread_realtime(tid: int, priority: int) -> None:
-    """Thread ``tid`` (a native thread id) to SCHED_RR at ``priority`` (0: left as it
-    is); PermissionError as `enter_realtime`."""
-    if not priority:
-        return
-    try:
-        os.sched_setscheduler(tid, os.SCHED_RR, os.sched_param(priority))
-    except PermissionError as e:
-        raise PermissionError(f"SCHED_RR priority {priority} refused ({e.strerror}): real-time "
-                              f"scheduling needs root, or rt_priority: 0 in the fabric spec") from e
+        except PermissionError as e:
+            raise PermissionError(f"SCHED_RR priority {priority} refused ({e.strerror}): real-time "
+                                  f"scheduling needs root, or rt_priority: 0 in the fabric spec") from e
 
 
 def settle_heap() -> None:

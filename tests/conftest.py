@@ -33,36 +33,28 @@ from xdist.scheduler import LoadScopeScheduling
 from fuzzkit import closing_note
 from testbed.clients import p4runtime_shell
 
-# Modules that create network namespaces: each group one fabric at a time. Two groups of
-# timed runs side by side (3 workers) took the suite to 7 min but left fabric runs
-# unfaithful on 2 cores (a switch's p99 lateness 16 packet times, GOR's gain lost under
-# the load); with the native switches and NICs again (2026-12-06, -n 2, load ~3-5 from
-# other work): 7:00 instead of 8:56, but 8 failures (p99 lateness 3-20 packet times,
-# stock+GOR 0.33).
-# The second group is the fabrics that carry little or no traffic and measure no timing
-# (pings, P4Runtime, the prompt's short jobs, a capture): they run beside the first as
-# the unit tests do, on the other worker, which has the time (the first group is the
-# suite's wall time, the unit tests a third of it). Their switches and agents set up
-# niced and only then turn real-time (emulation/realtime.py): when they still started
-# under chrt, the second group's start-ups competed with the first group's packets at
-# their own priority (the three-tier ring's switch departures p99 10.8 packet times, one
-# suite run in four on 2026-12-07), and the two groups were one until that was so. Not
-# test_fabric_bringup: its ECN check paces a sender from the test's own process, which
-# bursts when the first group holds the CPU; nor test_topo_cluster: its switches run a
-# process each, under chrt whole (topo/cluster.py). The two testbed.run modules share
-# build/run, so they stay in one group.
+# Modules that create network namespaces: one group, one fabric at a time. Two groups
+# side by side (3 workers) took the suite to 7 min but left fabric runs unfaithful on 2
+# cores (a switch's p99 lateness 16 packet times, GOR's gain lost under the load); with
+# the native switches and NICs again (2026-12-06, -n 2, load ~3-5 from other work): 7:00
+# instead of 8:56, but 8 failures (p99 lateness 3-20 packet times, stock+GOR 0.33).
+# A second group of the fabrics that carry little traffic (the prompt, pings, P4Runtime,
+# captures) beside the first saved ~1.5 min, but the fabrics it brings up start their
+# switches and agents under SCHED_RR at the first group's own priorities, so their
+# start-up (a second of imports each) competes with the first group's switches (one
+# suite run beside it, 2026-12-07: the three-tier ring's switch departures p99 10.8
+# packet times, load 6; stop 36's CI failed beside it too): one group again, until the
+# processes set up before they turn real-time.
 NETNS_GROUPS: dict[str, tuple[str, ...]] = {
     "netns": (
-        "test_tccl_fabric", "test_gor_fabric", "test_faults_fabric", "test_fabric_bringup",
-        "test_switch_device_loop", "test_switch_device_net", "test_switch_fuzz_frames",
+        "test_tccl_fabric", "test_gor_fabric", "test_faults_fabric", "test_gor_repl",
+        "test_topo_cluster", "test_fabric_run", "test_insight_tshark",
+        "test_fabric_bringup", "test_insight_fabric", "test_switch_device_loop",
+        "test_switch_device_net", "test_switch_device_p4rt", "test_switch_fuzz_frames",
         "test_gor_gain", "test_experiments_failure", "test_experiments_moe",
-        "test_experiments_pcap", "test_experiments_demo",
+        "test_experiments_pcap", "test_experiments_demo", "test_compat_p4runtime_shell",
         "test_threetier_fabric", "test_tccl_agent_net", "test_validity_fabric",
-        "test_pfc_incast", "test_emulation_fidelity", "test_native_loop", "test_topo_cluster",
-    ),
-    "netns-quiet": (
-        "test_gor_repl", "test_fabric_run", "test_insight_tshark",
-        "test_insight_fabric", "test_switch_device_p4rt", "test_compat_p4runtime_shell",
+        "test_pfc_incast", "test_emulation_fidelity", "test_native_loop",
         "test_topo_namespaces",
     ),
 }

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -77,41 +76,3 @@ def test_an_agent_sets_up_niced_and_is_told_its_real_time_priority():
     fabric.spec.rt_priority = 0
     cmd = agent_command(fabric, Path("job.yaml"), "b0h0", Path("run"), EmulationClock.start(2.0))
     assert cmd[0] == sys.executable and cmd[cmd.index("--rt-priority") + 1] == "0"
-
-
-def _scheduling(pid: int) -> list[tuple[int, int]]:
-    return sorted((os.sched_getscheduler(int(t)), os.sched_getparam(int(t)).sched_priority)
-                  for t in os.listdir(f"/proc/{pid}/task"))
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_RR needs root")
-def test_the_shared_switches_loop_thread_alone_is_real_time(tmp_path: Path) -> None:
-    """`p4sim switches --rt-priority 7`: its packet loop's thread at SCHED_RR 7, every
-    other thread (the members' listener, the switches' starts and P4Runtime servers)
-    at normal scheduling, so a fabric starting beside a running one sets up behind the
-    running one's packets (topo/nodes.py starts it niced)."""
-    log = tmp_path / "switches.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "p4sim.cli", "switches", "--log-console",
-                                 "--members", str(tmp_path / "members.sock"), "--rt-priority", "7"],
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while "taking members on" not in log.read_text() and proc.poll() is None:
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        assert proc.poll() is None, log.read_text()
-        threads = _scheduling(proc.pid)
-        assert threads.count((os.SCHED_RR, 7)) == 1, threads
-        assert set(threads) == {(os.SCHED_RR, 7), (os.SCHED_OTHER, 0)}, threads
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def test_the_shared_switches_name_a_refused_priority() -> None:
-    out = subprocess.run([sys.executable, "-m", "p4sim.cli", "switches", "--members", "/nonexistent/m.sock",
-                          "--rt-priority", "7"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                         user=65534 if os.geteuid() == 0 else None)
-    assert out.returncode == 2, out
-    assert "SCHED_RR priority 7 refused" in out.stderr and "rt_priority: 0" in out.stderr, out.stderr

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
                                 reason="needs root and Mininet")
 
 from controller.gor import Gor  # noqa: E402
-from emulation.realtime import SETUP_NICE, agent_priority  # noqa: E402
+from emulation.realtime import agent_priority  # noqa: E402
 from experiments.gor_loop import SENDER_MBPS, endpoints, two_flow_job  # noqa: E402
 from fuzzkit import count  # noqa: E402
 from tccl.rundir import ready_path  # noqa: E402
@@ -163,8 +163,7 @@ def test_listening_sockets_are_on_loopback_or_in_the_fabric_and_agents_take_garb
     agents (on each transport); meanwhile each agent's control socket gets garbage, and
     the job completes. The sending agents run real-time (set up before that,
     emulation/realtime.py): every thread SCHED_RR, a native NIC's threads above the
-    library's; the switches' shared process sets up niced too, and only its packet
-    loop's thread is real-time."""
+    library's."""
     running = RunningJob(fabric, gor, job(fabric, "sockets"), nic)
     running.sending()
     top = agent_priority(fabric.spec.rt_priority)
@@ -173,14 +172,6 @@ def test_listening_sockets_are_on_loopback_or_in_the_fabric_and_agents_take_garb
         assert {policy for policy, _ in threads.values()} == {os.SCHED_RR}, (server, threads)
         library = top - 1 if nic == "native" else top
         assert threads[pid][1] == library and max(p for _, p in threads.values()) == top, (server, threads)
-    # The switches' shared process: niced, its packet loop's thread alone SCHED_RR.
-    assert fabric.net is not None
-    shared = {sw.shared_process().pid for sw in fabric.net.switches}
-    assert len(shared) == 1, shared
-    threads = list(scheduling(*shared).values())
-    assert threads.count((os.SCHED_RR, fabric.spec.rt_priority)) == 1, threads
-    assert set(threads) == {(os.SCHED_RR, fabric.spec.rt_priority), (os.SCHED_OTHER, 0)}, threads
-    assert os.getpriority(os.PRIO_PROCESS, *shared) == SETUP_NICE
     own = os.readlink("/proc/self/ns/net")
     hosts = {os.readlink(f"/proc/{fabric.host(s.name).pid}/ns/net") for s in fabric.plan.servers}
     assert fabric.net is not None

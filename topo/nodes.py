@@ -24,7 +24,7 @@ from typing import Sequence
 
 from mininet.node import Switch
 
-from emulation.realtime import realtime_prefix, setup_prefix
+from emulation.realtime import realtime_prefix
 from p4sim.switch.member import READY
 from topo.placement import LOOPBACK
 from topo.processes import stop_process
@@ -275,12 +275,9 @@ class P4SimSharedSwitch(P4SimSwitch):
         shared = self.shared_process()
         if shared is None:
             with open(self.run_dir / "switches.log", "ab") as log:
-                # Niced, its loop thread alone real-time (p4sim/switch/shared.py): a fabric
-                # starting beside a running one sets up behind the running one's packets.
-                shared = subprocess.Popen(setup_prefix(self.rt_priority) +
+                shared = subprocess.Popen(realtime_prefix(self.rt_priority) +
                                           [sys.executable, "-m", "p4sim.cli", "switches",
-                                           "--members", str(self.members_socket),
-                                           "--rt-priority", str(self.rt_priority)],
+                                           "--members", str(self.members_socket)],
                                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                           start_new_session=True)
             self.shared_pid_path.write_text(f"{shared.pid}\n")

@@ -66,10 +66,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--members", metavar="SOCKET",
                    help="also run the switches `p4sim switch-member` processes bring over this Unix "
                         "socket, each while its member lives")
-    p.add_argument("--rt-priority", type=int, default=0, metavar="N",
-                   help="SCHED_RR priority of the packet loop's thread alone, the rest (set-up, each "
-                        "switch's start, P4Runtime) staying at normal scheduling (default 0: the loop "
-                        "too; emulation/realtime.py)")
     p.add_argument("--log-console", action="store_true", help="log to stdout")
     p.add_argument("--log-file", metavar="PATH", help="log to this file")
     p.add_argument("--log-level", "-L", choices=sorted(LOG_LEVELS), default="info",
@@ -262,10 +258,10 @@ def main(argv: list[str]) -> int:
             if args.members is None:
                 for signum in (signal.SIGINT, signal.SIGTERM):
                     signal.signal(signum, lambda *_: [d.stop() for d in devices])
-                run_devices(devices, args.rt_priority)
+                run_devices(devices)
             else:
-                serve_members(args.members, devices, args.rt_priority)
-        except (ValueError, PermissionError) as e:
+                serve_members(args.members, devices)
+        except ValueError as e:
             print(f"p4sim switches: {e}", file=sys.stderr)
             return 2
     finally:
@@ -275,11 +271,10 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def serve_members(path: str, devices: list[NativeDevice], rt_priority: int = 0) -> None:
-    """Run ``devices`` and the switches members bring over ``path`` in one loop (its
-    thread at SCHED_RR ``rt_priority``) until SIGINT or SIGTERM (blocked in every
-    thread: this one takes them)."""
-    group = LoopGroup(devices, rt_priority=rt_priority)
+def serve_members(path: str, devices: list[NativeDevice]) -> None:
+    """Run ``devices`` and the switches members bring over ``path`` in one loop until
+    SIGINT or SIGTERM (blocked in every thread: this one takes them)."""
+    group = LoopGroup(devices)
     try:
         members = Members(path, group)
         log.info("taking members on %s", path)

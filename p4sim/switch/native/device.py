@@ -23,7 +23,6 @@ import os
 import threading
 from typing import Any, Sequence
 
-from emulation.realtime import thread_realtime
 from p4sim.switch import device as reference
 from p4sim.switch.device import Device
 from p4sim.switch.ccodegen import Unsupported
@@ -340,16 +339,15 @@ class NativeDevice(Device):
         super().close()
 
 
-def run_devices(devices: Sequence[NativeDevice], rt_priority: int = 0) -> None:
+def run_devices(devices: Sequence[NativeDevice]) -> None:
     """Forward the packets of ``devices`` (one emulation clock, one ``loop_cpu``) with
     one C loop thread (`LoopGroup`) until every one of them is stopped. One device is
     `NativeDevice.run`; several are `p4sim switches` (p4sim/switch/shared.py): one
     wake-up on the clock's grid serves them all, where separate loops wake once each.
     Returns on the calling thread, which meanwhile only waits, so the main thread
-    keeps running the signal handlers that call `stop`. ``rt_priority``: the loop
-    thread's SCHED_RR priority (`LoopGroup`)."""
+    keeps running the signal handlers that call `stop`."""
     if devices:
-        LoopGroup(devices, stay=False, rt_priority=rt_priority).join()
+        LoopGroup(devices, stay=False).join()
 
 
 class LoopGroup:
@@ -360,11 +358,9 @@ class LoopGroup:
     the thread calls it again with the new set: a few microseconds once per change,
     against one set fixed at start (`p4sim switches`' members come and go,
     p4sim/switch/shared.py). ``stay``: keep the thread while no device runs (until
-    `close`); otherwise it ends with the last device stopped. ``rt_priority``: the loop
-    thread's SCHED_RR priority, the rest of the process left as it is (0: the loop
-    too; PermissionError where it may not, emulation/realtime.py)."""
+    `close`); otherwise it ends with the last device stopped."""
 
-    def __init__(self, devices: Sequence[NativeDevice] = (), stay: bool = True, rt_priority: int = 0) -> None:
+    def __init__(self, devices: Sequence[NativeDevice] = (), stay: bool = True) -> None:
         self._ffi, self._lib = load()
         self._stay = stay
         self._cond = threading.Condition()
@@ -382,12 +378,6 @@ class LoopGroup:
                 self._admit_locked(d)
         self._thread = threading.Thread(target=self._loop, name="native-device-loop", daemon=True)
         self._thread.start()
-        assert self._thread.native_id is not None
-        try:
-            thread_realtime(self._thread.native_id, rt_priority)
-        except PermissionError:
-            self.close()
-            raise
 
     def add(self, device: NativeDevice) -> None:
         """Run ``device`` in this loop from its next wake-up; `ValueError` when its clock
