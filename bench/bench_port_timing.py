@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from bench.bench_p4rt import compiled_program, connect, p4sim_switch, start_switch, stop
-from bench.bench_switch import Topology, frames, offer, program
+from bench.bench_switch import Sender, Topology, frames, program
 
 RATE_MBPS = 8.0
 FRAME_BYTES = 1000
@@ -41,21 +41,18 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _port_rate_frac(topo: Topology) -> float:
+def _port_rate_frac(topo: Topology, workdir: Path) -> float:
     port_fps = RATE_MBPS * 1e6 / 8 / FRAME_BYTES
-    tx = topo.socket_of("h1")
-    sender = threading.Thread(target=offer, args=(tx, frames(FRAME_BYTES), int(OVERLOAD * port_fps * OFFER_S),
+    offer = Sender(topo, workdir).offer    # bench_switch's paced C sender, run in h1
+    sender = threading.Thread(target=offer, args=(frames(FRAME_BYTES), int(OVERLOAD * port_fps * OFFER_S),
                                                   OVERLOAD * port_fps))
     samples = []
-    try:
-        started = time.monotonic()
-        sender.start()
-        for at in WINDOW_S:
-            time.sleep(max(0.0, started + at - time.monotonic()))  # the window's edges: a wall-clock figure
-            samples.append((time.monotonic(), topo.rx_packets("h2")))
-        sender.join()
-    finally:
-        tx.close()
+    started = time.monotonic()
+    sender.start()
+    for at in WINDOW_S:
+        time.sleep(max(0.0, started + at - time.monotonic()))  # the window's edges: a wall-clock figure
+        samples.append((time.monotonic(), topo.rx_packets("h2")))
+    sender.join()
     (t0, n0), (t1, n1) = samples
     return (n1 - n0) * FRAME_BYTES * 8 / (t1 - t0) / (RATE_MBPS * 1e6)
 
@@ -77,7 +74,7 @@ def run() -> dict[str, float]:
                 client = connect(proc, address, workdir)
                 client.set_pipeline(p4info, device_config)
                 program(client)
-                rate_frac = _port_rate_frac(topo)
+                rate_frac = _port_rate_frac(topo, workdir)
                 time.sleep(QUEUE_DEPTH / (RATE_MBPS * 1e6 / 8 / FRAME_BYTES))  # the queue drains
                 before, started = _cpu_s(proc.pid), time.monotonic()
                 time.sleep(IDLE_S)  # idleness is what is measured
