@@ -43,8 +43,9 @@ from testbed.clients import p4runtime_shell
 # switches and agents under SCHED_RR at the first group's own priorities, so their
 # start-up (a second of imports each) competes with the first group's switches (one
 # suite run beside it, 2026-12-07: the three-tier ring's switch departures p99 10.8
-# packet times, load 6; stop 36's CI failed beside it too): one group again, until the
-# processes set up before they turn real-time.
+# packet times, load 6; stop 36's CI failed beside it too): one group again. Agents now
+# set up before they turn real-time; the switches' shared process doing the same, with
+# the quiet group back, was no faster and was backed out (docs/architecture.md).
 NETNS_GROUPS: dict[str, tuple[str, ...]] = {
     "netns": (
         "test_tccl_fabric", "test_gor_fabric", "test_faults_fabric", "test_gor_repl",
