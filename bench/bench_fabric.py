@@ -3,7 +3,10 @@ from launching ``python -m testbed.run`` to its "ready" line -- imports, (cached
 compile, Mininet build, switch processes up, hosts configured, every switch programmed.
 And the dilation `dilation: auto` gives the default fabric here (``fabric_dilation_auto``,
 `topo.dilation`: goal <= 1.5), with the engines it runs (native switches and NICs where
-they build).
+they build). And how long a job's agents take to start on it (``agents_startup_s``):
+from launching a small AllReduce over every NIC to the last agent's start-barrier
+marker (its NICs open), the median of `STARTUP_RUNS` -- what every job, demo run and
+test run waits before its first frame.
 
 And what the fabric's switches cost, native against Python in the same run: the default
 fabric at dilation 1 (emulated time is wall time) once with each ``switch_engine``, a
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,6 +45,7 @@ from topo.processes import stop_process
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT / "topo" / "fabrics" / "default.yaml"
 READY_TIMEOUT_S = 120
+STARTUP_RUNS = 5
 # The switches compared (topo/spec.py SWITCH_ENGINES and SWITCH_PROCESSES): each engine as
 # the default runs it (auto: native switches in one shared loop), and native switches a
 # process each.
@@ -71,6 +76,29 @@ def _startup_once(spec_path: Path) -> float:
     if ready is None:
         raise RuntimeError("fabric did not come up:\n" + "".join(lines[-20:]))
     return ready
+
+
+def agents_startup_s(spec_path: Path, runs: int = STARTUP_RUNS) -> float:
+    """Median seconds from launching a small AllReduce over every NIC of fabric
+    ``spec_path`` to the last of its agents' start-barrier markers."""
+    from controller.routes import program_fabric
+    from tccl.job import Workload, job_from_fabric
+    from tccl.launch import run_on_fabric
+    from tccl.rundir import ready_path
+    from topo.net import Fabric
+    from topo.spec import load_spec
+
+    job = job_from_fabric(spec_path, Workload(op="allreduce", sizes=(4096,), iters=1, warmup=0))
+    servers = sorted({r.server for r in job.ranks})
+    took = []
+    with tempfile.TemporaryDirectory(prefix="bench-agents-") as tmp, \
+            Fabric(load_spec(spec_path), run_dir=Path(tmp) / "run", program=program_fabric) as fabric:
+        for i in range(runs):
+            run_dir = Path(tmp) / f"job{i}"
+            launched = time.time()
+            run_on_fabric(fabric, job, run_dir)
+            took.append(max(ready_path(run_dir, s).stat().st_mtime for s in servers) - launched)
+    return statistics.median(took)
 
 
 def cpu_at_line_rate(engine: str, process: str = "auto") -> dict[str, float]:
@@ -121,7 +149,8 @@ def run() -> dict[str, float]:
         path = Path(tmp) / "bench.yaml"
         path.write_text(yaml.safe_dump(spec))
         _startup_once(path)  # warm-up: compiles the pipeline once, fills caches
-        figures = {"fabric_startup_s": _startup_once(path), "fabric_dilation_auto": dilation_auto()}
+        figures = {"fabric_startup_s": _startup_once(path), "fabric_dilation_auto": dilation_auto(),
+                   "agents_startup_s": agents_startup_s(path)}
     for engine, process in SWITCH_SETUPS:   # the same fabric, job and machine; only the switches differ
         figures.update(cpu_at_line_rate(engine, process))
     figures["switches_cpu_native_over_python_ratio"] = (

@@ -1,13 +1,13 @@
-"""RoCEv2 frames: built once per queue pair with Scapy, patched per packet.
+"""RoCEv2 frames: one template per queue pair, patched per packet, held to Scapy's.
 
 A RoCEv2 packet is Ethernet / IPv4 / UDP (dport 4791) / BTH [/ RETH | AETH] / payload /
 ICRC. Scapy (``scapy.contrib.roce``) declares these layers and computes the ICRC, but
 building one packet with it costs ~1 ms, far below the fabric's packet rate. So a
-`FrameTemplate` is built once per queue pair with Scapy, and each packet copies the
-template's bytes and patches what changes per packet: the IPv4 total length and
-checksum, the UDP length, the BTH opcode / ack-request bit / PSN, and the ICRC, which
-is computed here with the same algorithm as Scapy's ``BTH.compute_icrc`` (tests check
-both agree bit for bit):
+`FrameTemplate` is made once per queue pair from the frame layout (`topo.headers`), and
+each packet copies the template's bytes and patches what changes per packet: the IPv4
+total length and checksum, the UDP length, the BTH opcode / ack-request bit / PSN, and
+the ICRC, which is computed here with the same algorithm as Scapy's
+``BTH.compute_icrc`` (tests check both agree bit for bit):
 
     ICRC = CRC-32 over  8 bytes of 0xFF (the absent LRH)
                       | IPv4 header with TOS, TTL and checksum set to all ones
@@ -29,10 +29,6 @@ import socket
 import struct
 import zlib
 from dataclasses import dataclass
-
-from scapy.contrib.roce import BTH
-from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Ether
 
 from topo import headers
 # The wire's numbers, from the frame layout; the transport names them roce.<NAME>.
@@ -150,15 +146,16 @@ def _ipv4(ip: str) -> bytes:
         raise ValueError(f"not an IPv4 address: {ip!r}") from None
 
 
-# The headers of every template, built once with Scapy (so they are exactly what Scapy
-# declares); a template patches in its addresses, TOS, TTL, source port and QPN. Building
-# per queue pair with Scapy took ~1 ms a template, three per QP -- on the agent's thread,
-# with the NICs' frames waiting, when a QP is made at its first message or its first
-# frame (a native agent was unfaithful on the three-tier fabric for it).
-_PROTOTYPE = bytes(Ether(src="00:00:00:00:00:00", dst="00:00:00:00:00:00")
-                   / IP(src="0.0.0.0", dst="0.0.0.0", tos=0, ttl=64, id=0, flags="DF")
-                   / UDP(sport=1, dport=ROCE_UDP_PORT, chksum=0)
-                   / BTH(opcode=SEND_ONLY, dqpn=0, psn=0))
+# The headers of every template, from the frame layout with Scapy's defaults for these
+# layers (IPv4 version 4, IHL 5, DF, TTL 64; the BTH's partition key 0xFFFF); a
+# template patches in its addresses, TOS, TTL, source port and QPN, and `frame()` the
+# lengths and checksums. Not built with Scapy here: importing it was half of an agent's
+# start-up (~0.5 s of CPU per agent, four agents per job on two cores); the tests build
+# every kind of frame with Scapy and hold ours to it byte for byte.
+_PROTOTYPE = (headers.ETHERNET.pack(etherType=ETHERTYPE_IPV4)
+              + _IP.pack(version=4, ihl=5, flags=0b010, ttl=64, protocol=PROTO_UDP)
+              + _UDP.pack(srcPort=1, dstPort=ROCE_UDP_PORT)
+              + _BTH.pack(opcode=SEND_ONLY, partitionKey=0xFFFF))
 _ETH_DST, _ETH_SRC = headers.ETHERNET.span("dstAddr"), headers.ETHERNET.span("srcAddr")
 _SPORT_AT = _UDP.span("srcPort", UDP_OFF)
 _DQPN_AT = _BTH.span("destQP", BTH_OFF)
@@ -167,9 +164,9 @@ _DQPN_AT = _BTH.span("destQP", BTH_OFF)
 class FrameTemplate:
     """The frames of one direction of one queue pair.
 
-    Its headers are the Scapy-built `_PROTOTYPE` with this QP's fields patched in (the
-    tests hold them to Scapy's own build), then `frame()` produces each packet from
-    byte patches: ~100x faster than Scapy.
+    Its headers are `_PROTOTYPE` with this QP's fields patched in (the tests hold its
+    frames to Scapy's own build), then `frame()` produces each packet from byte
+    patches: ~100x faster than Scapy.
     """
 
     def __init__(self, src: Endpoint, dst: Endpoint, sport: int, dqpn: int,

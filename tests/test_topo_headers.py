@@ -55,6 +55,26 @@ def test_derived_offsets_read_what_scapy_writes():
     assert PACKET_IN.struct().format == "!HHIIBBH6s" and PACKET_IN.length == 22
 
 
+def test_packed_headers_are_what_scapy_writes():
+    """`Header.pack` (what the agents' frame templates start from) gives Scapy's bytes
+    for the same field values."""
+    frame = bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+                  / IP(src="10.0.0.1", dst="10.1.2.3", tos=(26 << 2) | 2, ttl=17, id=7, flags="DF", len=60,
+                       chksum=0x1234)
+                  / ScapyUDP(sport=51234, dport=4791, len=40, chksum=0)
+                  / ScapyBTH(opcode=0x0A, dqpn=0xABCDEF, psn=0x123456, ackreq=1, becn=1))
+    ours = (ETHERNET.pack(dstAddr=0x020000000002, srcAddr=0x020000000001, etherType=headers.ETHERTYPE_IPV4)
+            + IPV4.pack(version=4, ihl=5, dscp=26, ecn=2, totalLen=60, identification=7, flags=0b010, ttl=17,
+                        protocol=headers.PROTO_UDP, hdrChecksum=0x1234, srcAddr=0x0A000001, dstAddr=0x0A010203)
+            + UDP.pack(srcPort=51234, dstPort=headers.ROCE_UDP_PORT, length=40)
+            + BTH.pack(opcode=0x0A, partitionKey=0xFFFF, becn=1, destQP=0xABCDEF, ackRequest=1, psn=0x123456))
+    assert ours == frame[:len(ours)] and len(ours) == 54
+    with pytest.raises(KeyError, match="header udp has no field 'sport'"):
+        UDP.pack(sport=1)
+    with pytest.raises(ValueError, match="header bth: psn = 16777216 does not fit 24 bits"):
+        BTH.pack(psn=1 << 24)
+
+
 def test_bad_declarations_and_reads_are_named():
     with pytest.raises(ValueError, match="header odd: 12 bits"):
         Header("odd", [("a", 4), ("b", 8)])

@@ -36,12 +36,13 @@ import socket
 import zlib
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Iterator
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any, Iterator
 
 from topo.placement import LOOPBACK, block_server, grpc_host, switch_server
 from topo.spec import HOST_BITS, FabricSpec, validate
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 # Addresses of the fabric: 10.rail.block.host. Routes on spines are per (rail, block) /24.
 FABRIC_NET = ipaddress.IPv4Network("10.0.0.0/8")
@@ -362,7 +363,12 @@ class AddressPlan:
 
         Nodes carry ``role`` (server/leaf/spine/superspine) and the plan's record
         (``info``); every edge carries ``ports`` ({node: port number}) and ``mbps``.
+        networkx is imported here, not with the module: every agent and switch process
+        imports the plan, and few of them want its graph (networkx is ~0.15 s of a
+        process's start-up).
         """
+        import networkx as nx
+
         g = nx.Graph(name=self.spec.name)
         for server in self.servers:
             g.add_node(server.name, role="server", info=server)

@@ -110,6 +110,20 @@ class Header:
         first, bits = self._field(field)
         return 8 * self.end(last or field) - first - bits
 
+    def pack(self, **values: int) -> bytes:
+        """The header's bytes with the fields named set to ``values`` and the others 0:
+        how a frame's constant headers are built without a packet library."""
+        unknown = set(values) - set(self._at)
+        if unknown:
+            self._field(min(unknown))                # raises, naming the field
+        word = 0
+        for field, bits in self.fields:
+            value = values.get(field, 0)
+            if not 0 <= value < 1 << bits:
+                raise ValueError(f"header {self.name}: {field} = {value} does not fit {bits} bits")
+            word = word << bits | value
+        return word.to_bytes(self.length, "big")
+
     def struct(self, *items: str | tuple[str, str], raw: Collection[str] = ()) -> struct.Struct:
         """A big-endian struct reading ``items`` from the header's start (all fields if
         none are named). An item is a field, or a (first, last) pair of fields read
