@@ -70,3 +70,27 @@ def test_sigterm_at_the_prompt_tears_everything_down(tmp_path):
             proc.wait()
     assert proc.returncode == 128 + signal.SIGTERM
     assert_nothing_left(prefix)
+
+
+def test_stop_removes_every_cable_even_with_a_process_left_in_a_host(tmp_path):
+    """`Fabric.stop` ends the hosts' namespaces to drop their cables at once; a host
+    whose namespace outlives its shell (a process still in it) loses its cables too,
+    and the same fabric comes up again at once."""
+    from topo.net import Fabric
+    from topo.processes import stop_process
+    from topo.spec import load_spec
+
+    prefix = f"t{os.getpid() % 1000}"
+    spec = load_spec(small_spec(tmp_path, prefix, 4))
+    fabric = Fabric(spec, run_dir=tmp_path / "run")
+    fabric.start()
+    stay = fabric.host(f"{prefix}b0h0").popen(["sleep", "60"])
+    try:
+        fabric.stop()
+        assert_nothing_left(prefix)
+        with Fabric(spec, run_dir=tmp_path / "again"):
+            pass
+        assert_nothing_left(prefix)
+    finally:
+        fabric.stop()
+        stop_process(stay, 5)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -47,6 +48,9 @@ ProgramStep = Callable[[AddressPlan, Pipeline], None]
 class FabricError(RuntimeError):
     """The fabric could not be brought up; the message says which step and node."""
 
+
+# How long the kernel may take to dismantle the hosts' namespaces once their shells end.
+NAMESPACE_GONE_S = 2.0
 
 # Mininet hands a command to the host's shell through a terminal, whose line discipline
 # keeps at most 4095 characters of a line: an 8-NIC server's commands joined are longer.
@@ -85,6 +89,36 @@ def host_commands(plan: AddressPlan, server: Server) -> list[str]:
             f"ip rule add from {nic.ip} lookup {table} pref {1000 + nic.rail}",
         ]
     return cmds
+
+
+def _cut_cables(net: Mininet) -> None:
+    """Remove every cable of a one-machine network before Mininet's stop, faster than it
+    does: Mininet deletes each veth with its own ``ip link del`` through a node's shell,
+    and the kernel takes ~17 ms a deletion (an RCU grace period each), 0.8 s for the
+    default fabric's 32 cables. Ending the hosts' shells first ends their namespaces,
+    which the kernel dismantles in one batch with every veth in them and those veths'
+    peers (the leaves' host ports): 7 ms for 16. Only the cables between switches, both
+    ends in this namespace, are then deleted one by one (one ``ip -batch``). Mininet's
+    stop then finds no cable left and stops the switches and hosts as before."""
+    for host in net.hosts:
+        host.terminate()
+    # A host's namespace lives while any process is still in it (an agent being
+    # stopped): its cables then go below, from this namespace's end.
+    here = {link: next((i.name for i in (link.intf1, link.intf2) if not i.node.inNamespace), None)
+            for link in net.links}
+    to_hosts = [name for link, name in here.items() if name and (link.intf1.node.inNamespace
+                                                                 or link.intf2.node.inNamespace)]
+    deadline = time.monotonic() + NAMESPACE_GONE_S
+    while any(Path("/sys/class/net", name).exists() for name in to_hosts) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    names = [name for name in here.values() if name and Path("/sys/class/net", name).exists()]
+    if names:
+        subprocess.run(["ip", "-force", "-batch", "-"], input="".join(f"link del {n}\n" for n in names),
+                       text=True, capture_output=True, check=False)
+    for link in net.links:
+        for intf in (link.intf1, link.intf2):
+            intf.node.delIntf(intf)
+    net.links.clear()
 
 
 class Fabric:
@@ -206,7 +240,11 @@ class Fabric:
         """Stop the network and every switch process (by PID); safe to call twice."""
         net, self.net = self.net, None
         if net is not None:
-            net.stop()
+            try:
+                if not self.spans_machines:
+                    _cut_cables(net)
+            finally:
+                net.stop()
 
     def __enter__(self) -> "Fabric":
         self.start()
