@@ -50,7 +50,7 @@ from p4sim.switch.native.engine import make_engine
 from p4sim.switch.pause import is_mac_control, parse_pause, pfc_frame
 from p4sim.switch.pcap import PortCaptures
 from p4sim.switch.pfc import PfcConfig
-from p4sim.switch.ports import RING_BLOCKS, InterfacePort
+from p4sim.switch.ports import RING_BLOCKS, InterfacePort, open_ports
 from p4sim.switch.traffic_manager import DEFAULT_QUEUE_DEPTH, Dequeued, TrafficManager
 from p4sim.switch.v1model import V1Switch
 
@@ -135,10 +135,13 @@ class Device:
         self._wakeup = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self.captures: PortCaptures | None = None
         try:
-            for number, iface in sorted(ports.items()):
-                port = InterfacePort(number, iface, ring_blocks=self.ring_blocks((port_rates or {}).get(number)))
+            opened = open_ports([{"number": number, "iface": iface,
+                                  "ring_blocks": self.ring_blocks((port_rates or {}).get(number))}
+                                 for number, iface in sorted(ports.items())])
+            for number, port in zip(sorted(ports), opened):
                 self._ports[number] = port
                 self._by_fd[port.fileno()] = port
+            for number, iface in sorted(ports.items()):
                 self.tm.add_port(number)
                 self.tm.set_frame_bytes(number, _frame_bytes(iface))
             for number, rate in (port_rates or {}).items():

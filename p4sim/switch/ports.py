@@ -43,6 +43,7 @@ just before it, which follows any step of the wall clock within one batch.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import logging
@@ -53,6 +54,9 @@ import struct
 import sys
 import time
 from array import array
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +128,42 @@ class PortError(Exception):
     """A port's interface cannot be opened (missing, no permission)."""
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _set_rx_ring(sock: socket.socket, request: bytes) -> None:
+    """setsockopt(PACKET_RX_RING) through libc, with the interpreter lock released
+    (CPython's ``socket.setsockopt`` keeps it): the kernel waits an RCU grace period in
+    it (``synchronize_net``, ~8 ms here), which ports opened on threads (`open_ports`)
+    then wait out together instead of one after another."""
+    buf = ctypes.create_string_buffer(request, len(request))
+    if _libc.setsockopt(sock.fileno(), SOL_PACKET, PACKET_RX_RING, buf, len(request)) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def open_ports(wanted: Sequence[Mapping[str, Any]]) -> list[InterfacePort]:
+    """``InterfacePort(**kwargs)`` for each of ``wanted``, in its order, opened at once
+    on threads: 8 ports take ~16 ms instead of ~73 (`_set_rx_ring`), a tenth of a
+    default fabric's start-up. On a failure the ports that opened are closed and the
+    first error is raised."""
+    if len(wanted) < 2:
+        return [InterfacePort(**kwargs) for kwargs in wanted]
+    with ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="port-open") as pool:
+        futures = [pool.submit(InterfacePort, **kwargs) for kwargs in wanted]
+    opened, errors = [], []
+    for future in futures:
+        try:
+            opened.append(future.result())
+        except Exception as e:
+            errors.append(e)
+    if errors:
+        for port in opened:
+            port.close()
+        raise errors[0]
+    return opened
+
+
 class InterfacePort:
     """Port ``number`` attached to Linux interface ``iface``.
 
@@ -165,8 +205,7 @@ class InterfacePort:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
             sock.setsockopt(SOL_PACKET, PACKET_COPY_THRESH, 1)
             sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
-            sock.setsockopt(SOL_PACKET, PACKET_RX_RING,
-                            struct.pack("IIII", RING_BLOCK, ring_blocks, RING_FRAME, self._ring_frames))
+            _set_rx_ring(sock, struct.pack("IIII", RING_BLOCK, ring_blocks, RING_FRAME, self._ring_frames))
             self._ring = mmap.mmap(sock.fileno(), RING_BLOCK * ring_blocks, mmap.MAP_SHARED,
                                    mmap.PROT_READ | mmap.PROT_WRITE)
             sock.bind((iface, protocol))

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from emulation.clock import EmulationClock
 from emulation.fidelity import LatenessHistogram
 from p4sim.switch.pause import ETHERTYPE_MAC_CONTROL
-from p4sim.switch.ports import ETH_P_IPV4, InterfacePort
+from p4sim.switch.ports import ETH_P_IPV4, InterfacePort, open_ports
 from tccl.fidelity import Lateness
 from tccl.job import Job, RankInfo, qpn_index, qpn_ranks
 from tccl.nic import qp as native
@@ -137,13 +137,11 @@ class NativeDevice:
 
     def open_port(self, info: RankInfo, line_rate_bps: float, priority: int, pause_ring_blocks: int) -> NativeNicPort:
         """Open rank ``info``'s NIC (`PortError` if its interface cannot be opened)."""
-        port = InterfacePort(info.rank, info.iface, protocol=ETH_P_IPV4, promisc=False, name=f"rank {info.rank}")
-        try:
-            mac = InterfacePort(info.rank, info.iface, protocol=ETHERTYPE_MAC_CONTROL, promisc=False,
-                                name=f"rank {info.rank} MAC control", ring_blocks=pause_ring_blocks)
-        except Exception:
-            port.close()
-            raise
+        port, mac = open_ports([
+            {"number": info.rank, "iface": info.iface, "protocol": ETH_P_IPV4, "promisc": False,
+             "name": f"rank {info.rank}"},
+            {"number": info.rank, "iface": info.iface, "protocol": ETHERTYPE_MAC_CONTROL, "promisc": False,
+             "name": f"rank {info.rank} MAC control", "ring_blocks": pause_ring_blocks}])
         index = lib.nic_device_add_port(self.c, port.fileno(), mac.fileno(), self._ring(port), self._ring(mac),
                                         bytes(int(x) for x in info.ip.split(".")), line_rate_bps, priority)
         if index < 0:
