@@ -51,6 +51,12 @@ def analyse(plan: AddressPlan, job: Job, trace: Trace, gor: bool = False) -> dic
             "model_busbw_frac": paced.busbw_frac, "model_gor_moves": paced.moves}
 
 
+def random_draws_key(job: Job) -> Job:
+    """What `expected_random` depends on of ``job``: all of it but its name and its
+    port policy and seed, which the draws replace (one key, one mean)."""
+    return dataclasses.replace(job, name="", transport=dataclasses.replace(job.transport, ports="random", seed=0))
+
+
 def expected_random(plan: AddressPlan, job: Job, trace: Trace, seeds: int = 100) -> float:
     """Mean `collisions` of the job over ``seeds`` draws of random source ports."""
     index = FabricIndex(plan)

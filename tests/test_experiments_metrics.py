@@ -222,6 +222,19 @@ def test_hash_model_predicts_stock_collisions_and_orthogonal_ports_only_in_pipel
         collisions.expected_random(plan, job_for("rail"), trace, 40) > 0
 
 
+def test_jobs_that_differ_only_in_name_and_ports_share_their_random_draws() -> None:
+    """`prepare` computes one mean of random draws per key: the key must hold all the
+    draws depend on (the hostfile order does) and nothing they replace."""
+    plan = AddressPlan(load_spec(DEFAULT))
+    trace = load_trace(TRACE)
+    key = {name: collisions.random_draws_key(job_for(name)) for name in CONFIGS}
+    assert key["stock"] == key["stock-gor"] != key["rail"] == key["orthogonal"] == key["gor"]
+    assert collisions.expected_random(plan, job_for("stock-gor"), trace, 10) == \
+        collisions.expected_random(plan, key["stock"], trace, 10)
+    assert collisions.expected_random(plan, job_for("gor"), trace, 10) == \
+        collisions.expected_random(plan, key["rail"], trace, 10)
+
+
 # --- configurations, table, failure --------------------------------------------------------
 
 def test_configs_and_trace_copies(tmp_path: Path) -> None:
