@@ -19,13 +19,18 @@ from experiments.failure import run_failure  # noqa: E402
 from experiments.runner import Settings  # noqa: E402
 
 DOWN_S = 2.0
+# The fault 1.5 s after the agents are up (6 telemetry rounds of baseline) in a job of 10
+# iterations of ~0.3 s: with GOR the job ends about when the fault does, without it the
+# flows on the cable stall the job for the 2 s.
+FAIL_AFTER_S = 1.5
+ITERATIONS = 10
 
 
 @pytest.mark.timeout(150)
 def test_gor_repairs_a_failed_cable_that_stalls_the_job_without_it(tmp_path: Path) -> None:
     out = tmp_path / "failure"
-    summary = run_failure(Settings(repeats=1, iterations=14, size_scale=0.5, out=out),
-                          fail_after_s=3.0, down_s=DOWN_S)
+    summary = run_failure(Settings(repeats=1, iterations=ITERATIONS, size_scale=0.5, out=out),
+                          fail_after_s=FAIL_AFTER_S, down_s=DOWN_S)
     assert json.loads((out / "summary.json").read_text())["scenario"] == "failure"
     without, with_gor = summary["configs"]["orthogonal"], summary["configs"]["gor"]
     assert summary["cable"][0].startswith("b") and summary["cable"][1].startswith("sp")
@@ -46,8 +51,8 @@ def test_gor_routes_around_a_spine_killed_mid_job(tmp_path: Path) -> None:
     routes around it within a tick and re-pushes it when it is back; without GOR the
     flows hashed onto it stall until it is back and reprogrammed."""
     out = tmp_path / "switch"
-    summary = run_failure(Settings(repeats=1, iterations=14, size_scale=0.5, out=out),
-                          fail_after_s=3.0, down_s=DOWN_S, kind="switch")
+    summary = run_failure(Settings(repeats=1, iterations=ITERATIONS, size_scale=0.5, out=out),
+                          fail_after_s=FAIL_AFTER_S, down_s=DOWN_S, kind="switch")
     without, with_gor = summary["configs"]["orthogonal"], summary["configs"]["gor"]
     assert summary["kind"] == "switch" and summary["switch"].startswith("sp")
     assert without["repair_s"] is None and without["recovery_s"] >= 0.5 * DOWN_S
@@ -65,8 +70,8 @@ def test_gor_repairs_a_super_spine_cable_on_the_three_tier_fabric(tmp_path: Path
     from experiments.failure import THREE_TIER
 
     out = tmp_path / "super"
-    summary = run_failure(Settings(fabric=THREE_TIER, repeats=1, iterations=14, size_scale=0.5, out=out),
-                          fail_after_s=3.0, down_s=DOWN_S, kind="super-cable")
+    summary = run_failure(Settings(fabric=THREE_TIER, repeats=1, iterations=ITERATIONS, size_scale=0.5, out=out),
+                          fail_after_s=FAIL_AFTER_S, down_s=DOWN_S, kind="super-cable")
     without, with_gor = summary["configs"]["orthogonal"], summary["configs"]["gor"]
     assert summary["cable"][0].startswith("sp") and summary["cable"][1].startswith("ss")
     assert without["repair_s"] is None and without["recovery_s"] >= 0.5 * DOWN_S
