@@ -188,6 +188,26 @@ def test_samples_decode_and_rank_by_scaled_bytes_on_one_port():
 
 # --- routing around failures, paths and ports --------------------------------------
 
+def test_switch_options_read_the_pipeline_once_and_again_when_it_is_recompiled(tmp_path):
+    """Every switch's options share one parsed P4Info and one device config, until the
+    compiler writes the files again: then the new ones."""
+    from controller.routes import switch_options
+    from topo.pipeline import Pipeline
+
+    pipeline = Pipeline(tmp_path / "p.p4info.txtpb", tmp_path / "p.json")
+    pipeline.p4info.write_text('pkg_info { name: "first" }\n')
+    pipeline.device_config.write_bytes(b'{"program": "first"}')
+    plan = AddressPlan(SPEC)
+    a, b = (switch_options(pipeline, sw) for sw in plan.switches[:2])
+    assert a.p4info is b.p4info and a.p4info.pkg_info.name == "first"
+    assert a.p4blob == b'{"program": "first"}' and (a.device_id, b.device_id) == tuple(
+        sw.device_id for sw in plan.switches[:2])
+    pipeline.p4info.write_text('pkg_info { name: "second" }\n')
+    pipeline.device_config.write_bytes(b'{"program": "second"}')
+    again = switch_options(pipeline, plan.switches[0])
+    assert again.p4info.pkg_info.name == "second" and again.p4blob == b'{"program": "second"}'
+
+
 def test_no_failures_gives_the_fabric_programs_and_the_hash_model():
     plan = AddressPlan(SPEC)
     from controller import routes
