@@ -32,7 +32,7 @@ SRC = Path(__file__).resolve().parent
 ROOT = SRC.parent.parent
 BUILD = ROOT / "build" / "nic"
 HEADERS = ("nic.h", "sync.h")
-SOURCES = ("frames.c", "cq.c", "dcqcn.c", "requester.c", "responder.c", "histogram.c", "device.c")
+SOURCES = ("crc32.c", "frames.c", "cq.c", "dcqcn.c", "requester.c", "responder.c", "histogram.c", "device.c")
 CFLAGS = ("-O2", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter")
 # What the sanitizer build adds (tests/test_nic_sanitize.py): every out-of-bounds
 # access or undefined operation aborts with a report. A process loads that build when

@@ -7,44 +7,6 @@
 
 #include "nic.h"
 
-static uint32_t crc_table[8][256];
-static int crc_ready;
-
-static void crc_init(void)
-{
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[0][n] = c;
-    }
-    for (uint32_t n = 0; n < 256; n++)
-        for (int t = 1; t < 8; t++)
-            crc_table[t][n] = crc_table[0][crc_table[t - 1][n] & 0xFF] ^ (crc_table[t - 1][n] >> 8);
-    crc_ready = 1;
-}
-
-/* zlib.crc32(buf, crc): slicing by 8 (a received 4 KiB frame is checked, every sent
- * one computed). */
-uint32_t nic_crc32(uint32_t crc, const uint8_t *buf, size_t len)
-{
-    if (!crc_ready)
-        crc_init();
-    uint32_t c = ~crc;
-    while (len >= 8) {
-        uint32_t lo = c ^ ((uint32_t)buf[0] | (uint32_t)buf[1] << 8 | (uint32_t)buf[2] << 16 |
-                           (uint32_t)buf[3] << 24);
-        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
-            crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^
-            crc_table[3][buf[4]] ^ crc_table[2][buf[5]] ^ crc_table[1][buf[6]] ^ crc_table[0][buf[7]];
-        buf += 8;
-        len -= 8;
-    }
-    while (len--)
-        c = crc_table[0][(c ^ *buf++) & 0xFF] ^ (c >> 8);
-    return ~c;
-}
-
 static inline uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 static inline uint32_t be32(const uint8_t *p)
 {
