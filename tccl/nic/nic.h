@@ -18,11 +18,13 @@
 
 #include "layout.h"
 
-/* ---- frames (frames.c) ------------------------------------------------------- */
+/* ---- CRC-32 (crc32.c) -------------------------------------------------------- */
 
 uint32_t nic_crc32(uint32_t crc, const uint8_t *buf, size_t len);  /* zlib.crc32 */
 /* The same by tables alone: what nic_crc32 does on a CPU without carry-less multiply. */
 uint32_t nic_crc32_tables(uint32_t crc, const uint8_t *buf, size_t len);
+
+/* ---- frames (frames.c) ------------------------------------------------------- */
 
 /* The headers of one direction of one QP (Ethernet/IPv4/UDP/BTH as Scapy built them
  * in roce.FrameTemplate): per frame the lengths, the IPv4 checksum, opcode, PSN and
