@@ -310,7 +310,7 @@ def _step_programs(engine: Engine, job: Job, step: Step
         plan = C.pxn_plan(T.step_groups(step, job.ranks), job.ranks)
         for rank in plan.ranks:
             if rank in engine.local:
-                data = C.input_data(seed, rank, step.size)
+                data = C.rank_input(seed, rank, step.size)
                 progs[rank] = C.pxn_all_to_all(plan, rank, data, step.weights)
                 members = plan.order.get(rank)
                 check[rank] = (functools.partial(C.expected, "alltoall", members, rank, step.size, seed,

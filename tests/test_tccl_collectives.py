@@ -51,6 +51,22 @@ def test_allreduce_is_xor_of_inputs():
         C.xor(b"ab", b"a")
 
 
+def test_programs_reuse_a_ranks_input_and_the_check_regenerates_it():
+    """Each iteration's programs send the buffer the last one sent (generated once);
+    `expected` still computes from inputs of its own, holding none of them."""
+    engine = Engine(one_server_job(2), "s")
+    C.rank_input.cache_clear()
+    _, inputs = C.programs_for("allreduce", engine, [0, 1], 5000, seed=11)
+    again, inputs_again = C.programs_for("allreduce", engine, [0, 1], 5000, seed=11)
+    assert all(inputs[r] is inputs_again[r] for r in (0, 1))
+    assert C.rank_input.cache_info().misses == 2
+    assert inputs[0] == C.input_data(11, 0, 5000)
+    results = C.run_collective(engine, again, timeout=10.0)
+    assert results[0] == results[1] == C.expected("allreduce", [0, 1], 0, 5000, seed=11)
+    assert C.rank_input.cache_info()[:2] == (2, 2)       # (hits, misses): the check took none
+    engine.close()
+
+
 def test_chunks_cover_buffer():
     assert C.chunks(10, 3) == [(0, 4), (4, 7), (7, 10)]
     assert C.chunks(2, 4) == [(0, 1), (1, 2), (2, 2), (2, 2)]
