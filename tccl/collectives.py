@@ -6,8 +6,8 @@ every message this rank sent is acknowledged). `run_collective` steps the local 
 generators from the engine's event loop, so one agent drives all its ranks at once.
 
 The data are real bytes; the reduction is bitwise XOR (MPI's ``MPI_BXOR``): it runs at
-C speed on whole chunks (via Python's big integers, no numpy here) and makes the result
-checkable -- an AllReduce must equal the XOR of every rank's input.
+C speed on whole chunks (numpy, which the port planner imports anyway) and makes the
+result checkable -- an AllReduce must equal the XOR of every rank's input.
 
 Ring orders (`ring_order`): ``input`` keeps the job's rank order; ``rail`` walks the
 servers block by block and, inside each server, snakes over the rails so that every
@@ -29,6 +29,8 @@ import functools
 import random
 from dataclasses import dataclass
 from typing import Callable, Generator, Hashable, Sequence
+
+import numpy as np
 
 from tccl.engine import NET, NVLINK, Engine
 from tccl.job import RankInfo
@@ -56,11 +58,11 @@ Program = Generator[object, "bytes | None", bytes]
 
 
 def xor(a: bytes | memoryview, b: bytes | memoryview) -> bytes:
-    """Bytewise XOR of two equal-length buffers (the reduction operator)."""
+    """Bytewise XOR of two equal-length buffers (the reduction operator), in numpy: a
+    16 KiB slice in 1.7 us, where Python's big integers took 30 (docs/tccl.md)."""
     if len(a) != len(b):
         raise ValueError(f"cannot reduce buffers of {len(a)} and {len(b)} bytes")
-    n = len(a)
-    return (int.from_bytes(a, "little") ^ int.from_bytes(b, "little")).to_bytes(n, "little")
+    return np.bitwise_xor(np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)).tobytes()
 
 
 def input_data(seed: int, rank: int, size: int) -> bytes:
@@ -757,7 +759,7 @@ def expected(op: str, ring: Sequence[int], rank: int, size: int, seed: int,
 @functools.lru_cache(maxsize=1)
 def _xor_of_inputs(seed: int, ranks: tuple[int, ...], size: int) -> bytes:
     """XOR of the inputs of ``ranks`` (cached: every local rank checks the same)."""
-    acc = 0
+    acc = np.zeros(size, np.uint8)
     for r in ranks:
-        acc ^= int.from_bytes(input_data(seed, r, size), "little")
-    return acc.to_bytes(size, "little")
+        np.bitwise_xor(acc, np.frombuffer(input_data(seed, r, size), np.uint8), out=acc)
+    return acc.tobytes()
