@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from emulation.clock import EmulationClock
 from p4sim.switch.pause import ETHERTYPE_MAC_CONTROL, PRIORITIES, parse_pause, quanta_seconds
-from p4sim.switch.ports import ETH_P_IPV4, InterfacePort
+from p4sim.switch.ports import ETH_P_IPV4, InterfacePort, close_ports
 from tccl import fidelity, roce
 from tccl.fidelity import Lateness
 from tccl.job import Job, RankInfo, qpn, qpn_index, qpn_ranks
@@ -192,10 +192,6 @@ class NicPort:
             resume = self.paused_until[roce.priority(self.held[0])]
             due = resume if due is None else min(due, resume)
         return due
-
-    def close(self) -> None:
-        self.port.close()
-        self.mac_control.close()
 
 
 class QueuePair:
@@ -345,9 +341,9 @@ class Engine:
     def close(self) -> None:
         self._fds = [self._wake_r]
         if self.device is not None:
-            self.device.close()
-        for nic in self.nics.values():
-            nic.close()
+            self.device.close()         # its NICs' ports with it
+        else:
+            close_ports(port for nic in self.nics.values() for port in (nic.port, nic.mac_control))
         self.nics.clear()
         if self._sink is not None:
             self._sink.close()

@@ -28,7 +28,7 @@ from testkit import DeviceLoop, blocked, context_switches, wait_for
 from p4sim.switch.device import Device
 from p4sim.switch.pause import MAX_QUANTA, pfc_frame
 from p4sim.switch.pfc import PfcConfig
-from p4sim.switch.ports import InterfacePort, PortError, open_ports
+from p4sim.switch.ports import InterfacePort, PortError, close_ports, open_ports
 from topo.namespaces import Netns
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
@@ -280,20 +280,20 @@ def port_batches(port: InterfacePort, count: int, timeout: float) -> list[bytes]
 def test_ports_opened_at_once_come_in_order_and_a_bad_one_closes_the_rest():
     """`open_ports` (a device's ports on threads, in the namespace of the thread that
     asks): the ports in the order asked; one interface missing raises its PortError and
-    leaves no socket of the others open."""
+    leaves no socket of the others open. `close_ports` closes every one (on threads)."""
     fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731
     with Netns() as n:
         n.add_ns("a")
         n.add_ns("b")
         links = [n.add_link("a", "b") for _ in range(3)]
         with n.entered("b"):
+            before = fds()
             ports = open_ports([{"number": k + 1, "iface": ib} for k, (_, ib) in enumerate(links)])
             try:
                 assert [(p.number, p.iface) for p in ports] == [(k + 1, ib) for k, (_, ib) in enumerate(links)]
             finally:
-                for port in ports:
-                    port.close()
-            before = fds()
+                close_ports(ports)          # side by side, as they opened
+            assert fds() == before and all(p.fileno() == -1 for p in ports)
             with pytest.raises(PortError, match="port 2: cannot open interface 'nosuch0'"):
                 open_ports([{"number": 1, "iface": links[0][1]}, {"number": 2, "iface": "nosuch0"},
                             {"number": 3, "iface": links[2][1]}])

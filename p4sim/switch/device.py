@@ -41,7 +41,6 @@ import os
 import select
 import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -50,7 +49,7 @@ from p4sim.switch.native.engine import make_engine
 from p4sim.switch.pause import is_mac_control, parse_pause, pfc_frame
 from p4sim.switch.pcap import PortCaptures
 from p4sim.switch.pfc import PfcConfig
-from p4sim.switch.ports import RING_BLOCKS, InterfacePort, open_ports
+from p4sim.switch.ports import RING_BLOCKS, InterfacePort, close_ports, open_ports
 from p4sim.switch.traffic_manager import DEFAULT_QUEUE_DEPTH, Dequeued, TrafficManager
 from p4sim.switch.v1model import V1Switch
 
@@ -448,13 +447,8 @@ class Device:
         return ", ".join(parts)
 
     def close(self) -> None:
-        """Release sockets, captures and the wakeup fd. The ports are closed side by side:
-        the kernel waits for an RCU grace period in every close of a packet socket
-        (synchronize_net, ~25 ms on this VM), so one after another a leaf's 4 ports took
-        0.1 s and a spine's 8 0.2 s of every switch stop, serial in a shared process."""
-        ports = list(self._ports.values())
-        with ThreadPoolExecutor(max(1, len(ports)), thread_name_prefix="close-port") as pool:
-            list(pool.map(lambda port: port.close(), ports))   # (re-raises a port's error)
+        """Release sockets (side by side: `close_ports`), captures and the wakeup fd."""
+        close_ports(self._ports.values())
         self._ports.clear()
         self._by_fd.clear()
         if self.captures is not None:

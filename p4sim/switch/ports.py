@@ -54,7 +54,7 @@ import struct
 import sys
 import time
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -162,6 +162,21 @@ def open_ports(wanted: Sequence[Mapping[str, Any]]) -> list[InterfacePort]:
             port.close()
         raise errors[0]
     return opened
+
+
+def close_ports(ports: Iterable["InterfacePort"]) -> None:
+    """Close ``ports`` side by side: the kernel waits for an RCU grace period in every
+    close of a packet socket (synchronize_net, ~25 ms on this VM), so one after another
+    a spine's 8 ports took 0.2 s of every switch stop, and an agent's 8 (a data and a
+    PAUSE port per NIC) 0.2 s at the end of every job; at once, 40-60 ms. A port's
+    error is raised once every port is closed."""
+    ports = list(ports)
+    if len(ports) < 2:
+        for port in ports:
+            port.close()
+        return
+    with ThreadPoolExecutor(max_workers=len(ports), thread_name_prefix="port-close") as pool:
+        list(pool.map(InterfacePort.close, ports))
 
 
 class InterfacePort:

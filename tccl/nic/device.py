@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from emulation.clock import EmulationClock
 from emulation.fidelity import LatenessHistogram
 from p4sim.switch.pause import ETHERTYPE_MAC_CONTROL
-from p4sim.switch.ports import ETH_P_IPV4, InterfacePort, open_ports
+from p4sim.switch.ports import ETH_P_IPV4, InterfacePort, close_ports, open_ports
 from tccl.fidelity import Lateness
 from tccl.job import Job, RankInfo, qpn_index, qpn_ranks
 from tccl.nic import qp as native
@@ -100,10 +100,6 @@ class NativeNicPort:
     @property
     def tx_dropped(self) -> int:
         return self._read().tx_errors
-
-    def close(self) -> None:
-        self.port.close()
-        self.mac_control.close()
 
 
 class NativeDevice:
@@ -196,6 +192,5 @@ class NativeDevice:
         for buf in self._buffers:
             ffi.release(buf)
         self._buffers.clear()
-        for nic in self.nics:
-            nic.close()
+        close_ports(port for nic in self.nics for port in (nic.port, nic.mac_control))
         self.nics.clear()
