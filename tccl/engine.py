@@ -9,7 +9,7 @@ the caller's deadline -- or a frame or a command arrives; never on a polling per
 and never sooner than half a frame time after the last wake-up (`WAKE_QUANTUM_FRAMES`).
 With the native NIC the NICs' part of this loop runs in C on a thread of its own.
 
-A NIC is the switch's `InterfacePort` bound to IPv4: frames are read from a
+A NIC is the switch's `InterfacePort` bound to IPv4 (`tccl.nicports`): frames are read from a
 PACKET_RX_RING shared with the kernel (a memory copy per frame, no system call) and
 sent on the same AF_PACKET socket. A second port bound to MAC control (EtherType
 0x8808) takes the PFC PAUSE frames of the leaf: the NIC honours them, as RoCE NICs do --
@@ -54,11 +54,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from emulation.clock import EmulationClock
-from p4sim.switch.pause import ETHERTYPE_MAC_CONTROL, PRIORITIES, parse_pause, quanta_seconds
-from p4sim.switch.ports import ETH_P_IPV4, InterfacePort, close_ports
+from p4sim.switch.pause import PRIORITIES, parse_pause, quanta_seconds
+from p4sim.switch.ports import InterfacePort, close_ports
 from tccl import fidelity, roce
 from tccl.fidelity import Lateness
 from tccl.job import Job, RankInfo, qpn, qpn_index, qpn_ranks
+from tccl.nicports import open_nic_ports
 from tccl.qp import Requester, Responder
 from topo.hashmodel import PORT_RANGE
 from topo.headers import priority_dscp
@@ -81,9 +82,6 @@ WAKE_QUANTUM_FRAMES = 0.5
 # Kmin (5 packets), so that the sender's own bursts do not look like congestion.
 CATCHUP_FRAMES = 2
 NET, NVLINK = "net", "nvlink"  # the two channels between ranks
-# Receive ring of a NIC's MAC-control port (PAUSE frames): 4 blocks hold 28 frames, far
-# more than a switch sends between two turns of the loop (one per XOFF/XON change).
-PAUSE_RING_BLOCKS = 4
 
 
 class NicPort:
@@ -91,15 +89,12 @@ class NicPort:
     PFC pause state per priority, and how late its departures and its frames' handling
     were (`tccl.fidelity`). Its QPs send on ``priority``."""
 
-    def __init__(self, info: RankInfo, line_rate_bps: float, frame_time: float, priority: int) -> None:
+    def __init__(self, info: RankInfo, port: InterfacePort, mac_control: InterfacePort, line_rate_bps: float,
+                 frame_time: float, priority: int) -> None:
         self.info = info
         self.line_rate = line_rate_bps
         self.priority = priority
-        self.port = InterfacePort(info.rank, info.iface, protocol=ETH_P_IPV4, promisc=False,
-                                  name=f"rank {info.rank}")
-        self.mac_control = InterfacePort(info.rank, info.iface, protocol=ETHERTYPE_MAC_CONTROL,
-                                         promisc=False, name=f"rank {info.rank} MAC control",
-                                         ring_blocks=PAUSE_RING_BLOCKS)
+        self.port, self.mac_control = port, mac_control     # `tccl.nicports`
         self.paused_until = [float("-inf")] * PRIORITIES   # emulated s
         self.pause_rx = 0
         self.paused_s = 0.0          # paused time of the QPs' priority, up to paused_until
@@ -321,14 +316,21 @@ class Engine:
         """Open the NICs (needs CAP_NET_RAW in the server's namespace; `PortError` if
         one cannot be opened)."""
         t = self.job.transport
-        for rank, info in self.local.items():
-            nic: NicPort | NativeNicPort
-            if self.device is not None:
-                nic = self.device.open_port(info, t.line_rate_bps, t.priority, PAUSE_RING_BLOCKS)
-            else:
-                nic = NicPort(info, t.line_rate_bps, self._frame_time, t.priority)
-            self.nics[rank] = nic
-            self._fds += [nic.port.fileno(), nic.mac_control.fileno()]
+        ports = open_nic_ports(self.local.values())
+        try:
+            for rank, info in self.local.items():
+                nic: NicPort | NativeNicPort
+                if self.device is not None:
+                    nic = self.device.add_port(info, *ports[rank], t.line_rate_bps, t.priority)
+                else:
+                    nic = NicPort(info, *ports[rank], t.line_rate_bps, self._frame_time, t.priority)
+                self.nics[rank] = nic
+                self._fds += [nic.port.fileno(), nic.mac_control.fileno()]
+        except BaseException:
+            rest = [port for rank, pair in ports.items() if rank not in self.nics for port in pair]
+            self.close()
+            close_ports(rest)
+            raise
         if self.device is not None:
             self.device.start(self._quantum)
         # The kernel would answer every RoCE frame with ICMP port unreachable; a bound UDP

@@ -31,6 +31,7 @@ import pytest
 
 from emulation.clock import EmulationClock
 from netns import receive
+from p4sim.switch.ports import PortError
 from tccl import roce
 from tccl.control import AgentClient, socket_path
 from tccl.engine import Engine
@@ -276,6 +277,36 @@ def test_a_timeout_resends_at_once_with_nothing_else_arriving(nic):
     assert len(times) == 3, times
     gaps = [b - a for a, b in zip(times, times[1:])]
     assert all(0.9 * rto <= g <= 1.5 * rto for g in gaps), (gaps, rto)
+
+
+@pytest.mark.parametrize("nic", NICS)
+def test_an_agent_opens_its_nics_at_once_and_a_missing_one_leaves_none_open(nic):
+    """Every local rank's two ports (RoCE, MAC control) open together (`tccl.nicports`),
+    in rank order; a rank whose interface is missing fails the open, naming it, and no
+    packet socket of the others stays open in the server's namespace."""
+    def packet_sockets() -> int:
+        return len(Path("/proc/thread-self/net/packet").read_text().splitlines()) - 1
+
+    with Netns() as net:
+        ia, ib = two_hosts(net)
+        job = make_job(ia, ib, 1000)
+        second = RankInfo(2, "a", 0, 1, ia, "10.9.1.1", MAC_A, MAC_B)
+        engine = Engine(dataclasses.replace(job, ranks=(*job.ranks, second)), "a", nic=nic)
+        with net.entered("a"):
+            before = packet_sockets()
+            engine.open()
+            try:
+                assert [(rank, n.port.name, n.mac_control.name) for rank, n in engine.nics.items()] == [
+                    (r, f"rank {r}", f"rank {r} MAC control") for r in (0, 2)]
+                assert packet_sockets() == before + 4
+            finally:
+                engine.close()
+            assert packet_sockets() == before
+            missing = dataclasses.replace(second, iface="nosuch0")
+            engine = Engine(dataclasses.replace(job, ranks=(*job.ranks, missing)), "a", nic=nic)
+            with pytest.raises(PortError, match="rank 2: cannot open interface 'nosuch0'"):
+                engine.open()
+            assert packet_sockets() == before
 
 
 @pytest.mark.parametrize("nic", NICS)

@@ -24,8 +24,7 @@ from typing import Any, Protocol
 
 from emulation.clock import EmulationClock
 from emulation.fidelity import LatenessHistogram
-from p4sim.switch.pause import ETHERTYPE_MAC_CONTROL
-from p4sim.switch.ports import ETH_P_IPV4, InterfacePort, close_ports, open_ports
+from p4sim.switch.ports import InterfacePort, close_ports
 from tccl.fidelity import Lateness
 from tccl.job import Job, RankInfo, qpn_index, qpn_ranks
 from tccl.nic import qp as native
@@ -131,13 +130,9 @@ class NativeDevice:
         return {"base": base, "len": len(mapping), "block_size": block, "frame_size": frame,
                 "frames": frames, "next": nxt}
 
-    def open_port(self, info: RankInfo, line_rate_bps: float, priority: int, pause_ring_blocks: int) -> NativeNicPort:
-        """Open rank ``info``'s NIC (`PortError` if its interface cannot be opened)."""
-        port, mac = open_ports([
-            {"number": info.rank, "iface": info.iface, "protocol": ETH_P_IPV4, "promisc": False,
-             "name": f"rank {info.rank}"},
-            {"number": info.rank, "iface": info.iface, "protocol": ETHERTYPE_MAC_CONTROL, "promisc": False,
-             "name": f"rank {info.rank} MAC control", "ring_blocks": pause_ring_blocks}])
+    def add_port(self, info: RankInfo, port: InterfacePort, mac: InterfacePort, line_rate_bps: float,
+                 priority: int) -> NativeNicPort:
+        """Rank ``info``'s NIC on its open ports (`tccl.nicports`): RoCE and MAC control."""
         index = lib.nic_device_add_port(self.c, port.fileno(), mac.fileno(), self._ring(port), self._ring(mac),
                                         bytes(int(x) for x in info.ip.split(".")), line_rate_bps, priority)
         if index < 0:
