@@ -113,8 +113,9 @@ def test_a_killed_member_stops_its_switch_alone_and_a_new_one_brings_it_back(net
         assert len(through(1, 2, 4)) == 1 and len(through(3, 4, 5)) == 1
 
         # SIGTERM, twice as Mininet's stop sends it: the member exits (0) once its switch
-        # has stopped, the second signal notwithstanding. (A gap between them: two at
-        # once reach the handler as one; the switch's stop takes 30-60 ms.)
+        # has stopped, the second signal notwithstanding -- even when it lands as the
+        # member exits (the switch's stop takes a few ms). (A gap between them: two at
+        # once reach the handler as one.)
         members[1].proc.send_signal(signal.SIGTERM)
         time.sleep(0.01)
         members[1].proc.send_signal(signal.SIGTERM)

@@ -121,6 +121,11 @@ def main(argv: list[str]) -> int:
             return 1
         except _Stopped:
             pass
+        # From here on signals are ignored, not handled: Python's exit puts a handled
+        # signal back to its default, so a second SIGTERM landing then -- the switch
+        # stops in a few ms -- would kill us with our exit status unsaid.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         # Stopped: say so by closing our half, and wait until the switch has stopped.
         sock.shutdown(socket.SHUT_WR)
         sock.settimeout(STOP_TIMEOUT_S)
