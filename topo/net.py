@@ -21,8 +21,6 @@ reaches NICs of other rails too (``ping -I 10.0.0.1 10.1.1.2`` crosses a spine).
 from __future__ import annotations
 
 import functools
-import itertools
-import os
 import shutil
 import subprocess
 import time
@@ -93,23 +91,14 @@ def host_commands(plan: AddressPlan, server: Server) -> list[str]:
     return cmds
 
 
-_cable_groups = itertools.count()
-
-
-def _cable_group() -> int:
-    """A link group number no other fabric's teardown uses at the same time: this
-    process's and its teardown's (never 0, every device's default group)."""
-    return 1 << 30 | (os.getpid() & 0xFFFFF) << 8 | next(_cable_groups) & 0xFF
-
-
 def _cut_cables(net: Mininet) -> None:
     """Remove every cable of a one-machine network before Mininet's stop, faster than it
     does: Mininet deletes each veth with its own ``ip link del`` through a node's shell,
     and the kernel takes ~17 ms a deletion (an RCU grace period each), 0.8 s for the
     default fabric's 32 cables. Ending the hosts' shells first ends their namespaces,
     which the kernel dismantles in one batch with every veth in them and those veths'
-    peers (the leaves' host ports): 7 ms for 16. The cables between switches, both ends in
-    this namespace, are then deleted as one link group (one ``ip -batch``). Mininet's
+    peers (the leaves' host ports): 7 ms for 16. Only the cables between switches, both
+    ends in this namespace, are then deleted one by one (one ``ip -batch``). Mininet's
     stop then finds no cable left and stops the switches and hosts as before."""
     for host in net.hosts:
         host.terminate()
@@ -124,11 +113,8 @@ def _cut_cables(net: Mininet) -> None:
         time.sleep(0.005)
     names = [name for name in here.values() if name and Path("/sys/class/net", name).exists()]
     if names:
-        # Into a link group of their own, deleted as one: the kernel unregisters a
-        # group's devices in one batch (16 cables 0.26 s one by one, 0.012 s so).
-        group = _cable_group()
-        script = "".join(f"link set dev {n} group {group}\n" for n in names) + f"link del group {group}\n"
-        subprocess.run(["ip", "-force", "-batch", "-"], input=script, text=True, capture_output=True, check=False)
+        subprocess.run(["ip", "-force", "-batch", "-"], input="".join(f"link del {n}\n" for n in names),
+                       text=True, capture_output=True, check=False)
     for link in net.links:
         for intf in (link.intf1, link.intf2):
             intf.node.delIntf(intf)
