@@ -22,6 +22,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from emulation.host import steal_share
+
 # Lateness is kept in *packet times* (an MTU frame's serialisation at the port's rate),
 # so ports of different rates, and the agents' NICs, share one histogram and one bound.
 # Bucket upper bounds: 0 (on time), then steps of 2^(1/3) (x1.26: a quantile within 26 %
@@ -119,6 +121,10 @@ class Fidelity:
     dilation: float = 1.0
     where: str = ""                # what was measured ("switches", "switches+agents")
     agents: dict[str, LatenessHistogram] = field(default_factory=dict)   # "agent departures", ...
+    # Share of the machine's CPU time its hypervisor took during the window (the most
+    # among the switches' machines; `emulation.host`): not judged -- the fabric cannot
+    # help it -- but the likeliest cause of late frames on a virtual machine.
+    steal: float | None = None
 
     def parts(self) -> dict[str, LatenessHistogram]:
         """Every histogram the run is judged on, by what it timed."""
@@ -163,9 +169,10 @@ class Fidelity:
         verdict = "faithful" if self.faithful else "UNFAITHFUL: " + "; ".join(self.problems())
         agents = "".join(f", {name} p99 {h.quantile(0.99):.2f}" for name, h in self.agents.items())
         total = sum(h.total for h in self.parts().values())
+        steal = f", host steal {100 * self.steal:.0f} %" if self.steal is not None else ""
         return (f"departures on time {100 * self.on_time:.1f} % of {total}, "
                 f"p99 lateness {ms}({self.p99:.2f} packet times{agents}), kernel drops {self.kernel_drops}, "
-                f"input saturated {self.saturated_s:.2f} s, dilation {self.dilation:g} -- {verdict}")
+                f"input saturated {self.saturated_s:.2f} s, dilation {self.dilation:g}{steal} -- {verdict}")
 
     def to_json(self) -> dict[str, Any]:
         return {"faithful": self.faithful, "problems": self.problems(),
@@ -176,6 +183,7 @@ class Fidelity:
                 "packet_time_us": round(self.packet_time_us, 1),
                 "kernel_drops": self.kernel_drops, "saturated_s": round(self.saturated_s, 3),
                 "dilation": self.dilation, "where": self.where,
+                "host_steal_frac": None if self.steal is None else round(self.steal, 4),
                 "lateness": self.lateness.to_json(),
                 "agents": {name: {"p99_lateness_pkt": round(h.quantile(0.99), 4), "events": h.total,
                                   "lateness": h.to_json()} for name, h in self.agents.items()}}
@@ -187,17 +195,23 @@ class Fidelity:
                    float(data.get("saturated_s", 0.0)), float(data.get("dilation", 1.0)),
                    str(data.get("where", "")),
                    {name: LatenessHistogram.from_json(part.get("lateness"))
-                    for name, part in data.get("agents", {}).items()})
+                    for name, part in data.get("agents", {}).items()},
+                   None if data.get("host_steal_frac") is None else float(data["host_steal_frac"]))
 
 
 def switches_window(before: Mapping[str, Mapping[str, Any]],
                     after: Mapping[str, Mapping[str, Any]]) -> Fidelity:
     """The fidelity of the switches between two rounds of `GetFidelity` snapshots
     (name -> the switch's cumulative counters, as `p4sim.switch.device.Device.fidelity`
-    gives them). A switch missing from ``before`` counts from zero."""
+    gives them). A switch missing from ``before`` counts from zero (but says nothing of
+    its machine's steal, which it counts from the machine's boot)."""
     lateness, drops, saturated, packet_time, dilation = LatenessHistogram(), 0, 0.0, 0.0, 1.0
+    steal: float | None = None
     for name, end in after.items():
         start = before.get(name, {})
+        share = steal_share(start.get("host_cpu", {}), end.get("host_cpu", {}))
+        if share is not None and (steal is None or share > steal):
+            steal = share
         lateness = lateness.merged(LatenessHistogram.from_json(end.get("lateness"))
                                    .since(LatenessHistogram.from_json(start.get("lateness"))))
         drops += int(end.get("kernel_drops", 0)) - int(start.get("kernel_drops", 0))
@@ -206,4 +220,4 @@ def switches_window(before: Mapping[str, Mapping[str, Any]],
         if t and (not packet_time or t < packet_time):
             packet_time = t
         dilation = float(end.get("dilation", dilation))
-    return Fidelity(lateness, packet_time, drops, saturated, dilation, "switches")
+    return Fidelity(lateness, packet_time, drops, saturated, dilation, "switches", steal=steal)

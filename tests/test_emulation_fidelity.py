@@ -62,6 +62,32 @@ def test_fidelity_bounds():
     assert Fidelity.from_json(verdict.to_json()).to_json() == verdict.to_json()
 
 
+def test_steal_is_the_share_of_the_window_the_hypervisor_took(tmp_path):
+    """/proc/stat's counts (user nice system idle iowait irq softirq steal guest
+    guest_nice) differenced over a window; the worst machine's share is shown beside
+    the verdict, which it does not change."""
+    from emulation.host import cpu_ticks, steal_share
+
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 800 10 0 20 20 40 0\ncpu0 1 2 3\n")
+    before = cpu_ticks(str(stat))
+    assert before == {"steal": 20, "total": 1000}        # guest time is inside user already
+    stat.write_text("cpu  200 0 100 1400 10 0 40 250 80 0\n")
+    after = cpu_ticks(str(stat))
+    assert steal_share(before, after) == pytest.approx(230 / 1000)
+    assert steal_share(after, after) is None and steal_share({}, after) is None
+    assert cpu_ticks(str(tmp_path / "missing")) == {"steal": 0, "total": 0}
+    calm = {"steal": 20, "total": 2000}
+    window = switches_window({"s1": {"host_cpu": before}, "s2": {"host_cpu": before}, "s3": {}},
+                             {"s1": {"host_cpu": after}, "s2": {"host_cpu": calm}, "s3": {"host_cpu": after},
+                              "s4": {"host_cpu": after}})
+    assert window.steal == pytest.approx(0.23) and window.faithful       # the worst of s1, s2
+    assert "host steal 23 %" in window.line()
+    assert Fidelity.from_json(window.to_json()).steal == pytest.approx(0.23)
+    assert switches_window({"s3": {}}, {"s3": {"host_cpu": after}}).steal is None
+    assert "steal" not in Fidelity().line()
+
+
 @pytest.mark.parametrize("late, faithful, on_time", [(0.25, True, 1.0), (0.26, True, 0.0),
                                                      (0.95, True, 0.0), (1.0, True, 0.0),
                                                      (1.05, False, 0.0)])
@@ -159,6 +185,7 @@ def test_monitor_flags_a_switch_kept_off_the_cpu(tmp_path, stopped):
             os.kill(sw.proc.pid, signal.SIGCONT)
             sw.stop()
     assert verdict.lateness.total > 300     # the port sent at its rate for ~3 s
+    assert verdict.steal is not None and 0 <= verdict.steal < 1   # the machine's, over GetFidelity
     assert verdict.packet_time_us == pytest.approx(1518 * 8 / MBPS, rel=0.01)
     if stopped:   # 0.5 s stopped: ~120 frames queued behind schedule, up to ~120 packet times
         assert not verdict.faithful, verdict.line()

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from emulation.clock import EmulationClock
+from emulation.host import cpu_ticks
 from p4sim.switch.native.engine import make_engine
 from p4sim.switch.pause import is_mac_control, parse_pause, pfc_frame
 from p4sim.switch.pcap import PortCaptures
@@ -247,7 +248,8 @@ class Device:
     def fidelity(self) -> dict[str, Any]:
         """Cumulative fidelity counters (readers difference two snapshots for a window):
         lateness of all rate-limited departures (packet times), bursts, kernel drops,
-        emulated seconds with the input saturated, the shortest packet time (us)."""
+        emulated seconds with the input saturated, the shortest packet time (us), and
+        the machine's CPU time with what its hypervisor stole (`emulation.host`)."""
         with self.lock:
             lateness, bursts, packet_time = self.tm.fidelity()
             for port in self._ports.values():
@@ -257,7 +259,7 @@ class Device:
                     "packet_time_us": packet_time or 0.0,
                     "kernel_drops": sum(p.kernel_drops for p in self._ports.values()),
                     "saturated_s": watch.saturated_total() if watch is not None else 0.0,
-                    "dilation": self.emulation_clock.dilation}
+                    "dilation": self.emulation_clock.dilation, "host_cpu": cpu_ticks()}
 
     def stop(self) -> None:
         """Make ``run`` return; safe from any thread and from signal handlers."""

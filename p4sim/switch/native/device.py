@@ -23,6 +23,7 @@ import os
 import threading
 from typing import Any, Sequence
 
+from emulation.host import cpu_ticks
 from p4sim.switch import device as reference
 from p4sim.switch.device import Device
 from p4sim.switch.ccodegen import Unsupported
@@ -244,7 +245,7 @@ class NativeDevice(Device):
                     "packet_time_us": packet_time or 0.0,
                     "kernel_drops": self._lib.p4n_device_kernel_drops(self._dev),
                     "saturated_s": self._lib.p4n_device_saturated_s(self._dev),
-                    "dilation": self.emulation_clock.dilation}
+                    "dilation": self.emulation_clock.dilation, "host_cpu": cpu_ticks()}
 
     # ---- the loop
 
