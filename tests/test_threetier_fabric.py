@@ -42,6 +42,7 @@ from controller.config import default_config  # noqa: E402
 from controller.gor import Gor  # noqa: E402
 from controller.routes import program_fabric  # noqa: E402
 from emulation.fidelity import switches_window  # noqa: E402
+from emulation.host import NOISY_STEAL  # noqa: E402
 from experiments.gor_loop import loop_steps, two_flow_job, wait_cleared  # noqa: E402
 from p4sim.runtime.queues import QueueControlClient, fidelity_of  # noqa: E402
 from tccl.fidelity import agents_window  # noqa: E402
@@ -142,17 +143,24 @@ def test_ring_allreduce_crosses_the_pods_faithfully(fabric, tmp_path) -> None:
     clients = {sw.name: QueueControlClient(grpc.insecure_channel(sw.grpc_address)) for sw in plan.switches}
     job = job_from_fabric(spec_path, Workload(op="allreduce", sizes=(64 * 1024,), iters=2, warmup=1),
                           Transport(ports="orthogonal"), name="three-tier-allreduce")
-    before = fidelity_of(clients)
-    results = run_on_fabric(fab, job, tmp_path, timeout=180)
-    verdict = switches_window(before, fidelity_of(clients)).with_agents(
-        *agents_window({s: r["fidelity"] for s, r in results.items() if "fidelity" in r}))
-    assert len(results) == len(plan.servers)
-    for server, res in results.items():
-        assert all(row["wrong"] == 0 for row in res["rows"]), server
-    # Rail order: the ring crosses from block to block; two of those hops cross pods.
-    print(f"three-tier allreduce busbw {[r['busbw_mbps'] for r in results[plan.servers[0].name]['rows']]} "
-          f"Mbit/s; {verdict.line()}; load {os.getloadavg()[0]:.2f}")
-    assert verdict.faithful, verdict.line()
+    # A run the host's hypervisor stole from (emulation/host.py) is measured again,
+    # once: its lateness says more about the neighbours than about the fabric.
+    lines = []
+    for attempt in range(2):
+        before = fidelity_of(clients)
+        results = run_on_fabric(fab, job, tmp_path / f"run{attempt}", timeout=180)
+        verdict = switches_window(before, fidelity_of(clients)).with_agents(
+            *agents_window({s: r["fidelity"] for s, r in results.items() if "fidelity" in r}))
+        assert len(results) == len(plan.servers)
+        for server, res in results.items():
+            assert all(row["wrong"] == 0 for row in res["rows"]), server
+        # Rail order: the ring crosses from block to block; two of those hops cross pods.
+        lines.append(f"three-tier allreduce busbw {[r['busbw_mbps'] for r in results[plan.servers[0].name]['rows']]} "
+                     f"Mbit/s; {verdict.line()}; load {os.getloadavg()[0]:.2f}")
+        print(lines[-1])
+        if verdict.faithful or (verdict.steal or 0.0) < NOISY_STEAL:
+            break
+    assert verdict.faithful, "\n".join(lines)
 
 
 @pytest.mark.parametrize("rail, seed", [(0, 1), (1, 2)])
