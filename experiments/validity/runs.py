@@ -129,7 +129,8 @@ def _origin(results: Mapping[str, Any], job: Job, rank: int) -> float:
 def _run(fabric: Any, clients: Mapping[str, Any], job: Job, run_dir: Path,
          during: Callable[[], None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``job``, calling ``during()`` while it runs: its results and the run's
-    numbers (switch drops, PAUSE frames, fidelity, the machine's load)."""
+    numbers (switch drops, PAUSE frames, fidelity, the machine's load and the share of
+    its CPU time the hypervisor stole, `emulation.host`)."""
     before, fid_before = switch_counters(clients), fidelity_of(clients)
     load = os.getloadavg()[0]
     outcome: dict[str, Any] = {}
@@ -155,7 +156,8 @@ def _run(fabric: Any, clients: Mapping[str, Any], job: Job, run_dir: Path,
         *agents_window({s: r["fidelity"] for s, r in outcome.items()}))
     numbers = {"drops": int(after["drops"] - before["drops"]), "pauses": int(after["pauses"] - before["pauses"]),
                "faithful": fidelity.faithful, "p99_lateness_pkt": round(fidelity.p99, 3),
-               "fidelity": fidelity.line(), "load_start": round(load, 2), "load_end": round(os.getloadavg()[0], 2)}
+               "fidelity": fidelity.line(), "host_steal": fidelity.steal,
+               "load_start": round(load, 2), "load_end": round(os.getloadavg()[0], 2)}
     return outcome, numbers
 
 
