@@ -147,13 +147,17 @@ def config_row(repeats: Sequence[Mapping[str, Any]], model: Mapping[str, Any] | 
 
 def fidelity_row(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """A configuration's fidelity over its repeats: faithful only if every repeat was,
-    with the worst p99 lateness and on-time share, and the kernel drops summed."""
+    with the worst p99 lateness and on-time share, the kernel drops summed, and the
+    most the hypervisor stole from the machine during an unfaithful one (None: none
+    was, or none counted it; emulation/host.py)."""
     if not runs:
         return None
+    steals = [r["host_steal_frac"] for r in runs if not r["faithful"] and r.get("host_steal_frac") is not None]
     return {"faithful": all(r["faithful"] for r in runs),
             "unfaithful_repeats": sum(not r["faithful"] for r in runs), "repeats": len(runs),
             "p99_lateness_pkt": max(r["p99_lateness_pkt"] for r in runs),
             "on_time_frac": min(r["on_time_frac"] for r in runs),
             "kernel_drops": sum(r["kernel_drops"] for r in runs),
             "dilation": max(r["dilation"] for r in runs),
+            "unfaithful_host_steal": max(steals) if steals else None,
             "problems": sorted({p for r in runs for p in r["problems"]})}

@@ -3,7 +3,8 @@ every repeat's busbw per iteration.
 
 The `fidelity` column says whether every repeat of a configuration was faithful
 (emulation/fidelity.py), with its worst p99 lateness in packet times; a configuration
-with an unfaithful repeat says UNFAITHFUL and how many, so no figure from a run whose
+with an unfaithful repeat says UNFAITHFUL and how many (and the most the host's
+hypervisor stole during one, emulation/host.py), so no figure from a run whose
 numbers came from the CPU rather than the modelled network passes unmarked."""
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ def _cell(row: Mapping[str, Any], key: str, fmt: str) -> str:
             return "-"
         if f["faithful"]:
             return f"ok ({f['p99_lateness_pkt']:.2f} pkt)"
-        return f"UNFAITHFUL {f['unfaithful_repeats']}/{f['repeats']} ({f['p99_lateness_pkt']:.2f} pkt)"
+        steal = f.get("unfaithful_host_steal")
+        stolen = f", steal {100 * steal:.0f} %" if steal is not None else ""
+        return f"UNFAITHFUL {f['unfaithful_repeats']}/{f['repeats']} ({f['p99_lateness_pkt']:.2f} pkt{stolen})"
     if key in ("gor_loop_s", "gor_verified_s"):
         p50, p99 = row.get(key), row.get(f"{key}_p99")
         return "-" if p50 is None else f"{p50:.2f}/{p99:.2f}" if p99 is not None else f"{p50:.2f}"

@@ -293,6 +293,13 @@ def test_a_configuration_with_an_unfaithful_repeat_is_marked_in_the_table() -> N
     text = format_table({"orthogonal": ok_row, "stock": bad_row})
     assert "ok (0.20 pkt)" in text.splitlines()[2]
     assert "UNFAITHFUL 1/2 (3.00 pkt)" in text.splitlines()[3]
+    # The host's steal beside it, the worst of the unfaithful repeats' (a faithful
+    # repeat's is no cause of anything).
+    stolen = [dict(base, fidelity=dict(good, host_steal_frac=0.4)),
+              dict(base, fidelity=dict(bad, host_steal_frac=0.27)), dict(base, fidelity=dict(bad, host_steal_frac=0.05))]
+    row = config_row(stolen)
+    assert row["fidelity"]["unfaithful_host_steal"] == 0.27 and bad_row["fidelity"]["unfaithful_host_steal"] is None
+    assert "UNFAITHFUL 2/3 (3.00 pkt, steal 27 %)" in format_table({"stock": row}).splitlines()[2]
 
 
 def test_recovery_is_the_end_of_the_last_stall() -> None:
