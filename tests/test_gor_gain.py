@@ -3,10 +3,12 @@ fixed, stock vs stock+GOR vs orthogonal ports. From iteration 2 on (GOR's moves 
 within the first) stock+GOR must run at the orthogonal planner's pace and clearly
 above stock -- margins set from the measured runs in docs/experiments.md: stock-gor
 iterations 2..N 0.81 against orthogonal 0.82 (0.99x) and stock 0.38 (2.1x). A GOR
-that never moves a flow runs at stock's pace and fails both."""
+that never moves a flow runs at stock's pace and fails both. Runs the hypervisor stole
+from are measured again, once (`testkit.again_if_stolen`)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -18,6 +20,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
                                 reason="needs root and Mininet")
 
 from experiments.__main__ import main  # noqa: E402
+from testkit import again_if_stolen  # noqa: E402
 
 # stock-gor's iterations 2..N against orthogonal's: measured 0.99x (0.96-0.99 over
 # repeats on a loaded machine); a GOR that moved nothing gives stock's 0.46x.
@@ -28,10 +31,18 @@ VS_STOCK = 1.5
 
 @pytest.mark.timeout(600)
 def test_stock_with_gor_runs_at_orthogonal_pace_from_iteration_two(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    assert main(["--configs", "stock,stock-gor,orthogonal", "--repeats", "1", "--iterations", "4",
-                 "--seed", "1", "--out", str(out)]) == 0
-    configs = json.loads((out / "summary.json").read_text())["configs"]
+    attempts = itertools.count()
+
+    def measure() -> dict:
+        out = tmp_path / f"run{next(attempts)}"
+        assert main(["--configs", "stock,stock-gor,orthogonal", "--repeats", "1", "--iterations", "4",
+                     "--seed", "1", "--out", str(out)]) == 0
+        return json.loads((out / "summary.json").read_text())["configs"]
+
+    # Each configuration's fidelity, with the host's steal during an unfaithful repeat.
+    configs = again_if_stolen(measure, lambda c: [{"faithful": row["fidelity"]["faithful"],
+                                                   "host_steal": row["fidelity"]["unfaithful_host_steal"]}
+                                                  for row in c.values()])
     rest = {name: row["busbw_frac_rest"] for name, row in configs.items()}
     assert configs["stock-gor"]["gor_moves"] > 0, rest
     assert rest["stock-gor"] >= VS_ORTHOGONAL * rest["orthogonal"], rest
