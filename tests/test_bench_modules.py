@@ -8,6 +8,7 @@ and left its figures out of every `make bench` for two days."""
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 from pathlib import Path
 
@@ -24,3 +25,23 @@ def test_the_benchmarks_are_found() -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_each_benchmark_module_imports_and_has_run(name: str) -> None:
     assert callable(importlib.import_module(f"bench.{name}").run)
+
+
+def test_a_run_reports_what_the_hypervisor_stole(tmp_path, monkeypatch, capsys) -> None:
+    """`make bench` puts the host's steal beside each benchmark's time and over the
+    whole run in the figures (``host_steal_frac``), so a slow figure from a busy host
+    reads as such."""
+    import types
+
+    import bench.__main__ as runner
+
+    readings = iter([{"steal": 0, "total": 1000}, {"steal": 10, "total": 1100},
+                     {"steal": 60, "total": 1200}, {"steal": 60, "total": 1200}])
+    monkeypatch.setattr(runner, "cpu_ticks", lambda: next(readings))
+    monkeypatch.setattr(runner, "RESULTS", tmp_path / "latest.json")
+    monkeypatch.setattr(runner.pkgutil, "iter_modules", lambda paths: [types.SimpleNamespace(name="bench_fake")])
+    fake = types.SimpleNamespace(run=lambda: {"fake_kpps": 1.0})
+    monkeypatch.setattr(runner.importlib, "import_module", lambda name: fake)
+    assert runner.main([]) == 0
+    assert "# bench_fake: " in (err := capsys.readouterr().err) and ", host steal 50 %" in err
+    assert json.loads((tmp_path / "latest.json").read_text()) == {"fake_kpps": 1.0, "host_steal_frac": 0.3}
