@@ -99,3 +99,38 @@ def test_an_eight_nic_servers_commands_fit_the_terminal_line_in_order():
     assert len("; ".join(cmds)) > 4095 and len(batches) > 1
     assert all(len("; ".join(b)) <= MAX_COMMAND_LINE for b in batches)
     assert [c for b in batches for c in b] == cmds
+
+
+def test_interface_mtus_are_set_one_shell_line_per_node_and_a_failure_names_its_interface():
+    """The cables' MTU goes through each node's shell once (a round trip costs ~2 ms,
+    per interface it was 0.12 s of every fabric start); an interface the kernel refuses
+    fails the start naming the node and the interface."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from topo.net import Fabric, FabricError
+    from topo.spec import load_spec
+
+    class Node:
+        def __init__(self, name: str, refuse: str = "") -> None:
+            self.name, self.refuse, self.lines = name, refuse, []
+
+        def cmd(self, line: str) -> str:
+            self.lines.append(line)
+            return "".join(f"Error: {part.split('|| echo ')[1]} refused\n" for part in line.split("; ")
+                           if self.refuse and f"dev {self.refuse} " in part)
+
+    def intf(node: Node, name: str) -> SimpleNamespace:
+        return SimpleNamespace(node=node, name=name)
+
+    fabric = Fabric(load_spec(Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "default.yaml"))
+    host, leaf, spine = Node("h"), Node("l"), Node("s")
+    links = [SimpleNamespace(intf1=intf(host, f"h-eth{i}"), intf2=intf(leaf, f"l-eth{i}")) for i in range(3)]
+    links.append(SimpleNamespace(intf1=intf(leaf, "l-eth9"), intf2=intf(spine, "s-eth0")))
+    fabric.net = SimpleNamespace(links=links)
+    fabric._set_mtu()
+    assert [len(n.lines) for n in (host, leaf, spine)] == [1, 1, 1]
+    assert leaf.lines[0].count(f"mtu {fabric.spec.iface_mtu}") == 4
+    leaf.refuse = "l-eth9"
+    with pytest.raises(FabricError, match="l's interfaces failed: Error: l-eth9 refused"):
+        fabric._set_mtu()

@@ -212,11 +212,17 @@ class Fabric:
         RoCE path MTU 4096), before any switch opens its ports."""
         assert self.net is not None
         mtu = self.spec.iface_mtu
+        # One shell round trip per node (a host's namespace, or a switch's), not per
+        # interface: 14 instead of 64 for the default fabric.
+        by_node: dict[Any, list[str]] = {}
         for link in self.net.links:
             for intf in (link.intf1, link.intf2):
-                out = intf.node.cmd(f"ip link set dev {intf.name} mtu {mtu}")
-                if out.strip():
-                    raise FabricError(f"setting MTU {mtu} on {intf.name} failed: {out.strip()}")
+                by_node.setdefault(intf.node, []).append(intf.name)
+        for node, names in by_node.items():
+            cmds = [f"ip link set dev {name} mtu {mtu} || echo {name}" for name in names]
+            out = "".join(node.cmd("; ".join(batch)) for batch in _batches(cmds))
+            if out.strip():
+                raise FabricError(f"setting MTU {mtu} on {node.name}'s interfaces failed: {out.strip()}")
 
     def _configure_hosts(self) -> None:
         assert self.net is not None
