@@ -32,7 +32,6 @@ programming, the same traffic) and the ratios p4sim/BMv2 are added.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -51,6 +50,7 @@ from scapy.layers.l2 import Ether
 
 from bench.bench_p4rt import (DEVICE_ID, P4RuntimeClient, canonical, compiled_program, connect, lpm,
                               p4sim_switch, start_switch, stop)
+from bench.cbuild import compiled
 from p4sim.proto import p4r
 from topo.namespaces import SO_TIMESTAMPNS, Netns
 
@@ -62,7 +62,6 @@ TRIAL_S = 1.0            # length of one offered-rate trial
 START_RATE = 2000.0      # frames/s of the first trial; doubled while lossless
 MAX_RATE = 4_096_000.0   # beyond what the C sender offers: the search stops there
 OVERLOAD_FRAMES = 1_000_000   # about a second of the C sender at full speed
-SENDER_CACHE = Path(__file__).resolve().parents[1] / "build" / "bench"
 BISECTIONS = 5           # resolution: 1/32 of the last doubling step
 LATENCY_SAMPLES = 1000
 LATENCY_WARMUP = 50      # first probes, not counted: they warm caches on both sides
@@ -152,7 +151,7 @@ class Sender:
 
     def __init__(self, topo: Topology, workdir: Path) -> None:
         self.topo, self.workdir = topo, workdir
-        self.binary = _compiled_sender()
+        self.binary = compiled(Path(__file__).with_name("sender.c"))
 
     def offer(self, batch: list[bytes], count: int, rate: float) -> tuple[int, float]:
         """Send ``count`` frames of ``batch`` round robin at ``rate`` frames/s (0: as
@@ -165,18 +164,6 @@ class Sender:
             raise RuntimeError(f"sender failed: {done.stderr.strip()}")
         sent, seconds = done.stdout.split()
         return int(sent), float(seconds)
-
-
-def _compiled_sender() -> Path:
-    source = Path(__file__).with_name("sender.c")
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    binary = SENDER_CACHE / f"sender-{digest}"
-    if not binary.exists():
-        SENDER_CACHE.mkdir(parents=True, exist_ok=True)
-        tmp = binary.with_name(f"{binary.name}.{os.getpid()}.tmp")
-        subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-o", str(tmp), str(source)], check=True)
-        os.replace(tmp, binary)
-    return binary
 
 
 def delivered(topo: Topology, before: int, expected: int) -> int:

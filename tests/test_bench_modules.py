@@ -45,3 +45,14 @@ def test_a_run_reports_what_the_hypervisor_stole(tmp_path, monkeypatch, capsys) 
     assert runner.main([]) == 0
     assert "# bench_fake: " in (err := capsys.readouterr().err) and ", host steal 50 %" in err
     assert json.loads((tmp_path / "latest.json").read_text()) == {"fake_kpps": 1.0, "host_steal_frac": 0.3}
+
+
+def test_the_wake_up_probe_reports_its_lateness_quantiles() -> None:
+    """bench/wakeup.c, compiled as `make bench` compiles it, for a fifth of a second at
+    this process's scheduling: 400 wake-ups, quantiles in order, none early."""
+    from bench.bench_wakeup import probe
+
+    got = probe(seconds=0.2, period_us=500)
+    assert got["count"] == 400
+    assert 0 <= got["p50_us"] <= got["p99_us"] <= got["p999_us"] <= got["max_us"]
+    assert 0 <= got["steal"] < 1
