@@ -212,17 +212,20 @@ class Fabric:
         RoCE path MTU 4096), before any switch opens its ports."""
         assert self.net is not None
         mtu = self.spec.iface_mtu
-        # One shell round trip per node (a host's namespace, or a switch's), not per
-        # interface: 14 instead of 64 for the default fabric.
+        # One `ip -batch` per node (a host's namespace, or a switch's), not an `ip` per
+        # interface: 14 processes instead of 64 for the default fabric. `ip` names a
+        # refused line by its number ("Command failed -:N"): the interfaces are listed.
         by_node: dict[Any, list[str]] = {}
         for link in self.net.links:
             for intf in (link.intf1, link.intf2):
                 by_node.setdefault(intf.node, []).append(intf.name)
         for node, names in by_node.items():
-            cmds = [f"ip link set dev {name} mtu {mtu} || echo {name}" for name in names]
-            out = "".join(node.cmd("; ".join(batch)) for batch in _batches(cmds))
-            if out.strip():
-                raise FabricError(f"setting MTU {mtu} on {node.name}'s interfaces failed: {out.strip()}")
+            for batch in _batches([f"'link set dev {name} mtu {mtu}'" for name in names]):
+                out = node.cmd(f"printf '%s\\n' {' '.join(batch)} | ip -batch -")
+                if out.strip():
+                    listed = ", ".join(f"{i}: {line.split()[3]}" for i, line in enumerate(batch, 1))
+                    raise FabricError(f"setting MTU {mtu} on {node.name}'s interfaces ({listed}) failed: "
+                                      f"{out.strip()}")
 
     def _configure_hosts(self) -> None:
         assert self.net is not None
