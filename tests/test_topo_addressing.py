@@ -88,17 +88,30 @@ def test_graph_is_the_leaf_spine_topology():
 def test_an_eight_nic_servers_commands_fit_the_terminal_line_in_order():
     """Mininet types a host's commands into its shell's terminal, which keeps 4095
     characters of a line: block8's servers (8 NICs) need several lines."""
+    import re
     from pathlib import Path
 
     from topo.net import MAX_COMMAND_LINE, _batches, host_commands
     from topo.spec import load_spec
 
     plan = AddressPlan(load_spec(Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "block8.yaml"))
-    cmds = host_commands(plan, plan.servers[0])
+    server = plan.servers[0]
+    cmds = host_commands(plan, server)
     batches = _batches(cmds)
     assert len("; ".join(cmds)) > 4095 and len(batches) > 1
-    assert all(len("; ".join(b)) <= MAX_COMMAND_LINE for b in batches)
+    # A line is one command or several under the limit; one `ip -batch` may pass it by
+    # its own prefix, never the terminal's 4095.
+    assert all(len("; ".join(b)) <= MAX_COMMAND_LINE or len(b) == 1 for b in batches)
+    assert all(len("; ".join(b)) < 4095 for b in batches)
     assert [c for b in batches for c in b] == cmds
+    # Every NIC's address, gateway and policy rule is among the `ip -batch` lines, in
+    # NIC order, and one sysctl turns every NIC's reverse-path filter off.
+    ip_lines = [line for c in cmds if c.endswith("| ip -batch -")
+                for line in re.findall(r"'([^']*)'", c.removeprefix("printf '%s\\n' "))]
+    assert len(ip_lines) == 7 * len(server.nics) and len([c for c in cmds if "ip -batch" in c]) > 1
+    assert [line for line in ip_lines if line.startswith("addr replace")] == \
+        [f"addr replace {nic.ip}/32 dev {nic.intf}" for nic in server.nics]
+    assert all(f"net.ipv4.conf.{nic.intf}.rp_filter=0" in cmds[0] for nic in server.nics)
 
 
 def test_interface_mtus_are_set_one_shell_line_per_node_and_a_failure_names_its_interface():
@@ -138,6 +151,6 @@ def test_interface_mtus_are_set_one_shell_line_per_node_and_a_failure_names_its_
     assert [len(n.lines) for n in (host, leaf, spine)] == [1, 1, 1]
     assert leaf.lines[0].count(f"mtu {fabric.spec.iface_mtu}") == 4
     leaf.refuse = "l-eth9"
-    with pytest.raises(FabricError, match=r"l's interfaces \(1: l-eth0, 2: l-eth1, 3: l-eth2, 4: l-eth9\) "
-                                          r"failed: Error: argument is wrong.\nCommand failed -:4"):
+    with pytest.raises(FabricError, match=r"l's interfaces failed: Error: argument is wrong.\nCommand failed -:4\n"
+                                          r"in: printf .*'link set dev l-eth9 mtu 4200' \| ip -batch -"):
         fabric._set_mtu()

@@ -67,28 +67,38 @@ def _batches(cmds: list[str]) -> list[list[str]]:
     return out
 
 
+def ip_batch(lines: list[str]) -> list[str]:
+    """Shell commands that give ``lines`` (``ip`` commands without the ``ip``: "link set
+    dev x mtu 4200") to one ``ip -batch`` each, as few as MAX_COMMAND_LINE allows. One
+    ``ip`` process for many lines: a process costs ~2 ms here, and a fabric's start
+    configured ~200 interfaces, routes and rules one process each. A refused line
+    prints ``Command failed -:N``, N counting from 1 in its command."""
+    return [f"printf '%s\\n' {' '.join(batch)} | ip -batch -" for batch in _batches([f"'{line}'" for line in lines])]
+
+
 def host_commands(plan: AddressPlan, server: Server) -> list[str]:
     """Shell commands that configure one server's namespace: addresses, routes, policy
     rules and the static neighbour entry of each rail gateway."""
-    cmds = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 "
-            "net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0"]
+    sysctls = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+               "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"]
+    # The switch forwards frames as received; segmentation offload would hand it
+    # super-MTU TCP frames (as the P4 tutorials' hosts, turn it off).
+    offloads = [f"ethtool -K {nic.intf} tso off gso off gro off >/dev/null 2>&1 || true" for nic in server.nics]
+    lines = []
     for nic in server.nics:
         leaf_mac = plan.switch(nic.leaf).mac
         table = RAIL_TABLE_BASE + nic.rail
-        cmds += [
-            f"sysctl -qw net.ipv4.conf.{nic.intf}.rp_filter=0",
-            # The switch forwards frames as received; segmentation offload would hand
-            # it super-MTU TCP frames (as the P4 tutorials' hosts, turn it off).
-            f"ethtool -K {nic.intf} tso off gso off gro off >/dev/null 2>&1 || true",
-            f"ip addr replace {nic.ip}/32 dev {nic.intf}",
-            f"ip neigh replace {nic.gateway_ip} lladdr {leaf_mac} dev {nic.intf} nud permanent",
-            f"ip route replace {nic.gateway_ip}/32 dev {nic.intf} scope link",
-            f"ip route replace {plan.rail_subnet(nic.rail)} via {nic.gateway_ip} dev {nic.intf}",
-            f"ip route replace {nic.gateway_ip}/32 dev {nic.intf} scope link table {table}",
-            f"ip route replace 10.0.0.0/8 via {nic.gateway_ip} dev {nic.intf} table {table}",
-            f"ip rule add from {nic.ip} lookup {table} pref {1000 + nic.rail}",
+        sysctls.append(f"net.ipv4.conf.{nic.intf}.rp_filter=0")
+        lines += [
+            f"addr replace {nic.ip}/32 dev {nic.intf}",
+            f"neigh replace {nic.gateway_ip} lladdr {leaf_mac} dev {nic.intf} nud permanent",
+            f"route replace {nic.gateway_ip}/32 dev {nic.intf} scope link",
+            f"route replace {plan.rail_subnet(nic.rail)} via {nic.gateway_ip} dev {nic.intf}",
+            f"route replace {nic.gateway_ip}/32 dev {nic.intf} scope link table {table}",
+            f"route replace 10.0.0.0/8 via {nic.gateway_ip} dev {nic.intf} table {table}",
+            f"rule add from {nic.ip} lookup {table} pref {1000 + nic.rail}",
         ]
-    return cmds
+    return ["sysctl -qw " + " ".join(sysctls), *offloads, *ip_batch(lines)]
 
 
 def _cut_cables(net: Mininet) -> None:
@@ -213,19 +223,17 @@ class Fabric:
         assert self.net is not None
         mtu = self.spec.iface_mtu
         # One `ip -batch` per node (a host's namespace, or a switch's), not an `ip` per
-        # interface: 14 processes instead of 64 for the default fabric. `ip` names a
-        # refused line by its number ("Command failed -:N"): the interfaces are listed.
+        # interface: 14 processes instead of 64 for the default fabric.
         by_node: dict[Any, list[str]] = {}
         for link in self.net.links:
             for intf in (link.intf1, link.intf2):
                 by_node.setdefault(intf.node, []).append(intf.name)
         for node, names in by_node.items():
-            for batch in _batches([f"'link set dev {name} mtu {mtu}'" for name in names]):
-                out = node.cmd(f"printf '%s\\n' {' '.join(batch)} | ip -batch -")
+            for command in ip_batch([f"link set dev {name} mtu {mtu}" for name in names]):
+                out = node.cmd(command)
                 if out.strip():
-                    listed = ", ".join(f"{i}: {line.split()[3]}" for i, line in enumerate(batch, 1))
-                    raise FabricError(f"setting MTU {mtu} on {node.name}'s interfaces ({listed}) failed: "
-                                      f"{out.strip()}")
+                    raise FabricError(f"setting MTU {mtu} on {node.name}'s interfaces failed: {out.strip()}\n"
+                                      f"in: {command}")
 
     def _configure_hosts(self) -> None:
         assert self.net is not None
@@ -236,9 +244,11 @@ class Fabric:
                 # is set with `ip` below and only recorded here for Mininet's CLI (pingall).
                 intf = host.intf(nic.intf)
                 intf.ip, intf.prefixLen = nic.ip, 32
-            output = "".join(host.cmd("; ".join(batch)) for batch in _batches(host_commands(self.plan, server)))
-            if output.strip():
-                raise FabricError(f"configuring host {server.name} failed:\n{output.strip()}")
+            for batch in _batches(host_commands(self.plan, server)):
+                output = host.cmd("; ".join(batch))
+                if output.strip():
+                    raise FabricError(f"configuring host {server.name} failed:\n{output.strip()}\n"
+                                      f"in: {'; '.join(batch)}")
 
     def host(self, name: str) -> Host:
         """The Mininet host of server ``name``."""
