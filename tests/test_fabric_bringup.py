@@ -107,6 +107,18 @@ def test_switch_processes_follow_the_spec(fabric: Fabric) -> None:
         assert [loops(pid) for pid in own] == [0] * len(own)
 
 
+def test_the_root_namespace_keeps_quiet_on_every_switch_port(fabric: Fabric) -> None:
+    """No IPv6 on the switches' cables (autoconfiguration would put the root namespace's
+    own frames on the fabric), nor on the hosts' NICs; every cable at the spec's MTU."""
+    for sw in fabric.net.switches:
+        for iface in sw.data_ports().values():
+            assert Path(f"/proc/sys/net/ipv6/conf/{iface}/disable_ipv6").read_text().strip() == "1", iface
+            assert Path(f"/sys/class/net/{iface}/mtu").read_text().strip() == str(fabric.spec.iface_mtu), iface
+    for server in fabric.plan.servers:
+        out = fabric.host(server.name).cmd("cat /proc/sys/net/ipv6/conf/all/disable_ipv6")
+        assert out.strip() == "1", server.name
+
+
 def test_every_nic_pings_every_other_nic(fabric: Fabric) -> None:
     """Same rail within a block and across blocks, and across rails (policy routing
     sends a NIC's traffic out of that NIC; the spines join the rails)."""

@@ -109,10 +109,22 @@ class P4ProcessSwitch(Switch):
 
     def start(self, controllers: Sequence = ()) -> None:
         """Launch the switch process (without waiting for it: see `batchStartup`)."""
-        # The root namespace must not speak on the fabric's cables (IPv6 autoconf).
-        self.cmd("sysctl -qw " + " ".join(f"net.ipv6.conf.{iface}.disable_ipv6=1"
-                                          for iface in self.data_ports().values()))
+        self.quiet_ports()
         self.launch()
+
+    def quiet_ports(self) -> None:
+        """The root namespace must not speak on the fabric's cables (IPv6 autoconf).
+        Written to /proc/sys from here for a switch on this machine: a `sysctl` through
+        the node's shell took ~17 ms a switch, 0.17 s of the default fabric's start."""
+        ifaces = list(self.data_ports().values())
+        if self.inNamespace or getattr(self, "isRemote", False):
+            self.cmd("sysctl -qw " + " ".join(f"net.ipv6.conf.{iface}.disable_ipv6=1" for iface in ifaces))
+            return
+        for iface in ifaces:
+            try:
+                Path(f"/proc/sys/net/ipv6/conf/{iface}/disable_ipv6").write_text("1\n")
+            except FileNotFoundError:   # a kernel without IPv6: nothing to quiet
+                continue
 
     def launch(self) -> None:
         """Start `command()` as a child of this process (a switch on another machine
