@@ -1513,6 +1513,20 @@ def test_a_relieved_or_quiet_alarmed_link_is_not_barred_to_the_placement(tmp_pat
     gor.events.close()
 
 
+def planned_and_decided(gor) -> tuple[dict, dict]:
+    """The one ``plan`` event and the ``decide`` that follows it, once both are logged:
+    the planner thread emits them one after the other, so a test that waited for the
+    plan alone could read the events between the two (CI did, on a loaded host)."""
+    def both() -> tuple[list, list] | None:
+        events = gor.events.snapshot()
+        plans = [e for e in events if e["event"] == "plan"]
+        decides = [e for e in events if e["event"] == "decide"]
+        return (plans, decides) if plans and decides else None
+
+    (planned,), (decide,) = wait_for("the plan and its decision", both, 5)
+    return planned, decide
+
+
 def test_a_jobs_qps_are_planned_when_first_listed_before_any_alarm(tmp_path):
     """Two QPs of two agents, both sending up b0l0's uplink to sp0 (a collision no
     alarm of theirs has reported yet): the listing that names them first plans them -- a
@@ -1537,8 +1551,7 @@ def test_a_jobs_qps_are_planned_when_first_listed_before_any_alarm(tmp_path):
     gor.alarms.raise_from_switch(("b0l0", "sp1"), SwitchAlarm("b0l0", plan.uplink_port(1), NOTICE, 1, now[0], now[0]))
     assert gor._barred(now[0]) == {("b0l0", "sp1")}
     agents.gate.set()               # the listing arrives: merged and planned on its thread
-    (planned,) = wait_for("the plan", lambda: [e for e in gor.events.snapshot() if e["event"] == "plan"], 5)
-    (decide,) = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+    planned, decide = planned_and_decided(gor)
     assert (planned["new"], planned["flows"]) == (3, 2) and decide["scope"] == "plan"
     (move,) = decide["moves"]
     assert move["current"].split("-")[2] == "sp0" and move["path"].split("-")[2] == "sp1"
@@ -1574,7 +1587,7 @@ def test_a_plans_move_off_an_alarmed_link_is_dated_from_its_alarm(tmp_path):
     gor.alarms.raise_from_switch(LINK, SwitchAlarm("b0l0", plan.uplink_port(0), NOTICE, 1, now[0] - 0.5,
                                                    now[0] - 0.5))
     agents.gate.set()
-    (planned,) = wait_for("the plan", lambda: [e for e in gor.events.snapshot() if e["event"] == "plan"], 5)
+    planned, _ = planned_and_decided(gor)
     assert planned["alarmed"] == ["b0l0->sp0"]
     now[0] += 0.1
     agents.answer.set()
@@ -1688,8 +1701,7 @@ def test_a_new_senders_first_sampled_frame_lists_the_agents_and_the_listing_plan
     assert gor._listing is not None and gor._agents_at == 100.0
     now[0] = 100.1
     agents.gate.set()                                        # the listing arrives at 100.1
-    (planned,) = wait_for("the plan", lambda: [e for e in gor.events.snapshot() if e["event"] == "plan"], 5)
-    (decide,) = [e for e in gor.events.snapshot() if e["event"] == "decide"]
+    planned, decide = planned_and_decided(gor)
     assert planned["t"] == 100.1 and decide["scope"] == "plan" and len(decide["moves"]) == 1
     assert gor._listing is None and len(agents.calls) == 1
     gor.mover._pool.shutdown(wait=True)
