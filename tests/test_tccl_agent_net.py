@@ -15,6 +15,7 @@ Every process is started here and terminated by PID; namespaces are always remov
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import select
@@ -30,13 +31,14 @@ import grpc
 import pytest
 
 from emulation.clock import EmulationClock
+from emulation.host import cpu_ticks
 from netns import receive
 from p4sim.switch.ports import PortError
 from tccl import roce
 from tccl.control import AgentClient, socket_path
 from tccl.engine import Engine
 from tccl.job import Job, RankInfo, Transport, Workload, qpn
-from testkit import wait_for
+from testkit import again_if_stolen, agents_run, wait_for
 from topo.namespaces import Netns
 from topo.spec import NICS
 from topo.processes import stop_process
@@ -153,10 +155,18 @@ def flow(result: dict, local: int, peer: int) -> dict:
 
 @pytest.mark.parametrize("nic", NICS)
 def test_message_arrives_complete_and_in_order(tmp_path, nic):
-    with Netns() as net:
-        ia, ib = two_hosts(net)
-        # A warm-up message first: the agents start at different times (as nccl-tests).
-        res = Agents(net, make_job(ia, ib, 300_000, warmup=1), tmp_path, nic=nic).a_to_b(60)
+    attempts = itertools.count()
+
+    def measure() -> tuple[dict, dict[str, int]]:
+        since, run_dir = cpu_ticks(), tmp_path / f"run{next(attempts)}"
+        run_dir.mkdir()
+        with Netns() as net:
+            ia, ib = two_hosts(net)
+            # A warm-up message first: the agents start at different times (as nccl-tests).
+            return Agents(net, make_job(ia, ib, 300_000, warmup=1), run_dir, nic=nic).a_to_b(60), since
+
+    # Its goodput is a rate: measured again if the host stole from an unfaithful run.
+    res, _ = again_if_stolen(measure, lambda r: agents_run(*r))
     assert res["a"]["rows"][0]["wrong"] == 0 and res["b"]["rows"][0]["wrong"] == 0
     rx = flow(res["b"], 1, 0)["rx"]
     assert rx["messages"] == 2 and rx["bad_icrc"] == 0 and rx["out_of_order"] == 0
@@ -190,20 +200,29 @@ def test_dilated_clock_slows_the_wire_not_the_results(tmp_path):
     from the receiver's kernel timestamps) while their results, in emulated time,
     still show the line rate."""
     dilation, size = 2.0, 300_000
-    with Netns() as net:
-        ia, ib = two_hosts(net)
-        agents = Agents(net, make_job(ia, ib, size, warmup=1), tmp_path, EmulationClock.start(dilation))
-        sniff = net.socket("b", ib)
-        try:
-            agents.start_ready("b", "b")
-            agents.start("a", "a")
-            frames = size // 1024 + 1
-            data = receive(sniff, 2 * frames, 30, lambda f: (p := roce.parse(f)) is not None
-                           and p.opcode != roce.ACKNOWLEDGE and p.dst_ip == socket.inet_aton(IP_B))
-            res = agents.wait(60)
-        finally:
-            sniff.close()
-            agents.stop()
+    frames = size // 1024 + 1
+
+    attempts = itertools.count()
+
+    def measure() -> tuple[list, dict, dict[str, int]]:
+        since, run_dir = cpu_ticks(), tmp_path / f"run{next(attempts)}"
+        run_dir.mkdir()
+        with Netns() as net:
+            ia, ib = two_hosts(net)
+            agents = Agents(net, make_job(ia, ib, size, warmup=1), run_dir, EmulationClock.start(dilation))
+            sniff = net.socket("b", ib)
+            try:
+                agents.start_ready("b", "b")
+                agents.start("a", "a")
+                data = receive(sniff, 2 * frames, 30, lambda f: (p := roce.parse(f)) is not None
+                               and p.opcode != roce.ACKNOWLEDGE and p.dst_ip == socket.inet_aton(IP_B))
+                return data, agents.wait(60), since
+            finally:
+                sniff.close()
+                agents.stop()
+
+    # Rates again: measured again if the host stole from an unfaithful run.
+    data, res, _ = again_if_stolen(measure, lambda r: agents_run(r[1], r[2]))
     assert len(data) == 2 * frames
     timed = data[frames:]                        # the timed iteration's message
     wall_mbps = sum(len(f) for _, f in timed[1:]) * 8 / (timed[-1][0] - timed[0][0]) / 1e6

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Ty
 
 import pytest
 
-from emulation.host import NOISY_STEAL
+from emulation.host import NOISY_STEAL, cpu_ticks, steal_share
 
 if TYPE_CHECKING:
     from controller.gor import Gor
@@ -62,6 +62,14 @@ def again_if_stolen(measure: Callable[[], T], runs: Callable[[T], Iterable[Mappi
     first = measure()
     stolen = any(not run["faithful"] and (run.get("host_steal") or 0.0) >= NOISY_STEAL for run in runs(first))
     return measure() if stolen else first
+
+
+def agents_run(results: Mapping[str, Mapping[str, Any]], since: Mapping[str, int]) -> list[dict[str, Any]]:
+    """One job's agents as `again_if_stolen` reads runs: each agent's own verdict, with
+    what the hypervisor stole from this machine since ``since`` (`cpu_ticks` at the
+    job's start): agents between namespaces have no switch to count it."""
+    steal = steal_share(since, cpu_ticks())
+    return [{"faithful": r["fidelity"]["faithful"], "host_steal": steal} for r in results.values()]
 
 
 class DeviceLoop:
