@@ -88,6 +88,28 @@ def test_steal_is_the_share_of_the_window_the_hypervisor_took(tmp_path):
     assert "steal" not in Fidelity().line()
 
 
+def test_a_run_is_measured_again_only_when_unfaithful_while_the_host_stole_from_it():
+    """`testkit.again_if_stolen`: the second measurement replaces the first only when a
+    run of the first was unfaithful at NOISY_STEAL or more; a faithful run, a steal
+    below it or an uncounted one keeps the first, and there is no third."""
+    from emulation.host import NOISY_STEAL
+    from testkit import again_if_stolen
+
+    def measuring(*results):
+        left = list(results)
+        return lambda: left.pop(0)
+
+    bad = {"faithful": False, "host_steal": NOISY_STEAL}
+    assert again_if_stolen(measuring(bad, "second", "third")) == "second"
+    for first in ({"faithful": True, "host_steal": 0.5}, {"faithful": False, "host_steal": NOISY_STEAL - 0.01},
+                  {"faithful": False, "host_steal": None}, {"faithful": False}):
+        assert again_if_stolen(measuring(first, "second")) is first
+    runs = lambda t: t["runs"]                                      # noqa: E731
+    quiet = {"runs": [{"faithful": True, "host_steal": 0.3}, {"faithful": False, "host_steal": 0.02}]}
+    assert again_if_stolen(measuring(quiet, "second"), runs) is quiet
+    assert again_if_stolen(measuring({"runs": [{"faithful": True}, bad]}, "second"), runs) == "second"
+
+
 @pytest.mark.parametrize("late, faithful, on_time", [(0.25, True, 1.0), (0.26, True, 0.0),
                                                      (0.95, True, 0.0), (1.0, True, 0.0),
                                                      (1.05, False, 0.0)])

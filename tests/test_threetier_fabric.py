@@ -18,6 +18,7 @@ torn down:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import os
 import random
@@ -41,13 +42,13 @@ from scapy.utils import rdpcap  # noqa: E402
 from controller.config import default_config  # noqa: E402
 from controller.gor import Gor  # noqa: E402
 from controller.routes import program_fabric  # noqa: E402
-from emulation.fidelity import switches_window  # noqa: E402
-from emulation.host import NOISY_STEAL  # noqa: E402
+from emulation.fidelity import Fidelity, switches_window  # noqa: E402
 from experiments.gor_loop import loop_steps, two_flow_job, wait_cleared  # noqa: E402
 from p4sim.runtime.queues import QueueControlClient, fidelity_of  # noqa: E402
 from tccl.fidelity import agents_window  # noqa: E402
 from tccl.job import Transport, Workload, job_from_fabric  # noqa: E402
 from tccl.launch import run_on_fabric  # noqa: E402
+from testkit import again_if_stolen  # noqa: E402
 from topo.freeports import free_port_base  # noqa: E402
 from topo.hashmodel import PORT_RANGE, FiveTuple, predict_path  # noqa: E402
 from topo.namespaces import host_socket  # noqa: E402
@@ -143,12 +144,12 @@ def test_ring_allreduce_crosses_the_pods_faithfully(fabric, tmp_path) -> None:
     clients = {sw.name: QueueControlClient(grpc.insecure_channel(sw.grpc_address)) for sw in plan.switches}
     job = job_from_fabric(spec_path, Workload(op="allreduce", sizes=(64 * 1024,), iters=2, warmup=1),
                           Transport(ports="orthogonal"), name="three-tier-allreduce")
-    # A run the host's hypervisor stole from (emulation/host.py) is measured again,
-    # once: its lateness says more about the neighbours than about the fabric.
-    lines = []
-    for attempt in range(2):
+    lines: list[str] = []
+    attempts = itertools.count()
+
+    def measure() -> Fidelity:
         before = fidelity_of(clients)
-        results = run_on_fabric(fab, job, tmp_path / f"run{attempt}", timeout=180)
+        results = run_on_fabric(fab, job, tmp_path / f"run{next(attempts)}", timeout=180)
         verdict = switches_window(before, fidelity_of(clients)).with_agents(
             *agents_window({s: r["fidelity"] for s, r in results.items() if "fidelity" in r}))
         assert len(results) == len(plan.servers)
@@ -158,8 +159,11 @@ def test_ring_allreduce_crosses_the_pods_faithfully(fabric, tmp_path) -> None:
         lines.append(f"three-tier allreduce busbw {[r['busbw_mbps'] for r in results[plan.servers[0].name]['rows']]} "
                      f"Mbit/s; {verdict.line()}; load {os.getloadavg()[0]:.2f}")
         print(lines[-1])
-        if verdict.faithful or (verdict.steal or 0.0) < NOISY_STEAL:
-            break
+        return verdict
+
+    # A run the host's hypervisor stole from (emulation/host.py) is measured again,
+    # once: its lateness says more about the neighbours than about the fabric.
+    verdict = again_if_stolen(measure, lambda v: [{"faithful": v.faithful, "host_steal": v.steal}])
     assert verdict.faithful, "\n".join(lines)
 
 
