@@ -109,14 +109,22 @@ def test_switch_processes_follow_the_spec(fabric: Fabric) -> None:
 
 def test_the_root_namespace_keeps_quiet_on_every_switch_port(fabric: Fabric) -> None:
     """No IPv6 on the switches' cables (autoconfiguration would put the root namespace's
-    own frames on the fabric), nor on the hosts' NICs; every cable at the spec's MTU."""
+    own frames on the fabric), nor on the hosts' NICs; every cable up and at the spec's
+    MTU, every NIC with the plan's MAC (the cables are laid in batches: topo/cables.py)."""
+    iff_up = 0x1
     for sw in fabric.net.switches:
         for iface in sw.data_ports().values():
             assert Path(f"/proc/sys/net/ipv6/conf/{iface}/disable_ipv6").read_text().strip() == "1", iface
             assert Path(f"/sys/class/net/{iface}/mtu").read_text().strip() == str(fabric.spec.iface_mtu), iface
+            assert int(Path(f"/sys/class/net/{iface}/flags").read_text(), 16) & iff_up, iface
     for server in fabric.plan.servers:
         out = fabric.host(server.name).cmd("cat /proc/sys/net/ipv6/conf/all/disable_ipv6")
         assert out.strip() == "1", server.name
+        for nic in server.nics:
+            mac, mtu, flags = fabric.host(server.name).cmd(
+                f"cat /sys/class/net/{nic.intf}/address /sys/class/net/{nic.intf}/mtu "
+                f"/sys/class/net/{nic.intf}/flags").split()
+            assert (mac, int(mtu), int(flags, 16) & iff_up) == (nic.mac, fabric.spec.iface_mtu, iff_up), nic.intf
 
 
 def test_every_nic_pings_every_other_nic(fabric: Fabric) -> None:

@@ -91,13 +91,14 @@ def test_an_eight_nic_servers_commands_fit_the_terminal_line_in_order():
     import re
     from pathlib import Path
 
-    from topo.net import MAX_COMMAND_LINE, _batches, host_commands
+    from topo.ipbatch import MAX_COMMAND_LINE, shell_batches
+    from topo.net import host_commands
     from topo.spec import load_spec
 
     plan = AddressPlan(load_spec(Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "block8.yaml"))
     server = plan.servers[0]
     cmds = host_commands(plan, server)
-    batches = _batches(cmds)
+    batches = shell_batches(cmds)
     assert len("; ".join(cmds)) > 4095 and len(batches) > 1
     # A line is one command or several under the limit; one `ip -batch` may pass it by
     # its own prefix, never the terminal's 4095.
@@ -132,7 +133,7 @@ def test_interface_mtus_are_set_one_shell_line_per_node_and_a_failure_names_its_
         def cmd(self, line: str) -> str:
             """As `ip -batch` answers the lines it is given: the first it refuses, by number."""
             self.lines.append(line)
-            batch = re.findall(r"'(link set dev \S+ mtu \d+)'", line)
+            batch = re.findall(r"'(link set dev \S+ mtu \d+ up)'", line)
             assert line.endswith("| ip -batch -") and batch
             for number, command in enumerate(batch, 1):
                 if self.refuse and f"dev {self.refuse} " in command:
@@ -152,5 +153,5 @@ def test_interface_mtus_are_set_one_shell_line_per_node_and_a_failure_names_its_
     assert leaf.lines[0].count(f"mtu {fabric.spec.iface_mtu}") == 4
     leaf.refuse = "l-eth9"
     with pytest.raises(FabricError, match=r"l's interfaces failed: Error: argument is wrong.\nCommand failed -:4\n"
-                                          r"in: printf .*'link set dev l-eth9 mtu 4200' \| ip -batch -"):
+                                          r"in: printf .*'link set dev l-eth9 mtu 4200 up' \| ip -batch -"):
         fabric._set_mtu()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -32,7 +31,9 @@ from mininet.node import Host
 
 from emulation.clock import EmulationClock
 from topo.addressing import AddressPlan, Server
+from topo.cables import CableNet, cut_cables
 from topo.dilation import dilation_for
+from topo.ipbatch import ip_batch, shell_batches
 from topo.mininet_topo import FabricTopo
 from topo.nodes import BACKENDS, RUN_DIR, BMv2Switch, P4ProcessSwitch, P4SimSharedSwitch
 from topo.pipeline import Pipeline, build_pipeline
@@ -47,33 +48,6 @@ ProgramStep = Callable[[AddressPlan, Pipeline], None]
 
 class FabricError(RuntimeError):
     """The fabric could not be brought up; the message says which step and node."""
-
-
-# How long the kernel may take to dismantle the hosts' namespaces once their shells end.
-NAMESPACE_GONE_S = 2.0
-
-# Mininet hands a command to the host's shell through a terminal, whose line discipline
-# keeps at most 4095 characters of a line: an 8-NIC server's commands joined are longer.
-MAX_COMMAND_LINE = 2048
-
-
-def _batches(cmds: list[str]) -> list[list[str]]:
-    """``cmds`` in order, in batches whose joined line stays under MAX_COMMAND_LINE."""
-    out: list[list[str]] = [[]]
-    for cmd in cmds:
-        if out[-1] and len("; ".join(out[-1] + [cmd])) > MAX_COMMAND_LINE:
-            out.append([])
-        out[-1].append(cmd)
-    return out
-
-
-def ip_batch(lines: list[str]) -> list[str]:
-    """Shell commands that give ``lines`` (``ip`` commands without the ``ip``: "link set
-    dev x mtu 4200") to one ``ip -batch`` each, as few as MAX_COMMAND_LINE allows. One
-    ``ip`` process for many lines: a process costs ~2 ms here, and a fabric's start
-    configured ~200 interfaces, routes and rules one process each. A refused line
-    prints ``Command failed -:N``, N counting from 1 in its command."""
-    return [f"printf '%s\\n' {' '.join(batch)} | ip -batch -" for batch in _batches([f"'{line}'" for line in lines])]
 
 
 def host_commands(plan: AddressPlan, server: Server) -> list[str]:
@@ -99,36 +73,6 @@ def host_commands(plan: AddressPlan, server: Server) -> list[str]:
             f"rule add from {nic.ip} lookup {table} pref {1000 + nic.rail}",
         ]
     return ["sysctl -qw " + " ".join(sysctls), *offloads, *ip_batch(lines)]
-
-
-def _cut_cables(net: Mininet) -> None:
-    """Remove every cable of a one-machine network before Mininet's stop, faster than it
-    does: Mininet deletes each veth with its own ``ip link del`` through a node's shell,
-    and the kernel takes ~17 ms a deletion (an RCU grace period each), 0.8 s for the
-    default fabric's 32 cables. Ending the hosts' shells first ends their namespaces,
-    which the kernel dismantles in one batch with every veth in them and those veths'
-    peers (the leaves' host ports): 7 ms for 16. Only the cables between switches, both
-    ends in this namespace, are then deleted one by one (one ``ip -batch``). Mininet's
-    stop then finds no cable left and stops the switches and hosts as before."""
-    for host in net.hosts:
-        host.terminate()
-    # A host's namespace lives while any process is still in it (an agent being
-    # stopped): its cables then go below, from this namespace's end.
-    here = {link: next((i.name for i in (link.intf1, link.intf2) if not i.node.inNamespace), None)
-            for link in net.links}
-    to_hosts = [name for link, name in here.items() if name and (link.intf1.node.inNamespace
-                                                                 or link.intf2.node.inNamespace)]
-    deadline = time.monotonic() + NAMESPACE_GONE_S
-    while any(Path("/sys/class/net", name).exists() for name in to_hosts) and time.monotonic() < deadline:
-        time.sleep(0.005)
-    names = [name for name in here.values() if name and Path("/sys/class/net", name).exists()]
-    if names:
-        subprocess.run(["ip", "-force", "-batch", "-"], input="".join(f"link del {n}\n" for n in names),
-                       text=True, capture_output=True, check=False)
-    for link in net.links:
-        for intf in (link.intf1, link.intf2):
-            intf.node.delIntf(intf)
-    net.links.clear()
 
 
 class Fabric:
@@ -201,8 +145,8 @@ class Fabric:
         """The fabric's Mininet network, not built yet; its switches get
         ``switch_options`` (cluster mode builds a MininetCluster instead: topo.cluster)."""
         switch_cls = functools.partial(self.switch_class(), **switch_options)
-        return Mininet(topo=FabricTopo(plan=self.plan), switch=switch_cls, host=Host,
-                       controller=None, build=False, autoSetMacs=False, autoStaticArp=False)
+        return CableNet(topo=FabricTopo(plan=self.plan), switch=switch_cls, host=Host,
+                        controller=None, build=False, autoSetMacs=False, autoStaticArp=False)
 
     def switch_class(self) -> type[P4ProcessSwitch]:
         """The backend's switch node class; p4sim's shared one when ``switch_process``
@@ -219,7 +163,8 @@ class Fabric:
 
     def _set_mtu(self) -> None:
         """Every cable's two interfaces get the spec's interface MTU (jumbo frames for
-        RoCE path MTU 4096), before any switch opens its ports."""
+        RoCE path MTU 4096) and come up, before any switch opens its ports (a one-machine
+        fabric's cables are laid down: topo.cables)."""
         assert self.net is not None
         mtu = self.spec.iface_mtu
         # One `ip -batch` per node (a host's namespace, or a switch's), not an `ip` per
@@ -229,7 +174,7 @@ class Fabric:
             for intf in (link.intf1, link.intf2):
                 by_node.setdefault(intf.node, []).append(intf.name)
         for node, names in by_node.items():
-            for command in ip_batch([f"link set dev {name} mtu {mtu}" for name in names]):
+            for command in ip_batch([f"link set dev {name} mtu {mtu} up" for name in names]):
                 out = node.cmd(command)
                 if out.strip():
                     raise FabricError(f"setting MTU {mtu} on {node.name}'s interfaces failed: {out.strip()}\n"
@@ -244,7 +189,7 @@ class Fabric:
                 # is set with `ip` below and only recorded here for Mininet's CLI (pingall).
                 intf = host.intf(nic.intf)
                 intf.ip, intf.prefixLen = nic.ip, 32
-            for batch in _batches(host_commands(self.plan, server)):
+            for batch in shell_batches(host_commands(self.plan, server)):
                 output = host.cmd("; ".join(batch))
                 if output.strip():
                     raise FabricError(f"configuring host {server.name} failed:\n{output.strip()}\n"
@@ -261,7 +206,7 @@ class Fabric:
         if net is not None:
             try:
                 if not self.spans_machines:
-                    _cut_cables(net)
+                    cut_cables(net)
             finally:
                 net.stop()
 
