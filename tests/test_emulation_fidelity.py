@@ -95,19 +95,65 @@ def test_a_run_is_measured_again_only_when_unfaithful_while_the_host_stole_from_
     from emulation.host import NOISY_STEAL
     from testkit import again_if_stolen
 
+    calls: list[str] = []
+
     def measuring(*results):
         left = list(results)
-        return lambda: left.pop(0)
+
+        def measure():
+            calls.append("measure")
+            return left.pop(0)
+        return measure
+
+    def wait() -> None:
+        calls.append("wait")
 
     bad = {"faithful": False, "host_steal": NOISY_STEAL}
-    assert again_if_stolen(measuring(bad, "second", "third")) == "second"
+    assert again_if_stolen(measuring(bad, "second", "third"), wait=wait) == "second"
+    assert calls == ["measure", "wait", "measure"]     # the host's quiet spell comes first
     for first in ({"faithful": True, "host_steal": 0.5}, {"faithful": False, "host_steal": NOISY_STEAL - 0.01},
                   {"faithful": False, "host_steal": None}, {"faithful": False}):
-        assert again_if_stolen(measuring(first, "second")) is first
+        calls.clear()
+        assert again_if_stolen(measuring(first, "second"), wait=wait) is first and calls == ["measure"]
     runs = lambda t: t["runs"]                                      # noqa: E731
     quiet = {"runs": [{"faithful": True, "host_steal": 0.3}, {"faithful": False, "host_steal": 0.02}]}
-    assert again_if_stolen(measuring(quiet, "second"), runs) is quiet
-    assert again_if_stolen(measuring({"runs": [{"faithful": True}, bad]}, "second"), runs) == "second"
+    assert again_if_stolen(measuring(quiet, "second"), runs, wait=wait) is quiet
+    assert again_if_stolen(measuring({"runs": [{"faithful": True}, bad]}, "second"), runs, wait=wait) == "second"
+
+
+class FakeHost:
+    """A host whose hypervisor steals ``steal(t)`` of each second t (one tick per 1/100 s
+    of each of 2 CPUs), read through `wait_for_quiet_host`'s hooks."""
+
+    def __init__(self, steal) -> None:
+        self.steal, self.t, self.ticks = steal, 0.0, {"steal": 0, "total": 1000}
+
+    def sleep(self, s: float) -> None:
+        for _ in range(round(s)):
+            self.ticks = {"steal": self.ticks["steal"] + round(200 * self.steal(self.t)),
+                          "total": self.ticks["total"] + 200}
+            self.t += 1
+
+    def wait(self, **kw):
+        from emulation.host import wait_for_quiet_host
+        return wait_for_quiet_host(ticks=lambda: dict(self.ticks), clock=lambda: self.t, sleep=self.sleep, **kw)
+
+
+def test_a_second_measurement_waits_for_a_quiet_spell_of_the_host_at_most_so_long():
+    """`wait_for_quiet_host`: at once quiet, after a burst once QUIET_S of quiet followed
+    it, or at the limit with the burst's share; no wait where the kernel counts nothing."""
+    from emulation.host import QUIET_S, QUIET_STEAL, QUIET_WAIT_S, wait_for_quiet_host
+
+    idle = FakeHost(lambda t: 0.01)
+    assert idle.wait() == pytest.approx(0.01) and idle.t == QUIET_S
+    burst = FakeHost(lambda t: 0.6 if t < 20 else 0.0)     # one second of it in a window: 6 %
+    assert burst.wait() < QUIET_STEAL and burst.t == 20 + QUIET_S
+    # Steal just under the bound is quiet; just over it, the wait runs to its limit.
+    assert FakeHost(lambda t: 0.9 * QUIET_STEAL).wait() < QUIET_STEAL
+    busy = FakeHost(lambda t: 1.1 * QUIET_STEAL)
+    assert busy.wait() == pytest.approx(1.1 * QUIET_STEAL) and busy.t == QUIET_WAIT_S
+    slept: list[float] = []
+    assert wait_for_quiet_host(ticks=lambda: {"steal": 0, "total": 0}, sleep=slept.append) is None and not slept
 
 
 @pytest.mark.parametrize("late, faithful, on_time", [(0.25, True, 1.0), (0.26, True, 0.0),

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Ty
 
 import pytest
 
-from emulation.host import NOISY_STEAL, cpu_ticks, steal_share
+from emulation.host import NOISY_STEAL, cpu_ticks, steal_share, wait_for_quiet_host
 
 if TYPE_CHECKING:
     from controller.gor import Gor
@@ -53,15 +53,20 @@ def wait_for(what: str, condition: Callable[[], T], timeout: float, step: float 
         time.sleep(step)
 
 
-def again_if_stolen(measure: Callable[[], T], runs: Callable[[T], Iterable[Mapping[str, Any]]] = lambda r: [r]) -> T:
+def again_if_stolen(measure: Callable[[], T], runs: Callable[[T], Iterable[Mapping[str, Any]]] = lambda r: [r],
+                    wait: Callable[[], object] = wait_for_quiet_host) -> T:
     """``measure()``, measured once more when one of its runs (``runs(result)``: dicts
     with ``faithful`` and ``host_steal``, as `experiments.validity.runs` gives them) was
     unfaithful while the hypervisor stole NOISY_STEAL or more of the machine: such a
     run's rates say more about the host's neighbours than about the fabric
-    (emulation/host.py). The second measurement stands, whatever it shows."""
+    (emulation/host.py). The second measurement waits for a quiet spell of the host
+    (``wait``, at most QUIET_WAIT_S) and stands, whatever it shows."""
     first = measure()
     stolen = any(not run["faithful"] and (run.get("host_steal") or 0.0) >= NOISY_STEAL for run in runs(first))
-    return measure() if stolen else first
+    if not stolen:
+        return first
+    wait()
+    return measure()
 
 
 def agents_run(results: Mapping[str, Mapping[str, Any]], since: Mapping[str, int]) -> list[dict[str, Any]]:
