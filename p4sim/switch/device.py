@@ -252,14 +252,20 @@ class Device:
         the machine's CPU time with what its hypervisor stole (`emulation.host`)."""
         with self.lock:
             lateness, bursts, packet_time = self.tm.fidelity()
-            for port in self._ports.values():
-                port.poll_kernel_drops()  # adds what the kernel counted since the last look
-            watch = self._watch
             return {"lateness": lateness.to_json(), "bursts": bursts,
                     "packet_time_us": packet_time or 0.0,
-                    "kernel_drops": sum(p.kernel_drops for p in self._ports.values()),
-                    "saturated_s": watch.saturated_total() if watch is not None else 0.0,
+                    "kernel_drops": self._kernel_drops(), "saturated_s": self._saturated_s(),
                     "dilation": self.emulation_clock.dilation, "host_cpu": cpu_ticks()}
+
+    def _kernel_drops(self) -> int:
+        """Frames the kernel dropped before the ports read them, in total (under the lock)."""
+        for port in self._ports.values():
+            port.poll_kernel_drops()  # adds what the kernel counted since the last look
+        return sum(p.kernel_drops for p in self._ports.values())
+
+    def _saturated_s(self) -> float:
+        """Emulated seconds with the input saturated, in total (under the lock)."""
+        return self._watch.saturated_total() if self._watch is not None else 0.0
 
     def stop(self) -> None:
         """Make ``run`` return; safe from any thread and from signal handlers."""

@@ -23,7 +23,6 @@ import os
 import threading
 from typing import Any, Sequence
 
-from emulation.host import cpu_ticks
 from p4sim.switch import device as reference
 from p4sim.switch.device import Device
 from p4sim.switch.ccodegen import Unsupported
@@ -238,14 +237,11 @@ class NativeDevice(Device):
     def counters(self, _initial: dict[str, int]) -> None:
         """Device.__init__ sets the Python loop's counters; the C loop keeps its own."""
 
-    def fidelity(self) -> dict[str, Any]:
-        with self.lock:
-            lateness, bursts, packet_time = self.tm.fidelity()
-            return {"lateness": lateness.to_json(), "bursts": bursts,
-                    "packet_time_us": packet_time or 0.0,
-                    "kernel_drops": self._lib.p4n_device_kernel_drops(self._dev),
-                    "saturated_s": self._lib.p4n_device_saturated_s(self._dev),
-                    "dilation": self.emulation_clock.dilation, "host_cpu": cpu_ticks()}
+    def _kernel_drops(self) -> int:
+        return self._lib.p4n_device_kernel_drops(self._dev)
+
+    def _saturated_s(self) -> float:
+        return self._lib.p4n_device_saturated_s(self._dev)
 
     # ---- the loop
 
