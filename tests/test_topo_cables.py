@@ -69,3 +69,14 @@ def test_a_refused_cable_names_its_node_and_command_and_leaves_nothing_recorded(
     finally:
         Cable.unlaid.pop(leaf, None)
     assert leaf not in Cable.unlaid
+
+
+def test_a_nodes_commands_stop_at_the_first_that_prints():
+    """`topo.ipbatch.first_refusal`, as the cables, the MTUs and the hosts' settings use
+    it: what a refused command printed and the command, and nothing run after it."""
+    from topo.ipbatch import first_refusal
+
+    ran: list[str] = []
+    node = SimpleNamespace(cmd=lambda c: ran.append(c) or (" Error: no such device \n" if c == "b" else ""))
+    assert first_refusal(node, ["a", "b", "c"]) == ("Error: no such device", "b") and ran == ["a", "b"]
+    assert first_refusal(node, ["a", "c"]) is None and first_refusal(node, []) is None

@@ -22,7 +22,7 @@ from typing import Any
 from mininet.link import Link
 from mininet.net import Mininet
 
-from topo.ipbatch import ip_batch
+from topo.ipbatch import first_refusal, ip_batch
 
 # How long the kernel may take to dismantle the hosts' namespaces once their shells end.
 NAMESPACE_GONE_S = 2.0
@@ -77,10 +77,9 @@ class CableNet(Mininet):
     def lay_cables(self) -> None:
         """Make every recorded veth pair, a node's in one ``ip -batch`` in its shell."""
         for node in self.hosts + self.switches:
-            for command in ip_batch(Cable.unlaid.pop(node, [])):
-                out = node.cmd(command)
-                if out.strip():
-                    raise CableError(f"laying {node.name}'s cables failed: {out.strip()}\nin: {command}")
+            refused = first_refusal(node, ip_batch(Cable.unlaid.pop(node, [])))
+            if refused is not None:
+                raise CableError(f"laying {node.name}'s cables failed: {refused[0]}\nin: {refused[1]}")
 
 
 def cut_cables(net: Mininet) -> None:

@@ -8,6 +8,8 @@ commands go through a node's shell (Mininet's ``node.cmd``), whose terminal keep
 
 from __future__ import annotations
 
+from typing import Any
+
 # Mininet hands a command to the host's shell through a terminal, whose line discipline
 # keeps at most 4095 characters of a line: an 8-NIC server's commands joined are longer.
 MAX_COMMAND_LINE = 2048
@@ -30,3 +32,14 @@ def ip_batch(lines: list[str]) -> list[str]:
     refused line prints ``Command failed -:N``, N counting from 1 in its command."""
     return [f"printf '%s\\n' {' '.join(batch)} | ip -batch -"
             for batch in shell_batches([f"'{line}'" for line in lines])]
+
+
+def first_refusal(node: Any, commands: list[str]) -> tuple[str, str] | None:
+    """Run ``commands`` in order in ``node``'s shell (Mininet's ``node.cmd``), where a
+    command that works prints nothing; the first that printed something, with what it
+    printed -- ``(output, command)`` -- and nothing run after it; None if all ran quietly."""
+    for command in commands:
+        out = node.cmd(command).strip()
+        if out:
+            return out, command
+    return None

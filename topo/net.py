@@ -33,7 +33,7 @@ from emulation.clock import EmulationClock
 from topo.addressing import AddressPlan, Server
 from topo.cables import CableNet, cut_cables
 from topo.dilation import dilation_for
-from topo.ipbatch import ip_batch, shell_batches
+from topo.ipbatch import first_refusal, ip_batch, shell_batches
 from topo.mininet_topo import FabricTopo
 from topo.nodes import BACKENDS, RUN_DIR, BMv2Switch, P4ProcessSwitch, P4SimSharedSwitch
 from topo.pipeline import Pipeline, build_pipeline
@@ -174,11 +174,10 @@ class Fabric:
             for intf in (link.intf1, link.intf2):
                 by_node.setdefault(intf.node, []).append(intf.name)
         for node, names in by_node.items():
-            for command in ip_batch([f"link set dev {name} mtu {mtu} up" for name in names]):
-                out = node.cmd(command)
-                if out.strip():
-                    raise FabricError(f"setting MTU {mtu} on {node.name}'s interfaces failed: {out.strip()}\n"
-                                      f"in: {command}")
+            refused = first_refusal(node, ip_batch([f"link set dev {name} mtu {mtu} up" for name in names]))
+            if refused is not None:
+                raise FabricError(f"setting MTU {mtu} on {node.name}'s interfaces failed: {refused[0]}\n"
+                                  f"in: {refused[1]}")
 
     def _configure_hosts(self) -> None:
         assert self.net is not None
@@ -189,11 +188,10 @@ class Fabric:
                 # is set with `ip` below and only recorded here for Mininet's CLI (pingall).
                 intf = host.intf(nic.intf)
                 intf.ip, intf.prefixLen = nic.ip, 32
-            for batch in shell_batches(host_commands(self.plan, server)):
-                output = host.cmd("; ".join(batch))
-                if output.strip():
-                    raise FabricError(f"configuring host {server.name} failed:\n{output.strip()}\n"
-                                      f"in: {'; '.join(batch)}")
+            lines = ["; ".join(batch) for batch in shell_batches(host_commands(self.plan, server))]
+            refused = first_refusal(host, lines)
+            if refused is not None:
+                raise FabricError(f"configuring host {server.name} failed:\n{refused[0]}\nin: {refused[1]}")
 
     def host(self, name: str) -> Host:
         """The Mininet host of server ``name``."""
