@@ -72,7 +72,7 @@ def wait_for_quiet_host(quiet_s: float = QUIET_S, limit_s: float = QUIET_WAIT_S,
     window read (None at once where the kernel counts no CPU time: nothing to wait for)."""
     start = clock()
     readings = deque([(start, ticks())])
-    if steal_share({"steal": 0, "total": 0}, readings[0][1]) is None:
+    if not readings[0][1]["total"]:
         return None
     while True:
         sleep(step_s)
