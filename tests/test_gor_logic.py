@@ -1516,16 +1516,22 @@ def test_a_relieved_or_quiet_alarmed_link_is_not_barred_to_the_placement(tmp_pat
 
 
 def planned_and_decided(gor) -> tuple[dict, dict]:
-    """The one ``plan`` event and the ``decide`` that follows it, once both are logged:
-    the planner thread emits them one after the other, so a test that waited for the
-    plan alone could read the events between the two (CI did, on a loaded host)."""
-    def both() -> tuple[list, list] | None:
+    """The one ``plan`` event and the ``decide`` that follows it, once both are logged
+    and every move decided has gone to its agent (its answer awaited: `advance_moves`
+    can take it): the planner thread does these one after the other, so a test that
+    waited for the plan alone could read the events between the two, and one that
+    waited for the decision could look for the moves before they were sent (CI did
+    both, on a loaded host)."""
+    def done() -> tuple[list, list] | None:
         events = gor.events.snapshot()
         plans = [e for e in events if e["event"] == "plan"]
         decides = [e for e in events if e["event"] == "decide"]
-        return (plans, decides) if plans and decides else None
+        if not (plans and decides):
+            return None
+        sent = [m for m in gor.mover.moves if m.loop == decides[0]["loop"] and m.future is not None]
+        return (plans, decides) if len(sent) >= len(decides[0]["moves"]) else None
 
-    (planned,), (decide,) = wait_for("the plan and its decision", both, 5)
+    (planned,), (decide,) = wait_for("the plan, its decision and its moves sent", done, 5)
     return planned, decide
 
 
