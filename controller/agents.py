@@ -22,10 +22,9 @@ import grpc
 from tccl.control import AgentClient, socket_path
 from tccl.rundir import clear_markers, ready_path
 from tccl.job import Job
-from tccl.launch import agent_command
+from tccl.launch import AgentProcess, start_agent
 from topo.addressing import AddressPlan
 
-ROOT = Path(__file__).resolve().parent.parent
 # How often `JobRunner.wait_started` looks for the agents' ready markers (wall s).
 START_POLL_S = 0.05
 # An agent that does not answer a flow listing in this time is skipped this round.
@@ -116,7 +115,7 @@ class JobRun:
 
     name: str
     path: Path
-    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    procs: dict[str, AgentProcess] = field(default_factory=dict)
 
     def status(self) -> dict[str, str]:
         return {s: ("running" if p.poll() is None else f"exit {p.returncode}") for s, p in self.procs.items()}
@@ -139,11 +138,7 @@ class JobRunner:
         for server in sorted({r.server for r in job.ranks}):
             clear_markers(self.run_dir, server)
         for server in sorted({r.server for r in job.ranks}):
-            log = open(self.run_dir / f"agent-{server}.log", "w", encoding="utf-8")
-            run.procs[server] = self.fabric.host(server).popen(
-                agent_command(self.fabric, path, server, self.run_dir), cwd=str(ROOT),
-                stdout=log, stderr=subprocess.STDOUT)
-            log.close()
+            run.procs[server] = start_agent(self.fabric, path, server, self.run_dir)
         self.jobs.append(run)
         return run
 

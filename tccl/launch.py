@@ -1,8 +1,9 @@
 """Run a job's agents on a running fabric: one agent process per server, in its host.
 
 ``run_on_fabric(fabric, job, run_dir)`` writes the job file into ``run_dir`` (hosts
-share the filesystem), starts ``python -m tccl.agent`` inside every server's Mininet
-host, waits for all of them and returns their results; on a failure or timeout every
+share the filesystem), starts every server's agent inside its Mininet host (forked
+from the spawner, tccl/spawner.py, as ``python -m tccl.agent`` would run), waits for
+all of them and returns their results; on a failure or timeout every
 agent still running is terminated by PID. Used by the tests and ``make bench``.
 Every agent gets the same emulation clock (``--clock``, as its machine reads it:
 ``fabric.clock_on``), so their times agree with each other and with the switches'.
@@ -21,14 +22,33 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
 from emulation.clock import EmulationClock
-from emulation.realtime import agent_priority, setup_prefix
+from emulation.realtime import SETUP_NICE, agent_priority, setup_prefix
 from tccl.control import socket_path
 from tccl.rundir import clear_markers, results_path
 from tccl.job import Job
+from tccl.spawner import spawner
+from topo.namespaces import process_netns
 from topo.processes import stop_process
 from topo.spec import nic_choice
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+class AgentProcess(Protocol):
+    """A running agent: `subprocess.Popen`, or the spawner's `tccl.spawner.SpawnedProcess`."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
 
 
 class HostsProvider(Protocol):
@@ -85,18 +105,40 @@ def resolve_nic(spec: Any) -> str:
     return "python"
 
 
+def agent_args(fabric: HostsProvider, job_path: Path, server: str, run_dir: Path,
+               clock: EmulationClock | None = None, nic: str | None = None) -> list[str]:
+    """The arguments of ``server``'s agent (`tccl.agent.main`'s): on the fabric's clock
+    as ``server``'s machine reads it (or ``clock``), over transport ``nic`` (default:
+    the fabric spec's, `resolve_nic`), entering the agents' real-time priority beside
+    the fabric's switches once set up (emulation/realtime.py)."""
+    clock = clock or (fabric.clock_on(server) if fabric.clock else EmulationClock.from_env())
+    return ["--job", str(job_path), "--server", server, "--run-dir", str(run_dir), "--clock", clock.encode(),
+            "--nic", nic or resolve_nic(fabric.spec), "--rt-priority", str(agent_priority(fabric.spec.rt_priority))]
+
+
 def agent_command(fabric: HostsProvider, job_path: Path, server: str, run_dir: Path,
                   clock: EmulationClock | None = None, nic: str | None = None) -> list[str]:
-    """The command line of ``server``'s agent: on the fabric's clock as ``server``'s
-    machine reads it (or ``clock``), over transport ``nic`` (default: the fabric spec's,
-    `resolve_nic`), set up at niceness -10 and entering the agents' real-time priority
-    beside the fabric's switches once set up (emulation/realtime.py)."""
-    clock = clock or (fabric.clock_on(server) if fabric.clock else EmulationClock.from_env())
-    priority = agent_priority(fabric.spec.rt_priority)
-    return setup_prefix(priority) + [
-        sys.executable, "-m", "tccl.agent", "--job", str(job_path), "--server", server,
-        "--run-dir", str(run_dir), "--clock", clock.encode(), "--nic", nic or resolve_nic(fabric.spec),
-        "--rt-priority", str(priority)]
+    """The command line of ``server``'s agent (`agent_args`), set up at niceness -10
+    when it enters a real-time priority."""
+    return setup_prefix(agent_priority(fabric.spec.rt_priority)) + [
+        sys.executable, "-m", "tccl.agent", *agent_args(fabric, job_path, server, run_dir, clock, nic)]
+
+
+def start_agent(fabric: HostsProvider, job_path: Path, server: str, run_dir: Path,
+                clock: EmulationClock | None = None, nic: str | None = None) -> AgentProcess:
+    """Start ``server``'s agent, its output in ``agent-<server>.log`` of ``run_dir``. In
+    a Mininet host of this machine it is forked from the spawner (tccl/spawner.py: the
+    imports done once) into the host's network namespace; elsewhere (a cluster's remote
+    host) it is the host's own ``popen`` of `agent_command`."""
+    log = run_dir / f"agent-{server}.log"
+    host = fabric.host(server)
+    if getattr(host, "inNamespace", False) and not getattr(host, "isRemote", False):
+        priority = agent_priority(fabric.spec.rt_priority)
+        return spawner().spawn(agent_args(fabric, job_path, server, run_dir, clock, nic), log,
+                               netns=process_netns(host.pid), nice=SETUP_NICE if priority else 0)
+    with open(log, "w", encoding="utf-8") as out:
+        return host.popen(agent_command(fabric, job_path, server, run_dir, clock, nic), cwd=str(ROOT),
+                          stdout=out, stderr=subprocess.STDOUT)
 
 
 def run_on_fabric(fabric: HostsProvider, job: Job, run_dir: str | Path | None = None,
@@ -129,16 +171,15 @@ def run_jobs(fabric: HostsProvider, jobs: Mapping[Path, Job], run_dir: Path, tim
     if len(by_server) != sum(len({r.server for r in job.ranks}) for job in jobs.values()):
         raise ValueError("jobs run together must not share a server (agents are per server)")
     ranks = {server: tuple(r.rank for r in jobs[path].ranks if r.server == server) for server, path in by_server.items()}
-    procs: dict[str, subprocess.Popen] = {}
+    procs: dict[str, AgentProcess] = {}
     for server in by_server:
         clear_markers(run_dir, server)
     try:
         for server, job_path in by_server.items():
-            procs[server] = fabric.host(server).popen(agent_command(fabric, job_path, server, run_dir, clock, nic),
-                                                      cwd=str(ROOT), text=True)
+            procs[server] = start_agent(fabric, job_path, server, run_dir, clock, nic)
         if on_started is not None:
             on_started({server: proc.pid for server, proc in procs.items()})
-        failed = _wait_all(procs, run_dir, timing.wall_s(timeout))
+        failed = _wait_all(procs, timing.wall_s(timeout))
         if failed:
             names = ", ".join(f"{server} (ranks {', '.join(map(str, ranks[server]))}) {why}"
                               for server, why in failed.items())
@@ -154,20 +195,18 @@ def run_jobs(fabric: HostsProvider, jobs: Mapping[Path, Job], run_dir: Path, tim
     return {s: json.loads(results_path(run_dir, s).read_text(encoding="utf-8")) for s in by_server}
 
 
-def _wait_all(procs: Mapping[str, subprocess.Popen], run_dir: Path, wall_s: float) -> dict[str, str]:
-    """Wait for every agent, each one's output into ``agent-<server>.log``; the agents
-    that failed (why, by server), as soon as one has: without it the others cannot
-    finish. One reader thread per agent, so no agent blocks on a full pipe and the
+def _wait_all(procs: Mapping[str, AgentProcess], wall_s: float) -> dict[str, str]:
+    """Wait for every agent; the agents that failed (why, by server), as soon as one
+    has: without it the others cannot finish. One waiting thread per agent, so the
     first failure is seen whichever agent it is."""
     done: queue.Queue[str] = queue.Queue()
 
-    def read(server: str, proc: subprocess.Popen) -> None:
-        out, err = proc.communicate()
-        (run_dir / f"agent-{server}.log").write_text(out + err, encoding="utf-8")
+    def wait(server: str, proc: AgentProcess) -> None:
+        proc.wait()
         done.put(server)
 
     for server, proc in procs.items():
-        threading.Thread(target=read, args=(server, proc), daemon=True).start()
+        threading.Thread(target=wait, args=(server, proc), daemon=True).start()
     end = time.monotonic() + wall_s
     finished = 0
     while finished < len(procs):

@@ -71,8 +71,9 @@ def test_agent_rejects_a_bad_clock(tmp_path, capsys):
 
 
 class RecordingHost:
-    """A stand-in Mininet host: records the agent command, runs a process that only
-    writes the results file the launcher reads back."""
+    """A stand-in for a host whose agents the launcher starts by its popen (a cluster's
+    remote host; a local Mininet host's are forked by the spawner): records the agent
+    command, runs a process that only writes the results file the launcher reads back."""
 
     def __init__(self, commands: list[list[str]]) -> None:
         self.commands = commands
@@ -81,9 +82,8 @@ class RecordingHost:
         self.commands.append(cmd)
         run_dir, server = Path(cmd[cmd.index("--run-dir") + 1]), cmd[cmd.index("--server") + 1]
         out = run_dir / f"results-{server}.json"
-        # Mininet's popen pipes stdout and stderr by default; the launcher reads both.
-        return subprocess.Popen([sys.executable, "-c", f"open({str(out)!r}, 'w').write('{{}}')"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+        # A remote host's popen: the launcher sends the output to the agent's log.
+        return subprocess.Popen([sys.executable, "-c", f"open({str(out)!r}, 'w').write('{{}}')"], **kwargs)
 
 
 class FakeFabric:
@@ -148,8 +148,7 @@ def test_launcher_names_the_failed_ranks_at_once_and_stops_the_others(tmp_path):
 
         def popen(self, cmd: list[str], **kwargs) -> subprocess.Popen:
             code = "import sys; sys.exit(3)" if self.name == "t" else "import time; time.sleep(600)"
-            procs[self.name] = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                                                stderr=subprocess.PIPE, **kwargs)
+            procs[self.name] = subprocess.Popen([sys.executable, "-c", code], **kwargs)
             return procs[self.name]
 
     with pytest.raises(LaunchError) as exc:

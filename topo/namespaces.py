@@ -42,6 +42,17 @@ def process_netns(pid: int) -> str:
     return f"/proc/{pid}/ns/net"
 
 
+def enter_for_good(ns_file: str) -> None:
+    """Move the calling thread into the network namespace ``ns_file`` and leave it
+    there: for a process that has just been forked to run in it (tccl/spawner.py), as
+    ``mnexec -a`` does before it executes a command."""
+    target = os.open(ns_file, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _setns(target, ns_file)
+    finally:
+        os.close(target)
+
+
 @contextmanager
 def entered(ns_file: str) -> Iterator[None]:
     """Move the calling thread into the network namespace ``ns_file`` for the block,
