@@ -26,6 +26,9 @@ import time
 from typing import Any, Awaitable, Callable, Coroutine, Iterable, TypeVar
 
 import finsy as fy
+# finsy reconnects to a switch whose session failed within this many (wall) seconds of
+# starting only after a 10-s throttle (its private constant: one place names it).
+from finsy.switch import _FAIL_MIN_TIME_SECS as QUICK_FAILURE_S
 
 from controller.routes import SwitchProgram, program_switch, switch_options, write_batched
 from topo.addressing import AddressPlan

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from controller.events import read_events
+from controller.switches import QUICK_FAILURE_S
 from experiments import collisions
 from experiments.configs import CONFIGS
 from experiments.metrics import median_of
@@ -120,6 +121,8 @@ class CableFailure:
     emulated seconds). `SwitchFailure` kills a switch instead."""
 
     UP_EVENT = "link_up"    # GOR's event for the fault undone
+    # Wall seconds after `start` before the fault may come (besides ``after_s``).
+    settle_wall_s = 0.0
 
     def __init__(self, fabric: Any, cable: tuple[str, str], after_s: float, down_s: float,
                  agents_up: Callable[[], bool] = lambda: True) -> None:
@@ -140,6 +143,9 @@ class CableFailure:
             if clock.now() - t0 > AGENTS_UP_TIMEOUT_S or clock.wait(self._cancel, 0.05):
                 return
         if clock.wait(self._cancel, self.after_s):
+            return
+        settled = t0 + self.settle_wall_s / clock.dilation
+        if clock.now() < settled and clock.wait(self._cancel, settled - clock.now()):
             return
         self.t_down = clock.now()
         self.fail()
@@ -184,9 +190,17 @@ class CableFailure:
 class SwitchFailure(CableFailure):
     """Kills switch ``cable[0]``'s process (SIGKILL) and restarts it ``down_s`` later,
     on the same interfaces; with ``reprogram`` (no GOR, which re-pushes it itself) the
-    restarted switch is programmed as the fabric was at start."""
+    restarted switch is programmed as the fabric was at start.
+
+    The scenario is a switch dying under a controller already connected to it: `start`
+    comes when GOR has connected (experiments.runner.record_run), and the kill waits
+    at least finsy's quick-failure window past it. finsy reconnects to a switch whose
+    session failed within that window of starting only after its 10-s throttle, so an
+    earlier kill showed GOR's return to the switch 10 s late (the job had ended: no
+    ``switch_up``, seen in a CI run once agents started in 0.15 s)."""
 
     UP_EVENT = "switch_up"
+    settle_wall_s = QUICK_FAILURE_S + 0.25
 
     def __init__(self, fabric: Any, switch: str, after_s: float, down_s: float,
                  agents_up: Callable[[], bool] = lambda: True, reprogram: bool = False) -> None:

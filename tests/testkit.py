@@ -159,7 +159,7 @@ def wait_session_settled(gor: "Gor", name: str) -> None:
     (2 s) of starting only after ``_FAIL_THROTTLE_SECS`` (10 s), its throttle of a switch
     that keeps failing; so a test that stops a switch sooner after GOR connected waits
     10 s for the re-push, and waiting out the window first costs at most 2 s."""
-    from finsy.switch import _FAIL_MIN_TIME_SECS as quick_failure_s
+    from controller.switches import QUICK_FAILURE_S as quick_failure_s
 
     pushed_at = gor.fleet.pushed_at[name]
     wait_for(f"{name}'s session older than finsy's {quick_failure_s:g} s quick-failure window",
