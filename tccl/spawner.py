@@ -65,10 +65,7 @@ def _run_agent(request: dict[str, Any], keep: set[int]) -> int:
     os.setsid()
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    if request.get("netns"):
-        enter_for_good(request["netns"])
-    if request.get("nice"):
-        os.nice(request["nice"])
+    # The log first: whatever fails next (the namespace, the directory) is written there.
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -77,7 +74,20 @@ def _run_agent(request: dict[str, Any], keep: set[int]) -> int:
     for fd in keep | {log, null}:
         if fd > 2:
             os.close(fd)
-    os.chdir(request["cwd"])
+    # Refusals are reported as the agent reports its own OSErrors (exit 2).
+    if request.get("netns"):
+        try:
+            enter_for_good(request["netns"])
+        except OSError as e:
+            print(f"tccl agent: network namespace {request['netns']}: {e.strerror}", file=sys.stderr)
+            return 2
+    try:
+        if request.get("nice"):
+            os.nice(request["nice"])
+        os.chdir(request["cwd"])
+    except OSError as e:
+        print(f"tccl agent: {e}", file=sys.stderr)
+        return 2
     from tccl import agent
     sys.argv = ["tccl.agent", *request["argv"]]
     try:

@@ -3,7 +3,8 @@ them behave as ``python -m tccl.agent`` started by Mininet's ``mnexec -da``.
 
 * the same exit status and output as ``python -m tccl.agent`` for the agent's own
   errors (argparse, a missing job file, a bad clock) and for ``--help``;
-* every end is reported, also of agents that end before their start is answered;
+* every end is reported, also of agents that end before their start is answered; a
+  namespace that cannot be entered is named in the agent's log;
 * (root) a spawned agent runs in the namespace it was given, in a session of its own,
   at the niceness asked for, sets up its NIC there and waits at the job's barrier; a
   signal ends it with Popen's status for it;
@@ -63,6 +64,13 @@ def test_exit_status_and_output_are_those_of_python_m(spawner: Spawner, tmp_path
         code = spawner.spawn(args, log).wait(60)
         assert (code, log.read_text()) == _as_python_m(args, tmp_path), args
     assert [spawner.spawn(args, tmp_path / "x.log").wait(60) for args in cases] == [0, 2, 2, 2]
+
+
+def test_a_namespace_that_cannot_be_entered_is_named_in_the_agents_log(spawner: Spawner, tmp_path: Path) -> None:
+    log = tmp_path / "agent.log"
+    missing = str(tmp_path / "no-such-netns")
+    assert spawner.spawn(["--help"], log, netns=missing).wait(60) == 2
+    assert log.read_text() == f"tccl agent: network namespace {missing}: No such file or directory\n"
 
 
 def test_every_end_is_reported_also_of_agents_ending_at_once(spawner: Spawner, tmp_path: Path) -> None:
