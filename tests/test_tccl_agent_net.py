@@ -1,4 +1,5 @@
-"""Agents as real processes in network namespaces joined by veth pairs.
+"""Agents as real processes in network namespaces joined by veth pairs (forked by the
+spawner, as the launcher starts them in Mininet hosts).
 
 * two namespaces, one veth: a message arrives complete and in order;
 * the same with a tbf rate limiter below the agents' line rate: tail drops, and
@@ -22,7 +23,6 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -38,14 +38,15 @@ from tccl import roce
 from tccl.control import AgentClient, socket_path
 from tccl.engine import Engine
 from tccl.job import Job, RankInfo, Transport, Workload, qpn
+from tccl.launch import AgentProcess
+from tccl.spawner import spawner
 from testkit import again_if_stolen, agents_run, wait_for
-from topo.namespaces import Netns
+from topo.namespaces import Netns, named_netns
 from topo.spec import NICS
 from topo.processes import stop_process
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
-REPO = Path(__file__).resolve().parent.parent
 MAC_A, MAC_B = "02:00:0a:00:00:01", "02:00:0a:00:00:02"
 IP_A, IP_B = "10.9.0.1", "10.9.0.2"
 
@@ -65,7 +66,8 @@ def configure(net: Netns, ns: str, iface: str, mac: str, ip: str) -> None:
 
 
 class Agents:
-    """Start agent processes inside namespaces; always terminate them by PID."""
+    """Start agents inside namespaces as the launcher starts them in Mininet hosts
+    (forked by the spawner, tccl/spawner.py); always terminate them by PID."""
 
     def __init__(self, net: Netns, job: Job, tmp: Path, clock: EmulationClock | None = None,
                  nic: str = "python") -> None:
@@ -73,15 +75,18 @@ class Agents:
         self.clock, self.nic = clock, nic
         self.job_path = tmp / "job.yaml"
         job.save(self.job_path)
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.procs: dict[str, AgentProcess] = {}
+
+    def log(self, server: str) -> str:
+        path = self.tmp / f"agent-{server}.log"
+        return path.read_text() if path.exists() else ""
 
     def start(self, server: str, ns: str) -> None:
-        cmd = [*self.net.exec_prefix(ns), sys.executable, "-m", "tccl.agent", "--job",
-               str(self.job_path), "--server", server, "--run-dir", str(self.tmp), "--nic", self.nic]
+        args = ["--job", str(self.job_path), "--server", server, "--run-dir", str(self.tmp), "--nic", self.nic]
         if self.clock is not None:
-            cmd += ["--clock", self.clock.encode()]
-        self.procs[server] = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
-                                              stderr=subprocess.PIPE, text=True)
+            args += ["--clock", self.clock.encode()]
+        self.procs[server] = spawner().spawn(args, self.tmp / f"agent-{server}.log",
+                                             netns=named_netns(self.net.name(ns)))
 
     def start_ready(self, server: str, ns: str, timeout: float = 20.0) -> None:
         """Start an agent and wait until its NICs are open (its control socket exists)."""
@@ -90,17 +95,17 @@ class Agents:
         end = time.monotonic() + timeout
         while not path.exists():
             if self.procs[server].poll() is not None or time.monotonic() > end:
-                pytest.fail(f"agent {server} did not come up: {self.procs[server].communicate()}")
+                pytest.fail(f"agent {server} did not come up:\n{self.log(server)}")
             time.sleep(0.02)
 
     def wait(self, timeout: float) -> dict[str, dict]:
         end = time.monotonic() + timeout
         for server, proc in self.procs.items():
             try:
-                out, err = proc.communicate(timeout=max(0.1, end - time.monotonic()))
+                proc.wait(timeout=max(0.1, end - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pytest.fail(f"agent {server} did not finish in {timeout}s")
-            assert proc.returncode == 0, f"agent {server} failed:\n{out}\n{err}"
+            assert proc.returncode == 0, f"agent {server} failed:\n{self.log(server)}"
         return {s: json.loads((self.tmp / f"results-{s}.json").read_text()) for s in self.procs}
 
     def stop(self) -> None:
@@ -236,7 +241,7 @@ def test_stopped_agents_show_in_their_fidelity(tmp_path):
     say so in their results."""
     stall = 0.3
 
-    def stop_for(proc: subprocess.Popen) -> None:
+    def stop_for(proc: AgentProcess) -> None:
         os.kill(proc.pid, signal.SIGSTOP)
         time.sleep(stall)                   # the stall itself, not a wait for a condition
         os.kill(proc.pid, signal.SIGCONT)
