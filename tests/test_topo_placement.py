@@ -117,3 +117,33 @@ def test_a_cluster_spec_needs_the_cluster_fabric(tmp_path):
         ssh_options(spec.cluster)
     with pytest.raises(FabricError, match="cluster: backend bmv2 cannot run on remote servers"):
         ClusterFabric(spec, backend="bmv2")
+
+
+@pytest.mark.parametrize("node_class", ["ClusterHost", "ClusterP4SimSwitch"])
+def test_a_cluster_nodes_processes_get_their_group_without_a_python_preexec_fn(node_class, monkeypatch):
+    """Mininet's RemoteMixin made each process's group with ``preexec_fn=os.setpgrp``:
+    a fork of the whole launcher, where gRPC's fork handlers printed into the node's
+    shell (topo.cluster.SshOptionsMixin). The group now comes from ``process_group=0``
+    (subprocess's vfork path): the child leads a group of its own all the same."""
+    import subprocess
+    import sys
+
+    import mininet.node
+
+    from topo import cluster
+
+    node = object.__new__(getattr(cluster, node_class))
+    node.isRemote, node.user = False, None       # a node on this machine: no ssh around it
+    seen: list[dict] = []
+    real = mininet.node.Popen
+
+    def recording(cmd, **params):
+        seen.append(params)
+        return real(cmd, **params)
+
+    monkeypatch.setattr(mininet.node, "Popen", recording)
+    proc = node._popen([sys.executable, "-c", "import os; print(os.getpid(), os.getpgrp())"],
+                       stdout=subprocess.PIPE, text=True)
+    pid, pgid = map(int, proc.communicate(timeout=30)[0].split())
+    assert seen[0]["preexec_fn"] is None and seen[0]["process_group"] == 0
+    assert pgid == pid == proc.pid

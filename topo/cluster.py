@@ -161,11 +161,27 @@ class BlockPlacer(Placer):
 
 
 class SshOptionsMixin:
-    """Put ``ssh_options`` into every ssh a remote node runs (Mininet's ``sshbase``)."""
+    """Put ``ssh_options`` into every ssh a remote node runs (Mininet's ``sshbase``), and
+    start every process of a node without a Python ``preexec_fn``.
+
+    Mininet's RemoteMixin puts each process it starts in a process group of its own with
+    ``preexec_fn=os.setpgrp``, which makes subprocess fork() the whole launcher: gRPC's
+    fork handlers then run in the child and may print into the node's shell before the
+    exec ("Epoll1Poller ... epoll_wait error: Bad file descriptor", 8 of 300 such children
+    beside a live gRPC server, none with ``process_group=0``). Mininet read that as the
+    output of an ``ip link`` and failed the cluster's build ("error creating tap9",
+    twice in fresh-clone CI runs). ``process_group=0`` makes the same group in C, on
+    subprocess's vfork path, where no fork handler runs."""
+
+    _ignoreSignal = None            # RemoteMixin's preexec_fn
 
     def __init__(self, name: str, *, ssh_options: Sequence[str] = (), **params: Any) -> None:
         self.sshbase = [*RemoteMixin.sshbase, *ssh_options]
         super().__init__(name, **params)
+
+    def _popen(self, cmd: Any, *args: Any, **params: Any) -> subprocess.Popen:
+        params.setdefault("process_group", 0)
+        return super()._popen(cmd, *args, **params)  # type: ignore[misc]
 
 
 class ClusterHost(SshOptionsMixin, RemoteHost):
