@@ -55,7 +55,9 @@ def run() -> dict[str, float]:
         for i, cut in enumerate(one["cuts"], 1):
             figures[f"validity_cnp{i}_cut_ratio"] = cut["cut_ratio"]
             figures[f"validity_cnp{i}_cut_ratio_ref"] = cut["cut_ratio_ref"]
-            figures[f"validity_cnp{i}_alpha_periods"] = cut["alpha_periods"]
+            # None: no cut seen after the CNP (experiments.validity.runs.one_cnp)
+            figures[f"validity_cnp{i}_alpha_periods"] = \
+                cut["alpha_periods"] if cut["alpha_periods"] is not None else float("nan")
             figures[f"validity_cnp{i}_alpha_periods_ref"] = cut["alpha_periods_ref"]
             for k in (1, 3, 5):
                 figures[f"validity_cnp{i}_rate_after_{k}T"] = cut["recovery"][k]

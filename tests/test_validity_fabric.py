@@ -66,6 +66,7 @@ def test_one_cnp_cuts_by_alpha_and_recovers_by_halving_the_gap(tmp_path):
     assert r["cnps"] == len(r["marks"]) == len(r["cuts"]) == 2, r    # one CNP per mark
     for cut in r["cuts"]:
         # alpha: as many alpha timers of decay as elapsed (one either way: the row's time)
+        assert cut["alpha_periods"] is not None, f"no cut after the CNP: {cut}"
         assert abs(cut["alpha_periods"] - cut["alpha_periods_ref"]) <= 1, cut
         assert cut["cut_ratio"] == pytest.approx(cut["cut_ratio_ref"], abs=0.003), cut
         # Rc after each quiet rate timer, in units of the rate before the cut; measured

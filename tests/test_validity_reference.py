@@ -170,3 +170,40 @@ def test_packet_level_flows_share_near_fair_and_need_the_increase():
     assert two_flows(frozen, ecn, 10e6, 4154, 0.8, 8.8, 0.0007, 0).link_use < 0.2   # measured 0.04
     with pytest.raises(ValueError, match="0 < join_s < end_s"):
         two_flows(params, ecn, 10e6, 4154, 9.0, 8.8, 0.0007, 0)
+
+
+def _timeline(line: float, cnp_rows: list[tuple[float, float]], end: float) -> list[list[float]]:
+    """A sender's timeline rows (t, acked, rate, retransmits, CNPs): at line rate until
+    each (t, rate) of ``cnp_rows``, where one more CNP is counted and the rate is set."""
+    rows = [[0.0, 0, line, 0, 0]]
+    for k, (t, rate) in enumerate(cnp_rows, 1):
+        rows += [[t - 1e-4, 0, rows[-1][2], 0, k - 1], [t, 0, rate, 0, k]]
+    return rows + [[end, 0, rows[-1][2], 0, len(cnp_rows)]]
+
+
+def test_the_cut_figures_read_alpha_back_from_the_rate():
+    """`experiments.validity.runs.cut_figures` on a timeline cut exactly as DCQCN says,
+    5.5 alpha timers after the flow's start: alpha's decay read back as 5 periods."""
+    from experiments.validity.runs import cut_figures
+
+    p = DcqcnParams().scaled(Scale.for_line_rate(10e6))
+    line = p.line_rate
+    alpha = ref.alpha_decayed(1.0, p.g, 5)
+    (cut,) = cut_figures(_timeline(line, [(5.5 * p.alpha_timer, ref.cut(line, alpha))], 10.0), p)
+    assert cut["alpha_periods"] == cut["alpha_periods_ref"] == 5
+    assert cut["cut_ratio"] == pytest.approx(cut["cut_ratio_ref"])
+
+
+def test_a_cnp_the_rate_does_not_show_gives_no_alpha_and_the_next_cut_still_reads():
+    """A CNP counted in a row whose rate is not below the row before (seen once at 40 %
+    host steal) has no alpha to read back: None, not a math domain error, and the next
+    cut is read against the model's alpha from there."""
+    from experiments.validity.runs import cut_figures
+
+    p = DcqcnParams().scaled(Scale.for_line_rate(10e6))
+    line = p.line_rate
+    t1, t2 = 5.5 * p.alpha_timer, 20.5 * p.alpha_timer
+    alpha = ref.alpha_decayed(ref.alpha_after_cnp(ref.alpha_decayed(1.0, p.g, 5), p.g), p.g, 15)
+    missed, seen = cut_figures(_timeline(line, [(t1, line), (t2, ref.cut(line, alpha))], 10.0), p)
+    assert missed["alpha_periods"] is None and missed["cut_ratio"] == 1.0
+    assert seen["alpha_periods"] == seen["alpha_periods_ref"] == 15

@@ -211,12 +211,18 @@ def one_cnp(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
             channel.close()
         set_marking(fabric, fabric.spec.ecn)
     rows = _sender_timeline(results, job, 0)
-    cuts = _cuts(rows)
-    out: dict[str, Any] = {**numbers, "marks": [m for m, _ in marks], "mark_held_s": [round(h, 4) for _, h in marks],
-                           "cnps": rows[-1][4], "line_bps": params.line_rate, "rate_timer_s": params.rate_timer,
-                           "alpha_timer_s": params.alpha_timer, "g": params.g, "cuts": []}
+    return {**numbers, "marks": [m for m, _ in marks], "mark_held_s": [round(h, 4) for _, h in marks],
+            "cnps": rows[-1][4], "line_bps": params.line_rate, "rate_timer_s": params.rate_timer,
+            "alpha_timer_s": params.alpha_timer, "g": params.g, "cuts": cut_figures(rows, params)}
+
+
+def cut_figures(rows: list[list[float]], params: Any) -> list[dict[str, Any]]:
+    """What each CNP of a sender's timeline ``rows`` did to its rate, against DCQCN's
+    equations with ``params`` (`tccl.dcqcn.DcqcnParams`): the cut, alpha, the alpha
+    timers since the last cut and the recovery, each beside the reference's."""
+    out: list[dict[str, Any]] = []
     alpha, since = 1.0, rows[0][0]          # alpha starts at 1 with the flow (section 3.1)
-    for i in cuts:
+    for i in _cuts(rows):
         t, before, after = rows[i][0], rows[i - 1][2], rows[i][2]
         periods = math.floor((t - since) / params.alpha_timer)
         predicted_alpha = ref.alpha_decayed(alpha, params.g, periods)
@@ -224,17 +230,22 @@ def one_cnp(fabric: Any, spec_file: Path, run_dir: Path) -> dict[str, Any]:
         recovered = ref.recovery(before, after, RECOVERY_EVENTS, params.fast_recovery_steps, params.rate_ai,
                                  params.line_rate)
         samples = [_rate_at(rows, t + (k + 0.5) * params.rate_timer) for k in range(RECOVERY_EVENTS + 1)]
-        out["cuts"].append({
+        out.append({
             "t_s": t, "rate_before": before, "rate_after": after,
             "cut_ratio": after / before, "cut_ratio_ref": ref.cut(before, predicted_alpha) / before,
             "alpha": measured_alpha, "alpha_ref": predicted_alpha,
             # alpha timers since the flow's start or the last cut, as alpha's decay says
-            # (a whole count read back through a log: rounded, or 1 + 1.4e-14 fails "<= 1")
-            "alpha_periods": round(math.log(measured_alpha / alpha) / math.log(1 - params.g), 6),
+            # (a whole count read back through a log: rounded, or 1 + 1.4e-14 fails "<= 1");
+            # None when the row after the CNP shows no cut at all (seen once at 40 % host
+            # steal): there is no alpha to read back, and the run says what it measured.
+            "alpha_periods": (round(math.log(measured_alpha / alpha) / math.log(1 - params.g), 6)
+                              if measured_alpha > 0 else None),
             "alpha_periods_ref": periods,
             "recovery": [r / before for r in samples], "recovery_ref": [r / before for r in recovered]})
-        # From here alpha is the measured one, updated by the cut (eq. 1), decaying anew.
-        alpha, since = ref.alpha_after_cnp(measured_alpha, params.g), t
+        # From here alpha is the measured one (the model's, if no cut was seen), updated by
+        # the cut (eq. 1), decaying anew.
+        alpha = ref.alpha_after_cnp(measured_alpha if measured_alpha > 0 else predicted_alpha, params.g)
+        since = t
     return out
 
 
