@@ -40,10 +40,17 @@ def agent_priority(switch_priority: int) -> int:
 SETUP_NICE = -10
 
 
+def setup_niceness(priority: int) -> int:
+    """The niceness increment of an agent's set-up when it enters SCHED_RR at
+    ``priority`` once set up: SETUP_NICE; 0 for priority 0 (normal scheduling throughout)."""
+    return SETUP_NICE if priority else 0
+
+
 def setup_prefix(priority: int) -> list[str]:
-    """``nice -n -10`` to put before the command of an agent that enters SCHED_RR at
-    ``priority`` once set up; empty for priority 0 (normal scheduling throughout)."""
-    return ["nice", "-n", str(SETUP_NICE)] if priority else []
+    """``nice -n -10`` (`setup_niceness`) to put before the command of an agent started
+    by exec; empty for priority 0."""
+    nice = setup_niceness(priority)
+    return ["nice", "-n", str(nice)] if nice else []
 
 
 def enter_realtime(priority: int) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
 from emulation.clock import EmulationClock
-from emulation.realtime import SETUP_NICE, agent_priority, setup_prefix
+from emulation.realtime import agent_priority, setup_niceness, setup_prefix
 from tccl.control import socket_path
 from tccl.rundir import clear_markers, results_path
 from tccl.job import Job
@@ -133,9 +133,9 @@ def start_agent(fabric: HostsProvider, job_path: Path, server: str, run_dir: Pat
     log = run_dir / f"agent-{server}.log"
     host = fabric.host(server)
     if getattr(host, "inNamespace", False) and not getattr(host, "isRemote", False):
-        priority = agent_priority(fabric.spec.rt_priority)
         return spawner().spawn(agent_args(fabric, job_path, server, run_dir, clock, nic), log,
-                               netns=process_netns(host.pid), nice=SETUP_NICE if priority else 0)
+                               netns=process_netns(host.pid),
+                               nice=setup_niceness(agent_priority(fabric.spec.rt_priority)))
     with open(log, "w", encoding="utf-8") as out:
         return host.popen(agent_command(fabric, job_path, server, run_dir, clock, nic), cwd=str(ROOT),
                           stdout=out, stderr=subprocess.STDOUT)

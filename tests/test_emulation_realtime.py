@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from emulation.clock import EmulationClock
+from emulation.realtime import setup_niceness
 from tccl.launch import agent_command
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,6 +74,8 @@ def test_an_agent_sets_up_niced_and_is_told_its_real_time_priority():
     cmd = agent_command(fabric, Path("job.yaml"), "b0h0", Path("run"), EmulationClock.start(2.0))
     assert cmd[:4] == ["nice", "-n", "-10", sys.executable] and "chrt" not in cmd
     assert cmd[cmd.index("--rt-priority") + 1] == "9"
+    assert setup_niceness(9) == -10         # what the spawner gives a forked agent
     fabric.spec.rt_priority = 0
+    assert setup_niceness(0) == 0
     cmd = agent_command(fabric, Path("job.yaml"), "b0h0", Path("run"), EmulationClock.start(2.0))
     assert cmd[0] == sys.executable and cmd[cmd.index("--rt-priority") + 1] == "0"
