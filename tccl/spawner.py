@@ -99,11 +99,6 @@ def _run_agent(request: dict[str, Any], keep: set[int]) -> int:
         return 1
 
 
-def _status(wait_status: int) -> int:
-    """A waitpid status as Popen's returncode."""
-    return -os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else os.WEXITSTATUS(wait_status)
-
-
 def serve() -> int:
     """The spawner's loop (module docstring): requests from stdin, answers to stdout."""
     _preload()
@@ -125,7 +120,7 @@ def serve() -> int:
             if pid == 0:
                 return
             children.discard(pid)
-            say({"exit": pid, "status": _status(wait_status)})
+            say({"exit": pid, "status": os.waitstatus_to_exitcode(wait_status)})  # as Popen's returncode
 
     while True:
         readable, _, _ = select.select([0, wake_r], [], [])

@@ -44,8 +44,8 @@ def process_netns(pid: int) -> str:
 
 def enter_for_good(ns_file: str) -> None:
     """Move the calling thread into the network namespace ``ns_file`` and leave it
-    there: for a process that has just been forked to run in it (tccl/spawner.py), as
-    ``mnexec -a`` does before it executes a command."""
+    there: a process just forked to run in it stays (tccl/spawner.py, as ``mnexec -a``
+    before it executes a command); `entered` brings the thread back after a block."""
     target = os.open(ns_file, os.O_RDONLY | os.O_CLOEXEC)
     try:
         _setns(target, ns_file)
@@ -59,15 +59,11 @@ def entered(ns_file: str) -> Iterator[None]:
     and back into its own afterwards (also on an exception)."""
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
-        target = os.open(ns_file, os.O_RDONLY)
+        enter_for_good(ns_file)
         try:
-            _setns(target, ns_file)
-            try:
-                yield
-            finally:
-                _setns(own, "this thread's own namespace")
+            yield
         finally:
-            os.close(target)
+            _setns(own, "this thread's own namespace")
     finally:
         os.close(own)
 
