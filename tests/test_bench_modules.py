@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import pkgutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -56,3 +60,31 @@ def test_the_wake_up_probe_reports_its_lateness_quantiles() -> None:
     assert got["count"] == 400
     assert 0 <= got["p50_us"] <= got["p99_us"] <= got["p999_us"] <= got["max_us"]
     assert 0 <= got["steal"] < 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_FIFO needs root")
+def test_host_stall_holds_each_core_its_share_in_stalls() -> None:
+    """`bench.host_stall` at 0.3 for 1.5 s: its processes take about 0.3 of every core
+    (CPU time, children's rusage), and this thread's wake-ups meanwhile are held back
+    by milliseconds when both cores are held -- what the fabric would meet."""
+    cores = len(os.sched_getaffinity(0))
+    before = os.times()
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "bench.host_stall", "0.3", "1.5"], cwd=BENCH.parent)
+    late = []
+    while proc.poll() is None:
+        t = time.monotonic()
+        time.sleep(0.0005)
+        late.append(time.monotonic() - t - 0.0005)
+    wall = time.monotonic() - started
+    after = os.times()
+    assert proc.returncode == 0
+    share = (after.children_user + after.children_system - before.children_user - before.children_system) / (wall * cores)
+    assert 0.15 < share < 0.45, share
+    assert max(late) > 0.0015, max(late)
+
+
+def test_host_stall_refuses_a_share_it_cannot_hold() -> None:
+    run = subprocess.run([sys.executable, "-m", "bench.host_stall", "0.97", "1"], cwd=BENCH.parent,
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "share: above 0 and at most 0.9" in run.stderr

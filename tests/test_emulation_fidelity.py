@@ -62,6 +62,28 @@ def test_fidelity_bounds():
     assert Fidelity.from_json(verdict.to_json()).to_json() == verdict.to_json()
 
 
+@pytest.mark.parametrize("dilation", [1.0, 1.5, 2.0])
+@pytest.mark.parametrize("late", [1.1, 2.52, 5.0, 40.0])
+def test_the_dilation_needed_covers_the_same_wall_time_lateness(dilation, late):
+    """A run whose p99 departures were ``late`` packet times late at ``dilation``: held as
+    long in wall time, they are late ``late x dilation / d`` packet times at dilation d;
+    at `dilation_needed` that is faithful, and a quarter below it need not be."""
+    def run(d: float) -> Fidelity:
+        h = LatenessHistogram()
+        for i in range(1000):
+            h.add(late * dilation / d if i % 10 == 0 else 0.01)
+        return Fidelity(h, packet_time_us=3374.4, dilation=d)
+
+    first = run(dilation)
+    assert not first.faithful
+    needed = first.dilation_needed()
+    assert needed > dilation and run(needed).faithful
+    assert needed - 0.25 < dilation * late * 1.26 * 1.26          # no more than a bucket above
+    assert Fidelity.from_json(first.to_json()).dilation_needed() == needed
+    on_time = run(dilation * late * 2)
+    assert on_time.faithful and on_time.dilation_needed() == on_time.dilation
+
+
 def test_steal_is_the_share_of_the_window_the_hypervisor_took(tmp_path):
     """/proc/stat's counts (user nice system idle iowait irq softirq steal guest
     guest_nice) differenced over a window; the worst machine's share is shown beside
@@ -119,6 +141,20 @@ def test_a_run_is_measured_again_only_when_unfaithful_while_the_host_stole_from_
     quiet = {"runs": [{"faithful": True, "host_steal": 0.3}, {"faithful": False, "host_steal": 0.02}]}
     assert again_if_stolen(measuring(quiet, "second"), runs, wait=wait) is quiet
     assert again_if_stolen(measuring({"runs": [{"faithful": True}, bad]}, "second"), runs, wait=wait) == "second"
+    # Given a dilated measurement, a stolen run is measured there at once, at the most
+    # its stolen runs need; without a figure to go by, as before.
+    dilations: list[float] = []
+
+    def dilated(d: float) -> str:
+        dilations.append(d)
+        return "dilated"
+    calls.clear()
+    needing = {"runs": [{**bad, "dilation_needed": 3.25}, {**bad, "dilation_needed": 4.0},
+                        {"faithful": True, "host_steal": 0.3, "dilation_needed": 9.0}]}
+    assert again_if_stolen(measuring(needing), runs, wait=wait, dilated=dilated) == "dilated"
+    assert dilations == [4.0] and calls == ["measure"]
+    assert again_if_stolen(measuring(bad, "second"), wait=wait, dilated=dilated) == "second"
+    assert dilations == [4.0] and calls == ["measure", "measure", "wait", "measure"]
 
 
 class FakeHost:

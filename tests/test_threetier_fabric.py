@@ -9,7 +9,8 @@ torn down:
 * 200 UDP flows take, hop by hop, the spine and super-spine the hash model predicts
   (leaves and spines hashing with their own CRCs: bit for bit, seen in the captures);
 * a ring AllReduce over all eight ranks crosses the pods, every byte right, and the
-  run is faithful (switches' and agents' lateness within one packet time);
+  run is faithful (switches' and agents' lateness within one packet time; a run the
+  hypervisor stole from, on a fabric dilated to cover its stalls);
 * orthogonal ports put one flow on every leaf uplink, spine uplink and super-spine
   downlink of the flows' way;
 * two elephants across pods on one spine uplink: GOR moves one to another path.
@@ -60,16 +61,26 @@ SPEC = ROOT / "topo" / "fabrics" / "three-tier.yaml"
 SENDER_MBPS = 6.0     # two such flows overload a 10 Mbit/s spine uplink; one fits under 75 %
 
 
+def three_tier_spec(out: Path, prefix: str, dilation: float | None = None) -> Path:
+    """SPEC with captures on, sampling 1 in 4 (GOR verifies a move from the samples of
+    the moved flow), free gRPC ports, node prefix ``prefix`` and, when given, a fixed
+    ``dilation``: written to ``out``/fabric.yaml."""
+    switches = load_spec(SPEC).switches
+    text = (SPEC.read_text().replace("pcap: false", "pcap: true")
+            .replace("sample_rate: 16", "sample_rate: 4")
+            .replace("grpc_port_base: 50051", f"grpc_port_base: {free_port_base(switches)}")
+            + f"node_prefix: {prefix}{os.getpid() % 1000}\n")
+    if dilation is not None:
+        text = text.replace("dilation: auto", f"dilation: {dilation:g}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fabric.yaml").write_text(text)
+    return out / "fabric.yaml"
+
+
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory) -> Iterator[tuple[Fabric, Path]]:
     tmp = tmp_path_factory.mktemp("three-tier")
-    spec_path = tmp / "fabric.yaml"
-    switches = load_spec(SPEC).switches
-    # Sampling 1 in 4: GOR verifies a move from the samples of the moved flow.
-    spec_path.write_text(SPEC.read_text().replace("pcap: false", "pcap: true")
-                         .replace("sample_rate: 16", "sample_rate: 4")
-                         .replace("grpc_port_base: 50051", f"grpc_port_base: {free_port_base(switches)}")
-                         + f"node_prefix: x{os.getpid() % 1000}\n")
+    spec_path = three_tier_spec(tmp, "x")
     with Fabric(load_spec(spec_path), run_dir=tmp / "run", program=program_fabric) as fab:
         yield fab, spec_path
 
@@ -139,15 +150,14 @@ def test_udp_paths_equal_the_hash_model_at_both_tiers(fabric) -> None:
 
 
 def test_ring_allreduce_crosses_the_pods_faithfully(fabric, tmp_path) -> None:
-    fab, spec_path = fabric
-    plan = fab.plan
-    clients = {sw.name: QueueControlClient(grpc.insecure_channel(sw.grpc_address)) for sw in plan.switches}
-    job = job_from_fabric(spec_path, Workload(op="allreduce", sizes=(64 * 1024,), iters=2, warmup=1),
-                          Transport(ports="orthogonal"), name="three-tier-allreduce")
     lines: list[str] = []
     attempts = itertools.count()
 
-    def measure() -> Fidelity:
+    def measure(fab: Fabric, spec_path: Path) -> Fidelity:
+        plan = fab.plan
+        clients = {sw.name: QueueControlClient(grpc.insecure_channel(sw.grpc_address)) for sw in plan.switches}
+        job = job_from_fabric(spec_path, Workload(op="allreduce", sizes=(64 * 1024,), iters=2, warmup=1),
+                              Transport(ports="orthogonal"), name="three-tier-allreduce")
         before = fidelity_of(clients)
         results = run_on_fabric(fab, job, tmp_path / f"run{next(attempts)}", timeout=180)
         verdict = switches_window(before, fidelity_of(clients)).with_agents(
@@ -161,9 +171,16 @@ def test_ring_allreduce_crosses_the_pods_faithfully(fabric, tmp_path) -> None:
         print(lines[-1])
         return verdict
 
+    def dilated(dilation: float) -> Fidelity:
+        spec_path = three_tier_spec(tmp_path / "dilated", "y", dilation)
+        with Fabric(load_spec(spec_path), run_dir=tmp_path / "dilated" / "run", program=program_fabric) as fab:
+            return measure(fab, spec_path)
+
     # A run the host's hypervisor stole from (emulation/host.py) is measured again,
-    # once: its lateness says more about the neighbours than about the fabric.
-    verdict = again_if_stolen(measure, lambda v: [{"faithful": v.faithful, "host_steal": v.steal}])
+    # once, on a fabric dilated to cover the stalls it met: its lateness says more about
+    # the neighbours than about the fabric.
+    verdict = again_if_stolen(lambda: measure(*fabric), lambda v: [
+        {"faithful": v.faithful, "host_steal": v.steal, "dilation_needed": v.dilation_needed()}], dilated=dilated)
     assert verdict.faithful, "\n".join(lines)
 
 

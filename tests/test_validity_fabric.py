@@ -27,6 +27,9 @@ The PFC and victim checks run on one fabric of PFC_FABRIC's shape (`pfc_fabric`,
 scope): each run counts drops and PAUSE frames as its own deltas and ends with its job,
 so the four runs on it are the same as two per fabric, less a bring-up and teardown.
 They come last, so that no other check's fabric runs beside it while it is up.
+
+A run the host's hypervisor stole from is measured again, once, on a fabric of the
+check's shape dilated to cover the stalls it met (`measured`, docs/fabric.md).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 import pytest
 
@@ -47,6 +50,9 @@ from experiments.validity.runs import (ONE_CNP_FABRIC, PFC_FABRIC, PROFILES_FABR
                                        two_flows, victim)
 from testkit import again_if_stolen  # noqa: E402
 from topo.net import Fabric  # noqa: E402
+from topo.spec import parse_spec  # noqa: E402
+
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -58,27 +64,31 @@ def pfc_fabric(tmp_path_factory) -> Iterator[tuple[Fabric, Path]]:
         yield fab, spec_file
 
 
+def on_fabric(shape: Mapping[str, Any], out: Path, check: Callable[[Fabric, Path, Path], T],
+              dilation: float | None = None) -> T:
+    """``check(fabric, spec_file, run_dir)`` on a fabric of ``shape`` of its own, at
+    ``dilation`` when given, torn down after."""
+    prefix = "u" if dilation is None else "z"
+    spec, spec_file = check_spec({**shape, "dilation": dilation or shape["dilation"]},
+                                 f"{prefix}{os.getpid() % 1000}", out)
+    with Fabric(spec, run_dir=out / "run", program=program_fabric) as fab:
+        return check(fab, spec_file, out / "job")
+
+
+def measured(shape: Mapping[str, Any], out: Path, check: Callable[[Fabric, Path, Path], T],
+             runs: Callable[[T], Iterable[Mapping[str, Any]]] = lambda r: [r],
+             fabric: tuple[Fabric, Path] | None = None) -> T:
+    """``check`` on ``fabric`` (or a fabric of ``shape`` of its own), measured again on
+    one of ``shape`` dilated to cover the stalls a stolen run met (`testkit.again_if_stolen`)."""
+    first = ((lambda: check(*fabric, out / "job")) if fabric is not None
+             else (lambda: on_fabric(shape, out, check)))
+    return again_if_stolen(first, runs, dilated=lambda d: on_fabric(shape, out / "dilated", check, d))
+
+
 def test_one_cnp_cuts_by_alpha_and_recovers_by_halving_the_gap(tmp_path):
-    spec, spec_file = check_spec(ONE_CNP_FABRIC, f"u{os.getpid() % 1000}", tmp_path)
-    with Fabric(spec, run_dir=tmp_path / "run", program=program_fabric) as fab:
-        r = again_if_stolen(lambda: one_cnp(fab, spec_file, tmp_path / "job"))
-    assert r["marks"] and all(m >= 1 for m in r["marks"]), r["marks"]
-    assert r["cnps"] == len(r["marks"]) == len(r["cuts"]) == 2, r    # one CNP per mark
-    for cut in r["cuts"]:
-        # alpha: as many alpha timers of decay as elapsed (one either way: the row's time)
-        assert cut["alpha_periods"] is not None, f"no cut after the CNP: {cut}"
-        assert abs(cut["alpha_periods"] - cut["alpha_periods_ref"]) <= 1, cut
-        assert cut["cut_ratio"] == pytest.approx(cut["cut_ratio_ref"], abs=0.003), cut
-        # Rc after each quiet rate timer, in units of the rate before the cut; measured
-        # within 1e-4 of the model (docs/validation.md), stated 0.005.
-        assert cut["recovery"] == pytest.approx(cut["recovery_ref"], abs=0.005), cut
-        assert cut["recovery"][5] > 0.98 and cut["recovery"][0] < 0.55
-
-
+    r = measured(ONE_CNP_FABRIC, tmp_path, one_cnp)
 def test_two_flows_share_one_bottleneck_as_the_fluid_model(tmp_path):
-    spec, spec_file = check_spec(TWO_FLOWS_FABRIC, f"u{os.getpid() % 1000}", tmp_path)
-    with Fabric(spec, run_dir=tmp_path / "run", program=program_fabric) as fab:
-        r = again_if_stolen(lambda: two_flows(fab, spec_file, tmp_path / "job"))
+    r = measured(TWO_FLOWS_FABRIC, tmp_path, two_flows)
     assert r["drops"] == 0, r
     # Measured (docs/validation.md, check 2): fair in the first to fourth 200 ms window
     # after the join in 8 runs (the model: the first), the 13th (2.4 s) in one CI run
@@ -101,10 +111,8 @@ def test_two_flows_share_one_bottleneck_as_the_fluid_model(tmp_path):
 
 
 def test_each_profile_marks_and_cuts_the_published_ones_before_pfc(tmp_path):
-    spec, spec_file = check_spec(PROFILES_FABRIC, f"u{os.getpid() % 1000}", tmp_path)
-    with Fabric(spec, run_dir=tmp_path / "run", program=program_fabric) as fab:
-        table = again_if_stolen(lambda: profiles(fab, spec_file, tmp_path / "job"), lambda t: t.values())
-        fair_mbps = fab.spec.links.host_mbps / 3
+    table = measured(PROFILES_FABRIC, tmp_path, profiles, lambda t: t.values())
+    fair_mbps = parse_spec(dict(PROFILES_FABRIC), "profiles").links.host_mbps / 3
     for name, row in table.items():
         assert row["drops"] == 0 and row["ecn_marks"] > 0 and row["cnps"] > 0, (name, row)
         # Measured slowest 1.99-3.28 Mbit/s for a fair 3.33 (docs/validation.md), and once
@@ -116,10 +124,18 @@ def test_each_profile_marks_and_cuts_the_published_ones_before_pfc(tmp_path):
         assert table[name]["pauses"] < table["testbed"]["pauses"] / 4, table
 
 
+def pfc_alone_and_with_dcqcn(run: Callable[..., dict[str, Any]]) -> Callable[[Fabric, Path, Path], dict[str, Any]]:
+    """A check's two runs on one fabric, PFC alone and with DCQCN, as one measurement:
+    they are compared with each other, so a stolen one is measured again with its pair."""
+    def both(fab: Fabric, spec_file: Path, out: Path) -> dict[str, Any]:
+        return {"alone": run(fab, spec_file, out / "pfc", dcqcn=False),
+                "both": run(fab, spec_file, out / "dcqcn", dcqcn=True)}
+    return both
+
+
 def test_pfc_shares_per_ingress_port_and_dcqcn_per_flow(pfc_fabric, tmp_path):
-    fab, spec_file = pfc_fabric
-    alone = again_if_stolen(lambda: pfc_ingress(fab, spec_file, tmp_path / "pfc", dcqcn=False))
-    both = again_if_stolen(lambda: pfc_ingress(fab, spec_file, tmp_path / "dcqcn", dcqcn=True))
+    pair = measured(PFC_FABRIC, tmp_path, pfc_alone_and_with_dcqcn(pfc_ingress), dict.values, fabric=pfc_fabric)
+    alone, both = pair["alone"], pair["both"]
     assert alone["drops"] == 0 and alone["retransmits"] == 0 and alone["pauses"] > 0, alone
     assert alone["cnps"] == 0, alone
     # Measured 0.50-0.51 and 0.16-0.18 (docs/validation.md); PFC off gives 0.25 each.
@@ -128,13 +144,12 @@ def test_pfc_shares_per_ingress_port_and_dcqcn_per_flow(pfc_fabric, tmp_path):
     # Measured 0.23-0.27 each (1.5 MB flows; 1 MB ones, converged for less of the
     # window, reached 0.30), with a tenth of the PAUSE frames.
     assert both["shares"] == pytest.approx(both["shares_ref"], abs=0.06), both
-    assert both["pauses"] < alone["pauses"] / 3, (both["pauses"], alone["pauses"])
+    assert both["pauses"] < alone["pauses"] / 3, pair
 
 
 def test_victim_flow_paused_under_pfc_alone_not_with_dcqcn(pfc_fabric, tmp_path):
-    fab, spec_file = pfc_fabric
-    alone = again_if_stolen(lambda: victim(fab, spec_file, tmp_path / "pfc", dcqcn=False))
-    both = again_if_stolen(lambda: victim(fab, spec_file, tmp_path / "dcqcn", dcqcn=True))
+    pair = measured(PFC_FABRIC, tmp_path, pfc_alone_and_with_dcqcn(victim), dict.values, fabric=pfc_fabric)
+    alone, both = pair["alone"], pair["both"]
     assert alone["drops"] == 0 and alone["pauses"] > 0 and alone["cnps"] == 0, alone
     assert both["drops"] == 0 and both["cnps"] > 0, both
     # Measured (docs/validation.md): the victim at 0.20 of the line under PFC alone, 0.46
@@ -145,6 +160,6 @@ def test_victim_flow_paused_under_pfc_alone_not_with_dcqcn(pfc_fabric, tmp_path)
     # above by 1/3: the two incast flows crossing leaf 0's uplink are marked at two
     # queues and keep 0.20-0.23 each, and the victim takes what they leave of the link.
     assert both["victim"] >= both["victim_ref"] - 0.1, both
-    assert both["victim"] > alone["victim"] + 0.05, (both["victim"], alone["victim"])
+    assert both["victim"] > alone["victim"] + 0.05, pair
     # The incast keeps its NIC's link busy (measured 0.70 of payload goodput).
     assert both["receiver_link_use"] > 0.6, both

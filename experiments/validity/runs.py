@@ -157,6 +157,7 @@ def _run(fabric: Any, clients: Mapping[str, Any], job: Job, run_dir: Path,
     numbers = {"drops": int(after["drops"] - before["drops"]), "pauses": int(after["pauses"] - before["pauses"]),
                "faithful": fidelity.faithful, "p99_lateness_pkt": round(fidelity.p99, 3),
                "fidelity": fidelity.line(), "host_steal": fidelity.steal,
+               "dilation_needed": fidelity.dilation_needed(),
                "load_start": round(load, 2), "load_end": round(os.getloadavg()[0], 2)}
     return outcome, numbers
 

@@ -1,0 +1,71 @@
+"""Stalls like a busy hypervisor's, on this machine: ``python -m bench.host_stall SHARE
+SECONDS`` holds every core ``SHARE`` of the time, in stalls of 2-8 ms at random, above
+the fabric's real-time processes.
+
+On a virtual machine whose neighbours are busy, the hypervisor holds a vCPU off its core
+for milliseconds (`emulation.host`); a switch or agent due then is late however idle the
+guest is. That steal comes and goes with the neighbours. This makes it on demand, to see
+what a fabric's fidelity does under it (docs/fabric.md, "Host steal"): one process per
+core, pinned to it, at SCHED_FIFO STALL_PRIORITY (above the switches' SCHED_RR 10, so
+they wait as for a held vCPU), spinning for a stall and sleeping between stalls. The
+kernel counts the time as busy, not as steal: a verdict's "host steal" stays low.
+The kernel's real-time throttling (95 % by default) bounds SHARE; root only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import sys
+import time
+
+STALL_PRIORITY = 50
+STALL_S = (0.002, 0.008)     # measured stalls of a held vCPU: 2-8 ms (docs/fabric.md)
+
+
+def stall_core(cpu: int, share: float, seconds: float) -> None:
+    """On core ``cpu``, spin stalls of STALL_S for ``seconds``, ``share`` of the time."""
+    os.sched_setaffinity(0, {cpu})
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(STALL_PRIORITY))
+    rng = random.Random(cpu)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        stall = rng.uniform(*STALL_S)
+        until = time.monotonic() + stall
+        while time.monotonic() < until:
+            pass
+        # The gap averages stall x (1 - share) / share: the core is held ``share`` of the time.
+        time.sleep(stall * (1 - share) / share * rng.uniform(0.5, 1.5))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.host_stall", description=__doc__.splitlines()[0])
+    parser.add_argument("share", type=float, help="share of each core to hold, above 0 and at most 0.9")
+    parser.add_argument("seconds", type=float, help="how long")
+    args = parser.parse_args(argv)
+    if not 0 < args.share <= 0.9:
+        parser.error(f"share: above 0 and at most 0.9 (the kernel throttles real-time work at 0.95), got {args.share}")
+    children = []
+    for cpu in sorted(os.sched_getaffinity(0)):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                stall_core(cpu, args.share, args.seconds)
+                os._exit(0)
+            except PermissionError as e:
+                print(f"host_stall: SCHED_FIFO refused ({e.strerror}): run as root", file=sys.stderr)
+                os._exit(2)
+        children.append(pid)
+    try:
+        codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+    except KeyboardInterrupt:
+        for pid in children:
+            os.kill(pid, signal.SIGTERM)
+        return 130
+    return max(codes, default=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
