@@ -130,6 +130,22 @@ def blocked(tid: int, pid: int | str = "self") -> bool:
     return Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "S"
 
 
+def settled(tid: int, pid: int | str = "self", quiet_s: float = 0.1) -> bool:
+    """Whether thread ``tid`` of process ``pid`` is asleep and stays so, not switched in
+    once, for ``quiet_s``: a wait that ends, not a loop's last timed sleep before it
+    does (the native loop sleeps out a wake-up quantum after each wake-up, state S too)."""
+    if not blocked(tid, pid):
+        return False
+    before = context_switches(tid, pid)
+    time.sleep(quiet_s)
+    return blocked(tid, pid) and context_switches(tid, pid) == before
+
+
+# Wake-ups an idle loop may take in a second: a stray frame the kernel itself puts on a
+# veth (CI saw one), where a loop that polled on its quantum would run thousands of times.
+IDLE_WAKEUPS = 2
+
+
 @contextmanager
 def small_fabric(name: str, letter: str, run_dir: Path) -> Iterator[Fabric]:
     """The fabric, started in ``run_dir``."""
