@@ -115,7 +115,7 @@ def test_a_run_is_measured_again_only_when_unfaithful_while_the_host_stole_from_
     run of the first was unfaithful at NOISY_STEAL or more; a faithful run, a steal
     below it or an uncounted one keeps the first, and there is no third."""
     from emulation.host import NOISY_STEAL
-    from testkit import again_if_stolen
+    from testkit import MAX_STOLEN_DILATION, again_if_stolen
 
     calls: list[str] = []
 
@@ -155,6 +155,8 @@ def test_a_run_is_measured_again_only_when_unfaithful_while_the_host_stole_from_
     assert dilations == [4.0] and calls == ["measure"]
     assert again_if_stolen(measuring(bad, "second"), wait=wait, dilated=dilated) == "second"
     assert dilations == [4.0] and calls == ["measure", "measure", "wait", "measure"]
+    assert again_if_stolen(measuring({**bad, "dilation_needed": 1300.0}), wait=wait, dilated=dilated) == "dilated"
+    assert dilations[-1] == MAX_STOLEN_DILATION
 
 
 class FakeHost:
