@@ -58,6 +58,8 @@ def test_fidelity_bounds():
     verdict = Fidelity(late, packet_time_us=3300.0)
     assert not verdict.faithful and "p99 lateness" in verdict.problems()[0]
     assert "UNFAITHFUL" in verdict.line() and "ms" in verdict.line()
+    assert verdict.line().endswith("(as late in wall time, it would fit at dilation 6.5)")   # 5.04 x 1.26
+    assert "would fit" not in Fidelity(on_time, kernel_drops=1).line()
     assert not Fidelity(on_time, kernel_drops=1).faithful
     assert Fidelity.from_json(verdict.to_json()).to_json() == verdict.to_json()
 
