@@ -149,7 +149,8 @@ def fidelity_row(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """A configuration's fidelity over its repeats: faithful only if every repeat was,
     with the worst p99 lateness and on-time share, the kernel drops summed, and the
     most the hypervisor stole from the machine during an unfaithful one (None: none
-    was, or none counted it; emulation/host.py)."""
+    was, or none counted it; emulation/host.py), and the most dilation a repeat's
+    lateness needs (`emulation.fidelity.Fidelity.dilation_needed`)."""
     if not runs:
         return None
     steals = [r["host_steal_frac"] for r in runs if not r["faithful"] and r.get("host_steal_frac") is not None]
@@ -159,5 +160,6 @@ def fidelity_row(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
             "on_time_frac": min(r["on_time_frac"] for r in runs),
             "kernel_drops": sum(r["kernel_drops"] for r in runs),
             "dilation": max(r["dilation"] for r in runs),
+            "dilation_needed": max(r.get("dilation_needed", r["dilation"]) for r in runs),
             "unfaithful_host_steal": max(steals) if steals else None,
             "problems": sorted({p for r in runs for p in r["problems"]})}

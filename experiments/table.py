@@ -46,7 +46,9 @@ def _cell(row: Mapping[str, Any], key: str, fmt: str) -> str:
             return f"ok ({f['p99_lateness_pkt']:.2f} pkt)"
         steal = f.get("unfaithful_host_steal")
         stolen = f", steal {100 * steal:.0f} %" if steal is not None else ""
-        return f"UNFAITHFUL {f['unfaithful_repeats']}/{f['repeats']} ({f['p99_lateness_pkt']:.2f} pkt{stolen})"
+        needed = f.get("dilation_needed")
+        fits = f", fits at dilation {needed:g}" if needed and needed > f["dilation"] else ""
+        return f"UNFAITHFUL {f['unfaithful_repeats']}/{f['repeats']} ({f['p99_lateness_pkt']:.2f} pkt{stolen}{fits})"
     if key in ("gor_loop_s", "gor_verified_s"):
         p50, p99 = row.get(key), row.get(f"{key}_p99")
         return "-" if p50 is None else f"{p50:.2f}/{p99:.2f}" if p99 is not None else f"{p50:.2f}"

@@ -300,6 +300,12 @@ def test_a_configuration_with_an_unfaithful_repeat_is_marked_in_the_table() -> N
     row = config_row(stolen)
     assert row["fidelity"]["unfaithful_host_steal"] == 0.27 and bad_row["fidelity"]["unfaithful_host_steal"] is None
     assert "UNFAITHFUL 2/3 (3.00 pkt, steal 27 %)" in format_table({"stock": row}).splitlines()[2]
+    # And the dilation the latest repeat would fit at (a faithful repeat's is its own).
+    needing = config_row([dict(base, fidelity=dict(good, dilation=1.0, dilation_needed=1.0)),
+                          dict(base, fidelity=dict(bad, dilation=1.0, dilation_needed=4.0)),
+                          dict(base, fidelity=dict(bad, dilation=1.0, dilation_needed=3.25))])
+    assert needing["fidelity"]["dilation_needed"] == 4.0
+    assert "UNFAITHFUL 2/3 (3.00 pkt, fits at dilation 4)" in format_table({"stock": needing}).splitlines()[2]
 
 
 def test_recovery_is_the_end_of_the_last_stall() -> None:
