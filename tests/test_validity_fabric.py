@@ -147,19 +147,33 @@ def test_pfc_shares_per_ingress_port_and_dcqcn_per_flow(pfc_fabric, tmp_path):
     assert both["pauses"] < alone["pauses"] / 3, pair
 
 
+# Runs of the victim check with DCQCN, averaged: a run's outcome is bimodal (below).
+VICTIM_DCQCN_RUNS = 3
+
+
 def test_victim_flow_paused_under_pfc_alone_not_with_dcqcn(pfc_fabric, tmp_path):
-    pair = measured(PFC_FABRIC, tmp_path, pfc_alone_and_with_dcqcn(victim), dict.values, fabric=pfc_fabric)
-    alone, both = pair["alone"], pair["both"]
+    def runs(fab: Fabric, spec_file: Path, out: Path) -> dict[str, Any]:
+        return {"alone": victim(fab, spec_file, out / "pfc", dcqcn=False),
+                "dcqcn": [victim(fab, spec_file, out / f"dcqcn{i}", dcqcn=True) for i in range(VICTIM_DCQCN_RUNS)]}
+
+    result = measured(PFC_FABRIC, tmp_path, runs, lambda r: [r["alone"], *r["dcqcn"]], fabric=pfc_fabric)
+    alone, dcqcn = result["alone"], result["dcqcn"]
     assert alone["drops"] == 0 and alone["pauses"] > 0 and alone["cnps"] == 0, alone
-    assert both["drops"] == 0 and both["cnps"] > 0, both
-    # Measured (docs/validation.md): the victim at 0.20 of the line under PFC alone, 0.46
-    # with PFC off (its max-min share is 1/3): stated below 0.28.
+    assert all(r["drops"] == 0 and r["cnps"] > 0 for r in dcqcn), dcqcn
+    # Measured (docs/validation.md): the victim at 0.20-0.27 of the line under PFC alone,
+    # 0.46 with PFC off (its max-min share is 1/3): stated below 0.28. Paused with the
+    # incast flows on its uplink, it keeps about their pace (its lead over them -0.03..+0.05).
     assert alone["victim"] < 0.28, alone
-    # With DCQCN, measured 0.36-0.45 in faithful runs (0.26 in a loaded, unfaithful one):
-    # at least its max-min share of 1/3 less 0.1, and clear of PFC alone's. Not bounded
+    # With DCQCN a run goes one of two ways (26 runs on the idle machine, 2026-12-08):
+    # in 23 the victim got 0.35-0.51, leading those flows by 0.17-0.33; in 3 the CNPs came
+    # in bursts, its alpha stayed high and its cuts deep: 0.29-0.31 (lead 0.07 where
+    # read). A single run held 0.05 clear of PFC alone's failed 3 of 15 fresh-clone CI
+    # runs (0.26-0.29 against 0.22-0.25). Averaged over VICTIM_DCQCN_RUNS: at least its
+    # max-min share of 1/3 less 0.1, and its lead 0.05 clear of PFC alone's. Not bounded
     # above by 1/3: the two incast flows crossing leaf 0's uplink are marked at two
-    # queues and keep 0.20-0.23 each, and the victim takes what they leave of the link.
-    assert both["victim"] >= both["victim_ref"] - 0.1, both
-    assert both["victim"] > alone["victim"] + 0.05, pair
+    # queues, and the victim takes what they leave of it.
+    mean = {key: sum(r[key] for r in dcqcn) / len(dcqcn) for key in ("victim", "victim_lead", "receiver_link_use")}
+    assert mean["victim"] >= dcqcn[0]["victim_ref"] - 0.1, (mean, dcqcn)
+    assert mean["victim_lead"] > alone["victim_lead"] + 0.05, (mean, result)
     # The incast keeps its NIC's link busy (measured 0.70 of payload goodput).
-    assert both["receiver_link_use"] > 0.6, both
+    assert mean["receiver_link_use"] > 0.6, (mean, dcqcn)

@@ -319,7 +319,11 @@ def victim(fabric: Any, spec_file: Path, run_dir: Path, dcqcn: bool, pfc: bool =
     goodput, numbers = _flow_set(fabric, spec_file, run_dir, senders, "victim", dcqcn, pfc, size)
     line = fabric.spec.links.host_mbps * 1e6
     fair = ref.victim_fair_shares()
+    # The victim's lead over the incast flows on its uplink: about 0 when PFC pauses it
+    # with them, what it gains when it is not (the paper's point).
+    sharing = [goodput[f"incast{i}"] / line for i in range(2)]
     return {**numbers, "victim": goodput["victim"] / line, "victim_ref": fair["victim"],
+            "victim_lead": goodput["victim"] / line - sum(sharing) / len(sharing),
             "incast": {k: g / line for k, g in goodput.items() if k != "victim"}, "incast_ref": fair["incast"],
             "receiver_link_use": sum(g for k, g in goodput.items() if k != "victim") / line}
 
