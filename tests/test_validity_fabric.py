@@ -160,10 +160,11 @@ def test_victim_flow_paused_under_pfc_alone_not_with_dcqcn(pfc_fabric, tmp_path)
     alone, dcqcn = result["alone"], result["dcqcn"]
     assert alone["drops"] == 0 and alone["pauses"] > 0 and alone["cnps"] == 0, alone
     assert all(r["drops"] == 0 and r["cnps"] > 0 for r in dcqcn), dcqcn
-    # Measured (docs/validation.md): the victim at 0.20-0.27 of the line under PFC alone,
-    # 0.46 with PFC off (its max-min share is 1/3): stated below 0.28. Paused with the
-    # incast flows on its uplink, it keeps about their pace (its lead over them -0.03..+0.05).
-    assert alone["victim"] < 0.28, alone
+    # Measured (docs/validation.md): the victim at 0.20-0.27 of the line under PFC alone
+    # (0.274 once: the former bound of 0.28 was that close), 0.46 with PFC off: stated
+    # clearly below its max-min share of 1/3, under 0.30. Paused with the incast flows on
+    # its uplink, it keeps about their pace (its lead over them -0.03..+0.05).
+    assert alone["victim"] < 0.30, alone
     # With DCQCN a run goes one of two ways (26 runs on the idle machine, 2026-12-08):
     # in 23 the victim got 0.35-0.51, leading those flows by 0.17-0.33; in 3 the CNPs came
     # in bursts, its alpha stayed high and its cuts deep: 0.29-0.31 (lead 0.07 where
