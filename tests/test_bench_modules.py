@@ -80,7 +80,8 @@ def test_host_stall_holds_each_core_its_share_in_stalls() -> None:
     after = os.times()
     assert proc.returncode == 0
     share = (after.children_user + after.children_system - before.children_user - before.children_system) / (wall * cores)
-    assert 0.15 < share < 0.45, share
+    # 0.21-0.25 measured (the wall includes the start); lower where the hypervisor steals.
+    assert 0.1 < share < 0.45, share
     assert max(late) > 0.0015, max(late)
 
 
