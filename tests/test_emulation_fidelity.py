@@ -7,6 +7,8 @@ fidelity counters over p4sim's QueueControl service (GetFidelity)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import signal
 import time
@@ -84,6 +86,8 @@ def test_the_dilation_needed_covers_the_same_wall_time_lateness(dilation, late):
     assert Fidelity.from_json(first.to_json()).dilation_needed() == needed
     on_time = run(dilation * late * 2)
     assert on_time.faithful and on_time.dilation_needed() == on_time.dilation
+    # Unfaithful for a kernel drop alone: its lateness already fits.
+    assert dataclasses.replace(on_time, kernel_drops=1).dilation_needed() == on_time.dilation
 
 
 def test_steal_is_the_share_of_the_window_the_hypervisor_took(tmp_path):

@@ -52,3 +52,6 @@ def test_fidelity_line():
     assert line.startswith("# fidelity (UNFAITHFUL, dilation 2): departures on time 100.0%")
     assert "p99 lateness 0.20 ms (0.20 frame times)" in line   # capped at the maximum
     assert "frames handled p99 3.00 ms (3.00 frame times) after arrival; kernel drops 2" in line
+    # 3 frame times late at dilation 2: 2 x 3 x 1.26 = 7.56, up to a quarter.
+    assert line.endswith("; as late in wall time, it would fit at dilation 7.75")
+    assert "would fit" not in format_fidelity({**fidelity.report({"0": (tx, tx, 2)}, 0.001), "dilation": 2.0})
