@@ -193,8 +193,8 @@ class Fidelity:
         that lateness came from stalls of the host (`dilation_needed`)."""
         ms = f"{self.p99 * self.packet_time_us / 1000:.2f} ms " if self.packet_time_us else ""
         verdict = "faithful" if self.faithful else "UNFAITHFUL: " + "; ".join(self.problems())
-        if not self.faithful and self.p99 > P99_LATENESS_PACKET_TIMES:
-            verdict += f" (as late in wall time, it would fit at dilation {self.dilation_needed():g})"
+        if (needed := self.dilation_needed()) > self.dilation:
+            verdict += f" (as late in wall time, it would fit at dilation {needed:g})"
         agents = "".join(f", {name} p99 {h.quantile(0.99):.2f}" for name, h in self.agents.items())
         total = sum(h.total for h in self.parts().values())
         steal = f", host steal {100 * self.steal:.0f} %" if self.steal is not None else ""

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from emulation.fidelity import P99_LATENESS_PACKET_TIMES, dilation_covering
+from emulation.fidelity import dilation_covering
 
 ELEMENT = ("uint8", 1)     # XOR works per byte: count = bytes
 
@@ -74,9 +74,8 @@ def format_fidelity(fid: dict[str, Any]) -> str:
     """One comment line on an agent's fidelity (`tccl.engine.Engine.fidelity`)."""
     tx, rx = fid["tx"], fid["rx"]
     verdict = "faithful" if fid["faithful"] else "UNFAITHFUL"
-    late = max(tx["p99_frames"], rx["p99_frames"])
-    fits = (f"; as late in wall time, it would fit at dilation {dilation_covering(fid['dilation'], late):g}"
-            if late > P99_LATENESS_PACKET_TIMES else "")
+    needed = dilation_covering(fid["dilation"], max(tx["p99_frames"], rx["p99_frames"]))
+    fits = f"; as late in wall time, it would fit at dilation {needed:g}" if needed > fid["dilation"] else ""
     return (f"# fidelity ({verdict}, dilation {fid['dilation']:g}): departures on time "
             f"{tx['on_time_frac']:.1%}, p99 lateness {tx['p99_us'] / 1e3:.2f} ms ({tx['p99_frames']:.2f} "
             f"frame times); frames handled p99 {rx['p99_us'] / 1e3:.2f} ms ({rx['p99_frames']:.2f} frame "

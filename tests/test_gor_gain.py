@@ -21,7 +21,9 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mnexec") is N
                                 reason="needs root and Mininet")
 
 from experiments.__main__ import main  # noqa: E402
+from experiments.runner import write_spec  # noqa: E402
 from testkit import again_if_stolen  # noqa: E402
+from topo.spec import load_spec, replace  # noqa: E402
 
 DEFAULT_FABRIC = Path(__file__).resolve().parent.parent / "topo" / "fabrics" / "default.yaml"
 # stock-gor's iterations 2..N against orthogonal's: measured 0.99x (0.96-0.99 over
@@ -42,9 +44,7 @@ def test_stock_with_gor_runs_at_orthogonal_pace_from_iteration_two(tmp_path: Pat
         return json.loads((out / "summary.json").read_text())["configs"]
 
     def dilated(dilation: float) -> dict:
-        spec = tmp_path / "dilated.yaml"
-        spec.write_text(DEFAULT_FABRIC.read_text().replace("dilation: auto", f"dilation: {dilation:g}"))
-        return measure(spec)
+        return measure(write_spec(replace(load_spec(DEFAULT_FABRIC), dilation=dilation), tmp_path / "dilated.yaml"))
 
     # Each configuration's fidelity, with the host's steal during an unfaithful repeat;
     # a stolen measurement is taken again on the fabric dilated to cover its stalls.

@@ -45,6 +45,7 @@ from controller.gor import Gor  # noqa: E402
 from controller.routes import program_fabric  # noqa: E402
 from emulation.fidelity import Fidelity, switches_window  # noqa: E402
 from experiments.gor_loop import loop_steps, two_flow_job, wait_cleared  # noqa: E402
+from experiments.runner import write_spec  # noqa: E402
 from p4sim.runtime.queues import QueueControlClient, fidelity_of  # noqa: E402
 from tccl.fidelity import agents_window  # noqa: E402
 from tccl.job import Transport, Workload, job_from_fabric  # noqa: E402
@@ -54,7 +55,7 @@ from topo.freeports import free_port_base  # noqa: E402
 from topo.hashmodel import PORT_RANGE, FiveTuple, predict_path  # noqa: E402
 from topo.namespaces import host_socket  # noqa: E402
 from topo.net import Fabric  # noqa: E402
-from topo.spec import load_spec  # noqa: E402
+from topo.spec import load_spec, replace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "topo" / "fabrics" / "three-tier.yaml"
@@ -65,16 +66,10 @@ def three_tier_spec(out: Path, prefix: str, dilation: float | None = None) -> Pa
     """SPEC with captures on, sampling 1 in 4 (GOR verifies a move from the samples of
     the moved flow), free gRPC ports, node prefix ``prefix`` and, when given, a fixed
     ``dilation``: written to ``out``/fabric.yaml."""
-    switches = load_spec(SPEC).switches
-    text = (SPEC.read_text().replace("pcap: false", "pcap: true")
-            .replace("sample_rate: 16", "sample_rate: 4")
-            .replace("grpc_port_base: 50051", f"grpc_port_base: {free_port_base(switches)}")
-            + f"node_prefix: {prefix}{os.getpid() % 1000}\n")
-    if dilation is not None:
-        text = text.replace("dilation: auto", f"dilation: {dilation:g}")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "fabric.yaml").write_text(text)
-    return out / "fabric.yaml"
+    spec = load_spec(SPEC)
+    spec = replace(spec, pcap=True, sample_rate=4, grpc_port_base=free_port_base(spec.switches),
+                   node_prefix=f"{prefix}{os.getpid() % 1000}", dilation=dilation or spec.dilation)
+    return write_spec(spec, out / "fabric.yaml")
 
 
 @pytest.fixture(scope="module")

@@ -124,18 +124,25 @@ def test_each_profile_marks_and_cuts_the_published_ones_before_pfc(tmp_path):
         assert table[name]["pauses"] < table["testbed"]["pauses"] / 4, table
 
 
-def pfc_alone_and_with_dcqcn(run: Callable[..., dict[str, Any]]) -> Callable[[Fabric, Path, Path], dict[str, Any]]:
-    """A check's two runs on one fabric, PFC alone and with DCQCN, as one measurement:
-    they are compared with each other, so a stolen one is measured again with its pair."""
-    def both(fab: Fabric, spec_file: Path, out: Path) -> dict[str, Any]:
+def alone_and_with_dcqcn(run: Callable[..., dict[str, Any]],
+                         dcqcn_runs: int = 1) -> Callable[[Fabric, Path, Path], dict[str, Any]]:
+    """A check's runs on one fabric, PFC alone once and with DCQCN ``dcqcn_runs`` times,
+    as one measurement: they are compared with each other, so a stolen one is measured
+    again with the others."""
+    def runs(fab: Fabric, spec_file: Path, out: Path) -> dict[str, Any]:
         return {"alone": run(fab, spec_file, out / "pfc", dcqcn=False),
-                "both": run(fab, spec_file, out / "dcqcn", dcqcn=True)}
-    return both
+                "dcqcn": [run(fab, spec_file, out / f"dcqcn{i}", dcqcn=True) for i in range(dcqcn_runs)]}
+    return runs
+
+
+def each_run(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The runs of an `alone_and_with_dcqcn` measurement, as `again_if_stolen` reads them."""
+    return [result["alone"], *result["dcqcn"]]
 
 
 def test_pfc_shares_per_ingress_port_and_dcqcn_per_flow(pfc_fabric, tmp_path):
-    pair = measured(PFC_FABRIC, tmp_path, pfc_alone_and_with_dcqcn(pfc_ingress), dict.values, fabric=pfc_fabric)
-    alone, both = pair["alone"], pair["both"]
+    pair = measured(PFC_FABRIC, tmp_path, alone_and_with_dcqcn(pfc_ingress), each_run, fabric=pfc_fabric)
+    alone, (both,) = pair["alone"], pair["dcqcn"]
     assert alone["drops"] == 0 and alone["retransmits"] == 0 and alone["pauses"] > 0, alone
     assert alone["cnps"] == 0, alone
     # Measured 0.50-0.51 and 0.16-0.18 (docs/validation.md); PFC off gives 0.25 each.
@@ -152,11 +159,8 @@ VICTIM_DCQCN_RUNS = 3
 
 
 def test_victim_flow_paused_under_pfc_alone_not_with_dcqcn(pfc_fabric, tmp_path):
-    def runs(fab: Fabric, spec_file: Path, out: Path) -> dict[str, Any]:
-        return {"alone": victim(fab, spec_file, out / "pfc", dcqcn=False),
-                "dcqcn": [victim(fab, spec_file, out / f"dcqcn{i}", dcqcn=True) for i in range(VICTIM_DCQCN_RUNS)]}
-
-    result = measured(PFC_FABRIC, tmp_path, runs, lambda r: [r["alone"], *r["dcqcn"]], fabric=pfc_fabric)
+    result = measured(PFC_FABRIC, tmp_path, alone_and_with_dcqcn(victim, VICTIM_DCQCN_RUNS), each_run,
+                      fabric=pfc_fabric)
     alone, dcqcn = result["alone"], result["dcqcn"]
     assert alone["drops"] == 0 and alone["pauses"] > 0 and alone["cnps"] == 0, alone
     assert all(r["drops"] == 0 and r["cnps"] > 0 for r in dcqcn), dcqcn

@@ -69,10 +69,10 @@ def again_if_stolen(measure: Callable[[], T], runs: Callable[[T], Iterable[Mappi
     With ``dilated`` (the same measurement on a fabric at a given dilation) and the
     stolen runs' ``dilation_needed`` (`emulation.fidelity.Fidelity.dilation_needed`),
     it is ``dilated(d)`` at the most they need (at most MAX_STOLEN_DILATION), taken at
-    once: a packet time long enough to cover the stalls the first measurement met. Otherwise it waits for a quiet spell
-    of the host first (``wait``, at most QUIET_WAIT_S) -- which, in three fresh-clone CI
-    runs on 2026-12-07, did not come in two (the three-tier ring at 35 % steal, then 24 %
-    after the wait)."""
+    once: a packet time long enough to cover the stalls the first measurement met.
+    Otherwise it waits for a quiet spell of the host first (``wait``, at most
+    QUIET_WAIT_S) -- which, in three fresh-clone CI runs on 2026-12-07, did not come in
+    two (the three-tier ring at 35 % steal, then 24 % after the wait)."""
     first = measure()
     stolen = [run for run in runs(first)
               if not run["faithful"] and (run.get("host_steal") or 0.0) >= NOISY_STEAL]
