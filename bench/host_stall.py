@@ -58,11 +58,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"host_stall: SCHED_FIFO refused ({e.strerror}): run as root", file=sys.stderr)
                 os._exit(2)
         children.append(pid)
+    # Ended early (Ctrl-C, or SIGTERM from whoever started it), it ends its spinning
+    # children too: left behind, they would hold the cores until their time is up.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
     except KeyboardInterrupt:
         for pid in children:
             os.kill(pid, signal.SIGTERM)
+        for pid in children:
+            os.waitpid(pid, 0)
         return 130
     return max(codes, default=0)
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from testkit import wait_for
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 NAMES = sorted(m.name for m in pkgutil.iter_modules([str(BENCH)]) if m.name.startswith("bench_"))
@@ -83,6 +84,29 @@ def test_host_stall_holds_each_core_its_share_in_stalls() -> None:
     # 0.21-0.25 measured (the wall includes the start); lower where the hypervisor steals.
     assert 0.1 < share < 0.45, share
     assert max(late) > 0.0015, max(late)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_FIFO needs root")
+def test_host_stall_ended_early_ends_its_children() -> None:
+    """SIGTERM to `bench.host_stall` ends the processes spinning on each core with it
+    (left behind, they held the cores for the rest of their time)."""
+    proc = subprocess.Popen([sys.executable, "-m", "bench.host_stall", "0.3", "60"], cwd=BENCH.parent)
+    try:
+        children = wait_for("a stalling process per core", lambda: _children(proc.pid), timeout=20)
+        assert len(children) == len(os.sched_getaffinity(0))
+        proc.terminate()
+        assert proc.wait(timeout=10) == 130
+        assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _children(pid: int) -> list[int]:
+    """The process ids of ``pid``'s children, from /proc."""
+    tasks = Path(f"/proc/{pid}/task")
+    return [int(c) for t in tasks.iterdir() for c in (t / "children").read_text().split()] if tasks.exists() else []
 
 
 def test_host_stall_refuses_a_share_it_cannot_hold() -> None:

@@ -238,8 +238,10 @@ MBPS, SIZE = 2.0, 1000          # 4 ms per frame: room for a busy machine's time
 OFFER = 1.5                     # x the port rate, so the port stays backlogged
 
 
-def _offer_traffic(net, seconds: float, during=None) -> None:
-    """Send at OFFER x the port rate from h1 for ``seconds``; ``during()`` runs once, midway."""
+def _offer_traffic(net, seconds: float, dilation: float, during=None) -> None:
+    """Send at OFFER x the port rate from h1 for ``seconds`` of emulated time at
+    ``dilation`` (the wall rate is the emulated one / dilation); ``during()`` runs once,
+    midway."""
     from scapy.config import conf
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
@@ -250,11 +252,11 @@ def _offer_traffic(net, seconds: float, during=None) -> None:
     frame = Ether(src="02:00:00:00:01:01", dst="02:00:00:00:02:02") / IP(src="10.0.1.1", dst="10.0.2.2") \
         / UDP(sport=10000, dport=4791)
     template = bytes(frame / Raw(bytes(SIZE - len(frame))))
-    rate = MBPS * 1e6 / 8 / SIZE * OFFER
+    rate = MBPS * 1e6 / 8 / SIZE * OFFER / dilation
     try:
         start, sent = time.monotonic(), 0
-        while (elapsed := time.monotonic() - start) < seconds:
-            if during is not None and elapsed > seconds / 2:
+        while (elapsed := time.monotonic() - start) < seconds * dilation:
+            if during is not None and elapsed > seconds * dilation / 2:
                 during()
                 during = None
             while sent < int(elapsed * rate):
@@ -265,17 +267,21 @@ def _offer_traffic(net, seconds: float, during=None) -> None:
         sock.close()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
-@pytest.mark.parametrize("stopped", [False, True], ids=["undisturbed", "sigstopped"])
-def test_monitor_flags_a_switch_kept_off_the_cpu(tmp_path, stopped):
+def _switch_verdict(tmp_path: Path, stopped: bool, dilation: float = 1.0) -> Fidelity:
+    """``p4sim switch`` between two namespaces, its 2 Mbit/s port kept backlogged for 3 s
+    of emulated time (and stopped with SIGSTOP for 0.5 s midway if ``stopped``): its
+    verdict over that window, read over GetFidelity."""
     from switchproc import SwitchProcess
     from topo.namespaces import Netns
 
+    run_dir = tmp_path / f"dilation-{dilation:g}"
+    run_dir.mkdir()
+    clock = EmulationClock.start(dilation=dilation)
     with Netns() as net:
         net.add_switch_and_hosts()
-        address = f"unix:{tmp_path}/p4rt.sock"
-        sw = SwitchProcess(tmp_path, "-i", f"1@{net.ifaces['s1']}", "-i", f"2@{net.ifaces['s2']}",
-                           "--port-rate", f"2={MBPS:g}", "--queue-depth", "400",
+        address = f"unix:{run_dir}/p4rt.sock"
+        sw = SwitchProcess(run_dir, "-i", f"1@{net.ifaces['s1']}", "-i", f"2@{net.ifaces['s2']}",
+                           "--port-rate", f"2={MBPS:g}", "--queue-depth", "400", "--clock", clock.encode(),
                            "--grpc-server-addr", address, str(FIXTURE),
                            # At real-time priority, as a fabric runs its switches.
                            prefix=[*net.exec_prefix("sw"), *realtime_prefix(10)])
@@ -290,12 +296,28 @@ def test_monitor_flags_a_switch_kept_off_the_cpu(tmp_path, stopped):
                 time.sleep(0.5)
                 os.kill(sw.proc.pid, signal.SIGCONT)
 
-            _offer_traffic(net, 3.0, pause if stopped else None)
+            _offer_traffic(net, 3.0, dilation, pause if stopped else None)
             verdict = switches_window(before, {"sw": client.fidelity()})
             channel.close()
         finally:
             os.kill(sw.proc.pid, signal.SIGCONT)
             sw.stop()
+    assert verdict.dilation == dilation
+    return verdict
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+@pytest.mark.parametrize("stopped", [False, True], ids=["undisturbed", "sigstopped"])
+def test_monitor_flags_a_switch_kept_off_the_cpu(tmp_path, stopped):
+    from testkit import again_if_stolen, verdict_runs
+
+    if stopped:
+        verdict = _switch_verdict(tmp_path, stopped)
+    else:
+        # Undisturbed but stolen from by the host's hypervisor (a CI run: p99 1.59 packet
+        # times at 16 % steal), the run is measured again at the dilation its stalls need.
+        verdict = again_if_stolen(lambda: _switch_verdict(tmp_path, stopped), verdict_runs,
+                                  dilated=lambda d: _switch_verdict(tmp_path, stopped, d))
     assert verdict.lateness.total > 300     # the port sent at its rate for ~3 s
     assert verdict.steal is not None and 0 <= verdict.steal < 1   # the machine's, over GetFidelity
     assert verdict.packet_time_us == pytest.approx(1518 * 8 / MBPS, rel=0.01)

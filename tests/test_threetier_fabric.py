@@ -50,7 +50,7 @@ from p4sim.runtime.queues import QueueControlClient, fidelity_of  # noqa: E402
 from tccl.fidelity import agents_window  # noqa: E402
 from tccl.job import Transport, Workload, job_from_fabric  # noqa: E402
 from tccl.launch import run_on_fabric  # noqa: E402
-from testkit import again_if_stolen  # noqa: E402
+from testkit import again_if_stolen, verdict_runs  # noqa: E402
 from topo.freeports import free_port_base  # noqa: E402
 from topo.hashmodel import PORT_RANGE, FiveTuple, predict_path  # noqa: E402
 from topo.namespaces import host_socket  # noqa: E402
@@ -174,8 +174,7 @@ def test_ring_allreduce_crosses_the_pods_faithfully(fabric, tmp_path) -> None:
     # A run the host's hypervisor stole from (emulation/host.py) is measured again,
     # once, on a fabric dilated to cover the stalls it met: its lateness says more about
     # the neighbours than about the fabric.
-    verdict = again_if_stolen(lambda: measure(*fabric), lambda v: [
-        {"faithful": v.faithful, "host_steal": v.steal, "dilation_needed": v.dilation_needed()}], dilated=dilated)
+    verdict = again_if_stolen(lambda: measure(*fabric), verdict_runs, dilated=dilated)
     assert verdict.faithful, "\n".join(lines)
 
 

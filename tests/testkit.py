@@ -30,6 +30,7 @@ from emulation.host import NOISY_STEAL, cpu_ticks, steal_share, wait_for_quiet_h
 
 if TYPE_CHECKING:
     from controller.gor import Gor
+    from emulation.fidelity import Fidelity
     from tccl.job import Job
     from topo.addressing import AddressPlan
     from topo.net import Fabric
@@ -83,6 +84,13 @@ def again_if_stolen(measure: Callable[[], T], runs: Callable[[T], Iterable[Mappi
         return dilated(min(max(needed), MAX_STOLEN_DILATION))
     wait()
     return measure()
+
+
+def verdict_runs(verdict: "Fidelity") -> list[dict[str, Any]]:
+    """One fidelity verdict (`emulation.fidelity.Fidelity`) as `again_if_stolen` reads
+    runs: a switch counts the machine's steal over its window itself."""
+    return [{"faithful": verdict.faithful, "host_steal": verdict.steal,
+             "dilation_needed": verdict.dilation_needed()}]
 
 
 def agents_run(results: Mapping[str, Mapping[str, Any]], since: Mapping[str, int]) -> list[dict[str, Any]]:
@@ -173,6 +181,7 @@ def gor_on(fabric: Fabric, run_dir: Path) -> Iterator[Gor]:
     """GOR with the default thresholds on ``fabric``, its run directory ``run_dir``."""
     from controller.config import default_config
     from controller.gor import Gor
+    from emulation.fidelity import Fidelity
 
     assert fabric.pipeline is not None
     g = Gor(fabric.plan, fabric.pipeline, run_dir, default_config(fabric.plan),
