@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from emulation.fidelity import dilation_covering
 
@@ -70,11 +70,18 @@ def format_row(row: Row) -> str:
             f"  {row.algbw_mbps:8.3f}  {row.busbw_mbps:8.3f}  {wrong:>6s}")
 
 
+def dilation_needed(fid: Mapping[str, Any]) -> float:
+    """The dilation at which an agent's p99 lateness, as long in wall time, would be
+    within the bound (`emulation.fidelity.dilation_covering`), from its fidelity
+    (`tccl.engine.Engine.fidelity`): its departures or its handling, the later."""
+    return dilation_covering(fid["dilation"], max(fid["tx"]["p99_frames"], fid["rx"]["p99_frames"]))
+
+
 def format_fidelity(fid: dict[str, Any]) -> str:
     """One comment line on an agent's fidelity (`tccl.engine.Engine.fidelity`)."""
     tx, rx = fid["tx"], fid["rx"]
     verdict = "faithful" if fid["faithful"] else "UNFAITHFUL"
-    needed = dilation_covering(fid["dilation"], max(tx["p99_frames"], rx["p99_frames"]))
+    needed = dilation_needed(fid)
     fits = f"; as late in wall time, it would fit at dilation {needed:g}" if needed > fid["dilation"] else ""
     return (f"# fidelity ({verdict}, dilation {fid['dilation']:g}): departures on time "
             f"{tx['on_time_frac']:.1%}, p99 lateness {tx['p99_us'] / 1e3:.2f} ms ({tx['p99_frames']:.2f} "

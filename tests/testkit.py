@@ -94,11 +94,15 @@ def verdict_runs(verdict: "Fidelity") -> list[dict[str, Any]]:
 
 
 def agents_run(results: Mapping[str, Mapping[str, Any]], since: Mapping[str, int]) -> list[dict[str, Any]]:
-    """One job's agents as `again_if_stolen` reads runs: each agent's own verdict, with
-    what the hypervisor stole from this machine since ``since`` (`cpu_ticks` at the
-    job's start): agents between namespaces have no switch to count it."""
+    """One job's agents as `again_if_stolen` reads runs: each agent's own verdict and
+    the dilation its lateness asks for (`tccl.results.dilation_needed`), with what the
+    hypervisor stole from this machine since ``since`` (`cpu_ticks` at the job's
+    start): agents between namespaces have no switch to count it."""
+    from tccl.results import dilation_needed
+
     steal = steal_share(since, cpu_ticks())
-    return [{"faithful": r["fidelity"]["faithful"], "host_steal": steal} for r in results.values()]
+    return [{"faithful": r["fidelity"]["faithful"], "host_steal": steal,
+             "dilation_needed": dilation_needed(r["fidelity"])} for r in results.values()]
 
 
 class DeviceLoop:
