@@ -12,6 +12,7 @@ import dataclasses
 import os
 import signal
 import time
+import warnings
 from pathlib import Path
 
 import grpc
@@ -121,7 +122,7 @@ def test_a_run_is_measured_again_only_when_unfaithful_while_the_host_stole_from_
     run of the first was unfaithful at NOISY_STEAL or more; a faithful run, a steal
     below it or an uncounted one keeps the first, and there is no third."""
     from emulation.host import NOISY_STEAL
-    from testkit import MAX_STOLEN_DILATION, again_if_stolen
+    from testkit import MAX_STOLEN_DILATION, StolenRun, again_if_stolen
 
     calls: list[str] = []
 
@@ -137,16 +138,21 @@ def test_a_run_is_measured_again_only_when_unfaithful_while_the_host_stole_from_
         calls.append("wait")
 
     bad = {"faithful": False, "host_steal": NOISY_STEAL}
-    assert again_if_stolen(measuring(bad, "second", "third"), wait=wait) == "second"
+    with pytest.warns(StolenRun, match=rf"^1 run\(s\) unfaithful at {NOISY_STEAL:.0%} host steal: measured again after waiting"):
+        assert again_if_stolen(measuring(bad, "second", "third"), wait=wait) == "second"
     assert calls == ["measure", "wait", "measure"]     # the host's quiet spell comes first
     for first in ({"faithful": True, "host_steal": 0.5}, {"faithful": False, "host_steal": NOISY_STEAL - 0.01},
                   {"faithful": False, "host_steal": None}, {"faithful": False}):
         calls.clear()
-        assert again_if_stolen(measuring(first, "second"), wait=wait) is first and calls == ["measure"]
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            assert again_if_stolen(measuring(first, "second"), wait=wait) is first and calls == ["measure"]
+        assert not said
     runs = lambda t: t["runs"]                                      # noqa: E731
     quiet = {"runs": [{"faithful": True, "host_steal": 0.3}, {"faithful": False, "host_steal": 0.02}]}
     assert again_if_stolen(measuring(quiet, "second"), runs, wait=wait) is quiet
-    assert again_if_stolen(measuring({"runs": [{"faithful": True}, bad]}, "second"), runs, wait=wait) == "second"
+    with pytest.warns(StolenRun):
+        assert again_if_stolen(measuring({"runs": [{"faithful": True}, bad]}, "second"), runs, wait=wait) == "second"
     # Given a dilated measurement, a stolen run is measured there at once, at the most
     # its stolen runs need; without a figure to go by, as before.
     dilations: list[float] = []
@@ -157,11 +163,14 @@ def test_a_run_is_measured_again_only_when_unfaithful_while_the_host_stole_from_
     calls.clear()
     needing = {"runs": [{**bad, "dilation_needed": 3.25}, {**bad, "dilation_needed": 4.0},
                         {"faithful": True, "host_steal": 0.3, "dilation_needed": 9.0}]}
-    assert again_if_stolen(measuring(needing), runs, wait=wait, dilated=dilated) == "dilated"
+    with pytest.warns(StolenRun, match=rf"^2 run\(s\) unfaithful at {NOISY_STEAL:.0%} host steal: measured again at dilation 4$"):
+        assert again_if_stolen(measuring(needing), runs, wait=wait, dilated=dilated) == "dilated"
     assert dilations == [4.0] and calls == ["measure"]
-    assert again_if_stolen(measuring(bad, "second"), wait=wait, dilated=dilated) == "second"
+    with pytest.warns(StolenRun, match="after waiting"):
+        assert again_if_stolen(measuring(bad, "second"), wait=wait, dilated=dilated) == "second"
     assert dilations == [4.0] and calls == ["measure", "measure", "wait", "measure"]
-    assert again_if_stolen(measuring({**bad, "dilation_needed": 1300.0}), wait=wait, dilated=dilated) == "dilated"
+    with pytest.warns(StolenRun, match="at dilation 6$"):
+        assert again_if_stolen(measuring({**bad, "dilation_needed": 1300.0}), wait=wait, dilated=dilated) == "dilated"
     assert dilations[-1] == MAX_STOLEN_DILATION
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, TypeVar
@@ -80,10 +81,22 @@ def again_if_stolen(measure: Callable[[], T], runs: Callable[[T], Iterable[Mappi
     if not stolen:
         return first
     needed = [run["dilation_needed"] for run in stolen if run.get("dilation_needed")]
+    steal = max(run["host_steal"] for run in stolen)
     if dilated is not None and needed:
-        return dilated(min(max(needed), MAX_STOLEN_DILATION))
+        dilation = min(max(needed), MAX_STOLEN_DILATION)
+        warnings.warn(StolenRun(f"{len(stolen)} run(s) unfaithful at {steal:.0%} host steal: "
+                                f"measured again at dilation {dilation:g}"), stacklevel=2)
+        return dilated(dilation)
+    warnings.warn(StolenRun(f"{len(stolen)} run(s) unfaithful at {steal:.0%} host steal: "
+                            "measured again after waiting for a quiet host"), stacklevel=2)
     wait()
     return measure()
+
+
+class StolenRun(UserWarning):
+    """A check measured again by `again_if_stolen`: pytest's warnings summary names the
+    test and why, so a CI log says which checks the host's steal made run twice (and
+    longer)."""
 
 
 def verdict_runs(verdict: "Fidelity") -> list[dict[str, Any]]:
