@@ -13,7 +13,8 @@ agent's niceness, sends its output to the agent's log and runs `tccl.agent.main`
 
 The spawner is a child of the launching process, single-threaded (fork-safe), and
 reports each agent's exit status to it; when the launcher goes away (its end of the
-pipe closes) the spawner stops the agents it forked and exits. `SpawnedProcess` is the
+pipe closes) the spawner stops the agents it forked and exits; a launcher that exits
+normally waits for that. `SpawnedProcess` is the
 launcher's handle on an agent: the part of `subprocess.Popen` the launchers use.
 
 Protocol, one JSON object per line: requests ``{"id", "argv", "netns", "log", "cwd",
@@ -25,6 +26,7 @@ agent's exit.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -305,6 +307,9 @@ def spawner() -> Spawner:
     with _spawner_lock:
         if _spawner is None or not _spawner.alive:
             _spawner = Spawner()
+            # The launcher ends it as it exits, and waits: `make run` returns with
+            # nothing of it left (it would notice the pipe close, but after the return).
+            atexit.register(_spawner.close)
         return _spawner
 
 

@@ -147,6 +147,15 @@ LAUNCHER = textwrap.dedent("""
 """)
 
 
+def test_a_launcher_that_exits_leaves_no_spawner_behind() -> None:
+    """A launcher's normal exit (the prompt's ``quit``) waits for its spawner to end: by
+    the time the launcher's exit status is in, the spawner has exited and been reaped."""
+    launcher = subprocess.run([sys.executable, "-c", "from tccl.spawner import spawner; print(spawner()._proc.pid)"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert launcher.returncode == 0, launcher.stderr
+    assert not Path(f"/proc/{int(launcher.stdout)}").exists()
+
+
 @needs_root
 def test_the_agents_are_stopped_when_their_launcher_dies(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
