@@ -138,16 +138,17 @@ def test_a_run_is_measured_again_only_when_unfaithful_while_the_host_stole_from_
         calls.append("wait")
 
     bad = {"faithful": False, "host_steal": NOISY_STEAL}
-    with pytest.warns(StolenRun, match=rf"^1 run\(s\) unfaithful at {NOISY_STEAL:.0%} host steal: measured again after waiting"):
+    said = rf"^1 run\(s\) unfaithful at {NOISY_STEAL:.0%} host steal: measured again after waiting"
+    with pytest.warns(StolenRun, match=said):
         assert again_if_stolen(measuring(bad, "second", "third"), wait=wait) == "second"
     assert calls == ["measure", "wait", "measure"]     # the host's quiet spell comes first
     for first in ({"faithful": True, "host_steal": 0.5}, {"faithful": False, "host_steal": NOISY_STEAL - 0.01},
                   {"faithful": False, "host_steal": None}, {"faithful": False}):
         calls.clear()
-        with warnings.catch_warnings(record=True) as said:
+        with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             assert again_if_stolen(measuring(first, "second"), wait=wait) is first and calls == ["measure"]
-        assert not said
+        assert not seen
     runs = lambda t: t["runs"]                                      # noqa: E731
     quiet = {"runs": [{"faithful": True, "host_steal": 0.3}, {"faithful": False, "host_steal": 0.02}]}
     assert again_if_stolen(measuring(quiet, "second"), runs, wait=wait) is quiet
@@ -163,7 +164,8 @@ def test_a_run_is_measured_again_only_when_unfaithful_while_the_host_stole_from_
     calls.clear()
     needing = {"runs": [{**bad, "dilation_needed": 3.25}, {**bad, "dilation_needed": 4.0},
                         {"faithful": True, "host_steal": 0.3, "dilation_needed": 9.0}]}
-    with pytest.warns(StolenRun, match=rf"^2 run\(s\) unfaithful at {NOISY_STEAL:.0%} host steal: measured again at dilation 4$"):
+    said = rf"^2 run\(s\) unfaithful at {NOISY_STEAL:.0%} host steal: measured again at dilation 4$"
+    with pytest.warns(StolenRun, match=said):
         assert again_if_stolen(measuring(needing), runs, wait=wait, dilated=dilated) == "dilated"
     assert dilations == [4.0] and calls == ["measure"]
     with pytest.warns(StolenRun, match="after waiting"):

@@ -238,6 +238,7 @@ def test_dilated_clock_slows_the_wire_not_the_results(tmp_path):
     assert wall_mbps <= 1.05 * 20.0 / dilation
     assert 12 < res["a"]["rows"][0]["algbw_mbps"] <= 20.0
 
+
 def test_stopped_agents_show_in_their_fidelity(tmp_path):
     """A receiver stopped for 0.3 s handles the frames that waited in its rings 0.3 s
     after they arrived; a sender stopped as long sends its next frame 0.3 s late. Both

@@ -198,7 +198,6 @@ def gor_on(fabric: Fabric, run_dir: Path) -> Iterator[Gor]:
     """GOR with the default thresholds on ``fabric``, its run directory ``run_dir``."""
     from controller.config import default_config
     from controller.gor import Gor
-    from emulation.fidelity import Fidelity
 
     assert fabric.pipeline is not None
     g = Gor(fabric.plan, fabric.pipeline, run_dir, default_config(fabric.plan),
