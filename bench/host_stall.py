@@ -20,9 +20,12 @@ import random
 import signal
 import sys
 import time
+import traceback
+from typing import NoReturn
 
 STALL_PRIORITY = 50
 STALL_S = (0.002, 0.008)     # measured stalls of a held vCPU: 2-8 ms (docs/fabric.md)
+ENDING = {signal.SIGTERM, signal.SIGINT}
 
 
 def stall_core(cpu: int, share: float, seconds: float) -> None:
@@ -47,29 +50,50 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 < args.share <= 0.9:
         parser.error(f"share: above 0 and at most 0.9 (the kernel throttles real-time work at 0.95), got {args.share}")
-    children = []
-    for cpu in sorted(os.sched_getaffinity(0)):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                stall_core(cpu, args.share, args.seconds)
-                os._exit(0)
-            except PermissionError as e:
-                print(f"host_stall: SCHED_FIFO refused ({e.strerror}): run as root", file=sys.stderr)
-                os._exit(2)
-        children.append(pid)
     # Ended early (Ctrl-C, or SIGTERM from whoever started it), it ends its spinning
     # children too: left behind, they would hold the cores until their time is up.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    running: list[int] = []
+    codes: list[int] = []
     try:
-        codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+        for cpu in sorted(os.sched_getaffinity(0)):
+            # No signal between a fork and its child's pid in ``running``: the child
+            # would be left behind.
+            signal.pthread_sigmask(signal.SIG_BLOCK, ENDING)
+            pid = os.fork()
+            if pid == 0:
+                _child(cpu, args.share, args.seconds)
+            running.append(pid)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING)
+        while running:
+            codes.append(os.waitstatus_to_exitcode(os.waitpid(running[0], 0)[1]))
+            running.pop(0)
     except KeyboardInterrupt:
-        for pid in children:
+        for pid in running:
             os.kill(pid, signal.SIGTERM)
-        for pid in children:
+        for pid in running:
             os.waitpid(pid, 0)
         return 130
     return max(codes, default=0)
+
+
+def _child(cpu: int, share: float, seconds: float) -> NoReturn:
+    """A forked child's whole life: stall ``cpu``, then exit -- also on an error or an
+    interrupt, which must not carry it back into the parent's code."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING)
+        stall_core(cpu, share, seconds)
+        code = 0
+    except PermissionError as e:
+        print(f"host_stall: SCHED_FIFO refused ({e.strerror}): run as root", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    os._exit(code)
 
 
 if __name__ == "__main__":

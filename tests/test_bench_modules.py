@@ -92,15 +92,16 @@ def test_host_stall_ended_early_ends_its_children() -> None:
     (left behind, they held the cores for the rest of their time)."""
     proc = subprocess.Popen([sys.executable, "-m", "bench.host_stall", "0.3", "60"], cwd=BENCH.parent)
     try:
-        children = wait_for("a stalling process per core", lambda: _children(proc.pid), timeout=20)
-        assert len(children) == len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))     # it forks one after another: wait for all
+        children = wait_for("a stalling process per core",
+                            lambda: found if len(found := _children(proc.pid)) == cores else None, timeout=20)
         proc.terminate()
         assert proc.wait(timeout=10) == 130
         assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            proc.terminate()     # ends its children too (or the test has failed already)
+            proc.wait(timeout=10)
 
 
 def _children(pid: int) -> list[int]:
