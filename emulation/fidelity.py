@@ -169,8 +169,9 @@ class Fidelity:
 
     def dilation_needed(self) -> float:
         """The dilation at which this run's lateness would fit its bound
-        (`dilation_covering`); the run's own dilation when it was faithful."""
-        return self.dilation if self.faithful else dilation_covering(self.dilation, self.p99)
+        (`dilation_covering`); the run's own dilation when its lateness fits already
+        (a faithful run, or one unfaithful for kernel drops alone)."""
+        return dilation_covering(self.dilation, self.p99)
 
     def problems(self) -> list[str]:
         """Why the run is unfaithful; empty when it meets every bound."""
